@@ -1,0 +1,40 @@
+# The two commands: `make demo` and `make test` (see README.md).
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all build deps demo test bench format lint clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
+
+build: $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+# Installs what is missing, builds, ingests the bundled real trace, prints the report and
+# writes report.html.
+demo: deps
+	@$(MAKE) --no-print-directory build
+	@bash scripts/demo.sh $(BUILD)/rightsize
+
+test: deps
+	@$(MAKE) --no-print-directory build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+bench: deps
+	@$(MAKE) --no-print-directory build
+	@bash bench/run.sh $(BUILD)
+
+format:
+	clang-format -i $$(git ls-files '*.cc' '*.h')
+
+lint: $(BUILD)/build.ninja
+	clang-tidy -p $(BUILD) --quiet $$(git ls-files 'src/*.cc')
+
+clean:
+	rm -rf $(BUILD)

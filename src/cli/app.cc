@@ -1,0 +1,66 @@
+#include "cli/app.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+
+#include "cli/terminal.h"
+
+namespace rightsize::cli {
+
+std::string Context::StorePath() const {
+  if (!db_path.empty()) return db_path;
+  return DefaultStorePath([](const char* name) -> std::optional<std::string> {
+    const char* v = std::getenv(name);
+    return v != nullptr ? std::optional<std::string>(v) : std::nullopt;
+  });
+}
+
+StatusOr<Store*> Context::OpenedStore() {
+  if (!store_) {
+    RS_ASSIGN_OR_RETURN(store_, OpenStore(StorePath()));
+  }
+  return store_.get();
+}
+
+int RunCli(int argc, char** argv) {
+  spdlog::set_pattern("rightsize: %l: %v");
+  CLI::App app{
+      "rightsize: find and recover the capacity that HPC and GPU jobs request but do not use.\n"
+      "Exit codes: 0 ok, 1 usage error, 2 bad input, 3 internal error."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("rightsize ") + RIGHTSIZE_VERSION);
+  Context ctx;
+  app.add_option("--db", ctx.db_path,
+                 "Store file (default: $RIGHTSIZE_DB, else "
+                 "$XDG_DATA_HOME/rightsize/rightsize.db or ~/.local/share/rightsize/rightsize.db)")
+      ->type_name("PATH");
+
+  Action action;
+  AddIngestCommands(app, ctx, &action);
+  AddReportCommand(app, ctx, &action);
+  AddJobCommand(app, ctx, &action);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+  if (!action) return kExitUsage;
+  try {
+    return action();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "rightsize: internal error: {}\n", e.what());
+    return kExitInternal;
+  }
+}
+
+}  // namespace rightsize::cli

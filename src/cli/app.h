@@ -1,0 +1,38 @@
+// The `rightsize` command line: one executable, one subcommand per capability.
+//
+// Each command parses its flags with CLI11, opens the store it needs, calls the components and
+// prints either aligned human tables or, with --json, the documented JSON schema. Exit codes:
+// 0 ok, 1 usage, 2 bad input, 3 internal error.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "store/store.h"
+
+namespace rightsize::cli {
+
+// State shared by the subcommands: the global flags and the store, opened on first use.
+class Context {
+ public:
+  std::string db_path;  // --db; empty = the default path
+  StatusOr<Store*> OpenedStore();
+  std::string StorePath() const;
+
+ private:
+  std::unique_ptr<Store> store_;
+};
+
+// A subcommand's action returns the process exit code.
+using Action = std::function<int()>;
+
+void AddIngestCommands(CLI::App& app, Context& ctx, Action* action);
+void AddReportCommand(CLI::App& app, Context& ctx, Action* action);
+void AddJobCommand(CLI::App& app, Context& ctx, Action* action);
+
+// Runs the CLI; returns the exit code.
+int RunCli(int argc, char** argv);
+
+}  // namespace rightsize::cli

@@ -1,0 +1,106 @@
+// `rightsize report`: the measurement-window waste report.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <fstream>
+
+#include "cli/app.h"
+#include "cli/terminal.h"
+#include "report/render.h"
+#include "report/waste.h"
+
+namespace rightsize::cli {
+
+extern const char* const kDefaultPricesJson;  // share/prices.json, embedded at build time
+
+StatusOr<PriceTable> PricesFor(const std::string& path) {
+  if (path.empty()) return ParsePriceTable(kDefaultPricesJson, "<built-in share/prices.json>");
+  return LoadPriceTable(path);
+}
+
+Status WriteOutput(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    fmt::print("{}", text);
+    return Status::Ok();
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return Status::IoError(fmt::format("cannot write {}", path));
+  return Status::Ok();
+}
+
+void AddReportCommand(CLI::App& app, Context& ctx, Action* action) {
+  auto* cmd = app.add_subcommand(
+      "report",
+      "How much of what jobs reserved they used, what the rest cost, and what right-sizing "
+      "would recover (jobs that ended in the window)");
+  struct Flags {
+    std::string since, until, cluster, by, format = "text", prices, output;
+    bool json = false;
+    int top = 10;
+  };
+  auto f = std::make_shared<Flags>();
+  cmd->add_option("--since", f->since,
+                  "Jobs that ended at or after: 14d (ago), 12h, or 2024-01-31 (default: all)");
+  cmd->add_option("--until", f->until, "Jobs that ended before (default: no limit)");
+  cmd->add_option("--cluster", f->cluster, "Only this cluster (default: all)");
+  std::string by_help = "Group the waste table by";
+  for (const char* k : kReportGroupKeys) by_help += std::string(" ") + k;
+  cmd->add_option("--by", f->by, by_help)
+      ->check(CLI::IsMember(
+          std::vector<std::string>(kReportGroupKeys.begin(), kReportGroupKeys.end())));
+  cmd->add_option("--format", f->format, "text, json or html")
+      ->check(CLI::IsMember({"text", "json", "html"}))
+      ->capture_default_str();
+  cmd->add_flag("--json", f->json, "Same as --format json");
+  cmd->add_option("--prices", f->prices,
+                  "Price table (JSON, see docs/report-schema.md); default: the built-in "
+                  "on-demand list prices of share/prices.json");
+  cmd->add_option("--top", f->top, "How many top wasters to list")->capture_default_str();
+  cmd->add_option("-o,--output", f->output, "Write to FILE instead of standard output");
+  cmd->callback([&ctx, action, f] {
+    *action = [&ctx, f]() -> int {
+      int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+      ReportOptions opts;
+      opts.cluster = f->cluster;
+      opts.by = f->by;
+      opts.top_n = f->top;
+      if (!f->since.empty()) {
+        auto t = ParseTimeSpec(f->since, now);
+        if (!t.ok()) return Fail(t.status().WithContext("--since"));
+        opts.since = *t;
+      }
+      if (!f->until.empty()) {
+        auto t = ParseTimeSpec(f->until, now);
+        if (!t.ok()) return Fail(t.status().WithContext("--until"));
+        opts.until = *t;
+      }
+      auto prices = PricesFor(f->prices);
+      if (!prices.ok()) return Fail(prices.status());
+      auto store = ctx.OpenedStore();
+      if (!store.ok()) return Fail(store.status());
+      auto report = BuildWasteReport(**store, opts, *prices);
+      if (!report.ok()) return Fail(report.status());
+      std::string format = f->json ? "json" : f->format;
+      std::string text;
+      if (format == "json") {
+        text = RenderJson(*report).dump(2) + "\n";
+      } else if (format == "html") {
+        text = RenderHtml(*report);
+      } else {
+        text = RenderText(*report);
+      }
+      Status st = WriteOutput(f->output, text);
+      if (!st.ok()) return Fail(st);
+      if (!f->output.empty() && f->output != "-") {
+        fmt::print(stderr, "rightsize: wrote {}\n", f->output);
+      }
+      return kExitOk;
+    };
+  });
+}
+
+}  // namespace rightsize::cli

@@ -1,0 +1,187 @@
+#include "ingest/ingest.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "ingest/line_reader.h"
+
+namespace rightsize {
+
+std::string IngestError::ToString() const { return fmt::format("{}:{}: {}", file, line, message); }
+
+namespace {
+
+// Stores batches on its own thread, so parsing the next batch overlaps with the SQLite
+// transaction of the previous one (the two halves cost about the same). At most two batches
+// wait, which bounds memory. The first store error is kept and ends all further writes.
+class BatchWriter {
+ public:
+  explicit BatchWriter(Store& store) : store_(store), thread_([this] { Run(); }) {}
+  BatchWriter(const BatchWriter&) = delete;
+  BatchWriter& operator=(const BatchWriter&) = delete;
+  ~BatchWriter() { (void)Close(); }
+
+  // Queues a batch; blocks while two are already waiting.
+  void Push(std::vector<JobRecord> batch) {
+    std::unique_lock lock(mu_);
+    space_.wait(lock, [&] { return queue_.size() < 2 || !error_.ok(); });
+    if (!error_.ok()) return;
+    queue_.push_back(std::move(batch));
+    ready_.notify_one();
+  }
+
+  // Waits until everything queued is stored; returns the first error.
+  Status Close() {
+    {
+      std::lock_guard lock(mu_);
+      closing_ = true;
+      ready_.notify_one();
+    }
+    if (thread_.joinable()) thread_.join();
+    std::lock_guard lock(mu_);
+    return error_;
+  }
+
+  int64_t stored() const {
+    std::lock_guard lock(mu_);
+    return stored_;
+  }
+
+ private:
+  void Run() {
+    while (true) {
+      std::vector<JobRecord> batch;
+      {
+        std::unique_lock lock(mu_);
+        ready_.wait(lock, [&] { return !queue_.empty() || closing_; });
+        if (queue_.empty()) return;
+        batch = std::move(queue_.front());
+        queue_.pop_front();
+        space_.notify_one();
+      }
+      Status st = store_.UpsertJobs(batch);
+      std::lock_guard lock(mu_);
+      if (!st.ok()) {
+        error_ = st;
+        queue_.clear();
+        space_.notify_all();
+        return;
+      }
+      stored_ += static_cast<int64_t>(batch.size());
+    }
+  }
+
+  Store& store_;  // used only by thread_
+  mutable std::mutex mu_;
+  std::condition_variable ready_;             // a batch is queued, or closing
+  std::condition_variable space_;             // the queue has room, or an error ended it
+  std::deque<std::vector<JobRecord>> queue_;  // GUARDED_BY(mu_)
+  bool closing_ = false;                      // GUARDED_BY(mu_)
+  Status error_;                              // GUARDED_BY(mu_)
+  int64_t stored_ = 0;                        // GUARDED_BY(mu_)
+  std::thread thread_;                        // last: starts after the members above
+};
+
+}  // namespace
+
+Status IngestFile(const std::string& path, RecordParser& parser, Store& store,
+                  const std::string& cluster, const IngestOptions& options, IngestStats* stats) {
+  auto t0 = std::chrono::steady_clock::now();
+  IngestStats local;
+  IngestStats& s = stats != nullptr ? *stats : local;
+  s = IngestStats();
+  s.file = path == "-" ? "<stdin>" : path;
+  s.cluster = cluster;
+
+  RS_ASSIGN_OR_RETURN(auto reader, LineReader::Open(path));
+  BatchWriter writer(store);
+  std::vector<JobRecord> batch;
+  batch.reserve(options.batch_size);
+  Status fatal;
+
+  auto flush = [&](bool final_flush) {
+    if (batch.empty()) return;
+    for (auto& job : batch) {
+      if (job.cluster.empty() || options.override_cluster) job.cluster = cluster;
+    }
+    s.records += static_cast<int64_t>(batch.size());
+    writer.Push(std::move(batch));
+    batch = std::vector<JobRecord>();
+    if (!final_flush) batch.reserve(options.batch_size);
+    if (options.progress) options.progress(reader->bytes_consumed(), reader->total_bytes());
+  };
+  auto record_error = [&](int64_t line, const Status& st) {
+    IngestError e{reader->name(), line, st.message()};
+    ++s.skipped;
+    if (s.errors.size() < options.max_kept_errors) s.errors.push_back(e);
+    if (options.on_error) options.on_error(e);
+  };
+
+  std::string_view line;
+  while (true) {
+    auto more = reader->Next(&line);
+    if (!more.ok()) {
+      // An over-long line is one bad line; a truncated or unreadable stream ends the file.
+      if (more.status().message().find("line longer than") != std::string::npos) {
+        IngestError e{reader->name(), reader->line_number(), "line longer than 1 MiB"};
+        ++s.skipped;
+        if (s.errors.size() < options.max_kept_errors) s.errors.push_back(e);
+        if (options.on_error) options.on_error(e);
+        if (options.strict) {
+          fatal = more.status();
+          break;
+        }
+        continue;
+      }
+      fatal = more.status();
+      break;
+    }
+    if (!*more) break;
+    ++s.lines;
+    Status st = parser.ParseLine(line, batch);
+    if (!st.ok()) {
+      record_error(reader->line_number(), st);
+      if (options.strict) {
+        fatal = Status::BadInput(fmt::format("{}:{}: {} (--strict stops at the first error)",
+                                             reader->name(), reader->line_number(), st.message()));
+        break;
+      }
+    }
+    if (batch.size() >= options.batch_size) flush(false);
+  }
+  if (fatal.ok()) {
+    Status st = parser.Finish(batch);
+    if (!st.ok()) record_error(reader->line_number(), st);
+  }
+  flush(true);
+  Status write_status = writer.Close();
+  s.stored = writer.stored();
+  if (options.progress) options.progress(reader->bytes_consumed(), reader->total_bytes());
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  if (!write_status.ok()) return write_status;
+  if (!fatal.ok()) return fatal;
+  if (options.allow_empty && s.records == 0 && s.skipped == 0) return Status::Ok();
+  if (s.lines == 0) {
+    return Status::BadInput(fmt::format("{}: the file is empty; expected job records", s.file));
+  }
+  if (s.records == 0 && s.skipped == 0) {
+    return Status::BadInput(
+        fmt::format("{}: no job records in {} lines (only headers or comments)", s.file, s.lines));
+  }
+  if (s.records == 0) {
+    return Status::BadInput(fmt::format("{}: none of its {} lines is a job record; first error: {}",
+                                        s.file, s.lines, s.errors.front().ToString()));
+  }
+  if (!parser.metadata().empty()) {
+    RS_RETURN_IF_ERROR(store.PutClusterMeta(cluster, parser.metadata()));
+  }
+  return Status::Ok();
+}
+
+}  // namespace rightsize

@@ -1,0 +1,506 @@
+#include "ingest/sacct.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+
+namespace rightsize {
+
+const char* const kSacctFormat =
+    "JobID,JobIDRaw,Cluster,Partition,Account,User,Group,QOS,JobName,State,ExitCode,Submit,"
+    "Start,End,Elapsed,Timelimit,NNodes,NCPUS,ReqCPUS,ReqMem,ReqTRES,AllocTRES,TotalCPU,"
+    "MaxRSS,AveRSS,NTasks,TRESUsageInMax,TRESUsageInTot,TRESUsageOutTot,NodeList";
+
+namespace {
+
+enum Col {
+  kJobId,
+  kJobIdRaw,
+  kCluster,
+  kPartition,
+  kAccount,
+  kUser,
+  kGroup,
+  kQos,
+  kJobName,
+  kState,
+  kExitCode,
+  kSubmit,
+  kStart,
+  kEnd,
+  kElapsed,
+  kElapsedRaw,
+  kTimelimit,
+  kTimelimitRaw,
+  kNNodes,
+  kNCpus,
+  kAllocCpus,
+  kReqCpus,
+  kReqMem,
+  kReqTres,
+  kAllocTres,
+  kReqGres,
+  kAllocGres,
+  kTotalCpu,
+  kUserCpu,
+  kSystemCpu,
+  kMaxRss,
+  kAveRss,
+  kNTasks,
+  kTresUsageInMax,
+  kTresUsageInTot,
+  kTresUsageOutTot,
+  kNodeList,
+  kNumCols
+};
+
+// Canonical names, in Col order. Matching is case-insensitive, as sacct's --format is.
+const char* const kColNames[kNumCols] = {
+    "JobID",     "JobIDRaw", "Cluster",   "Partition",      "Account",        "User",
+    "Group",     "QOS",      "JobName",   "State",          "ExitCode",       "Submit",
+    "Start",     "End",      "Elapsed",   "ElapsedRaw",     "Timelimit",      "TimelimitRaw",
+    "NNodes",    "NCPUS",    "AllocCPUS", "ReqCPUS",        "ReqMem",         "ReqTRES",
+    "AllocTRES", "ReqGRES",  "AllocGRES", "TotalCPU",       "UserCPU",        "SystemCPU",
+    "MaxRSS",    "AveRSS",   "NTasks",    "TRESUsageInMax", "TRESUsageInTot", "TRESUsageOutTot",
+    "NodeList"};
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+int ColumnId(std::string_view name) {
+  std::string lower = Lower(Trim(name));
+  for (int i = 0; i < kNumCols; ++i) {
+    if (lower == Lower(kColNames[i])) return i;
+  }
+  if (lower == "gid") return -1;
+  return -1;
+}
+
+void Split(std::string_view line, std::string_view delim, std::vector<std::string_view>* out) {
+  out->clear();
+  size_t pos = 0;
+  while (true) {
+    size_t next = line.find(delim, pos);
+    if (next == std::string_view::npos) {
+      out->push_back(line.substr(pos));
+      return;
+    }
+    out->push_back(line.substr(pos, next - pos));
+    pos = next + delim.size();
+  }
+}
+
+std::vector<std::string_view> Split(std::string_view line, std::string_view delim) {
+  std::vector<std::string_view> out;
+  Split(line, delim, &out);
+  return out;
+}
+
+std::string DetectDelimiter(std::string_view line) {
+  // Longest first: "^|^" contains '|'.
+  for (const char* d : {"^|^", "|", "\xe2\x98\x83" /* ☃ */, "\t", ";"}) {
+    if (line.find(d) != std::string_view::npos) return d;
+  }
+  return "|";
+}
+
+// Reads a field with `parse`; an error names the field.
+template <typename T>
+Status Field(std::string_view name, StatusOr<T> parsed, T* out) {
+  if (!parsed.ok()) return parsed.status().WithContext(fmt::format("field {}", name));
+  *out = std::move(parsed).value();
+  return Status::Ok();
+}
+
+struct ExitCode {
+  std::optional<int> code;
+  std::optional<int> signal;
+};
+
+StatusOr<ExitCode> ParseExitCode(std::string_view text) {
+  text = Trim(text);
+  ExitCode out;
+  if (text.empty()) return out;
+  auto colon = text.find(':');
+  auto code = ParseInt(text.substr(0, colon));
+  if (!code)
+    return Status::BadInput(fmt::format("expected an exit code like 0:0, got {}", Quote(text)));
+  out.code = static_cast<int>(*code);
+  if (colon != std::string_view::npos) {
+    auto sig = ParseInt(text.substr(colon + 1));
+    if (!sig)
+      return Status::BadInput(fmt::format("expected an exit code like 0:9, got {}", Quote(text)));
+    out.signal = static_cast<int>(*sig);
+  }
+  return out;
+}
+
+// "CANCELLED by 10304007" -> "CANCELLED"; "CANCELLED+" (truncated display) -> "CANCELLED".
+std::string NormalizeState(std::string_view state) {
+  state = Trim(state);
+  auto space = state.find(' ');
+  if (space != std::string_view::npos) state = state.substr(0, space);
+  while (!state.empty() && state.back() == '+') state.remove_suffix(1);
+  return std::string(state);
+}
+
+// Old sacct's ReqGRES/AllocGRES: "gpu:2", "gpu:a100:2", "gpu:tesla:2(IDX:0-1)".
+void ParseGres(std::string_view text, std::optional<int>* gpus, std::string* type) {
+  text = Trim(text);
+  while (!text.empty()) {
+    auto comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    if (auto paren = item.find('('); paren != std::string_view::npos) item = item.substr(0, paren);
+    if (item.rfind("gpu", 0) == 0) {
+      auto last = item.rfind(':');
+      if (last != std::string_view::npos) {
+        if (auto n = ParseInt(item.substr(last + 1))) {
+          *gpus = gpus->value_or(0) + static_cast<int>(*n);
+          auto first = item.find(':');
+          if (first != last) *type = std::string(item.substr(first + 1, last - first - 1));
+        }
+      }
+    }
+    if (comma == std::string_view::npos) break;
+    text = text.substr(comma + 1);
+  }
+}
+
+template <typename T>
+void KeepMax(std::optional<T>& acc, std::optional<T> v) {
+  if (v && (!acc || *v > *acc)) acc = v;
+}
+template <typename T>
+void AddTo(std::optional<T>& acc, std::optional<T> v) {
+  if (v) acc = acc.value_or(0) + *v;
+}
+
+}  // namespace
+
+const std::vector<std::string>& SacctParser::KnownColumns() {
+  static const std::vector<std::string> names(kColNames, kColNames + kNumCols);
+  return names;
+}
+
+SacctParser::SacctParser(SacctOptions options) : options_(std::move(options)) {}
+
+Status SacctParser::SetColumns(const std::vector<std::string>& names) {
+  column_ids_.clear();
+  bool has_id = false;
+  for (const auto& n : names) {
+    int id = ColumnId(n);
+    column_ids_.push_back(id);
+    has_id = has_id || id == kJobId || id == kJobIdRaw;
+  }
+  if (!has_id) {
+    return Status::BadInput("the columns have no JobID or JobIDRaw; expected sacct -P output");
+  }
+  columns_set_ = true;
+  return Status::Ok();
+}
+
+Status SacctParser::ParseLine(std::string_view line, std::vector<JobRecord>& out) {
+  if (Trim(line).empty() || line.front() == '#') {
+    ++non_record_lines_;
+    return Status::Ok();
+  }
+  if (!columns_set_) {
+    if (options_.delimiter.empty()) options_.delimiter = DetectDelimiter(line);
+    auto first = Split(line, options_.delimiter);
+    bool is_header = std::any_of(first.begin(), first.end(), [](std::string_view f) {
+      int id = ColumnId(f);
+      return id == kJobId || id == kJobIdRaw;
+    });
+    if (is_header) {
+      std::vector<std::string> names(first.begin(), first.end());
+      RS_RETURN_IF_ERROR(SetColumns(names));
+      ++non_record_lines_;
+      return Status::Ok();
+    }
+    std::vector<std::string> names = options_.columns;
+    if (names.empty()) {
+      std::string_view fmt_sv = kSacctFormat;
+      for (auto f : Split(fmt_sv, ",")) names.emplace_back(f);
+    }
+    RS_RETURN_IF_ERROR(SetColumns(names));
+  }
+  Split(line, options_.delimiter, &fields_);
+  // `sacct --parsable` (-p, unlike -P) ends every line with the delimiter.
+  if (fields_.size() == column_ids_.size() + 1 && fields_.back().empty()) fields_.pop_back();
+  if (fields_.size() != column_ids_.size()) {
+    // A header repeated mid-file (concatenated sacct runs) is not an error.
+    if (!fields_.empty() && ColumnId(fields_[0]) == column_ids_[0] && column_ids_[0] >= 0 &&
+        Lower(fields_[0]) == Lower(kColNames[column_ids_[0]])) {
+      ++non_record_lines_;
+      return Status::Ok();
+    }
+    return Status::BadInput(
+        fmt::format("expected {} fields separated by {}, got {}{}", column_ids_.size(),
+                    Quote(options_.delimiter), fields_.size(),
+                    options_.columns.empty() && fields_.size() != column_ids_.size()
+                        ? " (wrong --delimiter, or a headerless file that needs --columns?)"
+                        : ""));
+  }
+  if (column_ids_[0] >= 0 && Lower(Trim(fields_[0])) == Lower(kColNames[column_ids_[0]])) {
+    ++non_record_lines_;  // a repeated header
+    return Status::Ok();
+  }
+  return ParseRow(fields_, out);
+}
+
+SacctParser::OpenJob& SacctParser::Open(const std::string& key, std::vector<JobRecord>& out) {
+  auto it = open_.find(key);
+  if (it != open_.end()) return it->second;
+  if (open_.size() >= kOpenJobs) {
+    auto oldest = open_.find(open_order_.front());
+    out.push_back(Close(std::move(oldest->second)));
+    open_.erase(oldest);
+    open_order_.pop_front();
+  }
+  open_order_.push_back(key);
+  return open_[key];
+}
+
+Status SacctParser::ParseRow(const std::vector<std::string_view>& f, std::vector<JobRecord>& out) {
+  // Gather the fields by column; absent columns read as empty.
+  std::string_view v[kNumCols];
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (column_ids_[i] >= 0) v[column_ids_[i]] = Trim(f[i]);
+  }
+  std::string_view id_text = !v[kJobId].empty() ? v[kJobId] : v[kJobIdRaw];
+  JobIdParts id;
+  RS_RETURN_IF_ERROR(Field(!v[kJobId].empty() ? "JobID" : "JobIDRaw", ParseJobId(id_text), &id));
+  std::string key = std::string(v[kCluster]) + '\0' + id.job;
+
+  // Fields common to job and step lines.
+  ExitCode exit;
+  RS_RETURN_IF_ERROR(Field("ExitCode", ParseExitCode(v[kExitCode]), &exit));
+  std::optional<MemoryAmount> max_rss, ave_rss;
+  RS_RETURN_IF_ERROR(Field("MaxRSS", ParseSlurmMemory(v[kMaxRss], 1), &max_rss));
+  RS_RETURN_IF_ERROR(Field("AveRSS", ParseSlurmMemory(v[kAveRss], 1), &ave_rss));
+  std::optional<SlurmDuration> total_cpu, user_cpu, system_cpu;
+  RS_RETURN_IF_ERROR(Field("TotalCPU", ParseSlurmDuration(v[kTotalCpu]), &total_cpu));
+  RS_RETURN_IF_ERROR(Field("UserCPU", ParseSlurmDuration(v[kUserCpu]), &user_cpu));
+  RS_RETURN_IF_ERROR(Field("SystemCPU", ParseSlurmDuration(v[kSystemCpu]), &system_cpu));
+  TresSummary usage_max, usage_in, usage_out;
+  RS_RETURN_IF_ERROR(Field("TRESUsageInMax", SummarizeTres(v[kTresUsageInMax], 1), &usage_max));
+  RS_RETURN_IF_ERROR(Field("TRESUsageInTot", SummarizeTres(v[kTresUsageInTot], 1), &usage_in));
+  RS_RETURN_IF_ERROR(Field("TRESUsageOutTot", SummarizeTres(v[kTresUsageOutTot], 1), &usage_out));
+  std::optional<int64_t> ntasks;
+  if (!v[kNTasks].empty()) {
+    ntasks = ParseInt(v[kNTasks]);
+    if (!ntasks) {
+      return Status::BadInput(
+          fmt::format("field NTasks: expected a task count, got {}", Quote(v[kNTasks])));
+    }
+  }
+  auto cpu_seconds = [&]() -> std::optional<double> {
+    if (total_cpu && total_cpu->kind == SlurmDuration::Kind::kValue) return total_cpu->seconds;
+    if (user_cpu || system_cpu) {
+      return (user_cpu ? user_cpu->seconds : 0) + (system_cpu ? system_cpu->seconds : 0);
+    }
+    return std::nullopt;
+  };
+  // Memory of a step: the largest task's peak times the tasks (an upper bound for the step).
+  int64_t tasks = std::max<int64_t>(1, ntasks.value_or(1));
+  std::optional<int64_t> peak;
+  if (max_rss) peak = max_rss->bytes * tasks;
+  if (!peak && usage_max.memory_bytes) peak = *usage_max.memory_bytes * tasks;
+  std::optional<int64_t> avg;
+  if (ave_rss) avg = ave_rss->bytes * tasks;
+
+  if (!id.step.empty()) {
+    OpenJob& open = Open(key, out);
+    // A step: fold its usage into the job.
+    KeepMax(open.steps_peak_rss, peak);
+    KeepMax(open.steps_avg_rss, avg);
+    if (auto c = cpu_seconds()) {
+      open.steps_cpu_s += *c;
+      open.any_step_cpu = true;
+    }
+    KeepMax(open.steps_gpu_mem, usage_max.gpu_memory_bytes);
+    KeepMax(open.steps_gpu_util, usage_max.gpu_util_pct);
+    AddTo(open.steps_read, usage_in.disk_bytes);
+    AddTo(open.steps_write, usage_out.disk_bytes);
+    if (id.step == "batch") {
+      open.batch_state = NormalizeState(v[kState]);
+      open.batch_exit = exit.code;
+      open.batch_signal = exit.signal;
+    }
+    if (!open.have_job_line) {
+      // Orphan steps (sacct run with a step filter): take what they say of the job.
+      JobRecord& j = open.job;
+      j.job_id = id.job;
+      j.cluster = std::string(v[kCluster]);
+      j.source = "sacct";
+      if (!v[kNodeList].empty()) j.alloc.node_list = std::string(v[kNodeList]);
+    }
+    return Status::Ok();
+  }
+
+  // The job line: parsed aside, so a malformed one leaves nothing behind.
+  JobRecord j;
+  j.cluster = std::string(v[kCluster]);
+  j.job_id = id.job;
+  j.source = "sacct";
+  auto& r = j.request;
+  r.partition = std::string(v[kPartition]);
+  r.account = std::string(v[kAccount]);
+  r.user = std::string(v[kUser]);
+  r.group = std::string(v[kGroup]);
+  r.qos = std::string(v[kQos]);
+  r.job_name = std::string(v[kJobName]);
+  RS_RETURN_IF_ERROR(Field("Submit", ParseSlurmTimestamp(v[kSubmit]), &j.submit_time));
+  RS_RETURN_IF_ERROR(Field("Start", ParseSlurmTimestamp(v[kStart]), &j.start_time));
+  RS_RETURN_IF_ERROR(Field("End", ParseSlurmTimestamp(v[kEnd]), &j.end_time));
+  std::optional<SlurmDuration> elapsed, limit;
+  RS_RETURN_IF_ERROR(Field("Elapsed", ParseSlurmDuration(v[kElapsed]), &elapsed));
+  if (elapsed && elapsed->kind == SlurmDuration::Kind::kValue) j.usage.elapsed_s = elapsed->seconds;
+  if (!j.usage.elapsed_s && !v[kElapsedRaw].empty()) {
+    auto raw = ParseDouble(v[kElapsedRaw]);
+    if (!raw) {
+      return Status::BadInput(
+          fmt::format("field ElapsedRaw: expected seconds, got {}", Quote(v[kElapsedRaw])));
+    }
+    j.usage.elapsed_s = *raw;
+  }
+  RS_RETURN_IF_ERROR(Field("Timelimit", ParseSlurmDuration(v[kTimelimit]), &limit));
+  if (limit) {
+    if (limit->kind == SlurmDuration::Kind::kValue) {
+      r.time_limit_s = static_cast<int64_t>(limit->seconds);
+    } else if (limit->kind == SlurmDuration::Kind::kUnlimited) {
+      r.time_unlimited = true;
+    }
+  } else if (!v[kTimelimitRaw].empty()) {
+    // TimelimitRaw is in minutes.
+    if (auto m = ParseInt(v[kTimelimitRaw])) r.time_limit_s = *m * 60;
+  }
+  auto parse_count = [&](Col c, std::optional<int64_t>* out_v) -> Status {
+    if (v[c].empty()) return Status::Ok();
+    auto n = ParseInt(v[c]);
+    if (!n || *n < 0) {
+      return Status::BadInput(
+          fmt::format("field {}: expected a count, got {}", kColNames[c], Quote(v[c])));
+    }
+    *out_v = *n;
+    return Status::Ok();
+  };
+  std::optional<int64_t> nnodes, ncpus, alloc_cpus, req_cpus;
+  RS_RETURN_IF_ERROR(parse_count(kNNodes, &nnodes));
+  RS_RETURN_IF_ERROR(parse_count(kNCpus, &ncpus));
+  RS_RETURN_IF_ERROR(parse_count(kAllocCpus, &alloc_cpus));
+  RS_RETURN_IF_ERROR(parse_count(kReqCpus, &req_cpus));
+  TresSummary req_tres, alloc_tres;
+  RS_RETURN_IF_ERROR(Field("ReqTRES", SummarizeTres(v[kReqTres], kMiB), &req_tres));
+  RS_RETURN_IF_ERROR(Field("AllocTRES", SummarizeTres(v[kAllocTres], kMiB), &alloc_tres));
+  std::optional<MemoryAmount> req_mem;
+  RS_RETURN_IF_ERROR(Field("ReqMem", ParseSlurmMemory(v[kReqMem], kMiB), &req_mem));
+
+  // Cores: allocation from AllocCPUS/NCPUS/AllocTRES; request from ReqCPUS/ReqTRES.
+  if (alloc_cpus) {
+    j.alloc.cpus = static_cast<double>(*alloc_cpus);
+  } else if (ncpus) {
+    j.alloc.cpus = static_cast<double>(*ncpus);
+  } else if (alloc_tres.cpus) {
+    j.alloc.cpus = alloc_tres.cpus;
+  }
+  // A job that never started reports 0 allocated CPUs: it holds nothing.
+  if (req_cpus) {
+    r.cpus = static_cast<double>(*req_cpus);
+  } else if (req_tres.cpus) {
+    r.cpus = req_tres.cpus;
+  } else if (j.alloc.cpus && *j.alloc.cpus > 0) {
+    r.cpus = j.alloc.cpus;
+  }
+  if (nnodes) j.alloc.nodes = static_cast<int>(*nnodes);
+  if (req_tres.nodes) r.nodes = req_tres.nodes;
+  if (!r.nodes && nnodes) r.nodes = static_cast<int>(*nnodes);
+
+  // Memory: ReqTRES holds the job's total; ReqMem says per CPU/node in old versions.
+  if (req_mem) {
+    r.memory_per_unit_bytes = req_mem->bytes;
+    r.memory_scope = req_mem->scope;
+  }
+  if (req_tres.memory_bytes) {
+    r.memory_bytes = req_tres.memory_bytes;
+  } else if (req_mem) {
+    double cpus = r.cpus.value_or(j.alloc.cpus.value_or(1));
+    int nodes = r.nodes.value_or(1);
+    switch (req_mem->scope) {
+      case MemoryScope::kPerCpu:
+        r.memory_bytes = static_cast<int64_t>(static_cast<double>(req_mem->bytes) * cpus);
+        break;
+      case MemoryScope::kPerNode:
+        r.memory_bytes = req_mem->bytes * nodes;
+        break;
+      default:
+        r.memory_bytes = req_mem->bytes;  // >= 21.08 prints the job's amount
+    }
+  }
+  if (alloc_tres.memory_bytes) j.alloc.memory_bytes = alloc_tres.memory_bytes;
+
+  // GPUs.
+  if (req_tres.gpus) {
+    r.gpus = req_tres.gpus;
+    r.gpu_type = req_tres.gpu_type;
+  } else if (!v[kReqGres].empty()) {
+    ParseGres(v[kReqGres], &r.gpus, &r.gpu_type);
+  }
+  if (alloc_tres.gpus) {
+    j.alloc.gpus = alloc_tres.gpus;
+    j.alloc.gpu_type = alloc_tres.gpu_type;
+  } else if (!v[kAllocGres].empty()) {
+    ParseGres(v[kAllocGres], &j.alloc.gpus, &j.alloc.gpu_type);
+  }
+  if (!v[kNodeList].empty() && v[kNodeList] != "None assigned") {
+    j.alloc.node_list = std::string(v[kNodeList]);
+  }
+
+  // Usage on the job line itself (newer SLURM aggregates TotalCPU here).
+  j.usage.cpu_time_s = cpu_seconds();
+  j.usage.peak_rss_bytes = peak;
+  j.usage.avg_rss_bytes = avg;
+  j.outcome.state = NormalizeState(v[kState]);
+  j.outcome.exit_code = exit.code;
+  j.outcome.signal = exit.signal;
+  OpenJob& open = Open(key, out);
+  open.job = std::move(j);
+  open.have_job_line = true;
+  return Status::Ok();
+}
+
+JobRecord SacctParser::Close(OpenJob&& open) {
+  JobRecord j = std::move(open.job);
+  auto& u = j.usage;
+  if (open.any_step_cpu && (!u.cpu_time_s || open.steps_cpu_s > *u.cpu_time_s)) {
+    u.cpu_time_s = open.steps_cpu_s;
+  }
+  KeepMax(u.peak_rss_bytes, open.steps_peak_rss);
+  KeepMax(u.avg_rss_bytes, open.steps_avg_rss);
+  KeepMax(u.peak_gpu_memory_bytes, open.steps_gpu_mem);
+  KeepMax(u.gpu_util_pct, open.steps_gpu_util);
+  if (!u.io_read_bytes) u.io_read_bytes = open.steps_read;
+  if (!u.io_write_bytes) u.io_write_bytes = open.steps_write;
+  if (!open.have_job_line) {
+    j.outcome.state = open.batch_state;
+    j.outcome.exit_code = open.batch_exit;
+    j.outcome.signal = open.batch_signal;
+  }
+  return j;
+}
+
+Status SacctParser::Finish(std::vector<JobRecord>& out) {
+  for (const auto& key : open_order_) {
+    auto it = open_.find(key);
+    if (it != open_.end()) out.push_back(Close(std::move(it->second)));
+  }
+  open_.clear();
+  open_order_.clear();
+  return Status::Ok();
+}
+
+}  // namespace rightsize

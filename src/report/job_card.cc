@@ -1,0 +1,367 @@
+#include "report/job_card.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "core/units.h"
+#include "report/render.h"
+
+namespace rightsize {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr double kHeadroom = 1.2;
+constexpr double kTimeHeadroom = 1.5;
+
+double CeilUnits(double v) { return std::ceil(v - 1e-9); }
+double Round4(double v) { return std::round(v * 1e4) / 1e4; }
+template <typename T>
+json OrNull(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+json Num(const std::optional<double>& v) { return v ? json(Round4(*v)) : json(nullptr); }
+
+// A memory request SLURM accepts (whole units): 1.2x peak rounded up to a whole GiB, or to
+// 256 MiB steps below 1 GiB.
+int64_t RoundMemoryUp(double bytes) {
+  if (bytes < static_cast<double>(kGiB)) {
+    double step = 256.0 * static_cast<double>(kMiB);
+    return static_cast<int64_t>(std::max(1.0, CeilUnits(bytes / step)) * step);
+  }
+  return static_cast<int64_t>(CeilUnits(bytes / static_cast<double>(kGiB))) * kGiB;
+}
+
+std::string MemoryFlag(int64_t bytes) {
+  std::string s = FormatMemory(bytes);
+  if (s.find('.') == std::string::npos) return s;
+  // --mem takes whole numbers: fall back to the next smaller unit.
+  if (bytes >= kGiB) return fmt::format("{}G", bytes / kGiB);
+  return fmt::format("{}M", (bytes + kMiB - 1) / kMiB);
+}
+
+// Rounds a suggested limit up to 5 minutes (15 above an hour).
+double RoundTimeUp(double seconds) {
+  double step = seconds > 3600 ? 900 : 300;
+  return std::max(step, CeilUnits(seconds / step) * step);
+}
+
+// Everything the card shows, computed once for both renderers.
+struct Card {
+  // CPU
+  std::optional<double> req_cpus, alloc_cpus, mean_cores, cpu_eff;
+  std::optional<int64_t> suggested_cpus;
+  // Memory
+  std::optional<int64_t> alloc_mem, used_mem;
+  std::string mem_basis;  // "peak", "average", ""
+  std::optional<double> mem_eff;
+  std::optional<int64_t> suggested_mem;  // whole job
+  std::string mem_flag;                  // "--mem=20G"
+  // GPU
+  std::optional<int> gpus;
+  std::string gpu_type;
+  std::optional<double> util_pct, gpu_eff;
+  std::optional<int64_t> suggested_gpus;
+  std::optional<int64_t> gpu_mem_capacity, gpu_mem_peak;
+  std::optional<double> gpu_mem_eff;
+  // Time
+  std::optional<double> limit_s, elapsed_s, time_eff, suggested_limit_s;
+  std::string time_flag;
+  // Cost
+  std::optional<double> alloc_usd, used_usd, wasted_usd;
+  std::vector<std::string> advice, unknown;
+};
+
+Card BuildCard(const JobRecord& job, const PriceTable& prices) {
+  Card c;
+  const auto& u = job.usage;
+  const bool ran = u.elapsed_s && *u.elapsed_s > 0;
+  if (ran) c.elapsed_s = u.elapsed_s;
+  const std::string& state = job.outcome.state;
+  const bool oom = state.rfind("OUT_OF_ME", 0) == 0;
+  const bool timeout = state == "TIMEOUT";
+  double alloc_usd = 0, used_usd = 0;
+  bool alloc_known = false, used_known = false;
+
+  // CPU.
+  c.req_cpus = job.request.cpus;
+  c.alloc_cpus = job.AllocatedCpus();
+  if (ran && u.cpu_time_s) {
+    c.mean_cores = *u.cpu_time_s / *u.elapsed_s;
+    used_usd += *u.cpu_time_s / 3600 * prices.cpu_core_hour;
+    used_known = true;
+  }
+  if (c.alloc_cpus && ran) {
+    alloc_usd += *c.alloc_cpus * *u.elapsed_s / 3600 * prices.cpu_core_hour;
+    alloc_known = true;
+  }
+  if (c.alloc_cpus && c.mean_cores && *c.alloc_cpus > 0) {
+    c.cpu_eff = *c.mean_cores / *c.alloc_cpus;
+    auto want = static_cast<int64_t>(std::max(1.0, CeilUnits(kHeadroom * *c.mean_cores)));
+    if (static_cast<double>(want) < *c.alloc_cpus) {
+      c.suggested_cpus = want;
+      c.advice.push_back(fmt::format(
+          "CPU: this job kept {:.1f} of its {} CPUs busy on average ({}); ask for -c {} next "
+          "time.",
+          *c.mean_cores, FormatThousands(*c.alloc_cpus, 0), FormatPercent(*c.cpu_eff), want));
+    }
+  }
+  if (!c.alloc_cpus) c.unknown.push_back("CPUs allocated");
+  if (!u.cpu_time_s) c.unknown.push_back("CPU time used");
+
+  // Memory.
+  c.alloc_mem = job.AllocatedMemoryBytes();
+  if (u.peak_rss_bytes) {
+    c.used_mem = u.peak_rss_bytes;
+    c.mem_basis = "peak";
+  } else if (u.avg_rss_bytes) {
+    c.used_mem = u.avg_rss_bytes;
+    c.mem_basis = "average";
+  }
+  double gib_h = ran ? *u.elapsed_s / 3600 / static_cast<double>(kGiB) : 0;
+  if (c.alloc_mem && ran)
+    alloc_usd += static_cast<double>(*c.alloc_mem) * gib_h * prices.memory_gb_hour;
+  if (c.used_mem && ran) {
+    used_usd += static_cast<double>(*c.used_mem) * gib_h * prices.memory_gb_hour;
+    used_known = true;
+  }
+  if (c.alloc_mem && c.used_mem && *c.alloc_mem > 0) {
+    c.mem_eff = static_cast<double>(*c.used_mem) / static_cast<double>(*c.alloc_mem);
+    int64_t want = RoundMemoryUp(kHeadroom * static_cast<double>(*c.used_mem));
+    if (oom) {
+      c.advice.push_back(fmt::format(
+          "Memory: this job ran out of memory at {} ({}); its real need is above that, so ask "
+          "for more, not less.",
+          FormatMemory(*c.used_mem), FormatMemory(*c.alloc_mem)));
+    } else if (want < *c.alloc_mem) {
+      c.suggested_mem = want;
+      int nodes = std::max(1, job.alloc.nodes.value_or(job.request.nodes.value_or(1)));
+      std::string flag =
+          nodes > 1 ? "--mem=" + MemoryFlag(RoundMemoryUp(static_cast<double>(want) / nodes))
+                    : "--mem=" + MemoryFlag(want);
+      c.mem_flag = flag;
+      c.advice.push_back(fmt::format(
+          "Memory: this job used {} of its {} ({} {}); ask for {}{} next time.",
+          FormatPercent(*c.mem_eff), FormatMemory(*c.alloc_mem), FormatMemory(*c.used_mem),
+          c.mem_basis, flag, nodes > 1 ? fmt::format(" per node ({} nodes)", nodes) : ""));
+    }
+    if (c.mem_basis == "average") {
+      c.advice.push_back(
+          "Memory: only the average use is known, not the peak; leave more headroom than "
+          "suggested.");
+    }
+  }
+  if (!c.alloc_mem) c.unknown.push_back("memory allocated");
+  if (!c.used_mem) c.unknown.push_back("memory used (no peak or average recorded)");
+
+  // GPUs.
+  c.gpus = job.AllocatedGpus();
+  c.gpu_type = job.GpuType();
+  if (c.gpus && *c.gpus > 0) {
+    double gpu_price = prices.GpuHourPrice(c.gpu_type);
+    if (ran) {
+      alloc_usd += *c.gpus * *u.elapsed_s / 3600 * gpu_price;
+      alloc_known = true;
+    }
+    if (u.gpu_util_pct) {
+      double util = std::clamp(*u.gpu_util_pct, 0.0, 100.0) / 100;
+      c.util_pct = *u.gpu_util_pct;
+      c.gpu_eff = util;
+      if (ran) {
+        used_usd += *c.gpus * util * *u.elapsed_s / 3600 * gpu_price;
+        used_known = true;
+      }
+      if (util == 0) {
+        c.advice.push_back(fmt::format(
+            "GPU: its {} GPU(s) sat idle (0% utilisation); does this job need a GPU at all?",
+            *c.gpus));
+      } else {
+        auto want = static_cast<int64_t>(std::max(1.0, CeilUnits(kHeadroom * *c.gpus * util)));
+        if (want < *c.gpus) {
+          c.suggested_gpus = want;
+          c.advice.push_back(fmt::format(
+              "GPU: its {} GPUs were {} busy on average; --gpus={} would likely do (check the "
+              "code can use fewer GPUs).",
+              *c.gpus, FormatPercent(util), want));
+        }
+      }
+    } else {
+      c.unknown.push_back("GPU utilisation");
+    }
+    double cap_gb = prices.GpuMemoryGb(c.gpu_type);
+    if (cap_gb > 0) {
+      c.gpu_mem_capacity =
+          static_cast<int64_t>(std::llround(cap_gb * static_cast<double>(kGiB))) * *c.gpus;
+    }
+    c.gpu_mem_peak = u.peak_gpu_memory_bytes;
+    if (c.gpu_mem_capacity && c.gpu_mem_peak && *c.gpu_mem_capacity > 0) {
+      c.gpu_mem_eff =
+          static_cast<double>(*c.gpu_mem_peak) / static_cast<double>(*c.gpu_mem_capacity);
+    }
+    if (!c.gpu_mem_peak) c.unknown.push_back("GPU memory used");
+    if (!c.gpu_mem_capacity) {
+      c.unknown.push_back(c.gpu_type.empty() ? "GPU type (so its memory size)"
+                                             : "memory size of GPU type " + c.gpu_type);
+    }
+  } else if (!c.gpus) {
+    c.unknown.push_back("GPUs allocated");
+  }
+
+  // Time.
+  if (job.request.time_limit_s) c.limit_s = static_cast<double>(*job.request.time_limit_s);
+  if (c.limit_s && c.elapsed_s && *c.limit_s > 0) {
+    c.time_eff = *c.elapsed_s / *c.limit_s;
+    double want = RoundTimeUp(kTimeHeadroom * *c.elapsed_s);
+    if (timeout) {
+      c.advice.push_back(fmt::format(
+          "Time: this job hit its {} limit; it needed more, so ask for more (or checkpoint).",
+          FormatDuration(*c.limit_s)));
+    } else if (want < *c.limit_s) {
+      c.suggested_limit_s = want;
+      c.time_flag = "--time=" + FormatDuration(want);
+      c.advice.push_back(fmt::format(
+          "Time: this job ran {} of its {} limit ({}); {} would do and lets the scheduler "
+          "backfill it sooner.",
+          FormatDuration(*c.elapsed_s), FormatDuration(*c.limit_s), FormatPercent(*c.time_eff),
+          c.time_flag));
+    }
+  }
+  if (!c.limit_s) {
+    c.unknown.push_back(job.request.time_unlimited ? "time limit (unlimited)" : "time limit");
+  }
+  if (!ran) c.unknown.push_back("elapsed time");
+
+  if (alloc_known) c.alloc_usd = alloc_usd;
+  if (used_known) {
+    c.used_usd = used_usd;
+    c.wasted_usd = std::max(0.0, alloc_usd - used_usd);
+  }
+  if (c.advice.empty() && (c.cpu_eff || c.mem_eff || c.gpu_eff)) {
+    c.advice.push_back("This job's request fits what it used; nothing to change.");
+  }
+  return c;
+}
+
+std::string Opt(const std::optional<double>& v, const std::function<std::string(double)>& f) {
+  return v ? f(*v) : std::string("unknown");
+}
+
+}  // namespace
+
+std::string RenderJobCardText(const JobRecord& job, const PriceTable& prices) {
+  Card c = BuildCard(job, prices);
+  auto safe = [](const std::string& s) { return s.empty() ? "?" : SafeTerminalText(s, 64); };
+  std::string out = fmt::format("Job {} on {}", safe(job.job_id), safe(job.cluster));
+  if (!job.request.job_name.empty()) out += ": " + safe(job.request.job_name);
+  out += "\n";
+  out += fmt::format("  user {}, account {}, partition {}\n", safe(job.request.user),
+                     safe(job.request.account), safe(job.request.partition));
+  out += fmt::format("  state {}", safe(job.outcome.state));
+  if (job.outcome.exit_code) out += fmt::format(", exit code {}", *job.outcome.exit_code);
+  if (job.start_time) out += ", started " + FormatTimestamp(*job.start_time);
+  if (job.end_time) out += ", ended " + FormatTimestamp(*job.end_time);
+  out += "\n\n";
+
+  auto mem = [](std::optional<int64_t> b) { return b ? FormatMemory(*b) : "unknown"; };
+  auto cores = [](double v) { return FormatThousands(v, v == std::floor(v) ? 0 : 1); };
+  std::vector<std::vector<std::string>> rows = {
+      {"", "allocated", "used", "efficiency", "suggested"},
+      {"CPU", Opt(c.alloc_cpus, cores) + " cores",
+       c.mean_cores ? fmt::format("{:.1f} cores (mean)", *c.mean_cores) : "unknown",
+       Opt(c.cpu_eff, FormatPercent),
+       c.suggested_cpus ? fmt::format("-c {}", *c.suggested_cpus) : "-"},
+      {"Memory", mem(c.alloc_mem),
+       c.used_mem ? mem(c.used_mem) + " (" + c.mem_basis + ")" : "unknown",
+       Opt(c.mem_eff, FormatPercent), c.mem_flag.empty() ? "-" : c.mem_flag},
+  };
+  if (!c.gpus || *c.gpus > 0) {
+    std::string alloc =
+        c.gpus ? fmt::format("{} x {}", *c.gpus, c.gpu_type.empty() ? "GPU" : safe(c.gpu_type))
+               : "unknown";
+    rows.push_back({"GPU", alloc, c.util_pct ? fmt::format("{:.0f}% busy", *c.util_pct) : "unknown",
+                    Opt(c.gpu_eff, FormatPercent),
+                    c.suggested_gpus ? fmt::format("--gpus={}", *c.suggested_gpus) : "-"});
+    if (c.gpus) {
+      rows.push_back({"GPU memory", mem(c.gpu_mem_capacity),
+                      c.gpu_mem_peak ? mem(c.gpu_mem_peak) + " (peak)" : "unknown",
+                      Opt(c.gpu_mem_eff, FormatPercent), "-"});
+    }
+  }
+  auto dur = [](double s) { return FormatDuration(s); };
+  rows.push_back({"Time", c.limit_s ? dur(*c.limit_s) + " limit" : "unknown", Opt(c.elapsed_s, dur),
+                  Opt(c.time_eff, FormatPercent), c.time_flag.empty() ? "-" : c.time_flag});
+  // Align like the report tables.
+  std::vector<size_t> widths(5, 0);
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  for (const auto& row : rows) {
+    std::string line = "  " + row[0] + std::string(widths[0] - row[0].size(), ' ');
+    for (size_t i = 1; i < row.size(); ++i) {
+      line += "  " + row[i] + std::string(widths[i] - row[i].size(), ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  if (c.alloc_usd) {
+    out += fmt::format("\n  Cost at list prices: {} allocated", FormatDollars(*c.alloc_usd));
+    if (c.wasted_usd) out += fmt::format(", {} of it unused", FormatDollars(*c.wasted_usd));
+    out += ".\n";
+  }
+  if (!c.advice.empty()) {
+    out += "\nAdvice\n";
+    for (const auto& a : c.advice) out += "  - " + a + "\n";
+  }
+  if (!c.unknown.empty()) {
+    out += "\nNot recorded for this job: ";
+    for (size_t i = 0; i < c.unknown.size(); ++i) out += (i ? ", " : "") + c.unknown[i];
+    out += ".\n";
+  }
+  return out;
+}
+
+json RenderJobCardJson(const JobRecord& job, const PriceTable& prices) {
+  Card c = BuildCard(job, prices);
+  json j;
+  j["schema"] = "rightsize.job/v1";
+  j["job"] = job;
+  j["cpu"] = {{"requested_cores", Num(c.req_cpus)},
+              {"allocated_cores", Num(c.alloc_cpus)},
+              {"mean_cores_used", Num(c.mean_cores)},
+              {"efficiency", Num(c.cpu_eff)},
+              {"suggested_cores", OrNull(c.suggested_cpus)}};
+  j["memory"] = {{"allocated_bytes", OrNull(c.alloc_mem)},
+                 {"used_bytes", OrNull(c.used_mem)},
+                 {"used_basis", c.mem_basis.empty() ? json(nullptr) : json(c.mem_basis)},
+                 {"efficiency", Num(c.mem_eff)},
+                 {"suggested_bytes", OrNull(c.suggested_mem)},
+                 {"suggested_flag", c.mem_flag.empty() ? json(nullptr) : json(c.mem_flag)}};
+  j["gpu"] = {{"allocated_gpus", OrNull(c.gpus)},
+              {"gpu_type", c.gpu_type.empty() ? json(nullptr) : json(c.gpu_type)},
+              {"util_pct", Num(c.util_pct)},
+              {"efficiency", Num(c.gpu_eff)},
+              {"suggested_gpus", OrNull(c.suggested_gpus)}};
+  j["gpu_memory"] = {{"capacity_bytes", OrNull(c.gpu_mem_capacity)},
+                     {"peak_bytes", OrNull(c.gpu_mem_peak)},
+                     {"efficiency", Num(c.gpu_mem_eff)}};
+  j["time"] = {{"limit_s", Num(c.limit_s)},
+               {"elapsed_s", Num(c.elapsed_s)},
+               {"efficiency", Num(c.time_eff)},
+               {"suggested_limit_s", Num(c.suggested_limit_s)},
+               {"suggested_flag", c.time_flag.empty() ? json(nullptr) : json(c.time_flag)}};
+  j["cost"] = {{"currency", prices.currency},
+               {"allocated_dollars", Num(c.alloc_usd)},
+               {"used_dollars", Num(c.used_usd)},
+               {"wasted_dollars", Num(c.wasted_usd)}};
+  j["advice"] = c.advice;
+  j["unknown"] = c.unknown;
+  return j;
+}
+
+}  // namespace rightsize

@@ -1,0 +1,29 @@
+// The job card (`rightsize job JOBID`): one job's request against its use, in the spirit of
+// SLURM's seff and Princeton's jobstats — per resource what was asked, what was used, the
+// efficiency, what the job cost, and a plain-language suggestion for the next submission
+// ("ask for --mem=20G next time"). What the source did not record is listed as unknown, never
+// shown as 0.
+//
+// Suggestions use the same headroom as the report's upper bound: memory 1.2x the peak rounded
+// up to a whole GiB (256 MiB steps below 1 GiB; per node when the job spans nodes); CPUs
+// ceil(1.2x mean cores used), at least 1; GPUs ceil(1.2x GPUs x utilisation), at least 1;
+// time 1.5x elapsed rounded up to 5 minutes (15 minutes above an hour). A suggestion is made
+// only when it is below the allocation; a job that ran out of memory or time gets a warning
+// instead, since its real need is not known.
+//
+// Pure functions; thread-safe; never fail.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/job.h"
+#include "report/prices.h"
+
+namespace rightsize {
+
+std::string RenderJobCardText(const JobRecord& job, const PriceTable& prices);
+// Schema "rightsize.job/v1" (docs/report-schema.md, "Job card").
+nlohmann::json RenderJobCardJson(const JobRecord& job, const PriceTable& prices);
+
+}  // namespace rightsize

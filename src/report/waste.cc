@@ -1,0 +1,665 @@
+#include "report/waste.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <utility>
+
+namespace rightsize {
+
+const char* const kUpperBoundRule =
+    "Upper bound: every job re-run with 1.2x its observed peak memory, ceil(1.2x its mean cores "
+    "used) CPUs (at least 1) and ceil(1.2x GPUs x utilisation) GPUs (0 if they sat idle); "
+    "recoverable = (allocated - right-sized) x elapsed. Needs hindsight, so no scheduler could "
+    "reach it.";
+const char* const kHistoryPolicyRule =
+    "History policy: at submission, suggest 1.2x the largest need among the same user's (and "
+    "job name's) last 5 jobs that had already ended, when there are at least 3, never above "
+    "the request; savings = (allocated - suggested) x elapsed, and a job whose suggestion fell "
+    "below its real need counts as under-provisioned and its lost run (suggested x elapsed) is "
+    "subtracted.";
+
+namespace {
+
+constexpr double kSecondsPerHour = 3600.0;
+constexpr double kHeadroom = 1.2;
+constexpr int kHistoryDepth = 5;
+constexpr int kHistoryMinJobs = 3;
+constexpr int64_t kSecondsPerDay = 86400;
+const double kUnknown = std::numeric_limits<double>::quiet_NaN();
+
+bool Known(double v) { return !std::isnan(v); }
+
+// Rounds up to whole units, forgiving floating-point noise (1.2 x 2.5 = 3.0000000000000004).
+double CeilUnits(double v) { return std::ceil(v - 1e-9); }
+
+std::optional<double> If(bool known, double v) {
+  return known ? std::optional<double>(v) : std::nullopt;
+}
+
+std::optional<double> Ratio(double num, double den, bool known) {
+  if (!known || den <= 0) return std::nullopt;
+  return num / den;
+}
+
+double Median(std::vector<double>& v) {
+  size_t n = v.size();
+  auto mid = v.begin() + static_cast<std::ptrdiff_t>(n / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  double upper = *mid;
+  if (n % 2 == 1) return upper;
+  double lower = *std::max_element(v.begin(), mid);
+  return (lower + upper) / 2;
+}
+
+std::optional<double> MedianOrNull(std::vector<double>& v) {
+  if (v.empty()) return std::nullopt;
+  return Median(v);
+}
+
+int HistogramBucket(double efficiency) {
+  if (efficiency > 1.0 + 1e-12) return kHistogramBuckets - 1;
+  int b = static_cast<int>(std::floor(efficiency * 10 + 1e-9));
+  return std::clamp(b, 0, kHistogramBuckets - 2);
+}
+
+int64_t DayStart(int64_t t) {
+  int64_t d = t / kSecondsPerDay;
+  if (t % kSecondsPerDay < 0) --d;
+  return d * kSecondsPerDay;
+}
+
+// Sums for one resource while scanning.
+struct ResourceAcc {
+  int64_t jobs_alloc = 0, jobs_usage = 0;
+  double alloc = 0, alloc_wu = 0, used = 0, wasted = 0;
+  double alloc_usd = 0, used_usd = 0, wasted_usd = 0;
+  double upper_bound = 0;  // recoverable resource-hours
+  std::array<int64_t, kHistogramBuckets> histogram{};
+  std::vector<double> request_per_job, used_per_job;  // for medians, jobs with usage
+
+  // One job: allocated and used resource-hours (used NaN when unknown), price per hour.
+  void Add(double alloc_h, double used_h, double price) {
+    ++jobs_alloc;
+    alloc += alloc_h;
+    alloc_usd += alloc_h * price;
+    if (!Known(used_h)) return;
+    ++jobs_usage;
+    alloc_wu += alloc_h;
+    used += used_h;
+    used_usd += used_h * price;
+    double w = std::max(0.0, alloc_h - used_h);
+    wasted += w;
+    wasted_usd += w * price;
+    if (alloc_h > 0) ++histogram[HistogramBucket(used_h / alloc_h)];
+  }
+
+  void Fill(ResourceWaste& out, bool priced) const {
+    out.jobs_with_allocation = jobs_alloc;
+    out.jobs_with_usage = jobs_usage;
+    bool a = jobs_alloc > 0, u = jobs_usage > 0;
+    out.allocated = If(a, alloc);
+    out.allocated_with_usage = If(u, alloc_wu);
+    out.used = If(u, used);
+    out.wasted = If(u, wasted);
+    out.efficiency = Ratio(used, alloc_wu, u);
+    if (priced) {
+      out.allocated_dollars = If(a, alloc_usd);
+      out.used_dollars = If(u, used_usd);
+      out.wasted_dollars = If(u, wasted_usd);
+    }
+  }
+};
+
+struct GroupAcc {
+  int64_t jobs = 0;
+  double wasted_core_h = 0, wasted_gb_h = 0, wasted_gpu_h = 0, wasted_usd = 0, alloc_usd = 0;
+  double cpu_used = 0, cpu_alloc = 0, mem_used = 0, mem_alloc = 0, gpu_used = 0, gpu_alloc = 0;
+  bool cpu_known = false, mem_known = false, gpu_known = false;
+};
+
+// What the history policy needs of one job. NaN marks an unknown value.
+struct JobFacts {
+  int64_t order_time = 0;  // submit, else start, else end
+  int64_t end_time = 0;
+  bool has_order_time = false, has_end = false;
+  int32_t key = -1;  // history key id
+  double elapsed_h = 0;
+  double alloc_cpus = kUnknown, alloc_mem_gb = kUnknown, alloc_gpus = kUnknown;
+  double need_cpus = kUnknown, need_mem_gb = kUnknown, need_gpus = kUnknown;
+  double gpu_price = 0;
+};
+
+// The needs of the last kHistoryDepth ended jobs of one key, per resource.
+struct Ring {
+  std::array<double, kHistoryDepth> values{};
+  int count = 0;
+  int next = 0;
+  void Push(double v) {
+    values[static_cast<size_t>(next)] = v;
+    next = (next + 1) % kHistoryDepth;
+    count = std::min(count + 1, kHistoryDepth);
+  }
+  // The largest of the remembered needs, or NaN with too little history.
+  double Max() const {
+    if (count < kHistoryMinJobs) return kUnknown;
+    return *std::max_element(values.begin(), values.begin() + count);
+  }
+};
+struct KeyHistory {
+  Ring cpu, mem, gpu;
+};
+
+class WasteAggregator {
+ public:
+  WasteAggregator(const ReportOptions& opts, const PriceTable& prices)
+      : opts_(opts), prices_(prices), by_(opts.by.empty() ? "user" : opts.by) {}
+
+  void Add(const JobRecord& job);
+  WasteReport Finish();
+
+ private:
+  GroupAcc& Group(const JobRecord& job);
+  void RunHistoryPolicy(HistoryPolicyResult& out);
+
+  const ReportOptions& opts_;
+  const PriceTable& prices_;
+  const std::string by_;
+
+  int64_t jobs_ = 0, jobs_with_elapsed_ = 0;
+  std::optional<int64_t> first_end_, last_end_;
+  std::set<std::string> clusters_;
+  bool requested_cores_known_ = false;
+  double requested_cores_ = 0;
+  ResourceAcc cpu_, mem_, gpu_, gpu_mem_;
+  int64_t mem_peak_jobs_ = 0, mem_avg_jobs_ = 0, gpu_jobs_ = 0, gpu_mem_cap_unknown_ = 0;
+  double gpu_upper_bound_usd_ = 0;
+  int64_t time_jobs_ = 0;
+  double time_limit_h_ = 0, time_elapsed_h_ = 0, total_elapsed_h_ = 0;
+  std::vector<double> time_limit_per_job_, time_elapsed_per_job_;
+  std::set<std::string> default_priced_types_;
+  std::unordered_map<std::string, int32_t> group_ids_;
+  std::vector<std::pair<std::string, GroupAcc>> groups_;
+  std::unordered_map<std::string, int32_t> history_keys_;
+  std::vector<JobFacts> facts_;
+  std::map<int64_t, DailyRow> daily_;
+};
+
+GroupAcc& WasteAggregator::Group(const JobRecord& job) {
+  std::string key;
+  const std::string& by = by_;
+  if (by == "user") {
+    key = job.request.user;
+  } else if (by == "account") {
+    key = job.request.account;
+  } else if (by == "partition") {
+    key = job.request.partition;
+  } else if (by == "job-name") {
+    key = job.request.job_name;
+  } else {  // gpu-type
+    auto gpus = job.AllocatedGpus();
+    if (!gpus || *gpus <= 0) {
+      key = "(no GPU)";
+    } else {
+      key = job.GpuType().empty() ? "(untyped)" : LowerAscii(job.GpuType());
+    }
+  }
+  if (key.empty()) key = "(unknown)";
+  auto [it, inserted] = group_ids_.try_emplace(key, static_cast<int32_t>(groups_.size()));
+  if (inserted) groups_.emplace_back(key, GroupAcc{});
+  return groups_[static_cast<size_t>(it->second)].second;
+}
+
+void WasteAggregator::Add(const JobRecord& job) {
+  ++jobs_;
+  clusters_.insert(job.cluster);
+  if (job.end_time) {
+    first_end_ = first_end_ ? std::min(*first_end_, *job.end_time) : *job.end_time;
+    last_end_ = last_end_ ? std::max(*last_end_, *job.end_time) : *job.end_time;
+  }
+  if (job.request.cpus) {
+    requested_cores_known_ = true;
+    requested_cores_ += *job.request.cpus;
+  }
+  GroupAcc& group = Group(job);
+  ++group.jobs;
+  if (!job.usage.elapsed_s || *job.usage.elapsed_s <= 0) return;
+  ++jobs_with_elapsed_;
+
+  const double elapsed_s = *job.usage.elapsed_s;
+  const double eh = elapsed_s / kSecondsPerHour;
+  total_elapsed_h_ += eh;
+  JobFacts f;
+  f.elapsed_h = eh;
+  DailyRow* day = nullptr;
+  if (job.end_time) {
+    auto [it, inserted] = daily_.try_emplace(DayStart(*job.end_time));
+    day = &it->second;
+    day->day_start = it->first;
+    ++day->jobs;
+  }
+  double job_alloc_usd = 0, job_wasted_usd = 0;
+
+  // CPU.
+  if (auto cpus = job.AllocatedCpus()) {
+    f.alloc_cpus = *cpus;
+    double alloc_h = *cpus * eh;
+    double used_h = kUnknown;
+    if (job.usage.cpu_time_s) {
+      used_h = *job.usage.cpu_time_s / kSecondsPerHour;
+      f.need_cpus = *job.usage.cpu_time_s / elapsed_s;
+      double right = std::max(1.0, CeilUnits(kHeadroom * f.need_cpus));
+      cpu_.upper_bound += std::max(0.0, *cpus - right) * eh;
+      cpu_.request_per_job.push_back(*cpus);
+      cpu_.used_per_job.push_back(f.need_cpus);
+      group.cpu_known = true;
+      group.cpu_alloc += alloc_h;
+      group.cpu_used += used_h;
+      double w = std::max(0.0, alloc_h - used_h);
+      group.wasted_core_h += w;
+      job_wasted_usd += w * prices_.cpu_core_hour;
+      if (day) day->used_core_hours += used_h;
+    }
+    cpu_.Add(alloc_h, used_h, prices_.cpu_core_hour);
+    job_alloc_usd += alloc_h * prices_.cpu_core_hour;
+    if (day) day->allocated_core_hours += alloc_h;
+  }
+
+  // Host memory.
+  if (auto mem = job.AllocatedMemoryBytes()) {
+    double alloc_gb = static_cast<double>(*mem) / static_cast<double>(kGiB);
+    f.alloc_mem_gb = alloc_gb;
+    double alloc_h = alloc_gb * eh;
+    double used_h = kUnknown;
+    std::optional<int64_t> used_bytes = job.usage.peak_rss_bytes;
+    if (used_bytes) {
+      ++mem_peak_jobs_;
+    } else if (job.usage.avg_rss_bytes) {
+      used_bytes = job.usage.avg_rss_bytes;
+      ++mem_avg_jobs_;
+    }
+    if (used_bytes) {
+      f.need_mem_gb = static_cast<double>(*used_bytes) / static_cast<double>(kGiB);
+      used_h = f.need_mem_gb * eh;
+      mem_.upper_bound += std::max(0.0, alloc_gb - kHeadroom * f.need_mem_gb) * eh;
+      mem_.request_per_job.push_back(alloc_gb);
+      mem_.used_per_job.push_back(f.need_mem_gb);
+      group.mem_known = true;
+      group.mem_alloc += alloc_h;
+      group.mem_used += used_h;
+      double w = std::max(0.0, alloc_h - used_h);
+      group.wasted_gb_h += w;
+      job_wasted_usd += w * prices_.memory_gb_hour;
+      if (day) day->used_gb_hours += used_h;
+    }
+    mem_.Add(alloc_h, used_h, prices_.memory_gb_hour);
+    job_alloc_usd += alloc_h * prices_.memory_gb_hour;
+    if (day) day->allocated_gb_hours += alloc_h;
+  }
+
+  // GPUs and GPU memory.
+  if (auto gpus = job.AllocatedGpus()) {
+    const std::string& type = job.GpuType();
+    double price = prices_.GpuHourPrice(type);
+    f.gpu_price = price;
+    double g = std::max(0, *gpus);
+    f.alloc_gpus = g;
+    double alloc_h = g * eh;
+    double used_h = kUnknown;
+    if (g > 0) {
+      ++gpu_jobs_;
+      if (!prices_.HasGpuPrice(type)) default_priced_types_.insert(type.empty() ? "" : type);
+      if (job.usage.gpu_util_pct) {
+        double util = std::clamp(*job.usage.gpu_util_pct, 0.0, 100.0) / 100.0;
+        f.need_gpus = g * util;
+        used_h = alloc_h * util;
+        double right = util > 0 ? std::max(1.0, CeilUnits(kHeadroom * f.need_gpus)) : 0.0;
+        gpu_.upper_bound += std::max(0.0, g - right) * eh;
+        gpu_upper_bound_usd_ += std::max(0.0, g - right) * eh * price;
+        gpu_.request_per_job.push_back(g);
+        gpu_.used_per_job.push_back(f.need_gpus);
+        group.gpu_known = true;
+        group.gpu_alloc += alloc_h;
+        group.gpu_used += used_h;
+        double w = alloc_h - used_h;
+        group.wasted_gpu_h += w;
+        job_wasted_usd += w * price;
+        if (day) day->used_gpu_hours += used_h;
+      }
+    }
+    // A job with a known count of 0 GPUs counts as a known (zero) GPU allocation.
+    if (g > 0) {
+      gpu_.Add(alloc_h, used_h, price);
+    } else {
+      ++gpu_.jobs_alloc;
+    }
+    job_alloc_usd += alloc_h * price;
+    if (day) day->allocated_gpu_hours += alloc_h;
+
+    if (g > 0 && job.usage.peak_gpu_memory_bytes) {
+      double cap_gb = prices_.GpuMemoryGb(type);
+      if (cap_gb > 0) {
+        double peak_gb =
+            static_cast<double>(*job.usage.peak_gpu_memory_bytes) / static_cast<double>(kGiB);
+        gpu_mem_.Add(g * cap_gb * eh, peak_gb * eh, 0);
+      } else {
+        ++gpu_mem_cap_unknown_;
+      }
+    }
+  }
+
+  // Time limit.
+  if (job.request.time_limit_s && *job.request.time_limit_s > 0) {
+    ++time_jobs_;
+    double limit_h = static_cast<double>(*job.request.time_limit_s) / kSecondsPerHour;
+    time_limit_h_ += limit_h;
+    time_elapsed_h_ += eh;
+    time_limit_per_job_.push_back(limit_h);
+    time_elapsed_per_job_.push_back(eh);
+  }
+
+  group.alloc_usd += job_alloc_usd;
+  group.wasted_usd += job_wasted_usd;
+  if (day) day->wasted_dollars += job_wasted_usd;
+
+  // Facts for the history policy: only jobs with a user can have a history.
+  if (!job.request.user.empty()) {
+    std::string key = job.cluster;
+    key += '\x1f';
+    key += job.request.user;
+    key += '\x1f';
+    key += job.request.job_name;
+    auto [it, inserted] =
+        history_keys_.try_emplace(std::move(key), static_cast<int32_t>(history_keys_.size()));
+    f.key = it->second;
+    if (job.end_time) {
+      f.has_end = true;
+      f.end_time = *job.end_time;
+    }
+    std::optional<int64_t> order = job.submit_time  ? job.submit_time
+                                   : job.start_time ? job.start_time
+                                                    : job.end_time;
+    if (order) {
+      f.has_order_time = true;
+      f.order_time = *order;
+    }
+    facts_.push_back(f);
+  }
+}
+
+void WasteAggregator::RunHistoryPolicy(HistoryPolicyResult& out) {
+  std::vector<uint32_t> by_order, by_end;
+  by_order.reserve(facts_.size());
+  by_end.reserve(facts_.size());
+  for (uint32_t i = 0; i < facts_.size(); ++i) {
+    if (facts_[i].has_order_time) by_order.push_back(i);
+    if (facts_[i].has_end) by_end.push_back(i);
+  }
+  std::sort(by_order.begin(), by_order.end(), [&](uint32_t a, uint32_t b) {
+    const JobFacts &x = facts_[a], &y = facts_[b];
+    if (x.order_time != y.order_time) return x.order_time < y.order_time;
+    return a < b;
+  });
+  std::sort(by_end.begin(), by_end.end(), [&](uint32_t a, uint32_t b) {
+    if (facts_[a].end_time != facts_[b].end_time) return facts_[a].end_time < facts_[b].end_time;
+    return a < b;
+  });
+
+  std::vector<KeyHistory> history(history_keys_.size());
+  double core_h = 0, gb_h = 0, gpu_h = 0;
+  size_t next_end = 0;
+  for (uint32_t i : by_order) {
+    const JobFacts& f = facts_[i];
+    // Admit every job that ended strictly before this one was submitted.
+    while (next_end < by_end.size() && facts_[by_end[next_end]].end_time < f.order_time) {
+      const JobFacts& done = facts_[by_end[next_end]];
+      KeyHistory& h = history[static_cast<size_t>(done.key)];
+      if (Known(done.need_cpus)) h.cpu.Push(done.need_cpus);
+      if (Known(done.need_mem_gb)) h.mem.Push(done.need_mem_gb);
+      if (Known(done.need_gpus) && done.alloc_gpus > 0) h.gpu.Push(done.need_gpus);
+      ++next_end;
+    }
+    const KeyHistory& h = history[static_cast<size_t>(f.key)];
+
+    // Suggestions, NaN where none can be made.
+    double s_cpu = kUnknown, s_mem = kUnknown, s_gpu = kUnknown;
+    if (Known(f.alloc_cpus) && Known(h.cpu.Max())) {
+      s_cpu = std::min(f.alloc_cpus, std::max(1.0, CeilUnits(kHeadroom * h.cpu.Max())));
+    }
+    if (Known(f.alloc_mem_gb) && Known(h.mem.Max())) {
+      s_mem = std::min(f.alloc_mem_gb, kHeadroom * h.mem.Max());
+    }
+    if (Known(f.alloc_gpus) && f.alloc_gpus > 0 && Known(h.gpu.Max())) {
+      s_gpu = std::min(f.alloc_gpus, std::max(1.0, CeilUnits(kHeadroom * h.gpu.Max())));
+    }
+    if (!Known(s_cpu) && !Known(s_mem) && !Known(s_gpu)) continue;
+    ++out.jobs_with_history;
+
+    // A suggestion equal to the allocation changes nothing, so it cannot under-provision.
+    auto under = [](double suggested, double alloc, double need) {
+      return Known(suggested) && Known(need) && suggested < alloc && suggested < need - 1e-9;
+    };
+    bool cpu_under = under(s_cpu, f.alloc_cpus, f.need_cpus);
+    bool mem_under = under(s_mem, f.alloc_mem_gb, f.need_mem_gb);
+    bool gpu_under = under(s_gpu, f.alloc_gpus, f.need_gpus);
+    out.cpu_under_provisioned += cpu_under;
+    out.memory_under_provisioned += mem_under;
+    out.gpu_under_provisioned += gpu_under;
+    const double eh = f.elapsed_h;
+    if (cpu_under || mem_under || gpu_under) {
+      ++out.jobs_under_provisioned;
+      double lost_usd = 0;
+      if (Known(s_cpu)) {
+        core_h -= s_cpu * eh;
+        lost_usd += s_cpu * eh * prices_.cpu_core_hour;
+      }
+      if (Known(s_mem)) {
+        gb_h -= s_mem * eh;
+        lost_usd += s_mem * eh * prices_.memory_gb_hour;
+      }
+      if (Known(s_gpu)) {
+        gpu_h -= s_gpu * eh;
+        lost_usd += s_gpu * eh * f.gpu_price;
+      }
+      out.lost_dollars += lost_usd;
+      out.dollars -= lost_usd;
+      continue;
+    }
+    if (Known(s_cpu) && Known(f.need_cpus)) {
+      double saved = (f.alloc_cpus - s_cpu) * eh;
+      core_h += saved;
+      out.dollars += saved * prices_.cpu_core_hour;
+    }
+    if (Known(s_mem) && Known(f.need_mem_gb)) {
+      double saved = (f.alloc_mem_gb - s_mem) * eh;
+      gb_h += saved;
+      out.dollars += saved * prices_.memory_gb_hour;
+    }
+    if (Known(s_gpu) && Known(f.need_gpus)) {
+      double saved = (f.alloc_gpus - s_gpu) * eh;
+      gpu_h += saved;
+      out.dollars += saved * f.gpu_price;
+    }
+  }
+  out.core_hours = If(cpu_.jobs_usage > 0, core_h);
+  out.gb_hours = If(mem_.jobs_usage > 0, gb_h);
+  out.gpu_hours = If(gpu_.jobs_usage > 0, gpu_h);
+}
+
+WasteReport WasteAggregator::Finish() {
+  WasteReport r;
+  r.since = opts_.since;
+  r.until = opts_.until;
+  r.first_end = first_end_;
+  r.last_end = last_end_;
+  std::optional<int64_t> from = opts_.since ? opts_.since : first_end_;
+  std::optional<int64_t> to = opts_.until ? opts_.until : last_end_;
+  if (from && to && *to > *from) {
+    r.window_days = static_cast<double>(*to - *from) / static_cast<double>(kSecondsPerDay);
+  }
+  r.clusters.assign(clusters_.begin(), clusters_.end());
+  r.by = opts_.by.empty() ? "user" : opts_.by;
+  r.by_given = !opts_.by.empty();
+  r.jobs = jobs_;
+  r.jobs_with_elapsed = jobs_with_elapsed_;
+
+  cpu_.Fill(r.cpu, true);
+  if (requested_cores_known_) r.cpu.requested_cores_total = requested_cores_;
+  mem_.Fill(r.memory, true);
+  r.memory.jobs_with_peak = mem_peak_jobs_;
+  r.memory.jobs_with_average_only = mem_avg_jobs_;
+  if (mem_.jobs_usage > 0) {
+    r.memory.used_basis = mem_avg_jobs_ == 0 ? "peak" : mem_peak_jobs_ == 0 ? "average" : "mixed";
+  }
+  gpu_.Fill(r.gpu, true);
+  r.gpu.gpu_jobs = gpu_jobs_;
+  gpu_mem_.Fill(r.gpu_memory, false);
+  r.gpu_memory.jobs_capacity_unknown = gpu_mem_cap_unknown_;
+
+  r.time.jobs_with_limit = time_jobs_;
+  r.time.requested_hours = If(time_jobs_ > 0, time_limit_h_);
+  r.time.elapsed_hours = If(time_jobs_ > 0, time_elapsed_h_);
+  r.time.efficiency = Ratio(time_elapsed_h_, time_limit_h_, time_jobs_ > 0);
+  r.time.total_elapsed_hours = If(jobs_with_elapsed_ > 0, total_elapsed_h_);
+
+  r.upper_bound.core_hours = If(cpu_.jobs_usage > 0, cpu_.upper_bound);
+  r.upper_bound.gb_hours = If(mem_.jobs_usage > 0, mem_.upper_bound);
+  r.upper_bound.gpu_hours = If(gpu_.jobs_usage > 0, gpu_.upper_bound);
+  r.upper_bound.dollars =
+      cpu_.upper_bound * prices_.cpu_core_hour + mem_.upper_bound * prices_.memory_gb_hour;
+  RunHistoryPolicy(r.history_policy);
+
+  r.upper_bound.dollars += gpu_upper_bound_usd_;  // GPU prices vary by type, so summed per job
+
+  r.cost.currency = prices_.currency;
+  r.cost.prices_source = prices_.source_note;
+  r.cost.cpu_core_hour = prices_.cpu_core_hour;
+  r.cost.memory_gb_hour = prices_.memory_gb_hour;
+  r.cost.default_gpu_hour = prices_.default_gpu_hour;
+  r.cost.allocated_dollars = cpu_.alloc_usd + mem_.alloc_usd + gpu_.alloc_usd;
+  bool any_usage = cpu_.jobs_usage + mem_.jobs_usage + gpu_.jobs_usage > 0;
+  r.cost.used_dollars = If(any_usage, cpu_.used_usd + mem_.used_usd + gpu_.used_usd);
+  r.cost.wasted_dollars = If(any_usage, cpu_.wasted_usd + mem_.wasted_usd + gpu_.wasted_usd);
+  r.cost.gpu_types_at_default_price.assign(default_priced_types_.begin(),
+                                           default_priced_types_.end());
+
+  auto typical = [](const char* resource, const char* unit, ResourceAcc& acc) {
+    TypicalRow row{resource,
+                   unit,
+                   acc.jobs_usage,
+                   MedianOrNull(acc.request_per_job),
+                   MedianOrNull(acc.used_per_job),
+                   Ratio(acc.upper_bound, acc.alloc_wu, acc.jobs_usage > 0)};
+    return row;
+  };
+  r.typical.push_back(typical("cpu", "cores", cpu_));
+  r.typical.push_back(typical("memory", "GB", mem_));
+  r.typical.push_back(typical("gpu", "GPUs", gpu_));
+  double unused_limit_h = 0;
+  for (size_t i = 0; i < time_limit_per_job_.size(); ++i) {
+    unused_limit_h += std::max(0.0, time_limit_per_job_[i] - time_elapsed_per_job_[i]);
+  }
+  r.typical.push_back(TypicalRow{"time", "hours", time_jobs_, MedianOrNull(time_limit_per_job_),
+                                 MedianOrNull(time_elapsed_per_job_),
+                                 Ratio(unused_limit_h, time_limit_h_, time_jobs_ > 0)});
+
+  std::vector<GroupRow> rows;
+  rows.reserve(groups_.size());
+  for (const auto& [key, g] : groups_) {
+    GroupRow row;
+    row.key = key;
+    row.jobs = g.jobs;
+    row.wasted_core_hours = g.wasted_core_h;
+    row.wasted_gb_hours = g.wasted_gb_h;
+    row.wasted_gpu_hours = g.wasted_gpu_h;
+    row.wasted_dollars = g.wasted_usd;
+    row.allocated_dollars = g.alloc_usd;
+    row.cpu_efficiency = Ratio(g.cpu_used, g.cpu_alloc, g.cpu_known);
+    row.memory_efficiency = Ratio(g.mem_used, g.mem_alloc, g.mem_known);
+    row.gpu_efficiency = Ratio(g.gpu_used, g.gpu_alloc, g.gpu_known);
+    rows.push_back(std::move(row));
+  }
+  std::sort(rows.begin(), rows.end(), [](const GroupRow& a, const GroupRow& b) {
+    if (a.wasted_dollars != b.wasted_dollars) return a.wasted_dollars > b.wasted_dollars;
+    return a.key < b.key;
+  });
+  size_t top = std::min(rows.size(), static_cast<size_t>(opts_.top_n));
+  r.top_wasters.assign(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(top));
+  if (r.by_given) r.groups = std::move(rows);
+
+  r.efficiency_histogram = {
+      {"cpu", cpu_.histogram}, {"memory", mem_.histogram}, {"gpu", gpu_.histogram}};
+
+  if (!daily_.empty()) {
+    int64_t first = daily_.begin()->first, last = daily_.rbegin()->first;
+    for (int64_t d = first; d <= last; d += kSecondsPerDay) {
+      auto it = daily_.find(d);
+      if (it != daily_.end()) {
+        r.daily.push_back(it->second);
+      } else {
+        DailyRow empty;
+        empty.day_start = d;
+        r.daily.push_back(empty);
+      }
+    }
+  }
+  return r;
+}
+
+Status ValidateOptions(const ReportOptions& opts) {
+  if (!opts.by.empty() &&
+      std::find_if(kReportGroupKeys.begin(), kReportGroupKeys.end(),
+                   [&](const char* k) { return opts.by == k; }) == kReportGroupKeys.end()) {
+    return Status::InvalidArgument(fmt::format(
+        "--by {}: expected one of user, account, partition, gpu-type, job-name", Quote(opts.by)));
+  }
+  if (opts.top_n < 0) return Status::InvalidArgument("the number of top wasters must be >= 0");
+  if (opts.since && opts.until && *opts.since >= *opts.until) {
+    return Status::InvalidArgument(fmt::format("--since {} is not before --until {}",
+                                               FormatTimestamp(*opts.since),
+                                               FormatTimestamp(*opts.until)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string HistogramBucketLabel(int bucket) {
+  if (bucket >= kHistogramBuckets - 1) return ">100%";
+  return fmt::format("{}-{}%", bucket * 10, bucket * 10 + 10);
+}
+
+StatusOr<WasteReport> BuildWasteReport(Store& store, const ReportOptions& opts,
+                                       const PriceTable& prices) {
+  RS_RETURN_IF_ERROR(ValidateOptions(opts));
+  JobFilter filter;
+  filter.cluster = opts.cluster;
+  filter.ended_since = opts.since;
+  filter.ended_until = opts.until;
+  WasteAggregator agg(opts, prices);
+  RS_RETURN_IF_ERROR(store.ScanJobs(filter, [&](const JobRecord& job) {
+    agg.Add(job);
+    return true;
+  }));
+  return agg.Finish();
+}
+
+StatusOr<WasteReport> BuildWasteReport(std::span<const JobRecord> jobs, const ReportOptions& opts,
+                                       const PriceTable& prices) {
+  RS_RETURN_IF_ERROR(ValidateOptions(opts));
+  WasteAggregator agg(opts, prices);
+  for (const JobRecord& job : jobs) {
+    if (!opts.cluster.empty() && job.cluster != opts.cluster) continue;
+    if (opts.since && (!job.end_time || *job.end_time < *opts.since)) continue;
+    if (opts.until && (!job.end_time || *job.end_time >= *opts.until)) continue;
+    agg.Add(job);
+  }
+  return agg.Finish();
+}
+
+}  // namespace rightsize

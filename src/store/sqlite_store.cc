@@ -1,0 +1,715 @@
+#include "store/sqlite_store.h"
+
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <system_error>
+#include <unordered_map>
+
+namespace rightsize {
+
+SqliteDb& SqliteDb::operator=(SqliteDb&& other) noexcept {
+  if (this != &other) {
+    if (db_ != nullptr) sqlite3_close_v2(db_);
+    db_ = other.db_;
+    other.db_ = nullptr;
+  }
+  return *this;
+}
+SqliteDb::~SqliteDb() noexcept {
+  if (db_ != nullptr) sqlite3_close_v2(db_);
+}
+SqliteStmt& SqliteStmt::operator=(SqliteStmt&& other) noexcept {
+  if (this != &other) {
+    if (stmt_ != nullptr) sqlite3_finalize(stmt_);
+    stmt_ = other.stmt_;
+    other.stmt_ = nullptr;
+  }
+  return *this;
+}
+SqliteStmt::~SqliteStmt() noexcept {
+  if (stmt_ != nullptr) sqlite3_finalize(stmt_);
+}
+
+namespace {
+
+// Each migration takes the schema from version i to i + 1. Never edit a released step: add one.
+const char* const kMigrations[] = {
+    // 0 -> 1: jobs and cluster metadata.
+    R"sql(
+CREATE TABLE jobs (
+  id INTEGER PRIMARY KEY,  -- JobKey(cluster id, job_id): see JobKey() for why
+  cluster TEXT NOT NULL,
+  job_id TEXT NOT NULL,
+  source TEXT,
+  submit_time INTEGER, start_time INTEGER, end_time INTEGER,
+  user TEXT, grp TEXT, account TEXT, partition TEXT, qos TEXT, job_name TEXT,
+  req_cpus REAL, req_mem_bytes INTEGER, req_mem_per_unit_bytes INTEGER, req_mem_scope INTEGER,
+  req_gpus INTEGER, req_gpu_type TEXT, time_limit_s INTEGER, time_unlimited INTEGER,
+  req_nodes INTEGER,
+  alloc_cpus REAL, alloc_mem_bytes INTEGER, alloc_gpus INTEGER, alloc_gpu_type TEXT,
+  alloc_nodes INTEGER, node_list TEXT,
+  elapsed_s REAL, cpu_time_s REAL, peak_rss_bytes INTEGER, avg_rss_bytes INTEGER,
+  gpu_util_pct REAL, peak_gpu_mem_bytes INTEGER, io_read_bytes INTEGER, io_write_bytes INTEGER,
+  state TEXT, exit_code INTEGER, signal INTEGER
+);
+CREATE TABLE clusters (name TEXT PRIMARY KEY, id INTEGER NOT NULL UNIQUE) WITHOUT ROWID;
+CREATE TABLE cluster_meta (
+  cluster TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+  PRIMARY KEY (cluster, key)
+) WITHOUT ROWID;
+)sql",
+};
+constexpr int kNumMigrations = sizeof(kMigrations) / sizeof(kMigrations[0]);
+static_assert(kNumMigrations == kSqliteSchemaVersion);
+
+// The job columns in one place, so the insert and the select cannot drift apart.
+constexpr const char* kJobColumns =
+    "cluster, job_id, source, submit_time, start_time, end_time, user, grp, account, partition, "
+    "qos, job_name, req_cpus, req_mem_bytes, req_mem_per_unit_bytes, req_mem_scope, req_gpus, "
+    "req_gpu_type, time_limit_s, time_unlimited, req_nodes, alloc_cpus, alloc_mem_bytes, "
+    "alloc_gpus, alloc_gpu_type, alloc_nodes, node_list, elapsed_s, cpu_time_s, peak_rss_bytes, "
+    "avg_rss_bytes, gpu_util_pct, peak_gpu_mem_bytes, io_read_bytes, io_write_bytes, state, "
+    "exit_code, signal";
+constexpr int kNumJobColumns = 38;
+
+// The row id of a job. A unique index on (cluster, job_id) made every insert pay a random
+// descent into a second B-tree (ingest ran at ~110k records/s); a key that is the job itself
+// leaves one B-tree, appended to in order, since accounting lists jobs in id order.
+//   bit 62 = 0: bits 54-61 the cluster's small id (< 256), bits 22-53 the SLURM job number
+//               (< 2^32), bits 0-21 the array task + 1 (0 = no task): "123", "123_4".
+//   bit 62 = 1: anything else ("123+1", "123_[1-5]", names): a 62-bit hash of cluster and
+//               id; distinct jobs whose hashes collide are kept apart by linear probing
+//               (UpsertOne, FindJob), and a row's own cluster and job_id decide whether it
+//               is the job.
+// Persisted: never change this function.
+constexpr int64_t kHashedKeyBit = int64_t{1} << 62;
+
+int64_t HashedJobKey(int64_t cluster_id, const std::string& job_id) {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64
+  auto mix = [&h](unsigned char c) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  };
+  for (int i = 0; i < 8; ++i) mix(static_cast<unsigned char>(cluster_id >> (8 * i)));
+  for (unsigned char c : job_id) mix(c);
+  // splitmix64's finaliser spreads FNV's weak low bits.
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebULL;
+  h ^= h >> 31;
+  return kHashedKeyBit | static_cast<int64_t>(h & (kHashedKeyBit - 1));
+}
+
+int64_t JobKey(int64_t cluster_id, const std::string& job_id) {
+  uint64_t job = 0, task = 0;
+  size_t i = 0;
+  bool ok = cluster_id >= 0 && cluster_id < 256 && !job_id.empty() && job_id.size() <= 18;
+  while (ok && i < job_id.size() && job_id[i] >= '0' && job_id[i] <= '9') {
+    job = job * 10 + static_cast<uint64_t>(job_id[i++] - '0');
+  }
+  ok = ok && i > 0 && job < (uint64_t{1} << 32) && (i == 1 || job_id[0] != '0');
+  if (ok && i < job_id.size()) {
+    size_t start = ++i;
+    ok = job_id[start - 1] == '_';
+    while (ok && i < job_id.size() && job_id[i] >= '0' && job_id[i] <= '9') {
+      task = task * 10 + static_cast<uint64_t>(job_id[i++] - '0');
+    }
+    ok = ok && i == job_id.size() && i > start && task + 1 < (uint64_t{1} << 22) &&
+         (i == start + 1 || job_id[start] != '0');
+    ++task;  // 0 means "no array task"
+  }
+  if (!ok) return HashedJobKey(cluster_id, job_id);
+  return static_cast<int64_t>((static_cast<uint64_t>(cluster_id) << 54) | (job << 22) | task);
+}
+
+// Binds a record's fields in kJobColumns order (RowReader reads them back the same way).
+// `nulls` remembers which parameters of the statement hold NULL already: most fields of a
+// trace are unknown, and skipping the repeated sqlite3_bind_null calls saves ~10% of a store.
+class RowBinder {
+ public:
+  RowBinder(sqlite3_stmt* s, int offset, std::vector<uint8_t>* nulls)
+      : s_(s), i_(offset), nulls_(*nulls) {}
+  // Empty text is stored as NULL (unknown), except in NOT NULL key columns (`required`).
+  void Text(const std::string& v, bool required = false) {
+    if (v.empty() && !required) {
+      Null();
+    } else {
+      Set();
+      sqlite3_bind_text(s_, i_, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+    }
+  }
+  void Int(std::optional<int64_t> v) {
+    if (v) {
+      Set();
+      sqlite3_bind_int64(s_, i_, *v);
+    } else {
+      Null();
+    }
+  }
+  void Int(std::optional<int> v) { Int(v ? std::optional<int64_t>(*v) : std::nullopt); }
+  void Real(std::optional<double> v) {
+    if (v) {
+      Set();
+      sqlite3_bind_double(s_, i_, *v);
+    } else {
+      Null();
+    }
+  }
+
+ private:
+  void Set() { nulls_[static_cast<size_t>(++i_)] = 0; }
+  void Null() {
+    auto& n = nulls_[static_cast<size_t>(++i_)];
+    if (n == 0) sqlite3_bind_null(s_, i_);
+    n = 1;
+  }
+  sqlite3_stmt* s_;
+  int i_;
+  std::vector<uint8_t>& nulls_;  // indexed by parameter number
+};
+
+// A prepared statement and which of its parameters are bound to NULL (see RowBinder).
+struct BindableStmt {
+  SqliteStmt stmt;
+  std::vector<uint8_t> nulls;
+  void Reset(SqliteStmt s) {
+    stmt = std::move(s);
+    nulls.assign(static_cast<size_t>(sqlite3_bind_parameter_count(stmt.get())) + 1, 1);
+  }
+};
+
+class RowReader {
+ public:
+  explicit RowReader(sqlite3_stmt* s) : s_(s) {}
+  void Text(std::string& out) {
+    const auto* p = sqlite3_column_text(s_, i_);
+    int n = sqlite3_column_bytes(s_, i_++);
+    if (p == nullptr) {
+      out.clear();
+    } else {
+      out.assign(reinterpret_cast<const char*>(p), static_cast<size_t>(n));
+    }
+  }
+  std::optional<int64_t> Int() {
+    if (sqlite3_column_type(s_, i_) == SQLITE_NULL) {
+      ++i_;
+      return std::nullopt;
+    }
+    return sqlite3_column_int64(s_, i_++);
+  }
+  std::optional<int> SmallInt() {
+    auto v = Int();
+    return v ? std::optional<int>(static_cast<int>(*v)) : std::nullopt;
+  }
+  std::optional<double> Real() {
+    if (sqlite3_column_type(s_, i_) == SQLITE_NULL) {
+      ++i_;
+      return std::nullopt;
+    }
+    return sqlite3_column_double(s_, i_++);
+  }
+
+ private:
+  sqlite3_stmt* s_;
+  int i_ = 0;
+};
+
+// Binds the job's columns after the first `offset` parameters.
+void BindJob(BindableStmt& s, const JobRecord& j, int offset) {
+  RowBinder b(s.stmt.get(), offset, &s.nulls);
+  b.Text(j.cluster, true);
+  b.Text(j.job_id, true);
+  b.Text(j.source);
+  b.Int(j.submit_time);
+  b.Int(j.start_time);
+  b.Int(j.end_time);
+  const auto& r = j.request;
+  b.Text(r.user);
+  b.Text(r.group);
+  b.Text(r.account);
+  b.Text(r.partition);
+  b.Text(r.qos);
+  b.Text(r.job_name);
+  b.Real(r.cpus);
+  b.Int(r.memory_bytes);
+  b.Int(r.memory_per_unit_bytes);
+  b.Int(std::optional<int>(static_cast<int>(r.memory_scope)));
+  b.Int(r.gpus);
+  b.Text(r.gpu_type);
+  b.Int(r.time_limit_s);
+  b.Int(std::optional<int>(r.time_unlimited ? 1 : 0));
+  b.Int(r.nodes);
+  const auto& a = j.alloc;
+  b.Real(a.cpus);
+  b.Int(a.memory_bytes);
+  b.Int(a.gpus);
+  b.Text(a.gpu_type);
+  b.Int(a.nodes);
+  b.Text(a.node_list);
+  const auto& u = j.usage;
+  b.Real(u.elapsed_s);
+  b.Real(u.cpu_time_s);
+  b.Int(u.peak_rss_bytes);
+  b.Int(u.avg_rss_bytes);
+  b.Real(u.gpu_util_pct);
+  b.Int(u.peak_gpu_memory_bytes);
+  b.Int(u.io_read_bytes);
+  b.Int(u.io_write_bytes);
+  b.Text(j.outcome.state);
+  b.Int(j.outcome.exit_code);
+  b.Int(j.outcome.signal);
+}
+
+// Fills `j` in place, so a scan reuses one record's string buffers for every row.
+void ReadJob(sqlite3_stmt* s, JobRecord& j) {
+  RowReader rd(s);
+  rd.Text(j.cluster);
+  rd.Text(j.job_id);
+  rd.Text(j.source);
+  j.submit_time = rd.Int();
+  j.start_time = rd.Int();
+  j.end_time = rd.Int();
+  auto& r = j.request;
+  rd.Text(r.user);
+  rd.Text(r.group);
+  rd.Text(r.account);
+  rd.Text(r.partition);
+  rd.Text(r.qos);
+  rd.Text(r.job_name);
+  r.cpus = rd.Real();
+  r.memory_bytes = rd.Int();
+  r.memory_per_unit_bytes = rd.Int();
+  r.memory_scope = static_cast<MemoryScope>(rd.Int().value_or(0));
+  r.gpus = rd.SmallInt();
+  rd.Text(r.gpu_type);
+  r.time_limit_s = rd.Int();
+  r.time_unlimited = rd.Int().value_or(0) != 0;
+  r.nodes = rd.SmallInt();
+  auto& a = j.alloc;
+  a.cpus = rd.Real();
+  a.memory_bytes = rd.Int();
+  a.gpus = rd.SmallInt();
+  rd.Text(a.gpu_type);
+  a.nodes = rd.SmallInt();
+  rd.Text(a.node_list);
+  auto& u = j.usage;
+  u.elapsed_s = rd.Real();
+  u.cpu_time_s = rd.Real();
+  u.peak_rss_bytes = rd.Int();
+  u.avg_rss_bytes = rd.Int();
+  u.gpu_util_pct = rd.Real();
+  u.peak_gpu_memory_bytes = rd.Int();
+  u.io_read_bytes = rd.Int();
+  u.io_write_bytes = rd.Int();
+  rd.Text(j.outcome.state);
+  j.outcome.exit_code = rd.SmallInt();
+  j.outcome.signal = rd.SmallInt();
+}
+
+class SqliteStore final : public Store {
+ public:
+  SqliteStore(SqliteDb db, std::string path) : db_(std::move(db)), path_(std::move(path)) {}
+
+  Status Init() {
+    // WAL: readers never block the writer and a crash loses at most the open transaction.
+    // synchronous=NORMAL is durable to the last committed batch across process kills (the
+    // WAL is fsynced at checkpoints); only an OS crash can lose the very last batches.
+    RS_RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL"));
+    RS_RETURN_IF_ERROR(Exec("PRAGMA synchronous=NORMAL"));
+    RS_RETURN_IF_ERROR(Exec("PRAGMA wal_autocheckpoint=4000"));
+    RS_RETURN_IF_ERROR(Exec("PRAGMA foreign_keys=ON"));
+    RS_RETURN_IF_ERROR(Exec("PRAGMA cache_size=-65536"));  // 64 MiB
+    sqlite3_busy_timeout(db_.get(), 10000);
+    RS_RETURN_IF_ERROR(Migrate());
+    std::string placeholders = "?";
+    std::string updates;
+    for (int i = 1; i < kNumJobColumns; ++i) placeholders += ",?";
+    {
+      std::string cols = kJobColumns;
+      size_t pos = 0;
+      while (pos < cols.size()) {
+        size_t comma = cols.find(',', pos);
+        std::string col = cols.substr(pos, comma == std::string::npos ? comma : comma - pos);
+        while (!col.empty() && col.front() == ' ') col.erase(0, 1);
+        if (col != "cluster" && col != "job_id") {
+          updates += fmt::format("{}{} = excluded.{}", updates.empty() ? "" : ", ", col, col);
+        }
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+      }
+    }
+    // Re-ingesting a job replaces it. The WHERE makes a hash collision with another job a
+    // no-op (0 changes), which UpsertOne answers by probing the next id.
+    RS_ASSIGN_OR_RETURN(
+        auto upsert,
+        Prepare(fmt::format("INSERT INTO jobs (id, {}) VALUES (?, {}) ON CONFLICT (id) DO UPDATE "
+                            "SET {} WHERE jobs.cluster = excluded.cluster AND jobs.job_id = "
+                            "excluded.job_id",
+                            kJobColumns, placeholders, updates)));
+    upsert_.Reset(std::move(upsert));
+    // Direct keys (see JobKey) name one job each, so a plain REPLACE is the upsert, and
+    // several rows per statement save SQLite's per-statement work (about 15% of an ingest).
+    std::string row = "(?," + placeholders + ")";
+    std::string rows = row;
+    for (int i = 1; i < kRowsPerInsert; ++i) rows += "," + row;
+    RS_ASSIGN_OR_RETURN(auto one, Prepare(fmt::format("INSERT OR REPLACE INTO jobs (id, {}) "
+                                                      "VALUES {}",
+                                                      kJobColumns, row)));
+    replace_one_.Reset(std::move(one));
+    RS_ASSIGN_OR_RETURN(auto many, Prepare(fmt::format("INSERT OR REPLACE INTO jobs (id, {}) "
+                                                       "VALUES {}",
+                                                       kJobColumns, rows)));
+    replace_many_.Reset(std::move(many));
+    RS_ASSIGN_OR_RETURN(add_cluster_, Prepare("INSERT INTO clusters (name, id) VALUES (?1, ?2)"));
+    RS_RETURN_IF_ERROR(LoadClusterIds());
+    RS_ASSIGN_OR_RETURN(find_,
+                        Prepare(fmt::format("SELECT {} FROM jobs WHERE id = ?1", kJobColumns)));
+    return Status::Ok();
+  }
+
+  Status UpsertJobs(std::span<const JobRecord> jobs) override {
+    if (jobs.empty()) return Status::Ok();
+    RS_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    Status st = UpsertInTransaction(jobs);
+    if (!st.ok()) {
+      (void)Exec("ROLLBACK");
+      (void)LoadClusterIds();  // forget ids assigned in the rolled-back transaction
+      return st;
+    }
+    return Exec("COMMIT");
+  }
+
+  Status ScanJobs(const JobFilter& filter,
+                  const std::function<bool(const JobRecord&)>& fn) override {
+    auto [where, args] = Where(filter);
+    RS_ASSIGN_OR_RETURN(auto stmt,
+                        Prepare(fmt::format("SELECT {} FROM jobs{}", kJobColumns, where)));
+    BindArgs(stmt.get(), args);
+    JobRecord job;
+    while (true) {
+      int rc = sqlite3_step(stmt.get());
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) return Error("scanning jobs");
+      ReadJob(stmt.get(), job);
+      if (!fn(job)) break;
+    }
+    return Status::Ok();
+  }
+
+  StatusOr<JobRecord> GetJob(const std::string& cluster, const std::string& job_id) override {
+    std::vector<std::string> clusters;
+    if (cluster.empty()) {
+      RS_ASSIGN_OR_RETURN(clusters, Clusters());
+    } else {
+      clusters.push_back(cluster);
+    }
+    std::optional<JobRecord> best;
+    for (const auto& c : clusters) {
+      JobRecord job;
+      RS_ASSIGN_OR_RETURN(bool found, FindJob(c, job_id, &job));
+      if (found && (!best || job.end_time.value_or(0) > best->end_time.value_or(0))) {
+        best = std::move(job);
+      }
+    }
+    if (best) return std::move(*best);
+    return Status::NotFound(
+        cluster.empty() ? fmt::format("no job {} in {}", job_id, path_)
+                        : fmt::format("no job {} of cluster {} in {}", job_id, cluster, path_));
+  }
+
+  StatusOr<int64_t> CountJobs(const JobFilter& filter) override {
+    auto [where, args] = Where(filter);
+    RS_ASSIGN_OR_RETURN(auto stmt, Prepare("SELECT count(*) FROM jobs" + where));
+    BindArgs(stmt.get(), args);
+    if (sqlite3_step(stmt.get()) != SQLITE_ROW) return Error("counting jobs");
+    return static_cast<int64_t>(sqlite3_column_int64(stmt.get(), 0));
+  }
+
+  StatusOr<std::vector<std::string>> Clusters() override {
+    RS_ASSIGN_OR_RETURN(auto stmt, Prepare("SELECT name FROM clusters ORDER BY name"));
+    std::vector<std::string> out;
+    while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
+      out.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(stmt.get(), 0)));
+    }
+    return out;
+  }
+
+  Status PutClusterMeta(const std::string& cluster,
+                        const std::map<std::string, std::string>& meta) override {
+    if (meta.empty()) return Status::Ok();
+    RS_ASSIGN_OR_RETURN(
+        auto stmt,
+        Prepare("INSERT OR REPLACE INTO cluster_meta (cluster, key, value) VALUES (?1, ?2, ?3)"));
+    RS_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    for (const auto& [key, value] : meta) {
+      sqlite3_reset(stmt.get());
+      sqlite3_bind_text(stmt.get(), 1, cluster.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(stmt.get(), 2, key.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(stmt.get(), 3, value.c_str(), -1, SQLITE_TRANSIENT);
+      if (sqlite3_step(stmt.get()) != SQLITE_DONE) {
+        Status st = Error("storing cluster metadata");
+        (void)Exec("ROLLBACK");
+        return st;
+      }
+    }
+    return Exec("COMMIT");
+  }
+
+  StatusOr<std::map<std::string, std::string>> GetClusterMeta(const std::string& cluster) override {
+    RS_ASSIGN_OR_RETURN(auto stmt,
+                        Prepare("SELECT key, value FROM cluster_meta WHERE cluster = ?1"));
+    sqlite3_bind_text(stmt.get(), 1, cluster.c_str(), -1, SQLITE_TRANSIENT);
+    std::map<std::string, std::string> out;
+    while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
+      out[reinterpret_cast<const char*>(sqlite3_column_text(stmt.get(), 0))] =
+          reinterpret_cast<const char*>(sqlite3_column_text(stmt.get(), 1));
+    }
+    return out;
+  }
+
+ private:
+  Status UpsertInTransaction(std::span<const JobRecord> jobs) {
+    std::vector<std::pair<int64_t, const JobRecord*>> pending;  // direct keys, for REPLACE
+    pending.reserve(kRowsPerInsert);
+    auto flush = [&](bool all) -> Status {
+      while (pending.size() >= (all ? 1 : static_cast<size_t>(kRowsPerInsert))) {
+        bool many = pending.size() >= static_cast<size_t>(kRowsPerInsert);
+        BindableStmt& b = many ? replace_many_ : replace_one_;
+        sqlite3_stmt* s = b.stmt.get();
+        size_t n = many ? kRowsPerInsert : 1;
+        sqlite3_reset(s);
+        for (size_t r = 0; r < n; ++r) {
+          int offset = static_cast<int>(r) * (kNumJobColumns + 1);
+          sqlite3_bind_int64(s, offset + 1, pending[r].first);
+          BindJob(b, *pending[r].second, offset + 1);
+        }
+        if (sqlite3_step(s) != SQLITE_DONE) {
+          Status st = Error(fmt::format("storing job {}/{}", pending[0].second->cluster,
+                                        pending[0].second->job_id));
+          sqlite3_reset(s);
+          return st;
+        }
+        pending.erase(pending.begin(), pending.begin() + static_cast<ptrdiff_t>(n));
+      }
+      return Status::Ok();
+    };
+    for (const auto& job : jobs) {
+      RS_ASSIGN_OR_RETURN(int64_t cluster_id, ClusterId(job.cluster));
+      int64_t key = JobKey(cluster_id, job.job_id);
+      if ((key & kHashedKeyBit) != 0) {
+        RS_RETURN_IF_ERROR(UpsertOne(job, key));
+      } else {
+        pending.emplace_back(key, &job);
+        RS_RETURN_IF_ERROR(flush(false));
+      }
+    }
+    return flush(true);
+  }
+
+  // Inserts or replaces one job, probing past ids taken by other jobs (hash collisions).
+  Status UpsertOne(const JobRecord& job, int64_t id) {
+    for (int probe = 0; probe < kMaxProbes; ++probe, id = NextProbe(id)) {
+      sqlite3_stmt* s = upsert_.stmt.get();
+      sqlite3_reset(s);
+      sqlite3_bind_int64(s, 1, id);
+      BindJob(upsert_, job, 1);
+      if (sqlite3_step(s) != SQLITE_DONE) {
+        Status st = Error(fmt::format("storing job {}/{}", job.cluster, job.job_id));
+        sqlite3_reset(s);
+        return st;
+      }
+      if (sqlite3_changes(db_.get()) > 0) return Status::Ok();
+    }
+    return Status::Internal(fmt::format("no free id for job {}/{} after {} probes", job.cluster,
+                                        job.job_id, kMaxProbes));
+  }
+
+  // Looks the job up by its key, following the same probe sequence as UpsertOne.
+  StatusOr<bool> FindJob(const std::string& cluster, const std::string& job_id, JobRecord* out) {
+    auto it = cluster_ids_.find(cluster);
+    if (it == cluster_ids_.end()) return false;
+    int64_t id = JobKey(it->second, job_id);
+    for (int probe = 0; probe < kMaxProbes; ++probe, id = NextProbe(id)) {
+      sqlite3_stmt* s = find_.get();
+      sqlite3_reset(s);
+      sqlite3_bind_int64(s, 1, id);
+      int rc = sqlite3_step(s);
+      if (rc == SQLITE_DONE) return false;  // an empty slot ends the probe sequence
+      if (rc != SQLITE_ROW) return Error("reading job " + job_id);
+      ReadJob(s, *out);
+      if (out->cluster == cluster && out->job_id == job_id) return true;
+      if ((id & kHashedKeyBit) == 0) return false;  // direct keys never collide
+    }
+    return false;
+  }
+
+  static int64_t NextProbe(int64_t id) { return kHashedKeyBit | ((id + 1) & (kHashedKeyBit - 1)); }
+
+  // The small id of a cluster, assigned on first sight (inside the caller's transaction).
+  StatusOr<int64_t> ClusterId(const std::string& name) {
+    if (last_cluster_ != nullptr && last_cluster_->first == name) return last_cluster_->second;
+    auto it = cluster_ids_.find(name);
+    if (it == cluster_ids_.end()) {
+      int64_t id = static_cast<int64_t>(cluster_ids_.size());
+      sqlite3_stmt* s = add_cluster_.get();
+      sqlite3_reset(s);
+      sqlite3_bind_text(s, 1, name.data(), static_cast<int>(name.size()), SQLITE_TRANSIENT);
+      sqlite3_bind_int64(s, 2, id);
+      if (sqlite3_step(s) != SQLITE_DONE) return Error("storing cluster " + name);
+      it = cluster_ids_.emplace(name, id).first;
+    }
+    last_cluster_ = &*it;
+    return it->second;
+  }
+
+  Status LoadClusterIds() {
+    cluster_ids_.clear();
+    last_cluster_ = nullptr;
+    RS_ASSIGN_OR_RETURN(auto stmt, Prepare("SELECT name, id FROM clusters"));
+    while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
+      cluster_ids_.emplace(reinterpret_cast<const char*>(sqlite3_column_text(stmt.get(), 0)),
+                           sqlite3_column_int64(stmt.get(), 1));
+    }
+    return Status::Ok();
+  }
+
+  Status Error(const std::string& what) const {
+    return Status::IoError(fmt::format("{}: {}: {}", path_, what, sqlite3_errmsg(db_.get())));
+  }
+
+  Status Exec(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_.get(), sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err != nullptr ? err : "unknown error";
+      sqlite3_free(err);
+      return Status::IoError(fmt::format("{}: {}", path_, msg));
+    }
+    return Status::Ok();
+  }
+
+  StatusOr<SqliteStmt> Prepare(const std::string& sql) {
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db_.get(), sql.c_str(), static_cast<int>(sql.size()), &stmt, nullptr) !=
+        SQLITE_OK) {
+      return Error("preparing a statement");
+    }
+    return SqliteStmt(stmt);
+  }
+
+  StatusOr<int> UserVersion() {
+    RS_ASSIGN_OR_RETURN(auto stmt, Prepare("PRAGMA user_version"));
+    if (sqlite3_step(stmt.get()) != SQLITE_ROW) return Error("reading the schema version");
+    return sqlite3_column_int(stmt.get(), 0);
+  }
+
+  Status Migrate() {
+    RS_ASSIGN_OR_RETURN(int version, UserVersion());
+    if (version > kSqliteSchemaVersion) {
+      return Status::InvalidArgument(fmt::format(
+          "{} has schema version {}, newer than this rightsize understands ({}); upgrade "
+          "rightsize",
+          path_, version, kSqliteSchemaVersion));
+    }
+    for (int v = version; v < kSqliteSchemaVersion; ++v) {
+      RS_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+      Status st = Exec(kMigrations[v]);
+      if (st.ok()) st = Exec(fmt::format("PRAGMA user_version = {}", v + 1).c_str());
+      if (!st.ok()) {
+        (void)Exec("ROLLBACK");
+        return st.WithContext(fmt::format("migrating the schema to version {}", v + 1));
+      }
+      RS_RETURN_IF_ERROR(Exec("COMMIT"));
+    }
+    return Status::Ok();
+  }
+
+  static std::pair<std::string, std::vector<std::pair<int, std::string>>> Where(
+      const JobFilter& f) {
+    std::vector<std::string> conds;
+    std::vector<std::pair<int, std::string>> args;  // (index, text or integer as text)
+    auto add_text = [&](const char* col, const std::string& v) {
+      if (v.empty()) return;
+      int idx = static_cast<int>(args.size()) + 1;
+      conds.push_back(fmt::format("{} = ?{}", col, idx));
+      args.emplace_back(idx, v);
+    };
+    add_text("cluster", f.cluster);
+    add_text("user", f.user);
+    add_text("account", f.account);
+    add_text("partition", f.partition);
+    if (f.ended_since) {
+      int idx = static_cast<int>(args.size()) + 1;
+      conds.push_back(fmt::format("end_time >= CAST(?{} AS INTEGER)", idx));
+      args.emplace_back(idx, std::to_string(*f.ended_since));
+    }
+    if (f.ended_until) {
+      int idx = static_cast<int>(args.size()) + 1;
+      conds.push_back(fmt::format("end_time < CAST(?{} AS INTEGER)", idx));
+      args.emplace_back(idx, std::to_string(*f.ended_until));
+    }
+    std::string where;
+    for (size_t i = 0; i < conds.size(); ++i) where += (i == 0 ? " WHERE " : " AND ") + conds[i];
+    return {where, args};
+  }
+
+  static void BindArgs(sqlite3_stmt* stmt, const std::vector<std::pair<int, std::string>>& args) {
+    for (const auto& [idx, v] : args) {
+      sqlite3_bind_text(stmt, idx, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    }
+  }
+
+  SqliteDb db_;
+  std::string path_;
+  // Ids are never freed (no deletes), so a probe sequence never has holes.
+  static constexpr int kMaxProbes = 64;
+  static constexpr int kRowsPerInsert = 16;
+  BindableStmt upsert_;        // one row, hashed keys: ON CONFLICT checks it is the same job
+  BindableStmt replace_one_;   // one row, direct key
+  BindableStmt replace_many_;  // kRowsPerInsert rows, direct keys
+  SqliteStmt add_cluster_;
+  SqliteStmt find_;
+  std::unordered_map<std::string, int64_t> cluster_ids_;
+  const std::pair<const std::string, int64_t>* last_cluster_ = nullptr;  // into cluster_ids_
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path) {
+  std::error_code ec;
+  auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) {
+    std::filesystem::create_directories(parent, ec);
+    if (ec) {
+      return Status::IoError(fmt::format("cannot create the folder {} for the store: {}",
+                                         parent.string(), ec.message()));
+    }
+  }
+  sqlite3* raw = nullptr;
+  // NOMUTEX: a Store is used by one thread at a time (store.h), so SQLite's per-call mutex
+  // would only cost time (it was 17% of a report's scan).
+  int rc =
+      sqlite3_open_v2(path.c_str(), &raw,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  SqliteDb db(raw);
+  if (rc != SQLITE_OK) {
+    return Status::IoError(fmt::format("cannot open the store {}: {}", path,
+                                       raw != nullptr ? sqlite3_errmsg(raw) : "out of memory"));
+  }
+  auto store = std::make_unique<SqliteStore>(std::move(db), path);
+  Status st = store->Init();
+  if (!st.ok()) {
+    if (st.message().find("file is not a database") != std::string::npos) {
+      return Status::BadInput(
+          fmt::format("{} is not a rightsize store (not an SQLite file)", path));
+    }
+    return st;
+  }
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace rightsize

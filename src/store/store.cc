@@ -1,0 +1,25 @@
+#include "store/store.h"
+
+#include "store/sqlite_store.h"
+
+namespace rightsize {
+
+StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& location) {
+  if (location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0) {
+    return Status::InvalidArgument(
+        "this build of rightsize has no PostgreSQL backend; use an SQLite file path");
+  }
+  return OpenSqliteStore(location);
+}
+
+std::string DefaultStorePath(const std::function<std::optional<std::string>(const char*)>& env) {
+  if (auto db = env("RIGHTSIZE_DB"); db && !db->empty()) return *db;
+  if (auto xdg = env("XDG_DATA_HOME"); xdg && !xdg->empty())
+    return *xdg + "/rightsize/rightsize.db";
+  if (auto home = env("HOME"); home && !home->empty()) {
+    return *home + "/.local/share/rightsize/rightsize.db";
+  }
+  return "rightsize.db";
+}
+
+}  // namespace rightsize

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Whole-program tests of `rightsize ingest`: real files in, what a user sees out.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh" "$@"
+KTH=$TESTDIR/data/swf/KTH-SP2-1996-2.1-cln.swf.gz
+SLURM22=$TESTDIR/data/sacct/slurm22/mixed.psv
+
+# SWF: every record lands, and a second ingest does not duplicate.
+run_rs ingest swf "$KTH" --json
+expect_eq "swf ingest exit" "$RC" 0
+expect_eq "swf records stored" "$(json_get "$OUT" 'd["stored"]')" 28489
+run_rs ingest swf "$KTH"
+expect_contains "human summary" "$OUT" "28,489 jobs stored in cluster 'KTH-SP2-1996-2.1-cln'"
+run_rs report --json
+expect_eq "re-ingest does not duplicate" "$(json_get "$OUT" 'd["jobs"]')" 28489
+expect_eq "header kept as metadata" \
+  "$(sqlite3 "$RIGHTSIZE_DB" "select value from cluster_meta where key='swf.MaxProcs'")" 100
+
+# sacct from a real SLURM 22.05: steps merged into jobs.
+run_rs ingest sacct "$SLURM22" --cluster lab
+expect_eq "sacct ingest exit" "$RC" 0
+expect_contains "sacct summary" "$OUT" "10 jobs stored in cluster 'lab'"
+run_rs job 2 --cluster lab --json
+expect_eq "job card exit" "$RC" 0
+expect_eq "peak memory from the batch step" "$(json_get "$OUT" 'd["job"]["usage"]["peak_memory_bytes"]')" \
+  $((214496 * 1024))
+
+# stdin, another delimiter, no header: the same jobs.
+COLS=$(head -1 "$SLURM22" | tr '|' ',')
+run_rs --db "$WORK/b.db" ingest sacct - --delimiter ';' --columns "$COLS" --cluster lab \
+  --json <"$TESTDIR/data/sacct/slurm22/mixed-noheader-semicolon.txt"
+expect_eq "stdin ingest" "$(json_get "$OUT" 'd["stored"]')" 10
+
+# --print-format is what ingest slurm asks sacct for.
+run_rs ingest sacct --print-format
+expect_contains "print-format" "$OUT" "JobID,JobIDRaw,Cluster"
+
+# A malformed line is reported with file, line and field, skipped and counted.
+BAD=$WORK/bad.psv
+printf 'JobID|State|Elapsed|MaxRSS\n1|COMPLETED|00:01:00|\n2|COMPLETED|00:01:00|12X\n3|COMPLETED|00:02:00|\n' >"$BAD"
+run_rs --db "$WORK/c.db" ingest sacct "$BAD" --cluster x
+expect_eq "bad line does not stop the batch" "$RC" 0
+expect_contains "error names file line field" "$ERR" "$BAD:3: field MaxRSS: expected a memory size like 4000M, 4G or 2.50T, got '12X'"
+expect_contains "summary counts skipped" "$OUT" "2 jobs stored in cluster 'x', 1 malformed lines skipped"
+run_rs --db "$WORK/c.db" ingest sacct "$BAD" --cluster x --strict
+expect_eq "--strict fails with exit 2" "$RC" 2
+expect_contains "--strict says why" "$ERR" "--strict stops at the first error"
+
+# Files that are not accounting at all.
+: >"$WORK/empty.psv"
+run_rs --db "$WORK/d.db" ingest sacct "$WORK/empty.psv"
+expect_eq "empty file exit" "$RC" 2
+expect_contains "empty file message" "$ERR" "the file is empty"
+head -1 "$SLURM22" >"$WORK/header.psv"
+run_rs --db "$WORK/d.db" ingest sacct "$WORK/header.psv"
+expect_eq "header-only exit" "$RC" 2
+expect_contains "header-only message" "$ERR" "no job records"
+run_rs --db "$WORK/d.db" ingest swf "$RS"
+expect_eq "binary file exit" "$RC" 2
+expect_contains "binary file message" "$ERR" "binary data"
+run_rs --db "$WORK/d.db" ingest swf "$WORK/does-not-exist.swf"
+expect_eq "missing file exit" "$RC" 2
+expect_contains "missing file message" "$ERR" "No such file or directory"
+
+# A truncated gzip: a clear error, and the records before the cut are kept.
+zcat "$KTH" | gzip -1 >"$WORK/whole.swf.gz"
+head -c 60000 "$WORK/whole.swf.gz" >"$WORK/cut.swf.gz"
+run_rs --db "$WORK/e.db" ingest swf "$WORK/cut.swf.gz" --json
+expect_eq "truncated gzip exit" "$RC" 2
+expect_contains "truncated gzip message" "$(json_get "$OUT" 'd["files"][0]["error"]')" "truncated"
+kept=$(sqlite3 "$WORK/e.db" "select count(*) from jobs")
+if [ "$kept" -gt 1000 ]; then pass "records before the cut are stored ($kept)"; else fail "kept $kept"; fi
+
+# A 2 GB file of binary zeros: refused quickly, in bounded memory.
+truncate -s 2G "$WORK/huge.swf"
+rss_kb=$(python3 -c '
+import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.stderr.strip()[:200])
+' "$RS" --db "$WORK/f.db" ingest swf "$WORK/huge.swf")
+expect_eq "2 GB binary file exit" "$(cut -d' ' -f1 <<<"$rss_kb")" 2
+expect_contains "2 GB binary message" "$rss_kb" "binary data"
+if [ "$(cut -d' ' -f2 <<<"$rss_kb")" -lt 200000 ]; then pass "2 GB file read in bounded memory"; else
+  fail "max RSS $(cut -d' ' -f2 <<<"$rss_kb") KB"; fi
+rm -f "$WORK/huge.swf"
+
+# Usage errors exit 1.
+run_rs ingest
+expect_eq "missing subcommand exit" "$RC" 1
+run_rs report --format pdf
+expect_eq "bad option value exit" "$RC" 1
+
+finish

@@ -1,0 +1,201 @@
+#include "store/sqlite_store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "store/store.h"
+
+namespace rightsize {
+namespace {
+
+class SqliteStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("rightsize-store-test-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    path_ = (dir_ / "sub" / "rs.db").string();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  static JobRecord Job(const std::string& id, int64_t end, const std::string& user = "alice") {
+    JobRecord j;
+    j.cluster = "c1";
+    j.job_id = id;
+    j.source = "test";
+    j.end_time = end;
+    j.submit_time = end - 100;
+    j.request.user = user;
+    j.request.cpus = 4;
+    j.request.memory_bytes = 16 * kGiB;
+    j.request.memory_scope = MemoryScope::kPerNode;
+    j.request.time_limit_s = 3600;
+    j.alloc.gpus = 2;
+    j.alloc.gpu_type = "a100";
+    j.usage.elapsed_s = 50;
+    j.usage.peak_rss_bytes = 3 * kGiB;
+    j.outcome.state = "COMPLETED";
+    j.outcome.exit_code = 0;
+    return j;
+  }
+
+  std::filesystem::path dir_;
+  std::string path_;
+};
+
+TEST_F(SqliteStoreTest, RoundTripsEveryFieldAndKeepsUnknownsUnknown) {
+  auto store = OpenStore(path_);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  JobRecord j = Job("42_3", 1000);
+  ASSERT_TRUE((*store)->UpsertJobs({&j, 1}).ok());
+  auto got = (*store)->GetJob("c1", "42_3");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->request.user, "alice");
+  EXPECT_EQ(*got->request.memory_bytes, 16 * kGiB);
+  EXPECT_EQ(got->request.memory_scope, MemoryScope::kPerNode);
+  EXPECT_EQ(*got->alloc.gpus, 2);
+  EXPECT_EQ(got->alloc.gpu_type, "a100");
+  EXPECT_EQ(*got->usage.peak_rss_bytes, 3 * kGiB);
+  EXPECT_FALSE(got->usage.cpu_time_s.has_value());  // unknown stays unknown, not 0
+  EXPECT_FALSE(got->usage.gpu_util_pct.has_value());
+  EXPECT_EQ(*got->outcome.exit_code, 0);
+  EXPECT_FALSE(got->outcome.signal.has_value());
+}
+
+TEST_F(SqliteStoreTest, ReingestingReplacesInsteadOfDuplicating) {
+  auto store = OpenStore(path_);
+  ASSERT_TRUE(store.ok());
+  std::vector<JobRecord> jobs = {Job("1", 100), Job("2", 200)};
+  ASSERT_TRUE((*store)->UpsertJobs(jobs).ok());
+  jobs[1].outcome.state = "FAILED";
+  ASSERT_TRUE((*store)->UpsertJobs(jobs).ok());
+  EXPECT_EQ(*(*store)->CountJobs({}), 2);
+  EXPECT_EQ((*store)->GetJob("c1", "2")->outcome.state, "FAILED");
+  // The same id in another cluster is another job.
+  JobRecord other = Job("2", 300);
+  other.cluster = "c2";
+  ASSERT_TRUE((*store)->UpsertJobs({&other, 1}).ok());
+  EXPECT_EQ(*(*store)->CountJobs({}), 3);
+  EXPECT_EQ(*(*store)->Clusters(), (std::vector<std::string>{"c1", "c2"}));
+}
+
+TEST_F(SqliteStoreTest, ScansFilterByEndTimeAndUser) {
+  auto store = OpenStore(path_);
+  ASSERT_TRUE(store.ok());
+  std::vector<JobRecord> jobs = {Job("3", 300, "bob"), Job("1", 100), Job("2", 200)};
+  ASSERT_TRUE((*store)->UpsertJobs(jobs).ok());
+  std::vector<std::string> ids;
+  JobFilter f;
+  f.ended_since = 150;  // scans are unordered: sort what comes back
+  ASSERT_TRUE((*store)
+                  ->ScanJobs(f,
+                             [&](const JobRecord& j) {
+                               ids.push_back(j.job_id);
+                               return true;
+                             })
+                  .ok());
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<std::string>{"2", "3"}));
+  f = JobFilter();
+  f.user = "bob";
+  EXPECT_EQ(*(*store)->CountJobs(f), 1);
+  f = JobFilter();
+  f.ended_until = 200;
+  EXPECT_EQ(*(*store)->CountJobs(f), 1);
+}
+
+TEST_F(SqliteStoreTest, DataSurvivesReopenAndSchemaIsVersioned) {
+  {
+    auto store = OpenStore(path_);
+    ASSERT_TRUE(store.ok());
+    JobRecord j = Job("7", 700);
+    ASSERT_TRUE((*store)->UpsertJobs({&j, 1}).ok());
+    ASSERT_TRUE((*store)->PutClusterMeta("c1", {{"swf.MaxProcs", "100"}}).ok());
+  }
+  auto store = OpenStore(path_);
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ(*(*store)->CountJobs({}), 1);
+  EXPECT_EQ((*(*store)->GetClusterMeta("c1")).at("swf.MaxProcs"), "100");
+  // The file says which schema it holds.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, nullptr);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(stmt, 0), kSqliteSchemaVersion);
+  sqlite3_finalize(stmt);
+  // A file from a newer rightsize is refused, not damaged.
+  sqlite3_exec(db, "PRAGMA user_version = 999", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  auto newer = OpenStore(path_);
+  ASSERT_FALSE(newer.ok());
+  EXPECT_NE(newer.status().message().find("newer"), std::string::npos);
+}
+
+TEST_F(SqliteStoreTest, RefusesAFileThatIsNotAStore) {
+  std::filesystem::create_directories(dir_);
+  std::string bogus = (dir_ / "notes.txt").string();
+  std::ofstream(bogus) << "this is not a database, just some text that is long enough\n";
+  auto store = OpenStore(bogus);
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find("not a rightsize store"), std::string::npos);
+}
+
+TEST_F(SqliteStoreTest, EveryKindOfJobIdIsKeptApart) {
+  auto store = OpenStore(path_);
+  ASSERT_TRUE(store.ok());
+  // Numeric ids, array tasks, het components, pending arrays, leading zeros, names, and ids
+  // too large for a SLURM job number: each is its own job, found again by its id.
+  std::vector<std::string> ids = {"7",   "7_0",         "7_1",        "70",
+                                  "7+1", "7_[1-5%2]",   "007",        "pod-3f2a",
+                                  "",    "99999999999", "4294967296", "4294967295_4194302"};
+  std::vector<JobRecord> jobs;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    jobs.push_back(Job(ids[i], 1000 + static_cast<int64_t>(i)));
+    jobs.back().request.job_name = "name-" + ids[i];
+  }
+  JobRecord other = Job("7", 5000);
+  other.cluster = "c2";
+  jobs.push_back(other);
+  ASSERT_TRUE((*store)->UpsertJobs(jobs).ok());
+  EXPECT_EQ(*(*store)->CountJobs({}), static_cast<int64_t>(ids.size() + 1));
+  for (const auto& id : ids) {
+    auto got = (*store)->GetJob("c1", id);
+    ASSERT_TRUE(got.ok()) << id << ": " << got.status().ToString();
+    EXPECT_EQ(got->request.job_name, "name-" + id);
+  }
+  // Without a cluster, the most recently ended match wins.
+  EXPECT_EQ((*store)->GetJob("", "7")->cluster, "c2");
+  EXPECT_FALSE((*store)->GetJob("c3", "7").ok());
+}
+
+TEST_F(SqliteStoreTest, GetJobSaysWhatIsMissing) {
+  auto store = OpenStore(path_);
+  ASSERT_TRUE(store.ok());
+  auto got = (*store)->GetJob("", "404");
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(got.status().message().find("no job 404"), std::string::npos);
+}
+
+TEST(DefaultStorePathTest, FollowsXdgAndOverrides) {
+  auto env = [](std::map<std::string, std::string> m) {
+    return [m](const char* k) -> std::optional<std::string> {
+      auto it = m.find(k);
+      return it == m.end() ? std::nullopt : std::optional<std::string>(it->second);
+    };
+  };
+  EXPECT_EQ(DefaultStorePath(env({{"HOME", "/home/a"}})),
+            "/home/a/.local/share/rightsize/rightsize.db");
+  EXPECT_EQ(DefaultStorePath(env({{"HOME", "/home/a"}, {"XDG_DATA_HOME", "/x"}})),
+            "/x/rightsize/rightsize.db");
+  EXPECT_EQ(DefaultStorePath(env({{"RIGHTSIZE_DB", "/tmp/r.db"}, {"HOME", "/h"}})), "/tmp/r.db");
+}
+
+}  // namespace
+}  // namespace rightsize
