@@ -393,22 +393,22 @@ void WasteAggregator::Add(const JobRecord& job) {
 }
 
 void WasteAggregator::RunHistoryPolicy(HistoryPolicyResult& out) {
-  std::vector<uint32_t> by_order, by_end;
-  by_order.reserve(facts_.size());
-  by_end.reserve(facts_.size());
+  // Sort (time, index) pairs rather than indices with a comparator that reads facts_: the
+  // pairs are contiguous, so the two sorts stay in cache (they were a fifth of a report).
+  std::vector<std::pair<int64_t, uint32_t>> order_keys, end_keys;
+  order_keys.reserve(facts_.size());
+  end_keys.reserve(facts_.size());
   for (uint32_t i = 0; i < facts_.size(); ++i) {
-    if (facts_[i].has_order_time) by_order.push_back(i);
-    if (facts_[i].has_end) by_end.push_back(i);
+    if (facts_[i].has_order_time) order_keys.emplace_back(facts_[i].order_time, i);
+    if (facts_[i].has_end) end_keys.emplace_back(facts_[i].end_time, i);
   }
-  std::sort(by_order.begin(), by_order.end(), [&](uint32_t a, uint32_t b) {
-    const JobFacts &x = facts_[a], &y = facts_[b];
-    if (x.order_time != y.order_time) return x.order_time < y.order_time;
-    return a < b;
-  });
-  std::sort(by_end.begin(), by_end.end(), [&](uint32_t a, uint32_t b) {
-    if (facts_[a].end_time != facts_[b].end_time) return facts_[a].end_time < facts_[b].end_time;
-    return a < b;
-  });
+  std::sort(order_keys.begin(), order_keys.end());
+  std::sort(end_keys.begin(), end_keys.end());
+  std::vector<uint32_t> by_order, by_end;
+  by_order.reserve(order_keys.size());
+  by_end.reserve(end_keys.size());
+  for (const auto& [t, i] : order_keys) by_order.push_back(i);
+  for (const auto& [t, i] : end_keys) by_end.push_back(i);
 
   std::vector<KeyHistory> history(history_keys_.size());
   double core_h = 0, gb_h = 0, gpu_h = 0;
@@ -638,6 +638,7 @@ StatusOr<WasteReport> BuildWasteReport(Store& store, const ReportOptions& opts,
                                        const PriceTable& prices) {
   RS_RETURN_IF_ERROR(ValidateOptions(opts));
   JobFilter filter;
+  filter.lean = true;  // the report needs no node lists, I/O or exit codes
   filter.cluster = opts.cluster;
   filter.ended_since = opts.since;
   filter.ended_until = opts.until;

@@ -32,6 +32,10 @@ struct JobFilter {
   std::string user;
   std::string account;
   std::string partition;
+  // Fill only what sums need (ids, times, request, allocation, usage, state) and leave the
+  // descriptive fields unset (source, group, QOS, memory scope, nodes, node list, I/O, exit
+  // code, signal): a 300k-job report reads a third fewer columns.
+  bool lean = false;
 };
 
 class Store {

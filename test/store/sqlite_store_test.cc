@@ -174,6 +174,31 @@ TEST_F(SqliteStoreTest, EveryKindOfJobIdIsKeptApart) {
   EXPECT_FALSE((*store)->GetJob("c3", "7").ok());
 }
 
+TEST_F(SqliteStoreTest, LeanScansLeaveDescriptiveFieldsUnset) {
+  auto store = OpenStore(path_);
+  ASSERT_TRUE(store.ok());
+  JobRecord j = Job("5", 500);
+  j.alloc.node_list = "node[1-4]";
+  j.usage.io_read_bytes = 42;
+  ASSERT_TRUE((*store)->UpsertJobs({&j, 1}).ok());
+  JobFilter f;
+  f.lean = true;
+  int seen = 0;
+  ASSERT_TRUE((*store)
+                  ->ScanJobs(f,
+                             [&](const JobRecord& got) {
+                               ++seen;
+                               EXPECT_EQ(got.job_id, "5");
+                               EXPECT_EQ(*got.request.memory_bytes, 16 * kGiB);  // sums need it
+                               EXPECT_EQ(*got.usage.peak_rss_bytes, 3 * kGiB);
+                               EXPECT_EQ(got.alloc.node_list, "");  // descriptive: left out
+                               EXPECT_FALSE(got.usage.io_read_bytes.has_value());
+                               return true;
+                             })
+                  .ok());
+  EXPECT_EQ(seen, 1);
+}
+
 TEST_F(SqliteStoreTest, GetJobSaysWhatIsMissing) {
   auto store = OpenStore(path_);
   ASSERT_TRUE(store.ok());
