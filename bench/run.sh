@@ -21,25 +21,29 @@ make_swf() { # make_swf COPIES OUT
   rm -f "$2.one"
 }
 median3() { sort -n | sed -n 2p; }
-echo "== whole process: rightsize ingest swf (median of 3 runs; max RSS)"
+# time3 CMD...: median wall seconds of 3 runs, and the last run's max RSS in MiB.
+time3() {
+  local times=() out
+  for _ in 1 2 3; do
+    [ -n "${PREP:-}" ] && eval "$PREP"
+    out=$( { /usr/bin/time -f '%e %M' "$@" >/dev/null; } 2>&1 | tail -1)
+    times+=("$(cut -d' ' -f1 <<<"$out")")
+  done
+  echo "$(printf '%s\n' "${times[@]}" | median3) $(($(cut -d' ' -f2 <<<"$out") / 1024))"
+}
+echo "== whole process: rightsize ingest swf, then rightsize report --json (median of 3 runs)"
 for copies in 1 11 35 105; do
   make_swf "$copies" "$WORK/t.swf"
   n=$(wc -l <"$WORK/t.swf")
-  times=()
-  rss=0
-  for _ in 1 2 3; do
-    rm -f "$WORK/b.db"*
-    out=$( { /usr/bin/time -f '%e %M' "$RS" --db "$WORK/b.db" ingest swf "$WORK/t.swf" >/dev/null; } 2>&1 | tail -1)
-    times+=("$(cut -d' ' -f1 <<<"$out")")
-    rss=$(cut -d' ' -f2 <<<"$out")
-  done
-  t=$(printf '%s\n' "${times[@]}" | median3)
-  printf '%9d records: %6.2f s  %9.0f records/s  max RSS %d MiB\n' "$n" "$t" "$(echo "$n / $t" | bc -l)" $((rss / 1024))
+  read -r t rss <<<"$(PREP="rm -f $WORK/b.db*" time3 "$RS" --db "$WORK/b.db" ingest swf "$WORK/t.swf")"
+  read -r tr rssr <<<"$(time3 "$RS" --db "$WORK/b.db" report --json)"
+  printf '%9d records: ingest %6.2f s = %7.0f records/s, max RSS %4d MiB; report %5.2f s, max RSS %4d MiB\n' \
+    "$n" "$t" "$(echo "$n / $t" | bc -l)" "$rss" "$tr" "$rssr"
 done
-echo "== whole process: rightsize report over the last store (median of 3 runs)"
-times=()
-for _ in 1 2 3; do
-  out=$( { /usr/bin/time -f '%e %M' "$RS" --db "$WORK/b.db" report --json >/dev/null; } 2>&1 | tail -1)
-  times+=("$(cut -d' ' -f1 <<<"$out")")
-done
-printf '%9d jobs: report in %.2f s\n' "$(sqlite3 "$WORK/b.db" 'select count(*) from jobs')" "$(printf '%s\n' "${times[@]}" | median3)"
+echo "== whole process: rightsize ingest sacct (UB CCR XDMoD export x 35, fresh ids; median of 3)"
+zcat "$SRC/test/data/sacct/sites/ub-ccr-phillips_slurm-2016-12-2017-01.psv.gz" >"$WORK/one.psv"
+{ head -1 "$WORK/one.psv"; for c in $(seq 1 35); do
+  awk -F'|' -v OFS='|' -v c="$c" 'NR > 1 { $1 = c $1; $2 = c $2; print }' "$WORK/one.psv"; done; } >"$WORK/t.psv"
+n=$(($(wc -l <"$WORK/t.psv") - 1))
+read -r t rss <<<"$(PREP="rm -f $WORK/s.db*" time3 "$RS" --db "$WORK/s.db" ingest sacct "$WORK/t.psv")"
+printf '%9d rows: ingest %6.2f s = %7.0f rows/s, max RSS %4d MiB\n' "$n" "$t" "$(echo "$n / $t" | bc -l)" "$rss"
