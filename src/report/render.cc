@@ -650,8 +650,8 @@ std::string RenderText(const WasteReport& r) {
   out += rec.Render();
   out += Wrap(
       fmt::format("{} had enough history for a suggestion; {} of them would have "
-                  "been under-provisioned (memory {}, CPU {}, GPU {}), and their lost "
-                  "runs ({}) are already subtracted.",
+                  "been under-provisioned (memory {}, CPU {}, GPU {}); the runs killed for "
+                  "lack of memory ({}) are already subtracted.",
                   Jobs(r.history_policy.jobs_with_history),
                   FormatThousands(double(r.history_policy.jobs_under_provisioned), 0),
                   r.history_policy.memory_under_provisioned, r.history_policy.cpu_under_provisioned,
@@ -756,7 +756,7 @@ svg .grid{stroke:#e4e7ee;stroke-width:1}
         Amt(r.upper_bound.gpu_hours), FormatDollars(r.upper_bound.dollars)}});
   out += fmt::format(
       "<p class=\"rule\">{} had enough history for a suggestion; {} would have been "
-      "under-provisioned, and their lost runs ({}) are subtracted.</p>",
+      "under-provisioned; the runs killed for lack of memory ({}) are subtracted.</p>",
       Jobs(r.history_policy.jobs_with_history),
       FormatThousands(double(r.history_policy.jobs_under_provisioned), 0),
       HtmlEscape(FormatDollars(r.history_policy.lost_dollars)));

@@ -20,9 +20,9 @@ const char* const kUpperBoundRule =
 const char* const kHistoryPolicyRule =
     "History policy: at submission, suggest 1.2x the largest need among the same user's (and "
     "job name's) last 5 jobs that had already ended, when there are at least 3, never above "
-    "the request; savings = (allocated - suggested) x elapsed, and a job whose suggestion fell "
-    "below its real need counts as under-provisioned and its lost run (suggested x elapsed) is "
-    "subtracted.";
+    "the request; savings = (allocated - suggested) x elapsed. A suggestion below the job's "
+    "real need under-provisions it: too little memory kills it (its lost run, suggested x "
+    "elapsed, is subtracted), too few cores or GPUs slow it (that resource saves nothing).";
 
 namespace {
 
@@ -451,17 +451,17 @@ void WasteAggregator::RunHistoryPolicy(HistoryPolicyResult& out) {
     out.memory_under_provisioned += mem_under;
     out.gpu_under_provisioned += gpu_under;
     const double eh = f.elapsed_h;
-    if (cpu_under || mem_under || gpu_under) {
-      ++out.jobs_under_provisioned;
+    if (cpu_under || mem_under || gpu_under) ++out.jobs_under_provisioned;
+    if (mem_under) {
+      // Too little memory kills the job: the run on the suggested request is lost and it is
+      // re-run on its original request, so it saves nothing and costs the lost run.
       double lost_usd = 0;
       if (Known(s_cpu)) {
         core_h -= s_cpu * eh;
         lost_usd += s_cpu * eh * prices_.cpu_core_hour;
       }
-      if (Known(s_mem)) {
-        gb_h -= s_mem * eh;
-        lost_usd += s_mem * eh * prices_.memory_gb_hour;
-      }
+      gb_h -= s_mem * eh;
+      lost_usd += s_mem * eh * prices_.memory_gb_hour;
       if (Known(s_gpu)) {
         gpu_h -= s_gpu * eh;
         lost_usd += s_gpu * eh * f.gpu_price;
@@ -470,7 +470,9 @@ void WasteAggregator::RunHistoryPolicy(HistoryPolicyResult& out) {
       out.dollars -= lost_usd;
       continue;
     }
-    if (Known(s_cpu) && Known(f.need_cpus)) {
+    // Too few cores or GPUs slow the job down rather than kill it: that resource saves
+    // nothing for this job (its work still needs need x elapsed), the others still save.
+    if (Known(s_cpu) && Known(f.need_cpus) && !cpu_under) {
       double saved = (f.alloc_cpus - s_cpu) * eh;
       core_h += saved;
       out.dollars += saved * prices_.cpu_core_hour;
@@ -480,7 +482,7 @@ void WasteAggregator::RunHistoryPolicy(HistoryPolicyResult& out) {
       gb_h += saved;
       out.dollars += saved * prices_.memory_gb_hour;
     }
-    if (Known(s_gpu) && Known(f.need_gpus)) {
+    if (Known(s_gpu) && Known(f.need_gpus) && !gpu_under) {
       double saved = (f.alloc_gpus - s_gpu) * eh;
       gpu_h += saved;
       out.dollars += saved * f.gpu_price;

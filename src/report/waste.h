@@ -49,11 +49,12 @@
 //     such jobs, suggested = 1.2 x the largest need among them (CPUs and GPUs rounded up to
 //     whole units, at least 1), never above the job's own allocation; otherwise the request is
 //     kept and nothing is saved. Need is: peak memory, mean cores used, GPUs x util / 100.
-//     When every suggestion covers the job's own need, savings = (allocated - suggested) x
-//     elapsed per resource. When any suggestion falls below the job's own need, the job would
-//     have run out of memory or been slowed: it counts in `jobs_under_provisioned` and its
-//     savings become minus suggested x elapsed for every suggested resource (the lost run,
-//     then re-run at the original request). A job whose own need is unknown saves nothing for
+//     A suggestion that covers the job's own need saves (allocated - suggested) x elapsed for
+//     that resource. One that falls below it under-provisions the job (`jobs_under_provisioned`,
+//     and per resource): too little memory kills the job, so it saves nothing and its lost run
+//     (suggested x elapsed for every suggested resource) is subtracted before it re-runs on its
+//     original request; too few cores or GPUs only slow it, so that resource saves nothing for
+//     this job while the others still do. A job whose own need is unknown saves nothing for
 //     that resource (its suggestion cannot be checked). The window's first jobs have no
 //     history, so this figure is conservative.
 //
@@ -164,7 +165,7 @@ struct HistoryPolicyResult : RecoverableAmounts {
   int64_t cpu_under_provisioned = 0;
   int64_t memory_under_provisioned = 0;
   int64_t gpu_under_provisioned = 0;
-  double lost_dollars = 0;  // the cost of the lost runs, already subtracted from `dollars`
+  double lost_dollars = 0;  // runs killed for lack of memory, already subtracted from `dollars`
 };
 
 struct CostSummary {

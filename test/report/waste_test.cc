@@ -234,6 +234,35 @@ TEST(WasteReportTest, UnderProvisionedJobsAreCountedAndTheirLostRunSubtracted) {
   EXPECT_NEAR(*r->upper_bound.gb_hours, 10.4 + 3 * 7.6, 1e-9);
 }
 
+TEST(WasteReportTest, TooFewCoresSlowAJobWithoutKillingIt) {
+  // History: 3 jobs of 8 cores that used 1 core each, peaking at 2 GiB of their 10.
+  std::vector<JobRecord> jobs;
+  for (int i = 0; i < 3; ++i) {
+    JobRecord j = Job("h" + std::to_string(i), "alice", 8, 10, 3600, kT0 + 100 * (i + 1));
+    j.request.job_name = "train";
+    j.submit_time = kT0 - 10000;
+    j.usage.cpu_time_s = 3600;  // 1 core busy
+    j.usage.peak_rss_bytes = GiB(2);
+    jobs.push_back(j);
+  }
+  // The target keeps 6 cores busy for 2 h: the suggested 2 cores (ceil 1.2 x 1) would slow it,
+  // not kill it. Its memory suggestion (2.4 GiB) covers its 2 GiB peak.
+  JobRecord busy = Job("busy", "alice", 8, 10, 7200, kT0 + 9000);
+  busy.request.job_name = "train";
+  busy.submit_time = kT0 + 1000;
+  busy.usage.cpu_time_s = 6 * 7200;
+  busy.usage.peak_rss_bytes = GiB(2);
+  jobs.push_back(busy);
+  auto r = BuildWasteReport(jobs, ReportOptions{}, RoundPrices());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->history_policy.jobs_under_provisioned, 1);
+  EXPECT_EQ(r->history_policy.cpu_under_provisioned, 1);
+  EXPECT_EQ(r->history_policy.memory_under_provisioned, 0);
+  EXPECT_DOUBLE_EQ(r->history_policy.lost_dollars, 0);             // nothing was killed
+  EXPECT_NEAR(*r->history_policy.core_hours, 0, 1e-9);             // the cores save nothing
+  EXPECT_NEAR(*r->history_policy.gb_hours, (10 - 2.4) * 2, 1e-9);  // memory still saves
+}
+
 TEST(WasteReportTest, HistoryPolicyUsesOnlyTheLastFiveEndedJobs) {
   std::vector<JobRecord> jobs;
   // Six ended jobs: the oldest peaked at 9 GiB, the five after it at 1 GiB.
