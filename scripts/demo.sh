@@ -14,7 +14,7 @@ echo "== rightsize report"
 "$RS" --db "$DB" report
 "$RS" --db "$DB" report --format html -o report.html
 echo
-echo "== rightsize job 2 (one job's card)"
-"$RS" --db "$DB" job 2
+echo "== rightsize job 995 (one job's card)"
+"$RS" --db "$DB" job 995
 echo
 echo "Open report.html in a browser for the charts. The store is $DB."
