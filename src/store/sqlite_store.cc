@@ -322,12 +322,16 @@ class SqliteStore final : public Store {
   SqliteStore(SqliteDb db, std::string path) : db_(std::move(db)), path_(std::move(path)) {}
 
   Status Init() {
+    // 16 KiB pages (a new file only; must precede WAL): fewer page splits and headers per
+    // row, +25% ingest and +45% store throughput over 4 KiB on docs/benchmarks.md's machine.
+    RS_RETURN_IF_ERROR(Exec("PRAGMA page_size=16384"));
     // WAL: readers never block the writer and a crash loses at most the open transaction.
     // synchronous=NORMAL is durable to the last committed batch across process kills (the
     // WAL is fsynced at checkpoints); only an OS crash can lose the very last batches.
     RS_RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL"));
     RS_RETURN_IF_ERROR(Exec("PRAGMA synchronous=NORMAL"));
-    RS_RETURN_IF_ERROR(Exec("PRAGMA wal_autocheckpoint=4000"));
+    // Checkpoint every 64 MiB of WAL rather than every 4 MiB: fewer fsyncs in a large ingest.
+    RS_RETURN_IF_ERROR(Exec("PRAGMA wal_autocheckpoint=4096"));
     RS_RETURN_IF_ERROR(Exec("PRAGMA foreign_keys=ON"));
     RS_RETURN_IF_ERROR(Exec("PRAGMA cache_size=-65536"));  // 64 MiB
     sqlite3_busy_timeout(db_.get(), 10000);
