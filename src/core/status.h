@@ -87,7 +87,10 @@ class [[nodiscard]] StatusOr {
 // RS_ASSIGN_OR_RETURN(auto x, MaybeX()); assigns the value or returns the error.
 #define RS_ASSIGN_OR_RETURN(lhs, expr) \
   RS_ASSIGN_OR_RETURN_IMPL(RS_CONCAT(rs_or_, __LINE__), lhs, expr)
+// `lhs` is a declaration ("auto x") and `tmp` a name, so neither can be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define RS_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                             \
   if (!tmp.ok()) return tmp.status();            \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)

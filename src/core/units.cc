@@ -424,7 +424,7 @@ StatusOr<int64_t> ParseTimeSpec(std::string_view text, int64_t now_s) {
         unit = 86400;
         break;
       case 'w':
-        unit = 7 * 86400;
+        unit = int64_t{7} * 86400;
         break;
       default:
         break;

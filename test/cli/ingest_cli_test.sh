@@ -84,6 +84,12 @@ if [ "$(cut -d' ' -f2 <<<"$rss_kb")" -lt 200000 ]; then pass "2 GB file read in 
   fail "max RSS $(cut -d' ' -f2 <<<"$rss_kb") KB"; fi
 rm -f "$WORK/huge.swf"
 
+# A progress bar on a terminal (script(1) gives the command one), none when piped.
+script -qec "$RS --db $WORK/g.db ingest swf $KTH" "$WORK/tty.log" >/dev/null
+expect_contains "progress bar on a terminal" "$(cat "$WORK/tty.log")" "] 100%"
+run_rs --db "$WORK/g2.db" ingest swf "$KTH"
+if grep -q '\[#' <<<"$ERR"; then fail "progress bar drawn into a pipe"; else pass "no progress bar when piped"; fi
+
 # Usage errors exit 1.
 run_rs ingest
 expect_eq "missing subcommand exit" "$RC" 1

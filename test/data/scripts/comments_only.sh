@@ -1,0 +1,4 @@
+#!/bin/bash
+# A script that forgot to say anything.
+
+# TODO: add the command
