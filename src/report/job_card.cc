@@ -194,7 +194,11 @@ Card BuildCard(const JobRecord& job, const PriceTable& prices) {
     } else {
       c.unknown.push_back("GPU utilisation");
     }
-    double cap_gb = prices.GpuMemoryGb(c.gpu_type);
+    double peak_per_gpu_gb =
+        u.peak_gpu_memory_bytes
+            ? static_cast<double>(*u.peak_gpu_memory_bytes) / static_cast<double>(kGiB) / *c.gpus
+            : 0;
+    double cap_gb = prices.GpuMemoryGb(c.gpu_type, peak_per_gpu_gb);
     if (cap_gb > 0) {
       c.gpu_mem_capacity =
           static_cast<int64_t>(std::llround(cap_gb * static_cast<double>(kGiB))) * *c.gpus;

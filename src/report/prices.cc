@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -65,9 +66,13 @@ bool PriceTable::HasGpuPrice(std::string_view gpu_type) const {
   return gpu_hour_by_type.count(LowerAscii(gpu_type)) > 0;
 }
 
-double PriceTable::GpuMemoryGb(std::string_view gpu_type) const {
+double PriceTable::GpuMemoryGb(std::string_view gpu_type, double at_least_gb) const {
   auto it = gpu_memory_gb_by_type.find(LowerAscii(gpu_type));
-  return it == gpu_memory_gb_by_type.end() ? 0 : it->second;
+  if (it == gpu_memory_gb_by_type.end()) return 0;
+  for (double size : it->second) {
+    if (size >= at_least_gb) return size;
+  }
+  return 0;
 }
 
 StatusOr<PriceTable> ParsePriceTable(std::string_view json_text, const std::string& name) {
@@ -104,11 +109,21 @@ StatusOr<PriceTable> ParsePriceTable(std::string_view json_text, const std::stri
       table.gpu_hour_by_type[key] = price;
       if (entry.is_object()) {
         if (auto mem = entry.find("memory_gb"); mem != entry.end()) {
-          if (!mem->is_number() || mem->get<double>() <= 0) {
-            return FieldError(name, path + ".memory_gb",
-                              fmt::format("expected a positive number, got {}", mem->dump()));
+          // One size (40) or the model's sizes ([16, 32]).
+          std::vector<double> sizes;
+          for (const auto& v : mem->is_array() ? *mem : nlohmann::json::array({*mem})) {
+            if (!v.is_number() || v.get<double>() <= 0) {
+              return FieldError(
+                  name, path + ".memory_gb",
+                  fmt::format("expected a positive number or a list of them, got {}", mem->dump()));
+            }
+            sizes.push_back(v.get<double>());
           }
-          table.gpu_memory_gb_by_type[key] = mem->get<double>();
+          if (sizes.empty()) {
+            return FieldError(name, path + ".memory_gb", "expected at least one size");
+          }
+          std::sort(sizes.begin(), sizes.end());
+          table.gpu_memory_gb_by_type[key] = sizes;
         }
       }
     }

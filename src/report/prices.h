@@ -25,6 +25,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 
@@ -35,8 +36,10 @@ struct PriceTable {
   double cpu_core_hour = 0;     // per allocated CPU (SLURM CPU = one hardware thread or core)
   double memory_gb_hour = 0;    // per GiB of host memory held for one hour
   double default_gpu_hour = 0;  // for GPUs of unknown or unlisted type
-  std::map<std::string, double> gpu_hour_by_type;       // lower-case keys: "a100", "h100", …
-  std::map<std::string, double> gpu_memory_gb_by_type;  // GiB of memory per GPU, by type
+  std::map<std::string, double> gpu_hour_by_type;  // lower-case keys: "a100", "h100", …
+  // GiB of memory per GPU, by type: each model's sizes, ascending. SLURM's GRES type often
+  // names the model only ("v100" is sold with 16 and 32 GiB), so a type may have several.
+  std::map<std::string, std::vector<double>> gpu_memory_gb_by_type;
   std::string source_note;  // the table's overall note: what the prices are and as of when
   // Where each price comes from: "cpu_core_hour", "memory_gb_hour", "default_gpu_hour",
   // "gpu:<type>" → a sentence naming provider, instance, region, date and derivation.
@@ -47,8 +50,9 @@ struct PriceTable {
   double GpuHourPrice(std::string_view gpu_type) const;
   // Whether `gpu_type` has its own price (not the default).
   bool HasGpuPrice(std::string_view gpu_type) const;
-  // GiB of memory per GPU of this type, or 0 when unknown.
-  double GpuMemoryGb(std::string_view gpu_type) const;
+  // GiB of memory per GPU of this type: the smallest size that holds `at_least_gb` (a job's
+  // observed peak per GPU), or 0 when the type is unknown or no size of it is that large.
+  double GpuMemoryGb(std::string_view gpu_type, double at_least_gb = 0) const;
 };
 
 // Parses a price table from JSON text; `name` (a file path or "<builtin>") prefixes errors:

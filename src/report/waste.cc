@@ -342,10 +342,10 @@ void WasteAggregator::Add(const JobRecord& job) {
     if (day) day->allocated_gpu_hours += alloc_h;
 
     if (g > 0 && job.usage.peak_gpu_memory_bytes) {
-      double cap_gb = prices_.GpuMemoryGb(type);
+      double peak_gb =
+          static_cast<double>(*job.usage.peak_gpu_memory_bytes) / static_cast<double>(kGiB);
+      double cap_gb = prices_.GpuMemoryGb(type, peak_gb / g);
       if (cap_gb > 0) {
-        double peak_gb =
-            static_cast<double>(*job.usage.peak_gpu_memory_bytes) / static_cast<double>(kGiB);
         gpu_mem_.Add(g * cap_gb * eh, peak_gb * eh, 0);
       } else {
         ++gpu_mem_cap_unknown_;

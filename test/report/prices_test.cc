@@ -45,6 +45,26 @@ TEST(PriceTableTest, GpuTypesMatchCaseInsensitivelyAndUnknownTypesGetTheDefault)
   EXPECT_DOUBLE_EQ(table->GpuMemoryGb("mi250"), 0);
 }
 
+TEST(PriceTableTest, AModelSoldInSeveralSizesTakesTheSmallestThatFitsThePeak) {
+  auto table = ParsePriceTable(
+      R"({"cpu_core_hour": 0.03, "memory_gb_hour": 0.004, "default_gpu_hour": 3,
+          "gpus": {"V100": {"price": 2.5, "memory_gb": [32, 16]}, "t4": {"price": 0.3,
+          "memory_gb": 16}}})",
+      "inline");
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  EXPECT_EQ(table->GpuMemoryGb("v100"), 16);  // no peak known: the smaller size
+  EXPECT_EQ(table->GpuMemoryGb("v100", 12.0), 16);
+  EXPECT_EQ(table->GpuMemoryGb("v100", 19.6), 32);  // Habrok's V100 that used 19.6 GiB
+  EXPECT_EQ(table->GpuMemoryGb("v100", 40.0), 0);   // no such V100: capacity unknown
+  EXPECT_EQ(table->GpuMemoryGb("t4", 17.0), 0);
+  auto bad = ParsePriceTable(
+      R"({"cpu_core_hour": 0.03, "memory_gb_hour": 0.004, "default_gpu_hour": 3,
+          "gpus": {"v100": {"price": 2.5, "memory_gb": [16, "big"]}}})",
+      "p.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("gpus.v100.memory_gb"), std::string::npos);
+}
+
 TEST(PriceTableTest, BadJsonNamesTheFile) {
   auto table = ParsePriceTable("{\"cpu_core_hour\": 0.1,", "site-prices.json");
   ASSERT_FALSE(table.ok());

@@ -18,7 +18,7 @@ inline PriceTable RoundPrices() {
   p.memory_gb_hour = 0.01;
   p.default_gpu_hour = 1.0;
   p.gpu_hour_by_type["a100"] = 2.0;
-  p.gpu_memory_gb_by_type["a100"] = 40;
+  p.gpu_memory_gb_by_type["a100"] = {40};
   p.source_note = "test prices";
   return p;
 }
