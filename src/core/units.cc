@@ -87,6 +87,28 @@ const char* MemoryScopeName(MemoryScope scope) {
   return "unknown";
 }
 
+int64_t SizeSuffixBytes(char suffix) {
+  switch (suffix) {
+    case 'K':
+    case 'k':
+      return kKiB;
+    case 'M':
+    case 'm':
+      return kMiB;
+    case 'G':
+    case 'g':
+      return kGiB;
+    case 'T':
+    case 't':
+      return kTiB;
+    case 'P':
+    case 'p':
+      return 1024 * kTiB;
+    default:
+      return 0;
+  }
+}
+
 StatusOr<std::optional<MemoryAmount>> ParseSlurmMemory(std::string_view text,
                                                        int64_t default_unit_bytes) {
   text = Trim(text);
@@ -98,37 +120,11 @@ StatusOr<std::optional<MemoryAmount>> ParseSlurmMemory(std::string_view text,
     out.scope = num.back() == 'c' ? MemoryScope::kPerCpu : MemoryScope::kPerNode;
     num.remove_suffix(1);
   }
-  int64_t unit = default_unit_bytes;
-  if (!num.empty()) {
-    switch (num.back()) {
-      case 'K':
-      case 'k':
-        unit = kKiB;
-        break;
-      case 'M':
-      case 'm':
-        unit = kMiB;
-        break;
-      case 'G':
-      case 'g':
-        unit = kGiB;
-        break;
-      case 'T':
-      case 't':
-        unit = kTiB;
-        break;
-      case 'P':
-      case 'p':
-        unit = 1024 * kTiB;
-        break;
-      default:
-        unit = 0;
-    }
-    if (unit != 0) {
-      num.remove_suffix(1);
-    } else {
-      unit = default_unit_bytes;
-    }
+  int64_t unit = num.empty() ? 0 : SizeSuffixBytes(num.back());
+  if (unit != 0) {
+    num.remove_suffix(1);
+  } else {
+    unit = default_unit_bytes;
   }
   auto value = ParseDouble(num);
   if (!value || *value < 0) return Expected("a memory size like 4000M, 4G or 2.50T", text);

@@ -31,6 +31,9 @@ struct MemoryAmount {
   MemoryScope scope = MemoryScope::kUnknown;
 };
 
+// The bytes of a SLURM size suffix: K, M, G, T, P (either case), binary; 0 for anything else.
+int64_t SizeSuffixBytes(char suffix);
+
 // Parses "4000M", "4G", "2.50T", "1294440K", "3000Mc", "191846Mn", "0", "16.00G".
 // Units are binary (K = 1024), as SLURM prints them. `default_unit_bytes` applies when the
 // number has no suffix (sacct: MaxRSS and TRES usage are bytes, ReqMem is MiB).

@@ -269,33 +269,13 @@ std::optional<int64_t> ParseSbatchMemory(std::string_view text) {
       std::isalpha(static_cast<unsigned char>(text[text.size() - 2]))) {
     text.remove_suffix(1);
   }
-  int64_t unit = kMiB;
-  if (!text.empty()) {
-    switch (text.back()) {
-      case 'K':
-      case 'k':
-        unit = kKiB;
-        break;
-      case 'M':
-      case 'm':
-        unit = kMiB;
-        break;
-      case 'G':
-      case 'g':
-        unit = kGiB;
-        break;
-      case 'T':
-      case 't':
-        unit = kTiB;
-        break;
-      default:
-        unit = 0;
-    }
-    if (unit != 0) {
-      text.remove_suffix(1);
-    } else {
-      unit = kMiB;
-    }
+  // sbatch takes K/M/G/T (MiB without a suffix), binary; P is not one of its units.
+  int64_t unit =
+      text.empty() || text.back() == 'P' || text.back() == 'p' ? 0 : SizeSuffixBytes(text.back());
+  if (unit != 0) {
+    text.remove_suffix(1);
+  } else {
+    unit = kMiB;
   }
   auto v = ParseInt(text);
   if (!v || *v < 0 || *v > (int64_t{1} << 62) / unit) return std::nullopt;

@@ -1,4 +1,4 @@
 #!/bin/bash
 # A script that forgot to say anything.
 
-# TODO: add the command
+# (the command is still to be written)
