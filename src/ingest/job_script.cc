@@ -500,8 +500,10 @@ class OptionState {
           Warn(line, ambiguous ? fmt::format("{}: ambiguous option (sbatch refuses it)", written)
                                : fmt::format("unknown option {} (sbatch refuses it)", written));
           // Its value, if it has one, is not a second mistake.
-          if (eq == std::string_view::npos && i + 1 < args.size() && !args[i + 1].starts_with('-'))
+          if (eq == std::string_view::npos && i + 1 < args.size() &&
+              !args[i + 1].starts_with('-')) {
             ++i;
+          }
           continue;
         }
         std::optional<std::string> value;
@@ -1189,50 +1191,49 @@ class CommandReader {
     while (i_ < w_.size() && w_[i_].starts_with('-') && w_[i_] != "-") {
       std::string o = w_[i_];
       while (o.starts_with('-')) o.erase(0, 1);
-      if (o.find('=') != std::string::npos) {
-        ++i_;
-      } else if (In(o, {"mca", "gmca", "genv", "env"})) {
+      bool inline_value = o.find('=') != std::string::npos;  // --opt=value: one word
+      if (!inline_value && In(o, {"mca", "gmca", "genv", "env"})) {
         i_ += 3;  // name and value
-      } else if (In(o, {"np",
-                        "n",
-                        "c",
-                        "N",
-                        "npernode",
-                        "npersocket",
-                        "ppn",
-                        "H",
-                        "host",
-                        "hosts",
-                        "hostfile",
-                        "machinefile",
-                        "f",
-                        "x",
-                        "wdir",
-                        "wd",
-                        "map-by",
-                        "bind-to",
-                        "rank-by",
-                        "prefix",
-                        "output-filename",
-                        "launcher",
-                        "bootstrap",
-                        "iface",
-                        "rf",
-                        "rankfile",
-                        "genvlist",
-                        "envlist",
-                        "cpus-per-proc",
-                        "cpus-per-rank",
-                        "tune",
-                        "am",
-                        "personality",
-                        "path",
-                        "configfile",
-                        "binding",
-                        "map",
-                        "depth",
-                        "d",
-                        "cc"})) {
+      } else if (!inline_value && In(o, {"np",
+                                         "n",
+                                         "c",
+                                         "N",
+                                         "npernode",
+                                         "npersocket",
+                                         "ppn",
+                                         "H",
+                                         "host",
+                                         "hosts",
+                                         "hostfile",
+                                         "machinefile",
+                                         "f",
+                                         "x",
+                                         "wdir",
+                                         "wd",
+                                         "map-by",
+                                         "bind-to",
+                                         "rank-by",
+                                         "prefix",
+                                         "output-filename",
+                                         "launcher",
+                                         "bootstrap",
+                                         "iface",
+                                         "rf",
+                                         "rankfile",
+                                         "genvlist",
+                                         "envlist",
+                                         "cpus-per-proc",
+                                         "cpus-per-rank",
+                                         "tune",
+                                         "am",
+                                         "personality",
+                                         "path",
+                                         "configfile",
+                                         "binding",
+                                         "map",
+                                         "depth",
+                                         "d",
+                                         "cc"})) {
         i_ += 2;
       } else {
         ++i_;
@@ -1445,9 +1446,8 @@ class BodyReader {
     if (i >= words.size()) return;
     if (In(words[i], {"load", "add", "try-load", "try-add"})) {
       ++i;
-    } else if (!ml) {
-      return;  // unload, purge, use, list, …
-    } else if (In(words[i], {"unload", "del",     "rm",       "purge",  "list",   "avail",
+    } else if (!ml /* module unload, purge, use, list, … */ ||
+               In(words[i], {"unload", "del",     "rm",       "purge",  "list",   "avail",
                              "av",     "spider",  "show",     "use",    "unuse",  "swap",
                              "switch", "save",    "restore",  "help",   "whatis", "keyword",
                              "reset",  "refresh", "describe", "disable"})) {

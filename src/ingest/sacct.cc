@@ -127,13 +127,15 @@ StatusOr<ExitCode> ParseExitCode(std::string_view text) {
   if (text.empty()) return out;
   auto colon = text.find(':');
   auto code = ParseInt(text.substr(0, colon));
-  if (!code)
+  if (!code) {
     return Status::BadInput(fmt::format("expected an exit code like 0:0, got {}", Quote(text)));
+  }
   out.code = static_cast<int>(*code);
   if (colon != std::string_view::npos) {
     auto sig = ParseInt(text.substr(colon + 1));
-    if (!sig)
+    if (!sig) {
       return Status::BadInput(fmt::format("expected an exit code like 0:9, got {}", Quote(text)));
+    }
     out.signal = static_cast<int>(*sig);
   }
   return out;

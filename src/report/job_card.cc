@@ -125,8 +125,9 @@ Card BuildCard(const JobRecord& job, const PriceTable& prices) {
     c.mem_basis = "average";
   }
   double gib_h = ran ? *u.elapsed_s / 3600 / static_cast<double>(kGiB) : 0;
-  if (c.alloc_mem && ran)
+  if (c.alloc_mem && ran) {
     alloc_usd += static_cast<double>(*c.alloc_mem) * gib_h * prices.memory_gb_hour;
+  }
   if (c.used_mem && ran) {
     used_usd += static_cast<double>(*c.used_mem) * gib_h * prices.memory_gb_hour;
     used_known = true;

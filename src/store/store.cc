@@ -14,8 +14,9 @@ StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& location) {
 
 std::string DefaultStorePath(const std::function<std::optional<std::string>(const char*)>& env) {
   if (auto db = env("RIGHTSIZE_DB"); db && !db->empty()) return *db;
-  if (auto xdg = env("XDG_DATA_HOME"); xdg && !xdg->empty())
+  if (auto xdg = env("XDG_DATA_HOME"); xdg && !xdg->empty()) {
     return *xdg + "/rightsize/rightsize.db";
+  }
   if (auto home = env("HOME"); home && !home->empty()) {
     return *home + "/.local/share/rightsize/rightsize.db";
   }
