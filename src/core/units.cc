@@ -270,23 +270,6 @@ std::string FormatMemory(int64_t bytes) {
   return fmt::format("{}", bytes);
 }
 
-StatusOr<std::vector<TresItem>> ParseTres(std::string_view text) {
-  std::vector<TresItem> items;
-  text = Trim(text);
-  while (!text.empty()) {
-    auto comma = text.find(',');
-    std::string_view item = text.substr(0, comma);
-    auto eq = item.find('=');
-    if (eq == std::string_view::npos || eq == 0) {
-      return Expected("a TRES item like cpu=4 or gres/gpu:a100=2", item);
-    }
-    items.push_back({std::string(item.substr(0, eq)), std::string(item.substr(eq + 1))});
-    if (comma == std::string_view::npos) break;
-    text = text.substr(comma + 1);
-  }
-  return items;
-}
-
 StatusOr<TresSummary> SummarizeTres(std::string_view text, int64_t default_mem_unit_bytes) {
   TresSummary s;
   int typed_gpus = 0;

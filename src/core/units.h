@@ -65,15 +65,6 @@ std::string FormatDuration(double seconds);
 // Formats bytes with a binary suffix the way --mem accepts it: "48G", "1.5T", "800M".
 std::string FormatMemory(int64_t bytes);
 
-// One `name=value` item of a TRES string ("gres/gpu:a100=2" has name "gres/gpu:a100").
-struct TresItem {
-  std::string name;
-  std::string value;
-};
-// Parses "cpu=4,mem=16G,node=1,billing=4,gres/gpu=2,gres/gpu:a100=2". Empty text gives an
-// empty list.
-StatusOr<std::vector<TresItem>> ParseTres(std::string_view text);
-
 // What a TRES list says about cores, memory, GPUs and GPU usage.
 struct TresSummary {
   std::optional<double> cpus;

@@ -127,11 +127,8 @@ Status IngestFile(const std::string& path, RecordParser& parser, Store& store,
     auto more = reader->Next(&line);
     if (!more.ok()) {
       // An over-long line is one bad line; a truncated or unreadable stream ends the file.
-      if (more.status().message().find("line longer than") != std::string::npos) {
-        IngestError e{reader->name(), reader->line_number(), "line longer than 1 MiB"};
-        ++s.skipped;
-        if (s.errors.size() < options.max_kept_errors) s.errors.push_back(e);
-        if (options.on_error) options.on_error(e);
+      if (reader->last_error_was_overlong_line()) {
+        record_error(reader->line_number(), Status::BadInput("line longer than 1 MiB"));
         if (options.strict) {
           fatal = more.status();
           break;

@@ -78,6 +78,7 @@ Status LineReader::Fill() {
 
 StatusOr<bool> LineReader::Next(std::string_view* line) {
   carry_.clear();
+  overlong_line_ = false;
   bool have_partial = false;
   while (true) {
     if (begin_ == end_) {
@@ -117,6 +118,7 @@ StatusOr<bool> LineReader::Next(std::string_view* line) {
       }
       carry_.clear();
       skipping_long_line_ = nl == nullptr;
+      overlong_line_ = true;
       return Status::BadInput(fmt::format("{}:{}: line longer than {} MiB; is this the right file?",
                                           name_, line_number_, kMaxLineBytes >> 20));
     }

@@ -32,6 +32,9 @@ class LineReader {
   // the next call resumes on the line after it.
   StatusOr<bool> Next(std::string_view* line);
 
+  // Whether the error Next just returned was an over-long line, which skips only that line
+  // (reading may go on); other errors end the input.
+  bool last_error_was_overlong_line() const { return overlong_line_; }
   // 1-based number of the line last returned.
   int64_t line_number() const { return line_number_; }
   // The name used in messages ("<stdin>" for "-").
@@ -54,6 +57,7 @@ class LineReader {
   size_t end_ = 0;    // one past the last valid byte in buf_
   bool eof_ = false;
   bool skipping_long_line_ = false;
+  bool overlong_line_ = false;
   int64_t line_number_ = 0;
   std::string carry_;  // a line that straddles a buffer refill
 };

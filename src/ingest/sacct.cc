@@ -76,7 +76,6 @@ int ColumnId(std::string_view name) {
   for (int i = 0; i < kNumCols; ++i) {
     if (lower == Lower(kColNames[i])) return i;
   }
-  if (lower == "gid") return -1;
   return -1;
 }
 
@@ -182,11 +181,6 @@ void AddTo(std::optional<T>& acc, std::optional<T> v) {
 }
 
 }  // namespace
-
-const std::vector<std::string>& SacctParser::KnownColumns() {
-  static const std::vector<std::string> names(kColNames, kColNames + kNumCols);
-  return names;
-}
 
 SacctParser::SacctParser(SacctOptions options) : options_(std::move(options)) {}
 

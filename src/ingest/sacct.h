@@ -41,9 +41,6 @@ class SacctParser final : public RecordParser {
   Status Finish(std::vector<JobRecord>& out) override;
   int64_t non_record_lines() const override { return non_record_lines_; }
 
-  // Known column names (canonical spelling), for --columns validation and the docs.
-  static const std::vector<std::string>& KnownColumns();
-
  private:
   // What the steps of one job add up to while the job is open.
   struct OpenJob {

@@ -46,6 +46,14 @@ run_rs --db "$WORK/c.db" ingest sacct "$BAD" --cluster x --strict
 expect_eq "--strict fails with exit 2" "$RC" 2
 expect_contains "--strict says why" "$ERR" "--strict stops at the first error"
 
+# An over-long line is one skipped line, not the end of the file.
+{ echo "1 0 0 10 1 -1 -1 1 60 -1 1 1 1 -1 -1 -1 -1 -1"; head -c 3000000 /dev/zero | tr '\0' 'x'; echo
+  echo "2 0 0 10 1 -1 -1 1 60 -1 1 1 1 -1 -1 -1 -1 -1"; } >"$WORK/long.swf"
+run_rs --db "$WORK/l.db" ingest swf "$WORK/long.swf"
+expect_eq "over-long line exit" "$RC" 0
+expect_contains "over-long line reported" "$ERR" "$WORK/long.swf:2: line longer than 1 MiB"
+expect_contains "lines around it stored" "$OUT" "2 jobs stored"
+
 # Files that are not accounting at all.
 : >"$WORK/empty.psv"
 run_rs --db "$WORK/d.db" ingest sacct "$WORK/empty.psv"
