@@ -5,9 +5,10 @@ set -euo pipefail
 
 PKGS=(
   build-essential cmake ninja-build pkg-config git
-  libsqlite3-dev zlib1g-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
+  libsqlite3-dev zlib1g-dev libcsv-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   sqlite3 python3 gzip bc time clang-format clang-tidy
+  libxgboost-dev
 )
 
 missing=()

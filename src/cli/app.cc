@@ -41,6 +41,7 @@ int RunCli(int argc, char** argv) {
   AddIngestCommands(app, ctx, &action);
   AddReportCommand(app, ctx, &action);
   AddJobCommand(app, ctx, &action);
+  AddModelCommands(app, ctx, &action);
 
   try {
     app.parse(argc, argv);

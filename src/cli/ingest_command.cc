@@ -1,4 +1,4 @@
-// `rightsize ingest sacct|swf|slurm`: load accounting into the store.
+// `rightsize ingest sacct|swf|clustercockpit|slurm`: load accounting into the store.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <spawn.h>
@@ -13,6 +13,7 @@
 
 #include "cli/app.h"
 #include "cli/terminal.h"
+#include "ingest/clustercockpit.h"
 #include "ingest/ingest.h"
 #include "ingest/sacct.h"
 #include "ingest/swf.h"
@@ -33,7 +34,7 @@ struct CommonFlags {
 void AddCommonFlags(CLI::App* cmd, CommonFlags* f) {
   cmd->add_option("--cluster", f->cluster,
                   "Cluster name stored with each job (default: the trace file's name for SWF; "
-                  "the Cluster column, else 'default', for sacct)");
+                  "the Cluster (sacct) or cluster (ClusterCockpit) column, else 'default')");
   cmd->add_flag("--strict", f->strict, "Stop at the first malformed line (exit 2)");
   cmd->add_flag("--json", f->json, "Print the ingest summary as JSON");
 }
@@ -50,6 +51,7 @@ nlohmann::json StatsJson(const IngestStats& s, const Status& st) {
           {"stored", s.stored},
           {"skipped", s.skipped},
           {"errors", errors},
+          {"notes", s.notes},
           {"seconds", s.seconds},
           {"error", st.ok() ? nlohmann::json(nullptr) : nlohmann::json(st.message())}};
 }
@@ -97,6 +99,7 @@ int IngestFiles(Context& ctx, const std::vector<std::string>& files, const Commo
           stats.file, FormatThousands(static_cast<double>(stats.lines), 0),
           FormatThousands(static_cast<double>(stats.stored), 0), stats.cluster,
           FormatThousands(static_cast<double>(stats.skipped), 0), stats.seconds);
+      for (const auto& note : stats.notes) fmt::print("{}: note: {}\n", stats.file, note);
     }
     if (!st.ok()) {
       if (!flags.json) fmt::print(stderr, "rightsize: {}\n", st.message());
@@ -212,6 +215,28 @@ void AddIngestCommands(CLI::App& app, Context& ctx, Action* action) {
         return IngestFiles(
             ctx, *files, *flags, false, [] { return std::make_unique<SwfParser>(); },
             [](const std::string& f) { return ClusterNameFromPath(f); });
+      };
+    });
+  }
+
+  // ingest clustercockpit
+  {
+    auto* cmd = ingest->add_subcommand(
+        "clustercockpit",
+        "Read ClusterCockpit job tables exported as CSV (.csv or .csv.gz; header line, columns by "
+        "name): measured CPU load, memory, GPU utilisation and GPU memory per job. Running "
+        "jobs are skipped; re-ingesting replaces, never duplicates.");
+    auto files = std::make_shared<std::vector<std::string>>();
+    auto flags = std::make_shared<CommonFlags>();
+    cmd->add_option("files", *files, "CSV files (.gz works), or - for stdin")
+        ->required()
+        ->type_name("FILE|-");
+    AddCommonFlags(cmd, flags.get());
+    cmd->callback([&ctx, action, files, flags] {
+      *action = [&ctx, files, flags]() -> int {
+        return IngestFiles(
+            ctx, *files, *flags, false, [] { return std::make_unique<ClusterCockpitParser>(); },
+            [](const std::string&) { return std::string("default"); });
       };
     });
   }

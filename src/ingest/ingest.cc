@@ -155,6 +155,7 @@ Status IngestFile(const std::string& path, RecordParser& parser, Store& store,
     Status st = parser.Finish(batch);
     if (!st.ok()) record_error(reader->line_number(), st);
   }
+  s.notes = parser.notes();
   flush(true);
   Status write_status = writer.Close();
   s.stored = writer.stored();
@@ -168,8 +169,8 @@ Status IngestFile(const std::string& path, RecordParser& parser, Store& store,
     return Status::BadInput(fmt::format("{}: the file is empty; expected job records", s.file));
   }
   if (s.records == 0 && s.skipped == 0) {
-    return Status::BadInput(
-        fmt::format("{}: no job records in {} lines (only headers or comments)", s.file, s.lines));
+    return Status::BadInput(fmt::format("{}: no job records in {} lines ({})", s.file, s.lines,
+                                        s.notes.empty() ? "only headers or comments" : s.notes[0]));
   }
   if (s.records == 0) {
     return Status::BadInput(fmt::format("{}: none of its {} lines is a job record; first error: {}",

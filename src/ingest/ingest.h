@@ -1,10 +1,10 @@
 // Ingest: turns accounting files into job records in the store.
 //
-// A RecordParser reads one format line by line (sacct -P output, SWF traces); IngestFile
-// drives it over a LineReader and writes records to the Store in batches, one transaction per
-// batch, while the next batch is being parsed. A malformed line never stops the batch: it is
-// reported as "FILE:LINE: field NAME: expected …, got …", skipped and counted, unless `strict`
-// is set. What was committed stays committed if the process is killed mid-way.
+// A RecordParser reads one format line by line (sacct -P output, SWF traces, ClusterCockpit
+// CSV); IngestFile drives it over a LineReader and writes records to the Store in batches, one
+// transaction per batch, while the next batch is being parsed. A malformed line never stops the
+// batch: it is reported as "FILE:LINE: field NAME: expected …, got …", skipped and counted,
+// unless `strict` is set. What was committed stays committed if the process is killed mid-way.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +33,9 @@ class RecordParser {
   virtual int64_t non_record_lines() const = 0;
   // Metadata found in the input (SWF header comments), for the store's cluster_meta.
   virtual std::map<std::string, std::string> metadata() const { return {}; }
+  // What the user should know about the input once it is read: rows left out on purpose,
+  // values left unknown ("12 rows of running jobs skipped (not finished)").
+  virtual std::vector<std::string> notes() const { return {}; }
 };
 
 struct IngestError {
@@ -64,6 +67,7 @@ struct IngestStats {
   int64_t stored = 0;
   int64_t skipped = 0;              // malformed lines
   std::vector<IngestError> errors;  // the first max_kept_errors of them
+  std::vector<std::string> notes;   // the parser's notes()
   double seconds = 0;
 };
 

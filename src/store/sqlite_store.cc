@@ -62,6 +62,16 @@ CREATE TABLE cluster_meta (
   PRIMARY KEY (cluster, key)
 ) WITHOUT ROWID;
 )sql",
+    // 1 -> 2: trained models, and the indexes prediction reads a user's or a program's past by.
+    R"sql(
+CREATE TABLE models (
+  cluster TEXT NOT NULL, version INTEGER NOT NULL, trained_at INTEGER NOT NULL,
+  jobs INTEGER NOT NULL, blob BLOB NOT NULL,
+  PRIMARY KEY (cluster, version)
+) WITHOUT ROWID;
+CREATE INDEX jobs_by_user ON jobs (cluster, user, end_time);
+CREATE INDEX jobs_by_name ON jobs (cluster, job_name, end_time);
+)sql",
 };
 constexpr int kNumMigrations = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kNumMigrations == kSqliteSchemaVersion);
@@ -483,7 +493,68 @@ class SqliteStore final : public Store {
     return out;
   }
 
+  StatusOr<int64_t> PutModel(const std::string& cluster, int64_t trained_at, int64_t jobs,
+                             const std::string& blob) override {
+    RS_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    auto done = [&](Status st) -> Status {
+      if (!st.ok()) (void)Exec("ROLLBACK");
+      return st;
+    };
+    int64_t version = 1;
+    {
+      auto next = Prepare("SELECT coalesce(max(version), 0) + 1 FROM models WHERE cluster = ?1");
+      if (!next.ok()) return done(next.status());
+      sqlite3_bind_text(next->get(), 1, cluster.c_str(), -1, SQLITE_TRANSIENT);
+      if (sqlite3_step(next->get()) != SQLITE_ROW) return done(Error("numbering the model"));
+      version = sqlite3_column_int64(next->get(), 0);
+    }
+    auto ins = Prepare(
+        "INSERT INTO models (cluster, version, trained_at, jobs, blob) VALUES (?1, ?2, ?3, ?4, "
+        "?5)");
+    if (!ins.ok()) return done(ins.status());
+    sqlite3_bind_text(ins->get(), 1, cluster.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(ins->get(), 2, version);
+    sqlite3_bind_int64(ins->get(), 3, trained_at);
+    sqlite3_bind_int64(ins->get(), 4, jobs);
+    sqlite3_bind_blob64(ins->get(), 5, blob.data(), blob.size(), SQLITE_TRANSIENT);
+    if (sqlite3_step(ins->get()) != SQLITE_DONE) return done(Error("storing the model"));
+    // Older versions stay for comparison and rollback, but not forever.
+    auto prune = Prepare("DELETE FROM models WHERE cluster = ?1 AND version <= ?2");
+    if (!prune.ok()) return done(prune.status());
+    sqlite3_bind_text(prune->get(), 1, cluster.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(prune->get(), 2, version - kModelsKept);
+    if (sqlite3_step(prune->get()) != SQLITE_DONE) return done(Error("pruning old models"));
+    RS_RETURN_IF_ERROR(Exec("COMMIT"));
+    return version;
+  }
+
+  StatusOr<StoredModel> GetModel(const std::string& cluster, int64_t version) override {
+    RS_ASSIGN_OR_RETURN(
+        auto stmt, Prepare("SELECT version, trained_at, jobs, blob FROM models WHERE cluster = "
+                           "?1 AND (?2 = 0 OR version = ?2) ORDER BY version DESC LIMIT 1"));
+    sqlite3_bind_text(stmt.get(), 1, cluster.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(stmt.get(), 2, version);
+    int rc = sqlite3_step(stmt.get());
+    if (rc == SQLITE_DONE) {
+      return Status::NotFound(
+          version == 0
+              ? fmt::format("no model for cluster {} in {}: run `rightsize train`", cluster, path_)
+              : fmt::format("no model version {} for cluster {} in {}", version, cluster, path_));
+    }
+    if (rc != SQLITE_ROW) return Error("reading the model");
+    StoredModel m;
+    m.cluster = cluster;
+    m.version = sqlite3_column_int64(stmt.get(), 0);
+    m.trained_at = sqlite3_column_int64(stmt.get(), 1);
+    m.jobs = sqlite3_column_int64(stmt.get(), 2);
+    const auto* blob = static_cast<const char*>(sqlite3_column_blob(stmt.get(), 3));
+    m.blob.assign(blob, static_cast<size_t>(sqlite3_column_bytes(stmt.get(), 3)));
+    return m;
+  }
+
  private:
+  static constexpr int64_t kModelsKept = 5;
+
   Status UpsertInTransaction(std::span<const JobRecord> jobs) {
     std::vector<std::pair<int64_t, const JobRecord*>> pending;  // direct keys, for REPLACE
     pending.reserve(kRowsPerInsert);
@@ -653,6 +724,7 @@ class SqliteStore final : public Store {
     add_text("user", f.user);
     add_text("account", f.account);
     add_text("partition", f.partition);
+    add_text("job_name", f.job_name);
     if (f.ended_since) {
       int idx = static_cast<int>(args.size()) + 1;
       conds.push_back(fmt::format("end_time >= CAST(?{} AS INTEGER)", idx));

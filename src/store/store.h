@@ -32,10 +32,20 @@ struct JobFilter {
   std::string user;
   std::string account;
   std::string partition;
+  std::string job_name;
   // Fill only what sums need (ids, times, request, allocation, usage, state) and leave the
   // descriptive fields unset (source, group, QOS, memory scope, nodes, node list, I/O, exit
   // code, signal): a 300k-job report reads a third fewer columns.
   bool lean = false;
+};
+
+// A trained model set of one cluster (the predictor's serialised form; see model/).
+struct StoredModel {
+  std::string cluster;
+  int64_t version = 0;
+  int64_t trained_at = 0;  // Unix seconds
+  int64_t jobs = 0;        // jobs it was trained on
+  std::string blob;
 };
 
 class Store {
@@ -65,6 +75,13 @@ class Store {
                                 const std::map<std::string, std::string>& meta) = 0;
   virtual StatusOr<std::map<std::string, std::string>> GetClusterMeta(
       const std::string& cluster) = 0;
+
+  // Stores a new version of the cluster's model and returns its number (1, 2, …); the last
+  // few versions are kept.
+  virtual StatusOr<int64_t> PutModel(const std::string& cluster, int64_t trained_at, int64_t jobs,
+                                     const std::string& blob) = 0;
+  // The newest model of the cluster (version 0) or the given version; NotFound if none.
+  virtual StatusOr<StoredModel> GetModel(const std::string& cluster, int64_t version) = 0;
 };
 
 // Opens (creating and migrating as needed) the store at `location`: a file path for SQLite.

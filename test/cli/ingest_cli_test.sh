@@ -54,6 +54,27 @@ expect_eq "over-long line exit" "$RC" 0
 expect_contains "over-long line reported" "$ERR" "$WORK/long.swf:2: line longer than 1 MiB"
 expect_contains "lines around it stored" "$OUT" "2 jobs stored"
 
+# ClusterCockpit job tables (data/usage/): every job lands under its own cluster, with notes on
+# what was left unknown.
+CC=$SRCDIR/data/usage/clustercockpit
+run_rs --db "$WORK/cc.db" ingest clustercockpit "$CC/fau-alex-fritz-2023-02_jobs.csv.gz" \
+  "$CC/fau-emmy-woody-2020_jobs.csv.gz" --json
+expect_eq "clustercockpit ingest exit" "$RC" 0
+expect_eq "clustercockpit jobs stored" "$(json_get "$OUT" 'd["stored"]')" $((544 + 4689))
+expect_contains "clustercockpit notes" "$(json_get "$OUT" 'd["files"][1]["notes"]')" \
+  "2,721 rows flagged is_running = 1"
+expect_eq "clustercockpit clusters" \
+  "$(sqlite3 "$WORK/cc.db" "select group_concat(c) from (select cluster || ':' || count(*) as c
+     from jobs group by cluster order by cluster)")" "alex:303,emmy:2780,fritz:241,woody:1909"
+run_rs --db "$WORK/cc.db" job 679784 --cluster alex --json
+expect_eq "GPU memory read as MiB" \
+  "$(json_get "$OUT" 'd["job"]["usage"]["peak_gpu_memory_bytes"]')" 671994301383
+printf 'job_id,cluster,duration_s\n1,x,60\n2,x,1 min\n3,x,60\n' >"$WORK/bad.csv"
+run_rs --db "$WORK/cc2.db" ingest clustercockpit "$WORK/bad.csv"
+expect_contains "clustercockpit error names file line field" "$ERR" \
+  "$WORK/bad.csv:3: field duration_s: expected a number of seconds, got '1 min'"
+expect_contains "clustercockpit good rows land" "$OUT" "2 jobs stored"
+
 # Files that are not accounting at all.
 : >"$WORK/empty.psv"
 run_rs --db "$WORK/d.db" ingest sacct "$WORK/empty.psv"

@@ -1,0 +1,198 @@
+#include "model/booster.h"
+
+#include <fmt/format.h>
+#include <xgboost/c_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+
+namespace rightsize {
+namespace {
+
+Status XgbError(const char* what) {
+  return Status::Internal(fmt::format("XGBoost {}: {}", what, XGBGetLastError()));
+}
+
+#define RS_XGB(call, what)                    \
+  do {                                        \
+    if ((call) != 0) return XgbError((what)); \
+  } while (false)
+
+// XGBoost prints to stdout by default; its messages belong in our log, and there are none we
+// need at verbosity 0.
+void QuietXgboost() {
+  static std::once_flag once;
+  std::call_once(once, [] { XGBSetGlobalConfig(R"({"verbosity": 0})"); });
+}
+
+class DMatrix {
+ public:
+  ~DMatrix() {
+    if (h_ != nullptr) XGDMatrixFree(h_);
+  }
+  Status Create(const float* x, size_t rows, size_t cols) {
+    RS_XGB(XGDMatrixCreateFromMat(x, rows, cols, NAN, &h_), "matrix");
+    return Status::Ok();
+  }
+  DMatrixHandle get() const { return h_; }
+
+ private:
+  DMatrixHandle h_ = nullptr;
+};
+
+float Median(std::vector<float> v) {
+  if (v.empty()) return 0;
+  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
+}
+
+}  // namespace
+
+Booster::Booster() = default;
+Booster::~Booster() {
+  if (handle_ != nullptr) XGBoosterFree(handle_);
+}
+Booster::Booster(Booster&& o) noexcept : handle_(o.handle_) { o.handle_ = nullptr; }
+Booster& Booster::operator=(Booster&& o) noexcept {
+  if (this != &o) {
+    if (handle_ != nullptr) XGBoosterFree(handle_);
+    handle_ = o.handle_;
+    o.handle_ = nullptr;
+  }
+  return *this;
+}
+
+StatusOr<Booster> Booster::Train(const std::vector<float>& x, size_t cols,
+                                 const std::vector<float>& y, const BoosterParams& p) {
+  QuietXgboost();
+  if (cols == 0 || y.empty() || x.size() != y.size() * cols) {
+    return Status::Internal(fmt::format("Booster::Train: {} values for {} rows of {} columns",
+                                        x.size(), y.size(), cols));
+  }
+  DMatrix d;
+  RS_RETURN_IF_ERROR(d.Create(x.data(), y.size(), cols));
+  RS_XGB(XGDMatrixSetFloatInfo(d.get(), "label", y.data(), y.size()), "labels");
+  Booster b;
+  DMatrixHandle dmats[] = {d.get()};
+  RS_XGB(XGBoosterCreate(dmats, 1, &b.handle_), "create");
+  // "rightsize:aea" is ours: 1 - exp(-|f - y| / tau), which rewards predictions within a
+  // factor of the truth and ignores the far misses (see docs/model.md). XGBoost runs it
+  // through BoostOneIter with our gradients; its own objective only sets up the booster.
+  const bool aea = p.objective == "rightsize:aea";
+  const std::pair<const char*, std::string> params[] = {
+      {"objective", aea ? std::string("reg:squarederror") : p.objective},
+      {"tree_method", "hist"},
+      {"max_depth", fmt::format("{}", p.max_depth)},
+      {"eta", fmt::format("{}", p.eta)},
+      {"min_child_weight", fmt::format("{}", p.min_child_weight)},
+      {"subsample", fmt::format("{}", p.subsample)},
+      {"colsample_bytree", fmt::format("{}", p.colsample_bytree)},
+      {"lambda", fmt::format("{}", p.lambda)},
+      {"nthread", fmt::format("{}", p.nthread)},
+      {"seed", fmt::format("{}", p.seed)},
+      {"base_score", fmt::format("{}", Median(y))},
+      {"verbosity", "0"},
+  };
+  for (const auto& [name, value] : params) {
+    RS_XGB(XGBoosterSetParam(b.handle_, name, value.c_str()), "parameter");
+  }
+  if (!aea) {
+    for (int i = 0; i < p.rounds; ++i) {
+      RS_XGB(XGBoosterUpdateOneIter(b.handle_, i, d.get()), "round");
+    }
+  } else {
+    const size_t n = y.size();
+    std::vector<float> grad(n), hess(n);
+    const float tau = static_cast<float>(p.aea_tau);
+    for (int i = 0; i < p.rounds; ++i) {
+      const bst_ulong* shape = nullptr;
+      bst_ulong dim = 0;
+      const float* margin = nullptr;
+      RS_XGB(XGBoosterPredictFromDMatrix(b.handle_, d.get(),
+                                         R"({"type": 1, "training": true, "iteration_begin": 0,
+                                            "iteration_end": 0, "strict_shape": false})",
+                                         &shape, &dim, &margin),
+             "margin");
+      for (size_t k = 0; k < n; ++k) {
+        float diff = margin[k] - y[k];
+        float w = std::exp(-std::abs(diff) / tau) / tau;
+        grad[k] = (diff > 0 ? 1.0f : (diff < 0 ? -1.0f : 0.0f)) * w;
+        hess[k] = std::max(w / tau, 1e-6f);
+      }
+      RS_XGB(XGBoosterBoostOneIter(b.handle_, d.get(), grad.data(), hess.data(), n), "round");
+    }
+  }
+  // Prediction runs one row at a time: more threads only add OpenMP start-up cost.
+  RS_XGB(XGBoosterSetParam(b.handle_, "nthread", "1"), "parameter");
+  return b;
+}
+
+Status Booster::Predict(const float* x, size_t rows, size_t cols, std::vector<float>* out) const {
+  out->clear();
+  if (rows == 0) return Status::Ok();
+  DMatrix d;
+  RS_RETURN_IF_ERROR(d.Create(x, rows, cols));
+  const bst_ulong* shape = nullptr;
+  bst_ulong dim = 0;
+  const float* result = nullptr;
+  RS_XGB(XGBoosterPredictFromDMatrix(handle_, d.get(),
+                                     R"({"type": 0, "training": false, "iteration_begin": 0,
+                                        "iteration_end": 0, "strict_shape": false})",
+                                     &shape, &dim, &result),
+         "predict");
+  out->assign(result, result + rows);
+  return Status::Ok();
+}
+
+StatusOr<float> Booster::PredictOne(const float* x, size_t cols) const {
+  // The array interface names the row by address: no copy, no DMatrix.
+  std::string array =
+      fmt::format(R"({{"data": [{}, true], "shape": [1, {}], "typestr": "<f4", "version": 3}})",
+                  reinterpret_cast<uintptr_t>(x), cols);
+  const bst_ulong* shape = nullptr;
+  bst_ulong dim = 0;
+  const float* result = nullptr;
+  RS_XGB(XGBoosterPredictFromDense(handle_, array.c_str(),
+                                   R"({"type": 0, "training": false, "iteration_begin": 0,
+                                      "iteration_end": 0, "strict_shape": false,
+                                      "missing": NaN})",
+                                   nullptr, &shape, &dim, &result),
+         "predict");
+  return result[0];
+}
+
+Status Booster::Contributions(const float* x, size_t rows, size_t cols,
+                              std::vector<float>* out) const {
+  DMatrix d;
+  RS_RETURN_IF_ERROR(d.Create(x, rows, cols));
+  const bst_ulong* shape = nullptr;
+  bst_ulong dim = 0;
+  const float* result = nullptr;
+  RS_XGB(XGBoosterPredictFromDMatrix(handle_, d.get(),
+                                     R"({"type": 2, "training": false, "iteration_begin": 0,
+                                        "iteration_end": 0, "strict_shape": false})",
+                                     &shape, &dim, &result),
+         "contributions");
+  out->assign(result, result + rows * (cols + 1));
+  return Status::Ok();
+}
+
+StatusOr<std::string> Booster::Serialize() const {
+  bst_ulong len = 0;
+  const char* buf = nullptr;
+  RS_XGB(XGBoosterSaveModelToBuffer(handle_, R"({"format": "ubj"})", &len, &buf), "save");
+  return std::string(buf, len);
+}
+
+StatusOr<Booster> Booster::Deserialize(std::string_view bytes, int nthread) {
+  QuietXgboost();
+  Booster b;
+  RS_XGB(XGBoosterCreate(nullptr, 0, &b.handle_), "create");
+  RS_XGB(XGBoosterLoadModelFromBuffer(b.handle_, bytes.data(), bytes.size()), "load");
+  RS_XGB(XGBoosterSetParam(b.handle_, "nthread", fmt::format("{}", nthread).c_str()), "parameter");
+  return b;
+}
+
+}  // namespace rightsize

@@ -1,0 +1,40 @@
+// Dataset: every job of a cluster as the model sees it — features computed at its submit time
+// from the jobs that had ended by then, the values it really reached, its requests and the
+// baselines' predictions. Built in one chronological pass (BuildDataset), so training and
+// replay never see the future.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "core/job.h"
+#include "core/status.h"
+#include "model/history.h"
+#include "model/target.h"
+
+namespace rightsize {
+
+struct Dataset {
+  size_t cols = 0;       // Layout().cols()
+  std::vector<float> x;  // rows × cols, row-major
+  std::vector<int64_t> submit;
+  std::vector<int64_t> end;    // INT64_MAX when the job has no end time (never feeds history)
+  std::vector<float> cores;    // allocated cores (1 when unknown): weight of resource-time
+  std::vector<float> elapsed;  // seconds, NaN when unknown
+  std::array<std::vector<float>, kNumTargets> y;    // NaN = not measured
+  std::array<std::vector<float>, kNumTargets> req;  // NaN = no request known
+  std::array<std::vector<std::array<float, kNumBaselines>>, kNumTargets> baseline;
+  size_t rows() const { return submit.size(); }
+  const float* row(size_t i) const { return x.data() + i * cols; }
+  // How many rows have a value for `t`.
+  size_t CountWithValue(Target t) const;
+};
+
+// Sorts `jobs` by submit time (jobs without one are dropped) and builds the dataset. When
+// `history` is given it receives the history as of after the last job ended (what `train`
+// stores beside the model for the fallbacks).
+Dataset BuildDataset(std::vector<JobRecord>& jobs, const ClusterContext& cluster,
+                     History* history = nullptr);
+
+}  // namespace rightsize

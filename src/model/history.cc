@@ -1,0 +1,347 @@
+#include "model/history.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace rightsize {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// VPA's recommender: the 90th percentile of a histogram whose samples decay with a 24 h
+// half-life, plus a 15 % safety margin.
+constexpr double kVpaPercentile = 0.9;
+constexpr double kVpaMargin = 1.15;
+constexpr double kVpaHalfLifeS = 24 * 3600;
+
+constexpr size_t kRecentForMedian = 2048;
+constexpr size_t kMedianEvery = 256;
+
+float Log(double v, Target t) { return static_cast<float>(std::log(std::max(v, InfoOf(t).floor))); }
+
+uint64_t Fnv(uint64_t h, std::string_view s) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  h ^= 0xff;  // field separator, so ("ab","c") != ("a","bc")
+  h *= 0x100000001b3ULL;
+  return h;
+}
+
+bool Killed(const JobRecord& job) {
+  const std::string& s = job.outcome.state;
+  return s == "TIMEOUT" || s == "OUT_OF_MEMORY" || s == "DEADLINE";
+}
+
+// The request as one string: jobs that ask for exactly the same are usually the same work.
+std::string RequestSignature(const JobRecord& job) {
+  const ResourceRequest& r = job.request;
+  return fmt::format("{}|{}|{}|{}", r.time_limit_s.value_or(-1), r.cpus.value_or(-1),
+                     r.memory_bytes.value_or(-1), r.gpus.value_or(-1));
+}
+
+float Median(std::vector<float> v) {
+  if (v.empty()) return kNaN;
+  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
+}
+
+}  // namespace
+
+std::string_view NameOf(Baseline b) {
+  switch (b) {
+    case Baseline::kRequest:
+      return "request";
+    case Baseline::kUserMean:
+      return "user_mean";
+    case Baseline::kLast2:
+      return "last2";
+    case Baseline::kVpa:
+      return "vpa";
+  }
+  return "?";
+}
+
+std::vector<int> FeatureLayout::ColumnsFor(Target t) const {
+  std::vector<int> cols;
+  for (size_t i = 0; i < common; ++i) cols.push_back(static_cast<int>(i));
+  for (size_t i = 0; i < block; ++i) cols.push_back(static_cast<int>(BlockStart(t) + i));
+  return cols;
+}
+
+namespace {
+
+constexpr const char* kViewNames[] = {"user_request", "user_name", "user", "program"};
+
+FeatureLayout MakeLayout() {
+  FeatureLayout l;
+  for (const char* n :
+       {"log_req_time", "log_req_cpus", "log_req_mem", "req_gpus", "log_req_nodes", "hour_of_day",
+        "day_of_week", "partition_code", "share_of_cluster", "user_last_killed"}) {
+    l.names.emplace_back(n);
+  }
+  for (const char* v : kViewNames) l.names.push_back(fmt::format("{}_jobs", v));
+  for (const char* v : kViewNames) l.names.push_back(fmt::format("{}_age", v));
+  l.common = l.names.size();
+  for (Target t : kAllTargets) {
+    size_t before = l.names.size();
+    std::string_view tn = NameOf(t);
+    l.names.push_back(fmt::format("{}.log_request", tn));
+    l.names.push_back(fmt::format("{}.request_vs_last", tn));
+    l.names.push_back(fmt::format("{}.user_mean", tn));
+    for (const char* v : kViewNames) {
+      for (const char* s : {"last", "last2", "median", "max", "used_share"}) {
+        l.names.push_back(fmt::format("{}.{}_{}", tn, v, s));
+      }
+    }
+    l.block = l.names.size() - before;
+  }
+  return l;
+}
+
+}  // namespace
+
+const FeatureLayout& Layout() {
+  static const FeatureLayout layout = MakeLayout();
+  return layout;
+}
+
+template <typename Fn>
+void History::View::ForEachNewest(Fn fn) const {
+  size_t n = ring.size();
+  for (size_t i = 0; i < n; ++i) {
+    // `next` is the oldest once the ring is full; before that the back is the newest.
+    size_t idx = (next + n - 1 - i) % n;
+    if (!fn(ring[idx])) return;
+  }
+}
+
+History::History() {
+  global_median_.fill(kNaN);
+  for (auto& r : recent_) r.reserve(kRecentForMedian);
+}
+
+uint64_t History::Key(ViewKind kind, const JobRecord& job) {
+  uint64_t h = 0xcbf29ce484222325ULL ^ static_cast<uint64_t>(kind);
+  switch (kind) {
+    case kUserRequest:
+      return Fnv(Fnv(h, job.request.user), RequestSignature(job));
+    case kUserName:
+      return Fnv(Fnv(h, job.request.user), job.request.job_name);
+    case kUser:
+      return Fnv(h, job.request.user);
+    case kProgram:
+      return Fnv(h, job.request.job_name);
+    case kNumViews:
+      break;
+  }
+  return h;
+}
+
+const History::View* History::Find(ViewKind kind, const JobRecord& job) const {
+  if (kind == kProgram && job.request.job_name.empty()) return nullptr;
+  auto it = views_[kind].find(Key(kind, job));
+  return it == views_[kind].end() ? nullptr : &it->second;
+}
+
+void History::AddFinished(const JobRecord& job) {
+  Sample s;
+  s.end = job.end_time.value_or(0);
+  s.killed = Killed(job);
+  for (Target t : kAllTargets) {
+    int i = static_cast<int>(t);
+    auto y = TargetValue(job, t);
+    auto r = TargetRequest(job, t);
+    s.y[i] = y ? static_cast<float>(*y) : kNaN;
+    s.req[i] = r ? static_cast<float>(*r) : kNaN;
+    if (!y) continue;
+    auto& recent = recent_[i];
+    if (recent.size() < kRecentForMedian) {
+      recent.push_back(s.y[i]);
+    } else {
+      recent[recent_next_[i] % kRecentForMedian] = s.y[i];
+    }
+    if (++recent_next_[i] % kMedianEvery == 1 || recent.size() < kMedianEvery) {
+      global_median_[i] = Median(recent);
+    }
+  }
+  for (int k = 0; k < kNumViews; ++k) {
+    auto kind = static_cast<ViewKind>(k);
+    if (kind == kProgram && job.request.job_name.empty()) continue;
+    View& v = views_[k][Key(kind, job)];
+    if (v.ring.size() < kRing[k]) {
+      v.ring.push_back(s);
+    } else {
+      v.ring[v.next] = s;
+      v.next = (v.next + 1) % kRing[k];
+    }
+    ++v.n;
+    for (int i = 0; i < kNumTargets; ++i) {
+      if (std::isnan(s.y[i])) continue;
+      ++v.n_target[i];
+      v.sum_target[i] += s.y[i];
+    }
+  }
+  ++finished_;
+}
+
+void History::Features(const JobRecord& job, int64_t now, const ClusterContext& cluster,
+                       float* out) const {
+  const FeatureLayout& layout = Layout();
+  std::fill(out, out + layout.cols(), kNaN);
+  const ResourceRequest& r = job.request;
+  size_t c = 0;
+  auto put = [&](std::optional<double> v) { out[c++] = v ? static_cast<float>(*v) : kNaN; };
+  auto log_of = [](auto v) -> std::optional<double> {
+    if (!v || *v <= 0) return std::nullopt;
+    return std::log(static_cast<double>(*v));
+  };
+  put(log_of(r.time_limit_s));
+  put(log_of(job.AllocatedCpus()));
+  put(log_of(job.AllocatedMemoryBytes()));
+  put(job.AllocatedGpus() ? std::optional<double>(*job.AllocatedGpus()) : std::nullopt);
+  put(r.nodes ? std::optional<double>(std::log1p(*r.nodes)) : std::nullopt);
+  int64_t day_s = ((now % 86400) + 86400) % 86400;
+  put(static_cast<double>(day_s) / 3600.0);
+  put(static_cast<double>(((now / 86400) + 4) % 7));  // 1970-01-01 was a Thursday
+  put(r.partition.empty() ? std::nullopt
+                          : std::optional<double>(static_cast<double>(
+                                Fnv(0xcbf29ce484222325ULL, r.partition) % 1021)));
+  auto cpus = job.AllocatedCpus();
+  put(cpus && cluster.total_cpus > 0 ? std::optional<double>(*cpus / cluster.total_cpus)
+                                     : std::nullopt);
+  const View* views[kNumViews];
+  for (int k = 0; k < kNumViews; ++k) views[k] = Find(static_cast<ViewKind>(k), job);
+  std::optional<double> last_killed;
+  if (views[kUser] != nullptr) {
+    views[kUser]->ForEachNewest([&](const Sample& s) {
+      last_killed = s.killed ? 1.0 : 0.0;
+      return false;
+    });
+  }
+  put(last_killed);
+  for (const View* v : views) put(std::log1p(v == nullptr ? 0.0 : static_cast<double>(v->n)));
+  for (const View* v : views) {
+    std::optional<double> age;
+    if (v != nullptr) {
+      v->ForEachNewest([&](const Sample& s) {
+        age = std::log1p(static_cast<double>(std::max<int64_t>(0, now - s.end)));
+        return false;
+      });
+    }
+    put(age);
+  }
+  // One block per target.
+  for (Target t : kAllTargets) {
+    int ti = static_cast<int>(t);
+    c = layout.BlockStart(t);
+    auto req = TargetRequest(job, t);
+    put(req ? std::optional<double>(Log(*req, t)) : std::nullopt);
+    std::optional<double> vs_last;
+    if (views[kUser] != nullptr && req) {
+      views[kUser]->ForEachNewest([&](const Sample& s) {
+        if (std::isnan(s.req[ti])) return true;
+        vs_last = std::log(*req / std::max<double>(s.req[ti], InfoOf(t).floor));
+        return false;
+      });
+    }
+    put(vs_last);
+    const View* user = views[kUser];
+    put(user != nullptr && user->n_target[ti] > 0
+            ? std::optional<double>(Log(user->sum_target[ti] / user->n_target[ti], t))
+            : std::nullopt);
+    for (const View* v : views) {
+      size_t start = c;
+      c += 5;
+      if (v == nullptr || v->n_target[ti] == 0) continue;
+      float ys[32];
+      float share_sum = 0;
+      int n = 0, shares = 0;
+      v->ForEachNewest([&](const Sample& s) {
+        if (!std::isnan(s.y[ti])) {
+          ys[n++] = s.y[ti];
+          if (!std::isnan(s.req[ti]) && s.req[ti] > 0) {
+            share_sum += s.y[ti] / s.req[ti];
+            ++shares;
+          }
+        }
+        return n < 32;
+      });
+      if (n == 0) continue;
+      out[start] = Log(ys[0], t);
+      out[start + 1] = n >= 2 ? Log((ys[0] + ys[1]) / 2, t) : out[start];
+      std::vector<float> sorted(ys, ys + n);
+      std::sort(sorted.begin(), sorted.end());
+      out[start + 2] = Log(sorted[sorted.size() / 2], t);
+      out[start + 3] = Log(sorted.back(), t);
+      if (shares > 0) out[start + 4] = share_sum / static_cast<float>(shares);
+    }
+  }
+}
+
+std::array<float, kNumBaselines> History::Baselines(const JobRecord& job, int64_t now,
+                                                    Target t) const {
+  int ti = static_cast<int>(t);
+  std::array<float, kNumBaselines> out;
+  out.fill(kNaN);
+  auto req = TargetRequest(job, t);
+  float fallback = req ? static_cast<float>(*req) : global_median_[ti];
+  out[static_cast<int>(Baseline::kRequest)] = req ? static_cast<float>(*req) : kNaN;
+
+  const View* user = Find(kUser, job);
+  float mean = fallback;
+  if (user != nullptr && user->n_target[ti] > 0) {
+    mean = static_cast<float>(user->sum_target[ti] / user->n_target[ti]);
+  }
+  out[static_cast<int>(Baseline::kUserMean)] = mean;
+
+  // Tsafrir et al. (2007): the mean of the user's last two jobs, never above the request;
+  // the request itself until there are two.
+  float last2 = fallback;
+  if (user != nullptr && user->n_target[ti] >= 2) {
+    float ys[2];
+    int n = 0;
+    user->ForEachNewest([&](const Sample& s) {
+      if (!std::isnan(s.y[ti])) ys[n++] = s.y[ti];
+      return n < 2;
+    });
+    if (n == 2) last2 = (ys[0] + ys[1]) / 2;
+    if (req) last2 = std::min(last2, static_cast<float>(*req));
+  }
+  out[static_cast<int>(Baseline::kLast2)] = last2;
+
+  // VPA: per workload (the user's jobs of this name), else per user.
+  const View* v = Find(kUserName, job);
+  if (v == nullptr || v->n_target[ti] == 0) v = user;
+  float vpa = fallback;
+  if (v != nullptr && v->n_target[ti] > 0) {
+    std::vector<std::pair<float, double>> weighted;
+    double total = 0;
+    v->ForEachNewest([&](const Sample& s) {
+      if (std::isnan(s.y[ti])) return true;
+      double w = std::exp2(static_cast<double>(s.end - now) / kVpaHalfLifeS);
+      w = std::max(w, 1e-12);
+      weighted.emplace_back(s.y[ti], w);
+      total += w;
+      return true;
+    });
+    std::sort(weighted.begin(), weighted.end());
+    double acc = 0;
+    for (const auto& [y, w] : weighted) {
+      acc += w;
+      if (acc >= kVpaPercentile * total) {
+        vpa = static_cast<float>(y * kVpaMargin);
+        break;
+      }
+    }
+  }
+  out[static_cast<int>(Baseline::kVpa)] = vpa;
+  return out;
+}
+
+}  // namespace rightsize

@@ -1,0 +1,100 @@
+// History: what a job's past says about it, at submit time.
+//
+// The features of a job are computed from the jobs that had *finished* before it was
+// submitted, never later ones: in a chronological replay the caller adds each job when it
+// ends and asks for features when the next one is submitted; at prediction time the caller
+// adds what the store holds. Four views of the past are kept, from the most to the least
+// specific: the user's jobs with the same request, the user's jobs with the same name, all
+// the user's jobs, and every user's jobs of the same program (job name or executable).
+//
+// The baselines (request, per-user mean, Tsafrir's last two, VPA's decaying percentile) read
+// the same history, so they see exactly what the model sees. Not thread-safe.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/job.h"
+#include "model/target.h"
+
+namespace rightsize {
+
+// The baselines every evaluation runs beside the model.
+enum class Baseline : int { kRequest = 0, kUserMean, kLast2, kVpa };
+inline constexpr int kNumBaselines = 4;
+inline constexpr std::array<Baseline, kNumBaselines> kAllBaselines = {
+    Baseline::kRequest, Baseline::kUserMean, Baseline::kLast2, Baseline::kVpa};
+std::string_view NameOf(Baseline b);  // "request", "user_mean", "last2", "vpa"
+
+// The feature vector's layout: common features, then one block per target.
+struct FeatureLayout {
+  std::vector<std::string> names;  // all columns
+  size_t common = 0;               // columns [0, common) are shared by every target
+  size_t block = 0;                // each target's block is `block` columns wide
+  size_t cols() const { return names.size(); }
+  size_t BlockStart(Target t) const { return common + block * static_cast<size_t>(t); }
+  // The columns a model of `t` reads: the common ones and its own block.
+  std::vector<int> ColumnsFor(Target t) const;
+};
+const FeatureLayout& Layout();
+
+// Values a feature vector needs from outside the job: the cluster's size, for the share of the
+// cluster a job asks for.
+struct ClusterContext {
+  double total_cpus = 0;  // 0 = unknown
+};
+
+class History {
+ public:
+  History();
+
+  // Records a finished job (its end time must be known). Call in order of end time.
+  void AddFinished(const JobRecord& job);
+
+  // Writes Layout().cols() features of `job`, as of time `now` (its submit time), to `out`.
+  void Features(const JobRecord& job, int64_t now, const ClusterContext& cluster, float* out) const;
+
+  // Each baseline's prediction of `t` for `job` at `now`, NaN where it has nothing to say.
+  std::array<float, kNumBaselines> Baselines(const JobRecord& job, int64_t now, Target t) const;
+
+  // The median of `t` over recent finished jobs: the baselines' last resort.
+  float GlobalMedian(Target t) const { return global_median_[static_cast<int>(t)]; }
+  void SetGlobalMedian(Target t, float v) { global_median_[static_cast<int>(t)] = v; }
+
+  int64_t finished() const { return finished_; }
+
+ private:
+  struct Sample {
+    int64_t end = 0;
+    std::array<float, kNumTargets> y;    // NaN = unknown
+    std::array<float, kNumTargets> req;  // NaN = unknown
+    bool killed = false;                 // ended by its time or memory limit
+  };
+  // A view's last samples, newest at the back once `ring` is full-cycled through `next`.
+  struct View {
+    std::vector<Sample> ring;
+    size_t next = 0;  // where the next sample goes once the ring is full
+    int64_t n = 0;
+    std::array<int32_t, kNumTargets> n_target{};
+    std::array<double, kNumTargets> sum_target{};
+    // The samples newest first (at most the ring's size).
+    template <typename Fn>
+    void ForEachNewest(Fn fn) const;
+  };
+  enum ViewKind : int { kUserRequest = 0, kUserName, kUser, kProgram, kNumViews };
+  static constexpr size_t kRing[kNumViews] = {8, 8, 24, 8};
+
+  static uint64_t Key(ViewKind kind, const JobRecord& job);
+  const View* Find(ViewKind kind, const JobRecord& job) const;
+
+  std::array<std::unordered_map<uint64_t, View>, kNumViews> views_;
+  std::array<float, kNumTargets> global_median_;
+  std::array<std::vector<float>, kNumTargets> recent_;  // for the global medians
+  std::array<size_t, kNumTargets> recent_next_{};
+  int64_t finished_ = 0;
+};
+
+}  // namespace rightsize

@@ -1,0 +1,411 @@
+#include "model/predictor.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace rightsize {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kBlendWeights[] = {1.0f, 0.75f, 0.5f, 0.25f, 0.0f};
+
+float LogOf(double v, Target t) {
+  return static_cast<float>(std::log(std::max(v, InfoOf(t).floor)));
+}
+
+void Gather(const Dataset& d, const std::vector<size_t>& rows, size_t begin, size_t end,
+            const std::vector<int>& columns, std::vector<float>* x) {
+  x->clear();
+  x->reserve((end - begin) * columns.size());
+  for (size_t k = begin; k < end; ++k) {
+    const float* r = d.row(rows[k]);
+    for (int c : columns) x->push_back(r[c]);
+  }
+}
+
+struct PointErrors {
+  double abs_sum = 0, aea_sum = 0;
+  int64_t n = 0;
+  void Add(double p, double y) {
+    abs_sum += std::abs(p - y);
+    aea_sum += (p == y) ? 1.0 : std::min(p, y) / std::max(p, y);
+    ++n;
+  }
+  double mae() const { return n > 0 ? abs_sum / static_cast<double>(n) : 0; }
+  double aea() const { return n > 0 ? aea_sum / static_cast<double>(n) : 0; }
+};
+
+// The log offset the trees' output is added to (TargetModel::default_offset).
+float Offset(const std::array<float, kNumBaselines>& base, Target t, float fallback) {
+  float b = base[static_cast<int>(Baseline::kLast2)];
+  return std::isfinite(b) && b > 0 ? LogOf(b, t) : fallback;
+}
+
+double Cap(double v, float req) {
+  return std::isnan(req) ? v : std::min(v, static_cast<double>(req));
+}
+
+}  // namespace
+
+QuantileGrid QuantileGrid::From(std::vector<float> values, size_t points) {
+  QuantileGrid g;
+  std::erase_if(values, [](float v) { return !std::isfinite(v); });
+  g.n = static_cast<int64_t>(values.size());
+  if (values.empty()) return g;
+  std::sort(values.begin(), values.end());
+  if (values.size() <= points) {
+    g.q = std::move(values);
+    return g;
+  }
+  g.q.resize(points);
+  for (size_t i = 0; i < points; ++i) {
+    double pos = static_cast<double>(i) * static_cast<double>(values.size() - 1) /
+                 static_cast<double>(points - 1);
+    auto lo = static_cast<size_t>(pos);
+    size_t hi = std::min(lo + 1, values.size() - 1);
+    double f = pos - static_cast<double>(lo);
+    g.q[i] = static_cast<float>(values[lo] * (1 - f) + values[hi] * f);
+  }
+  return g;
+}
+
+float QuantileGrid::Quantile(double p) const {
+  if (q.empty()) return kNaN;
+  // Split conformal prediction's finite-sample correction: with n scores, the ceil((n+1)p)-th
+  // smallest covers a new job with probability >= p (mirrored for the lower tail).
+  double n = static_cast<double>(this->n);
+  double adj = p >= 0.5 ? std::ceil((n + 1) * p) / n : std::floor((n + 1) * p) / n;
+  adj = std::clamp(adj, 0.0, 1.0);
+  double pos = adj * static_cast<double>(q.size() - 1);
+  auto lo = static_cast<size_t>(pos);
+  size_t hi = std::min(lo + 1, q.size() - 1);
+  double f = pos - static_cast<double>(lo);
+  return static_cast<float>(q[lo] * (1 - f) + q[hi] * f);
+}
+
+double QuantileGrid::ShareAtLeast(float x) const {
+  if (q.empty()) return 0;
+  auto it = std::lower_bound(q.begin(), q.end(), x);
+  return static_cast<double>(q.end() - it) / static_cast<double>(q.size());
+}
+
+namespace {
+constexpr int64_t kMinGroupScores = 100;
+}  // namespace
+
+int HistoryGroup(const float* features, Target t) {
+  static const size_t user_last = [] {
+    const auto& names = Layout().names;
+    return static_cast<size_t>(std::find(names.begin(), names.end(), "user_jobs") - names.begin());
+  }();
+  const FeatureLayout& l = Layout();
+  // The block's "user_last" column: the user's last value of this target.
+  size_t last = l.BlockStart(t) + 3 + 2 * 5;
+  if (std::isnan(features[last])) return 0;
+  return std::expm1(features[user_last]) < 10 ? 1 : 2;
+}
+
+const QuantileGrid& TargetPrediction::Grid() const {
+  const QuantileGrid& g = model->group_scores[group];
+  return g.n >= kMinGroupScores ? g : model->scores;
+}
+
+double TargetPrediction::QuantileUncapped(double q) const {
+  return std::exp(log_point + Grid().Quantile(q));
+}
+
+double TargetPrediction::Quantile(double q) const {
+  double v = QuantileUncapped(q);
+  return request ? std::min(v, *request) : v;
+}
+
+double TargetPrediction::ProbAtLeast(double amount) const {
+  double s = std::log(std::max(amount, InfoOf(target).floor)) - log_point;
+  return Grid().ShareAtLeast(static_cast<float>(s));
+}
+
+StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t> rows,
+                                  const TrainOptions& options) {
+  int ti = static_cast<int>(t);
+  const auto& y = d.y[ti];
+  std::erase_if(rows, [&](size_t r) { return std::isnan(y[r]); });
+  if (rows.size() > options.max_rows) {
+    rows.erase(rows.begin(), rows.end() - static_cast<std::ptrdiff_t>(options.max_rows));
+  }
+  if (rows.size() < options.min_rows) {
+    return Status::NotFound(fmt::format("{}: {} jobs with a value, {} needed to train", NameOf(t),
+                                        rows.size(), options.min_rows));
+  }
+  TargetModel m;
+  m.target = t;
+  m.columns = Layout().ColumnsFor(t);
+  size_t n = rows.size();
+  size_t n_cal = std::max<size_t>(
+      20, static_cast<size_t>(std::llround(static_cast<double>(n) * options.calibration_fraction)));
+  size_t n_tr = n - n_cal;
+  std::vector<float> x, labels(n_tr), pred;
+  Gather(d, rows, 0, n_tr, m.columns, &x);
+  const auto& base = d.baseline[ti];
+  {
+    std::vector<float> logs(n_tr);
+    for (size_t k = 0; k < n_tr; ++k) logs[k] = LogOf(y[rows[k]], t);
+    std::nth_element(logs.begin(), logs.begin() + static_cast<std::ptrdiff_t>(n_tr / 2),
+                     logs.end());
+    m.default_offset = logs[n_tr / 2];
+  }
+  for (size_t k = 0; k < n_tr; ++k) {
+    labels[k] = LogOf(y[rows[k]], t) - Offset(base[rows[k]], t, m.default_offset);
+  }
+  RS_ASSIGN_OR_RETURN(m.median, Booster::Train(x, m.columns.size(), labels, options.median));
+
+  // Calibration on the held-out newest jobs.
+  std::vector<float> med_cal;
+  Gather(d, rows, n_tr, n, m.columns, &x);
+  RS_RETURN_IF_ERROR(m.median.Predict(x.data(), n_cal, m.columns.size(), &med_cal));
+  for (size_t k = 0; k < n_cal; ++k)
+    med_cal[k] += Offset(base[rows[n_tr + k]], t, m.default_offset);
+  const auto& req = d.req[ti];
+
+  // The best baseline on the held-out jobs, then the blend weight.
+  auto point = [&](size_t k, float w, int b) {
+    size_t r = rows[n_tr + k];
+    double lp = med_cal[k];
+    float bv = base[r][b];
+    if (w < 1 && std::isfinite(bv) && bv > 0) lp = w * lp + (1 - w) * LogOf(bv, t);
+    return Cap(std::exp(lp), req[r]);
+  };
+  int best_b = -1;
+  double best_b_mae = std::numeric_limits<double>::infinity(), best_b_aea = 0, best_aea = 0;
+  for (Baseline b : kAllBaselines) {
+    if (b == Baseline::kVpa && t == Target::kRuntime) continue;  // VPA is for memory and CPU
+    PointErrors e;
+    int missing = 0;
+    for (size_t k = 0; k < n_cal; ++k) {
+      size_t r = rows[n_tr + k];
+      float bv = base[r][static_cast<int>(b)];
+      if (!std::isfinite(bv)) {
+        ++missing;
+        continue;
+      }
+      e.Add(bv, y[r]);
+    }
+    if (missing * 10 > static_cast<int>(n_cal) || e.n == 0) continue;
+    best_aea = std::max(best_aea, e.aea());
+    if (e.mae() < best_b_mae) {
+      best_b_mae = e.mae();
+      best_b_aea = e.aea();
+      best_b = static_cast<int>(b);
+    }
+  }
+  m.calibration_baseline_mae = best_b < 0 ? 0 : best_b_mae;
+  // Blend only where the trees alone lose to the best baseline on the held-out jobs.
+  PointErrors trees;
+  for (size_t k = 0; k < n_cal; ++k) trees.Add(point(k, 1, 0), y[rows[n_tr + k]]);
+  bool trees_win = best_b < 0 || (trees.mae() <= best_b_mae && trees.aea() >= best_aea);
+  double best_score = std::numeric_limits<double>::infinity();
+  for (float w : kBlendWeights) {
+    if (trees_win && w < 1) break;
+    if (best_b < 0 && w < 1) continue;
+    PointErrors e;
+    for (size_t k = 0; k < n_cal; ++k) e.Add(point(k, w, std::max(best_b, 0)), y[rows[n_tr + k]]);
+    // MAE and AEA weigh equally, each relative to the best baseline.
+    double score =
+        best_b < 0 ? e.mae()
+                   : e.mae() / std::max(best_b_mae, 1e-9) + best_b_aea / std::max(e.aea(), 1e-9);
+    if (score < best_score - 1e-9) {
+      best_score = score;
+      m.blend_weight = w;
+      m.blend_baseline = static_cast<Baseline>(std::max(best_b, 0));
+      m.calibration_mae = e.mae();
+    }
+  }
+  std::vector<float> scores(n_cal);
+  std::array<std::vector<float>, 3> by_group;
+  for (size_t k = 0; k < n_cal; ++k) {
+    size_t r = rows[n_tr + k];
+    double p = point(k, m.blend_weight, static_cast<int>(m.blend_baseline));
+    scores[k] = LogOf(y[r], t) - LogOf(p, t);
+    by_group[HistoryGroup(d.row(r), t)].push_back(scores[k]);
+  }
+  m.scores = QuantileGrid::From(std::move(scores));
+  for (int g = 0; g < 3; ++g) m.group_scores[g] = QuantileGrid::From(std::move(by_group[g]));
+  for (Baseline b : kAllBaselines) {
+    std::vector<float> ratios;
+    ratios.reserve(n);
+    for (size_t r : rows) {
+      float bv = base[r][static_cast<int>(b)];
+      if (std::isfinite(bv) && bv > 0) ratios.push_back(LogOf(y[r], t) - LogOf(bv, t));
+    }
+    m.baseline_log_ratio[static_cast<int>(b)] = QuantileGrid::From(std::move(ratios));
+  }
+  m.trained_rows = static_cast<int64_t>(n_tr);
+  m.calibration_rows = static_cast<int64_t>(n_cal);
+  return m;
+}
+
+namespace {
+
+TargetPrediction Finish(const TargetModel& m, float med, int group,
+                        const std::array<float, kNumBaselines>& baselines,
+                        std::optional<double> request) {
+  TargetPrediction p;
+  p.target = m.target;
+  p.model = &m;
+  p.request = request;
+  med += Offset(baselines, m.target, m.default_offset);
+  p.learned = std::exp(static_cast<double>(med));
+  double lp = med;
+  float bv = baselines[static_cast<int>(m.blend_baseline)];
+  if (m.blend_weight < 1 && std::isfinite(bv) && bv > 0) {
+    lp = m.blend_weight * lp + (1 - m.blend_weight) * LogOf(bv, m.target);
+  }
+  p.point = std::exp(lp);
+  if (request) {
+    p.point = std::min(p.point, *request);
+    p.learned = std::min(p.learned, *request);
+  }
+  p.log_point = LogOf(p.point, m.target);
+  p.group = group;
+  return p;
+}
+
+}  // namespace
+
+StatusOr<TargetPrediction> PredictTarget(const TargetModel& m, const float* features,
+                                         const std::array<float, kNumBaselines>& baselines,
+                                         std::optional<double> request) {
+  float row[512];
+  if (m.columns.size() > 512) return Status::Internal("too many feature columns");
+  for (size_t k = 0; k < m.columns.size(); ++k) row[k] = features[m.columns[k]];
+  RS_ASSIGN_OR_RETURN(float med, m.median.PredictOne(row, m.columns.size()));
+  return Finish(m, med, HistoryGroup(features, m.target), baselines, request);
+}
+
+Status PredictTargetRows(const TargetModel& m, const Dataset& d, const std::vector<size_t>& rows,
+                         std::vector<TargetPrediction>* out) {
+  out->clear();
+  if (rows.empty()) return Status::Ok();
+  std::vector<float> x, med;
+  Gather(d, rows, 0, rows.size(), m.columns, &x);
+  RS_RETURN_IF_ERROR(m.median.Predict(x.data(), rows.size(), m.columns.size(), &med));
+  int ti = static_cast<int>(m.target);
+  out->reserve(rows.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    float r = d.req[ti][rows[k]];
+    out->push_back(Finish(m, med[k], HistoryGroup(d.row(rows[k]), m.target),
+                          d.baseline[ti][rows[k]],
+                          std::isnan(r) ? std::nullopt : std::optional<double>(r)));
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+nlohmann::json GridJson(const QuantileGrid& g) { return {{"n", g.n}, {"q", g.q}}; }
+QuantileGrid GridFrom(const nlohmann::json& j) {
+  QuantileGrid g;
+  g.n = j.at("n").get<int64_t>();
+  g.q = j.at("q").get<std::vector<float>>();
+  return g;
+}
+
+constexpr int kFormatVersion = 1;
+
+}  // namespace
+
+std::string ModelSet::Serialize() const {
+  nlohmann::json j;
+  j["format"] = kFormatVersion;
+  j["cluster"] = cluster;
+  j["version"] = version;
+  j["trained_at"] = trained_at;
+  j["jobs"] = jobs;
+  j["total_cpus"] = context.total_cpus;
+  j["global_median"] = global_median;
+  j["features"] = Layout().names;
+  nlohmann::json targets = nlohmann::json::array();
+  for (const auto& [t, m] : this->targets) {
+    nlohmann::json tj;
+    tj["target"] = NameOf(t);
+    tj["columns"] = m.columns;
+    auto median = m.median.Serialize();
+    if (!median.ok()) continue;
+    tj["median"] = nlohmann::json::binary_t(std::vector<uint8_t>(median->begin(), median->end()));
+    tj["scores"] = GridJson(m.scores);
+    tj["group_scores"] = {GridJson(m.group_scores[0]), GridJson(m.group_scores[1]),
+                          GridJson(m.group_scores[2])};
+    tj["default_offset"] = m.default_offset;
+    tj["blend_weight"] = m.blend_weight;
+    tj["blend_baseline"] = NameOf(m.blend_baseline);
+    nlohmann::json ratios = nlohmann::json::object();
+    for (Baseline b : kAllBaselines) {
+      ratios[std::string(NameOf(b))] = GridJson(m.baseline_log_ratio[static_cast<int>(b)]);
+    }
+    tj["baseline_log_ratio"] = ratios;
+    tj["trained_rows"] = m.trained_rows;
+    tj["calibration_rows"] = m.calibration_rows;
+    tj["calibration_mae"] = m.calibration_mae;
+    tj["calibration_baseline_mae"] = m.calibration_baseline_mae;
+    targets.push_back(std::move(tj));
+  }
+  j["targets"] = std::move(targets);
+  auto bytes = nlohmann::json::to_cbor(j);
+  return {bytes.begin(), bytes.end()};
+}
+
+StatusOr<ModelSet> ModelSet::Deserialize(const std::string& bytes) {
+  nlohmann::json j = nlohmann::json::from_cbor(bytes, true, false);
+  if (j.is_discarded() || !j.is_object()) return Status::BadInput("model: not a rightsize model");
+  try {
+    if (j.at("format").get<int>() != kFormatVersion) {
+      return Status::BadInput(
+          fmt::format("model: format {} is not {}: retrain with `rightsize train`",
+                      j.at("format").get<int>(), kFormatVersion));
+    }
+    if (j.at("features").get<std::vector<std::string>>() != Layout().names) {
+      return Status::BadInput(
+          "model: built for other features (an older rightsize): retrain with `rightsize train`");
+    }
+    ModelSet s;
+    s.cluster = j.at("cluster").get<std::string>();
+    s.version = j.at("version").get<int64_t>();
+    s.trained_at = j.at("trained_at").get<int64_t>();
+    s.jobs = j.at("jobs").get<int64_t>();
+    s.context.total_cpus = j.at("total_cpus").get<double>();
+    s.global_median = j.at("global_median").get<std::array<float, kNumTargets>>();
+    for (const auto& tj : j.at("targets")) {
+      auto t = TargetFromName(tj.at("target").get<std::string>());
+      if (!t) continue;
+      TargetModel m;
+      m.target = *t;
+      m.columns = tj.at("columns").get<std::vector<int>>();
+      const auto& med = tj.at("median").get_binary();
+      RS_ASSIGN_OR_RETURN(m.median, Booster::Deserialize(std::string_view(
+                                        reinterpret_cast<const char*>(med.data()), med.size())));
+      m.scores = GridFrom(tj.at("scores"));
+      for (int g = 0; g < 3; ++g) m.group_scores[g] = GridFrom(tj.at("group_scores").at(g));
+      m.default_offset = tj.at("default_offset").get<float>();
+      m.blend_weight = tj.at("blend_weight").get<float>();
+      std::string bb = tj.at("blend_baseline").get<std::string>();
+      for (Baseline b : kAllBaselines) {
+        if (NameOf(b) == bb) m.blend_baseline = b;
+        m.baseline_log_ratio[static_cast<int>(b)] =
+            GridFrom(tj.at("baseline_log_ratio").at(std::string(NameOf(b))));
+      }
+      m.trained_rows = tj.at("trained_rows").get<int64_t>();
+      m.calibration_rows = tj.at("calibration_rows").get<int64_t>();
+      m.calibration_mae = tj.at("calibration_mae").get<double>();
+      m.calibration_baseline_mae = tj.at("calibration_baseline_mae").get<double>();
+      s.targets.emplace(*t, std::move(m));
+    }
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    return Status::BadInput(fmt::format("model: {}", e.what()));
+  }
+}
+
+}  // namespace rightsize

@@ -1,0 +1,129 @@
+// Predictor: per-target models that give a whole distribution, not just a number.
+//
+// For each target a TargetModel holds
+//   - a point model: gradient-boosted trees on log(value), starting from the last-two baseline,
+//     with an objective that rewards predictions within a factor of the truth (docs/model.md);
+//   - conformal calibration: the errors log(actual) - log(point) of the most recent jobs, which
+//     were held out of training, kept apart by how much history the user has (none, a little,
+//     a lot). Quantile q of a job is point × exp(the q-th error of its group), so intervals
+//     cover what they claim on recent data whatever the trees got wrong (split conformal
+//     prediction), and are wider for a user the cluster has not seen;
+//   - a blend: the point is exp(w·log(model) + (1-w)·log(baseline)) with w and the baseline
+//     chosen on the held-out jobs, so the shipped predictor is never worse than its best
+//     baseline there (w = 1 when the trees win outright).
+// docs/model.md explains the choices. A trained TargetModel is immutable and thread-compatible.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/booster.h"
+#include "model/dataset.h"
+#include "model/history.h"
+#include "model/target.h"
+
+namespace rightsize {
+
+struct TrainOptions {
+  BoosterParams median = [] {
+    BoosterParams p;
+    p.objective = "rightsize:aea";
+    p.aea_tau = 1.0;
+    p.rounds = 60;
+    p.max_depth = 3;
+    p.eta = 0.1;
+    return p;
+  }();
+  double calibration_fraction = 0.2;  // the newest jobs, held out to calibrate
+  size_t min_rows = 60;               // fewer jobs with a value: no model, baselines only
+  size_t max_rows = 100000;           // the newest jobs only: old behaviour fades
+};
+
+// An empirical distribution stored as evenly spaced quantiles.
+struct QuantileGrid {
+  std::vector<float> q;  // sorted; q[i] is the (i / (size-1))-th quantile
+  static QuantileGrid From(std::vector<float> values, size_t points = 2001);
+  // The conformal quantile: the ceil((n+1)·p)-th of n values, interpolated on the grid.
+  float Quantile(double p) const;
+  // The share of values >= x.
+  double ShareAtLeast(float x) const;
+  int64_t n = 0;  // how many values the grid summarises
+};
+
+struct TargetModel {
+  Target target = Target::kRuntime;
+  std::vector<int> columns;  // the feature columns the boosters read
+  Booster median;
+  // The trees learn log(value) - log(offset), the offset being the last-two baseline (the
+  // request until the user has two jobs): where a user repeats the same work the residual is
+  // 0, and a leaf whose median residual is 0 keeps those predictions exact.
+  float default_offset = 0;  // log value for rows without a baseline
+  // Calibrated log errors per history group (HistoryGroup), and all together for a group
+  // with too few held-out jobs of its own.
+  std::array<QuantileGrid, 3> group_scores;
+  QuantileGrid scores;
+  float blend_weight = 1.0f;  // of the trees; the rest goes to blend_baseline
+  Baseline blend_baseline = Baseline::kLast2;
+  // Per baseline: log(actual / baseline) over the training window, to turn a baseline into a
+  // request at a given risk (a single global margin, tuned on the past only).
+  std::array<QuantileGrid, kNumBaselines> baseline_log_ratio;
+  int64_t trained_rows = 0, calibration_rows = 0;
+  double calibration_mae = 0, calibration_baseline_mae = 0;
+};
+
+// One job's prediction of one target.
+struct TargetPrediction {
+  Target target = Target::kRuntime;
+  double learned = 0;  // the trees' median alone
+  double point = 0;    // the shipped point (after the blend), = p50
+  double log_point = 0;
+  int group = 0;
+  std::optional<double> request;
+  const TargetModel* model = nullptr;
+  // The value not exceeded with probability q (capped at the request: a job cannot use more
+  // than it holds, its limit stops it there).
+  double Quantile(double q) const;
+  double QuantileUncapped(double q) const;
+  // The calibrated errors this prediction draws its quantiles from.
+  const QuantileGrid& Grid() const;
+  // The probability that the job needs at least `amount`.
+  double ProbAtLeast(double amount) const;
+};
+
+// How much of the user's own history a job has for `t`: 0 none, 1 a few jobs, 2 many. The
+// intervals are calibrated per group.
+int HistoryGroup(const float* features, Target t);
+
+// Trains the model of `t` on `rows` of `d` (indexes in submit order, all with a value of t,
+// all ended before the moment the model is for). NotFound when there are too few rows.
+StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t> rows,
+                                  const TrainOptions& options);
+
+// Predicts row `features` (Layout().cols() values) with `m`; `baselines` are that job's
+// baseline predictions of the target.
+StatusOr<TargetPrediction> PredictTarget(const TargetModel& m, const float* features,
+                                         const std::array<float, kNumBaselines>& baselines,
+                                         std::optional<double> request);
+// Many rows at once (the replay).
+Status PredictTargetRows(const TargetModel& m, const Dataset& d, const std::vector<size_t>& rows,
+                         std::vector<TargetPrediction>* out);
+
+// Every model of one cluster, as stored.
+struct ModelSet {
+  std::string cluster;
+  int64_t version = 0;     // increases with each `train`
+  int64_t trained_at = 0;  // Unix seconds
+  int64_t jobs = 0;        // jobs the training saw
+  ClusterContext context;
+  std::array<float, kNumTargets> global_median{};
+  std::map<Target, TargetModel> targets;
+  std::string Serialize() const;  // CBOR
+  static StatusOr<ModelSet> Deserialize(const std::string& bytes);
+};
+
+}  // namespace rightsize

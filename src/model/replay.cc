@@ -1,0 +1,261 @@
+#include "model/replay.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+namespace rightsize {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+struct PointStats {
+  double abs_sum = 0, aea_sum = 0, log_abs_sum = 0;
+  int64_t n = 0, under = 0;
+  void Add(double p, double y) {
+    if (!std::isfinite(p)) return;
+    abs_sum += std::abs(p - y);
+    log_abs_sum += std::abs(std::log(std::max(p, 1e-9)) - std::log(std::max(y, 1e-9)));
+    aea_sum += (p == y) ? 1.0 : std::min(p, y) / std::max(p, y);
+    if (p < y) ++under;
+    ++n;
+  }
+  nlohmann::json Json() const {
+    double dn = std::max<double>(1, static_cast<double>(n));
+    return {{"n", n},
+            {"mae", abs_sum / dn},
+            {"aea", aea_sum / dn},
+            {"underestimation", static_cast<double>(under) / dn},
+            {"log_mae", log_abs_sum / dn}};
+  }
+};
+
+// Net resource-time a set of suggested requests frees, as a share of what was requested: a
+// job that fits keeps (request - suggestion) free; a job that would have been killed loses
+// what it held until then (suggestion), since it must run again.
+struct SavingStats {
+  double requested = 0, freed = 0, lost = 0;
+  int64_t n = 0, killed = 0;
+  void Add(double req, double suggestion, double y, double weight) {
+    if (!std::isfinite(suggestion)) suggestion = req;
+    suggestion = std::min(suggestion, req);
+    requested += req * weight;
+    ++n;
+    if (y > suggestion && suggestion < req) {
+      ++killed;
+      lost += suggestion * weight;
+    } else {
+      freed += (req - suggestion) * weight;
+    }
+  }
+  double saved() const { return requested > 0 ? (freed - lost) / requested : 0; }
+  double killed_share() const {
+    return n > 0 ? static_cast<double>(killed) / static_cast<double>(n) : 0;
+  }
+};
+
+double Pinball(double y, double pred, double q) {
+  return y >= pred ? q * (y - pred) : (1 - q) * (pred - y);
+}
+
+// The resource-time weight of one job for target t: what the request is multiplied by.
+double Weight(const Dataset& d, size_t r, Target t) {
+  if (t == Target::kRuntime) return d.cores[r];
+  float e = d.elapsed[r];
+  return std::isfinite(e) ? e : 0.0;
+}
+
+struct TargetEval {
+  Target t;
+  std::vector<size_t> rows;  // scored rows of this target
+  PointStats model, learned;
+  std::array<PointStats, kNumBaselines> baseline;
+  double pinball = 0;
+  int64_t covered80 = 0, covered95 = 0, interval_n = 0, fallback_rows = 0;
+  std::vector<SavingStats> model_saving;
+  std::vector<std::array<SavingStats, kNumBaselines>> baseline_saving;
+  int models_trained = 0;
+  std::vector<nlohmann::json> blends;
+};
+
+}  // namespace
+
+StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContext& cluster,
+                                const EvalOptions& options) {
+  auto started = std::chrono::steady_clock::now();
+  Dataset d = BuildDataset(jobs, cluster);
+  jobs.clear();
+  jobs.shrink_to_fit();
+  size_t n = d.rows();
+  if (n < 100) {
+    return Status::BadInput(
+        fmt::format("{} jobs with a submit time: too few to replay (100 needed)", n));
+  }
+  auto test_begin = static_cast<size_t>(static_cast<double>(n) * (1 - options.test_fraction));
+  test_begin = std::clamp<size_t>(test_begin, 1, n - 1);
+  size_t nrisks = options.risks.size();
+
+  std::vector<TargetEval> evals;
+  for (Target t : kAllTargets) {
+    int ti = static_cast<int>(t);
+    TargetEval e{t};
+    size_t before = 0;
+    for (size_t r = 0; r < n; ++r) {
+      if (std::isnan(d.y[ti][r])) continue;
+      if (t == Target::kRuntime && std::isnan(d.req[ti][r])) continue;  // only jobs with a limit
+      if (r >= test_begin) {
+        e.rows.push_back(r);
+      } else {
+        ++before;
+      }
+    }
+    if (e.rows.empty() || before + e.rows.size() < options.train.min_rows) continue;
+    e.model_saving.resize(nrisks);
+    e.baseline_saving.resize(nrisks);
+    evals.push_back(std::move(e));
+  }
+  if (evals.empty()) {
+    return Status::BadInput(
+        "no target has enough measured jobs to replay (run time with a time "
+        "limit, peak memory, CPU time or GPU usage)");
+  }
+
+  int64_t first = d.submit[test_begin];
+  int64_t last = d.submit[n - 1];
+  int64_t every = std::max<int64_t>(options.retrain_every_s, 3600);
+  int epochs = static_cast<int>((last - first) / every) + 1;
+  int retrains = 0;
+  for (TargetEval& e : evals) {
+    int ti = static_cast<int>(e.t);
+    size_t next = 0;  // into e.rows
+    for (int k = 0; k < epochs; ++k) {
+      int64_t cut = first + k * every;
+      int64_t until = cut + every;
+      std::vector<size_t> batch;
+      while (next < e.rows.size() && d.submit[e.rows[next]] < until)
+        batch.push_back(e.rows[next++]);
+      if (batch.empty()) continue;
+      std::vector<size_t> train_rows;
+      for (size_t r = 0; r < n && d.submit[r] < cut; ++r) {
+        if (d.end[r] <= cut && !std::isnan(d.y[ti][r])) train_rows.push_back(r);
+      }
+      auto model = TrainTarget(d, e.t, std::move(train_rows), options.train);
+      ++retrains;
+      if (options.progress) options.progress(retrains, epochs * static_cast<int>(evals.size()));
+      std::vector<TargetPrediction> preds;
+      if (model.ok()) {
+        ++e.models_trained;
+        RS_RETURN_IF_ERROR(PredictTargetRows(*model, d, batch, &preds));
+        if (e.blends.size() < 200) {
+          e.blends.push_back({{"at", cut},
+                              {"weight", model->blend_weight},
+                              {"baseline", NameOf(model->blend_baseline)}});
+        }
+      }
+      for (size_t k2 = 0; k2 < batch.size(); ++k2) {
+        size_t r = batch[k2];
+        double y = d.y[ti][r];
+        float req = d.req[ti][r];
+        const auto& base = d.baseline[ti][r];
+        for (Baseline b : kAllBaselines)
+          e.baseline[static_cast<int>(b)].Add(base[static_cast<int>(b)], y);
+        double w = Weight(d, r, e.t);
+        if (!model.ok()) {
+          // No model yet: the shipped answer is the last-two baseline, at the request.
+          ++e.fallback_rows;
+          e.model.Add(base[static_cast<int>(Baseline::kLast2)], y);
+          e.learned.Add(base[static_cast<int>(Baseline::kLast2)], y);
+          if (!std::isnan(req)) {
+            for (size_t i = 0; i < nrisks; ++i) {
+              e.model_saving[i].Add(req, req, y, w);
+              for (int b = 0; b < kNumBaselines; ++b) e.baseline_saving[i][b].Add(req, req, y, w);
+            }
+          }
+          continue;
+        }
+        const TargetPrediction& p = preds[k2];
+        e.model.Add(p.point, y);
+        e.learned.Add(p.learned, y);
+        e.pinball += (Pinball(y, p.Quantile(0.1), 0.1) + Pinball(y, p.point, 0.5) +
+                      Pinball(y, p.Quantile(0.9), 0.9)) /
+                     3;
+        ++e.interval_n;
+        if (y >= p.Quantile(0.1) && y <= p.Quantile(0.9)) ++e.covered80;
+        if (y >= p.Quantile(0.025) && y <= p.Quantile(0.975)) ++e.covered95;
+        if (std::isnan(req)) continue;
+        for (size_t i = 0; i < nrisks; ++i) {
+          double risk = options.risks[i];
+          e.model_saving[i].Add(req, p.QuantileUncapped(1 - risk), y, w);
+          for (Baseline b : kAllBaselines) {
+            int bi = static_cast<int>(b);
+            float bv = base[bi];
+            const QuantileGrid& g = model->baseline_log_ratio[bi];
+            double s = (std::isfinite(bv) && !g.q.empty())
+                           ? bv * std::exp(static_cast<double>(g.Quantile(1 - risk)))
+                           : req;
+            e.baseline_saving[i][bi].Add(req, s, y, w);
+          }
+        }
+      }
+    }
+  }
+
+  nlohmann::json out;
+  out["schema"] = "rightsize.eval/v1";
+  out["jobs"] = n;
+  out["scored_from"] = first;
+  out["retrain_every_s"] = every;
+  out["test_fraction"] = options.test_fraction;
+  nlohmann::json targets = nlohmann::json::object();
+  for (const TargetEval& e : evals) {
+    nlohmann::json tj;
+    tj["unit"] = InfoOf(e.t).unit;
+    tj["n"] = e.rows.size();
+    tj["models_trained"] = e.models_trained;
+    tj["fallback_jobs"] = e.fallback_rows;
+    nlohmann::json m = e.model.Json();
+    double in = std::max<double>(1, static_cast<double>(e.interval_n));
+    m["pinball"] = e.pinball / in;
+    m["coverage80"] = static_cast<double>(e.covered80) / in;
+    m["coverage95"] = static_cast<double>(e.covered95) / in;
+    tj["model"] = std::move(m);
+    tj["learned"] = e.learned.Json();
+    nlohmann::json bj = nlohmann::json::object();
+    for (Baseline b : kAllBaselines) {
+      if (b == Baseline::kVpa && e.t == Target::kRuntime) continue;
+      if (e.baseline[static_cast<int>(b)].n == 0) continue;
+      bj[std::string(NameOf(b))] = e.baseline[static_cast<int>(b)].Json();
+    }
+    tj["baselines"] = std::move(bj);
+    nlohmann::json curve = nlohmann::json::array();
+    if (e.t != Target::kGpuUtil) {
+      for (size_t i = 0; i < nrisks; ++i) {
+        if (e.model_saving[i].n == 0) continue;
+        nlohmann::json c = {{"risk", options.risks[i]},
+                            {"jobs", e.model_saving[i].n},
+                            {"model_saved", e.model_saving[i].saved()},
+                            {"model_killed", e.model_saving[i].killed_share()}};
+        for (Baseline b : kAllBaselines) {
+          if (b == Baseline::kVpa && e.t == Target::kRuntime) continue;
+          const SavingStats& s = e.baseline_saving[i][static_cast<int>(b)];
+          c[fmt::format("{}_saved", NameOf(b))] = s.saved();
+          c[fmt::format("{}_killed", NameOf(b))] = s.killed_share();
+        }
+        curve.push_back(std::move(c));
+      }
+    }
+    tj["saving_curve"] = std::move(curve);
+    tj["blends"] = e.blends;
+    targets[std::string(NameOf(e.t))] = std::move(tj);
+  }
+  out["targets"] = std::move(targets);
+  out["retrains"] = retrains;
+  out["seconds"] =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return out;
+}
+
+}  // namespace rightsize

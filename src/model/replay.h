@@ -1,0 +1,32 @@
+// Replay: honest accuracy on a cluster's own history.
+//
+// Jobs are replayed in submit order. The model for jobs submitted in [c, c + every) is trained
+// at c on the jobs that had ended by c (with the features each had at its own submit time), so
+// nothing from the future reaches a prediction; the baselines read the same history. Scores
+// are taken on the later part of the jobs (`test_fraction`), the first part only trains.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "core/job.h"
+#include "core/status.h"
+#include "model/predictor.h"
+
+namespace rightsize {
+
+struct EvalOptions {
+  int64_t retrain_every_s = 7 * 86400;
+  double test_fraction = 0.5;  // the later half is scored
+  std::vector<double> risks = {0.005, 0.01, 0.02, 0.05};
+  TrainOptions train;
+  // Called after each retrain (done, total) for a progress bar.
+  std::function<void(int, int)> progress;
+};
+
+// Replays `jobs` (any order) and returns the rightsize.eval/v1 document (see README).
+StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContext& cluster,
+                                const EvalOptions& options);
+
+}  // namespace rightsize
