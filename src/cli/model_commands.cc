@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -18,9 +20,13 @@
 #include "ingest/swf.h"
 #include "model/predictor.h"
 #include "model/replay.h"
+#include "report/prices.h"
 #include "report/render.h"
 
 namespace rightsize::cli {
+
+StatusOr<PriceTable> PricesFor(const std::string& path);
+
 namespace {
 
 constexpr double kRisks[] = {0.005, 0.01, 0.02, 0.05};
@@ -215,8 +221,440 @@ void AddEval(CLI::App& app, Context& ctx, Action* action) {
   });
 }
 
+// ---- train ----
+
+struct TrainSummary {
+  nlohmann::json json;
+  std::string text;
+};
+
+StatusOr<TrainSummary> TrainCluster(Store& store, const std::string& cluster) {
+  auto started = std::chrono::steady_clock::now();
+  RS_ASSIGN_OR_RETURN(auto jobs, LoadJobs(store, cluster));
+  ModelSet set;
+  set.cluster = cluster;
+  set.trained_at = static_cast<int64_t>(std::time(nullptr));
+  set.context = ContextFor(store, cluster);
+  History history;
+  Dataset d = BuildDataset(jobs, set.context, &history);
+  jobs.clear();
+  jobs.shrink_to_fit();
+  set.jobs = static_cast<int64_t>(d.rows());
+  for (Target t : kAllTargets) set.global_median[static_cast<int>(t)] = history.GlobalMedian(t);
+  std::vector<size_t> rows;
+  for (size_t r = 0; r < d.rows(); ++r) {
+    if (d.end[r] != std::numeric_limits<int64_t>::max()) rows.push_back(r);
+  }
+  TrainOptions options;
+  nlohmann::json targets = nlohmann::json::object();
+  std::string text;
+  for (Target t : kAllTargets) {
+    auto m = TrainTarget(d, t, rows, options);
+    nlohmann::json tj;
+    if (!m.ok()) {
+      if (d.CountWithValue(t) == 0) continue;  // the data never measures it: nothing to say
+      tj = {{"trained", false}, {"reason", m.status().message()}};
+      text += fmt::format("  {:<12} not trained: {}\n", NameOf(t), m.status().message());
+    } else {
+      tj = {{"trained", true},
+            {"jobs", m->trained_rows},
+            {"calibration_jobs", m->calibration_rows},
+            {"calibration_mae", m->calibration_mae},
+            {"calibration_best_baseline_mae", m->calibration_baseline_mae},
+            {"blend_weight", m->blend_weight},
+            {"blend_baseline", NameOf(m->blend_baseline)}};
+      text += fmt::format(
+          "  {:<12} {:>9} jobs, held-out MAE {} (best baseline {}){}\n", NameOf(t),
+          FormatThousands(static_cast<double>(m->trained_rows + m->calibration_rows), 0),
+          FormatTargetValue(t, m->calibration_mae),
+          FormatTargetValue(t, m->calibration_baseline_mae),
+          m->blend_weight < 1 ? fmt::format(", blended {:.0f}% with {}", 100 * m->blend_weight,
+                                            NameOf(m->blend_baseline))
+                              : "");
+      set.targets.emplace(t, std::move(*m));
+    }
+    targets[std::string(NameOf(t))] = std::move(tj);
+  }
+  if (set.targets.empty()) {
+    return Status::BadInput(fmt::format(
+        "cluster {}: no target has enough finished jobs with a measured value to train on ({} "
+        "jobs)",
+        cluster, d.rows()));
+  }
+  std::string blob = set.Serialize();
+  RS_ASSIGN_OR_RETURN(int64_t version, store.PutModel(cluster, set.trained_at, set.jobs, blob));
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  TrainSummary s;
+  s.json = {{"cluster", cluster},   {"version", version}, {"jobs", set.jobs},
+            {"bytes", blob.size()}, {"seconds", seconds}, {"targets", targets}};
+  s.text = fmt::format("cluster {}: model version {} from {} jobs ({:.1f} s, {} KiB)\n{}", cluster,
+                       version, FormatThousands(static_cast<double>(set.jobs), 0), seconds,
+                       blob.size() / 1024, text);
+  return s;
+}
+
+void AddTrain(CLI::App& app, Context& ctx, Action* action) {
+  auto* cmd = app.add_subcommand(
+      "train",
+      "Build each cluster's prediction models from the jobs in the store (cheap enough "
+      "to rerun every hour)");
+  struct Flags {
+    std::string cluster;
+    bool json = false;
+  };
+  auto f = std::make_shared<Flags>();
+  cmd->add_option("--cluster", f->cluster, "Train this cluster only (default: every cluster)");
+  cmd->add_flag("--json", f->json, "Print the summary as JSON");
+  cmd->callback([&ctx, action, f] {
+    *action = [&ctx, f]() -> int {
+      auto store = ctx.OpenedStore();
+      if (!store.ok()) return Fail(store.status());
+      std::vector<std::string> clusters;
+      if (!f->cluster.empty()) {
+        clusters.push_back(f->cluster);
+      } else {
+        auto all = (*store)->Clusters();
+        if (!all.ok()) return Fail(all.status());
+        clusters = *all;
+      }
+      if (clusters.empty()) {
+        return Fail(Status::NotFound("the store has no jobs: ingest accounting first"));
+      }
+      nlohmann::json out = nlohmann::json::array();
+      int code = kExitOk;
+      for (const auto& c : clusters) {
+        auto s = TrainCluster(**store, c);
+        if (!s.ok()) {
+          if (f->json) {
+            out.push_back({{"cluster", c}, {"error", s.status().message()}});
+          } else {
+            fmt::print(stderr, "rightsize: {}\n", s.status().message());
+          }
+          code = std::max(code, ExitCodeFor(s.status()));
+          continue;
+        }
+        if (f->json) {
+          out.push_back(s->json);
+        } else {
+          fmt::print("{}", s->text);
+        }
+      }
+      if (f->json) fmt::print("{}\n", nlohmann::json{{"models", out}}.dump(2));
+      return code;
+    };
+  });
+}
+
+// ---- predict ----
+
+// Rounds a suggestion up to what a request is written in.
+double RoundUp(Target t, double v) {
+  switch (t) {
+    case Target::kRuntime:
+      return std::ceil(v / 60) * 60;
+    case Target::kPeakMemory:
+    case Target::kGpuMemory: {
+      double step = v > 4.0 * kGiB ? static_cast<double>(kGiB) : 256.0 * kMiB;
+      return std::ceil(v / step) * step;
+    }
+    case Target::kCpuCores:
+      return std::ceil(v);
+    case Target::kGpuUtil:
+      return v;
+  }
+  return v;
+}
+
+std::string RequestSignature(const JobRecord& j) {
+  return fmt::format("{}|{}|{}|{}", j.request.time_limit_s.value_or(-1),
+                     j.request.cpus.value_or(-1), j.request.memory_bytes.value_or(-1),
+                     j.request.gpus.value_or(-1));
+}
+
+struct PredictFlags {
+  std::string script, cluster, user, account, partition, prices;
+  std::vector<std::string> sbatch_args;
+  double risk = 0.01;
+  int64_t now = 0;
+  bool json = false;
+};
+
+int RunPredict(Context& ctx, const PredictFlags& f) {
+  auto script = ParseJobScriptFile(f.script, f.sbatch_args);
+  if (!script.ok()) return Fail(script.status());
+  nlohmann::json warnings = nlohmann::json::array();
+  for (const auto& w : script->warnings) {
+    warnings.push_back({{"line", w.line}, {"message", w.message}});
+    if (!f.json) fmt::print(stderr, "{}: {}\n", f.script, w.ToString());
+  }
+  auto store = ctx.OpenedStore();
+  if (!store.ok()) return Fail(store.status());
+  auto cluster = PickCluster(**store, f.cluster);
+  if (!cluster.ok()) return Fail(cluster.status());
+  JobRecord job;
+  job.cluster = *cluster;
+  job.request = script->request;
+  if (!f.user.empty()) job.request.user = f.user;
+  if (job.request.user.empty()) {
+    const char* u = std::getenv("USER");
+    job.request.user = u != nullptr ? u : "";
+  }
+  if (!f.account.empty()) job.request.account = f.account;
+  if (!f.partition.empty()) job.request.partition = f.partition;
+  if (job.request.job_name.empty()) {
+    // sbatch names a job after its script when -J is not given.
+    job.request.job_name = std::filesystem::path(f.script).filename().string();
+  }
+  int64_t now = f.now > 0 ? f.now : static_cast<int64_t>(std::time(nullptr));
+  job.submit_time = now;
+
+  std::optional<ModelSet> set;
+  nlohmann::json notes = nlohmann::json::array();
+  auto stored = (*store)->GetModel(*cluster, 0);
+  if (stored.ok()) {
+    auto parsed = ModelSet::Deserialize(stored->blob);
+    if (!parsed.ok()) return Fail(parsed.status());
+    set = std::move(*parsed);
+    set->version = stored->version;
+  } else if (stored.status().code() == Status::Code::kNotFound) {
+    notes.push_back(
+        fmt::format("no model for cluster {} yet (run `rightsize train`): the "
+                    "answers below are the last-two baseline, without intervals",
+                    *cluster));
+  } else {
+    return Fail(stored.status());
+  }
+
+  // The past this job's features come from: the user's jobs and the program's.
+  std::vector<JobRecord> past;
+  std::set<std::string> seen;
+  for (int pass = 0; pass < 2; ++pass) {
+    JobFilter filter;
+    filter.cluster = *cluster;
+    filter.ended_until = now + 1;
+    if (pass == 0) {
+      if (job.request.user.empty()) continue;
+      filter.user = job.request.user;
+    } else {
+      filter.job_name = job.request.job_name;
+    }
+    Status st = (*store)->ScanJobs(filter, [&](const JobRecord& j) {
+      if (j.end_time && *j.end_time <= now && seen.insert(j.job_id).second) past.push_back(j);
+      return true;
+    });
+    if (!st.ok()) return Fail(st);
+  }
+  std::sort(past.begin(), past.end(),
+            [](const JobRecord& a, const JobRecord& b) { return *a.end_time < *b.end_time; });
+  History history;
+  for (const auto& j : past) history.AddFinished(j);
+  if (set) {
+    for (Target t : kAllTargets)
+      history.SetGlobalMedian(t, set->global_median[static_cast<int>(t)]);
+  }
+  std::vector<float> row(Layout().cols());
+  history.Features(job, now, set ? set->context : ContextFor(**store, *cluster), row.data());
+
+  std::optional<double> gpu_capacity;
+  if (job.AllocatedGpus().value_or(0) > 0) {
+    auto prices = PricesFor(f.prices);
+    if (prices.ok()) {
+      double gb = prices->GpuMemoryGb(job.GpuType());
+      if (gb > 0) gpu_capacity = gb * 1e9;
+    }
+  }
+  nlohmann::json targets = nlohmann::json::object();
+  std::string table;
+  std::vector<std::string> why_lines;
+  bool new_user = false;
+  for (Target t : kAllTargets) {
+    bool gpu_target = t == Target::kGpuMemory || t == Target::kGpuUtil;
+    if (gpu_target && job.AllocatedGpus().value_or(0) == 0) continue;
+    auto request = TargetRequest(job, t, gpu_capacity);
+    auto baselines = history.Baselines(job, now, t);
+    nlohmann::json tj;
+    tj["unit"] = InfoOf(t).unit;
+    tj["request"] = request ? nlohmann::json(*request) : nlohmann::json(nullptr);
+    auto it = set ? set->targets.find(t) : decltype(set->targets.end()){};
+    if (!set || it == set->targets.end()) {
+      float b = baselines[static_cast<int>(Baseline::kLast2)];
+      // Without a model, say only what this cluster's jobs have measured.
+      if (!std::isfinite(b) || std::isnan(history.GlobalMedian(t))) continue;
+      tj["source"] = "baseline:last2";
+      tj["p50"] = b;
+      table += fmt::format("  {:<12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", NameOf(t), "",
+                           FormatTargetValue(t, b), "",
+                           request ? FormatTargetValue(t, *request) : "-", "", "");
+      targets[std::string(NameOf(t))] = std::move(tj);
+      continue;
+    }
+    const TargetModel& m = it->second;
+    auto p = PredictTarget(m, row.data(), baselines, request);
+    if (!p.ok()) return Fail(p.status());
+    // Above the request the history holds only jobs stopped there (time limit, OOM kill), so
+    // the upper tail is not known beyond it: never suggest more than twice the request, and
+    // never more cores than asked for (too few cores slow a job down, they do not kill it).
+    double suggested = p->QuantileUncapped(1 - f.risk);
+    if (request) suggested = std::min(suggested, (t == Target::kCpuCores ? 1 : 2) * *request);
+    suggested = RoundUp(t, suggested);
+    if (request && suggested > *request) {
+      notes.push_back(fmt::format("{}: the request ({}) is probably too small; ask for {}",
+                                  NameOf(t), FormatTargetValue(t, *request),
+                                  FormatTargetValue(t, suggested)));
+    }
+    tj["source"] = "model";
+    tj["p10"] = p->Quantile(0.1);
+    tj["p50"] = p->point;
+    tj["p90"] = p->Quantile(0.9);
+    tj["suggested_request"] = suggested;
+    tj["history"] = std::array<const char*, 3>{"none", "some", "much"}[p->group];
+    if (p->group == 0) new_user = true;
+    std::optional<double> too_small;
+    if (request) too_small = p->ProbAtLeast(*request);
+    tj["prob_request_too_small"] = too_small ? nlohmann::json(*too_small) : nlohmann::json(nullptr);
+    // The features that moved this prediction most (SHAP values of the trees).
+    std::vector<float> gathered;
+    for (int c : m.columns) gathered.push_back(row[c]);
+    std::vector<float> contrib;
+    nlohmann::json why = nlohmann::json::array();
+    if (m.median.Contributions(gathered.data(), 1, gathered.size(), &contrib).ok()) {
+      std::vector<size_t> order(m.columns.size());
+      for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+      std::sort(order.begin(), order.end(),
+                [&](size_t a, size_t b) { return std::abs(contrib[a]) > std::abs(contrib[b]); });
+      std::string line;
+      for (size_t k = 0; k < std::min<size_t>(3, order.size()); ++k) {
+        size_t c = order[k];
+        if (contrib[c] == 0) break;
+        const std::string& name = Layout().names[m.columns[c]];
+        why.push_back({{"feature", name},
+                       {"value", std::isnan(gathered[c]) ? nlohmann::json(nullptr)
+                                                         : nlohmann::json(gathered[c])},
+                       {"factor", std::exp(contrib[c])}});
+        line += fmt::format("{}{} ×{:.2f}", line.empty() ? "" : ", ", name, std::exp(contrib[c]));
+      }
+      if (!line.empty()) {
+        why_lines.push_back(fmt::format("  {}: from the last-two baseline, {}", NameOf(t), line));
+      }
+    }
+    tj["why"] = std::move(why);
+    table += fmt::format("  {:<12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", NameOf(t),
+                         FormatTargetValue(t, p->Quantile(0.1)), FormatTargetValue(t, p->point),
+                         FormatTargetValue(t, p->Quantile(0.9)),
+                         request ? FormatTargetValue(t, *request) : "-",
+                         too_small ? fmt::format("{:.1f}%", 100 * *too_small) : "-",
+                         t == Target::kGpuUtil ? "-" : FormatTargetValue(t, suggested));
+    targets[std::string(NameOf(t))] = std::move(tj);
+  }
+  if (new_user) {
+    notes.push_back(fmt::format(
+        "user {} has no finished jobs with these measurements in cluster {}: the intervals are "
+        "those of users the cluster had not seen before, and wider",
+        job.request.user.empty() ? "(unknown)" : job.request.user, *cluster));
+  }
+
+  // The most similar past jobs: same user and name, then same user and request, then the
+  // user's, then the program's; the newest first.
+  std::vector<std::pair<int, const JobRecord*>> ranked;
+  std::string sig = RequestSignature(job);
+  for (const auto& j : past) {
+    bool same_user = j.request.user == job.request.user;
+    int score = (same_user && j.request.job_name == job.request.job_name) ? 3
+                : (same_user && RequestSignature(j) == sig)               ? 2
+                : same_user                                               ? 1
+                                                                          : 0;
+    ranked.emplace_back(score, &j);
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first > b.first;
+    return *a.second->end_time > *b.second->end_time;
+  });
+  nlohmann::json similar = nlohmann::json::array();
+  std::string similar_text;
+  for (size_t k = 0; k < std::min<size_t>(3, ranked.size()); ++k) {
+    const JobRecord& j = *ranked[k].second;
+    nlohmann::json sj = {{"job_id", j.job_id},
+                         {"user", j.request.user},
+                         {"job_name", j.request.job_name},
+                         {"end_time", *j.end_time},
+                         {"state", j.outcome.state}};
+    std::string used;
+    for (Target t : kAllTargets) {
+      auto v = TargetValue(j, t);
+      if (!v) continue;
+      sj[std::string(NameOf(t))] = *v;
+      used += fmt::format(" {} {}", NameOf(t), FormatTargetValue(t, *v));
+    }
+    similar_text += fmt::format("  {} {} ({}, ended {}):{}\n", j.job_id, j.request.job_name,
+                                j.request.user, FormatTimestamp(*j.end_time), used);
+    similar.push_back(std::move(sj));
+  }
+
+  if (f.json) {
+    nlohmann::json out = {{"schema", "rightsize.predict/v1"},
+                          {"script", f.script},
+                          {"cluster", *cluster},
+                          {"user", job.request.user},
+                          {"job_name", job.request.job_name},
+                          {"risk", f.risk},
+                          {"model", set ? nlohmann::json{{"version", set->version},
+                                                         {"trained_at", set->trained_at},
+                                                         {"jobs", set->jobs}}
+                                        : nlohmann::json(nullptr)},
+                          {"targets", targets},
+                          {"similar_jobs", similar},
+                          {"warnings", warnings},
+                          {"notes", notes}};
+    fmt::print("{}\n", out.dump(2));
+    return kExitOk;
+  }
+  fmt::print("{}: user {}, cluster {}, {}\n", f.script,
+             job.request.user.empty() ? "(unknown)" : job.request.user, *cluster,
+             set ? fmt::format("model version {} ({} jobs)", set->version,
+                               FormatThousands(static_cast<double>(set->jobs), 0))
+                 : std::string("no model"));
+  fmt::print("  {:<12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "", "p10", "p50", "p90",
+             "request", "too small", fmt::format("at {:.1f}%", 100 * f.risk));
+  fmt::print("{}", table);
+  if (!why_lines.empty()) {
+    fmt::print("why:\n");
+    for (const auto& l : why_lines) fmt::print("{}\n", l);
+  }
+  if (!similar_text.empty()) fmt::print("similar past jobs:\n{}", similar_text);
+  for (const auto& n : notes) fmt::print("note: {}\n", n.get<std::string>());
+  return kExitOk;
+}
+
+void AddPredict(CLI::App& app, Context& ctx, Action* action) {
+  auto* cmd = app.add_subcommand(
+      "predict",
+      "What a job script will really use: p10/p50/p90 per resource, the risk that "
+      "its request is too small, and the request to make instead");
+  auto f = std::make_shared<PredictFlags>();
+  cmd->add_option("script", f->script, "The batch script")->required();
+  cmd->add_option("sbatch_args", f->sbatch_args,
+                  "sbatch options after --, which override the script's #SBATCH lines");
+  cmd->add_option("--cluster", f->cluster, "The cluster (default: the store's only one)");
+  cmd->add_option("--user", f->user, "Whose job it is (default: the script's, else $USER)");
+  cmd->add_option("--account", f->account, "Account (overrides the script's)");
+  cmd->add_option("--partition", f->partition, "Partition (overrides the script's)");
+  cmd->add_option("--risk", f->risk,
+                  "Accepted probability that the suggested request is too small (default 0.01)")
+      ->check(CLI::Range(0.0001, 0.5));
+  cmd->add_option("--now", f->now, "Predict as of this Unix time (default: now)");
+  cmd->add_option("--prices", f->prices, "Price table, for GPU memory sizes (default: built in)");
+  cmd->add_flag("--json", f->json, "Print the rightsize.predict/v1 document");
+  cmd->callback(
+      [&ctx, action, f] { *action = [&ctx, f]() -> int { return RunPredict(ctx, *f); }; });
+}
+
 }  // namespace
 
-void AddModelCommands(CLI::App& app, Context& ctx, Action* action) { AddEval(app, ctx, action); }
+void AddModelCommands(CLI::App& app, Context& ctx, Action* action) {
+  AddTrain(app, ctx, action);
+  AddPredict(app, ctx, action);
+  AddEval(app, ctx, action);
+}
 
 }  // namespace rightsize::cli

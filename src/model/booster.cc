@@ -157,7 +157,7 @@ StatusOr<float> Booster::PredictOne(const float* x, size_t cols) const {
   RS_XGB(XGBoosterPredictFromDense(handle_, array.c_str(),
                                    R"({"type": 0, "training": false, "iteration_begin": 0,
                                       "iteration_end": 0, "strict_shape": false,
-                                      "missing": NaN})",
+                                      "missing": NaN, "cache_id": 0})",
                                    nullptr, &shape, &dim, &result),
          "predict");
   return result[0];

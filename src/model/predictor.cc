@@ -80,7 +80,10 @@ float QuantileGrid::Quantile(double p) const {
   double n = static_cast<double>(this->n);
   double adj = p >= 0.5 ? std::ceil((n + 1) * p) / n : std::floor((n + 1) * p) / n;
   adj = std::clamp(adj, 0.0, 1.0);
-  double pos = adj * static_cast<double>(q.size() - 1);
+  // The k-th smallest of n sits at (k - 1) / (n - 1) of the way along the grid.
+  double pos =
+      n > 1 ? std::clamp((adj * n - 1) / (n - 1), 0.0, 1.0) * static_cast<double>(q.size() - 1)
+            : 0.0;
   auto lo = static_cast<size_t>(pos);
   size_t hi = std::min(lo + 1, q.size() - 1);
   double f = pos - static_cast<double>(lo);

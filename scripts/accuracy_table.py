@@ -1,0 +1,556 @@
+#!/usr/bin/env python3
+"""Render docs/accuracy.md from the rightsize.eval/v1 documents that scripts/accuracy.sh wrote.
+
+Input: the manifest (one TSV line per replay: name, kind, source, cluster, format, retrain,
+json, status, seconds, message) and the JSON files it names. Every mark (✓/✗) in the output
+is computed here from those numbers; nothing is typed by hand. Standard library only.
+"""
+
+import argparse
+import csv
+import gzip
+import json
+import math
+import os
+import sys
+
+TARGET_ORDER = ["runtime", "peak_memory", "cpu_cores", "gpu_memory", "gpu_util"]
+TARGET_TITLE = {
+    "runtime": "Run time",
+    "peak_memory": "Peak memory",
+    "cpu_cores": "CPU cores used (CPU time / elapsed)",
+    "gpu_memory": "GPU memory",
+    "gpu_util": "GPU utilisation",
+}
+BASELINES = ["last2", "request", "user_mean", "vpa"]
+COVERAGE_TOLERANCE = 0.03  # coverage within ±3 points of its nominal level
+KILL_SIGMAS = 2.0  # a kill rate above risk + 2 binomial standard deviations is too high
+# SWF fields that, when one value fills every job, are placeholders rather than measurements,
+# and the target each would feed (see data/traces SOURCES.md: wagap's fields 6 and 7).
+SWF_USAGE_FIELDS = {5: ("average CPU time", "cpu_cores"), 6: ("used memory", None)}
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--manifest", required=True)
+    p.add_argument("--output", required=True)
+    p.add_argument("--command", default="scripts/accuracy.sh")
+    p.add_argument("--date", default="")
+    p.add_argument("--machine", default="")
+    p.add_argument("--version", default="")
+    p.add_argument("--commit", default="")
+    p.add_argument("--wall-seconds", type=float, default=0.0)
+    p.add_argument("--traces-dir", default="")
+    return p.parse_args()
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting
+
+
+def fmt_value(unit, v):
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "—"
+    if unit == "s":
+        return f"{v:,.0f} s ({v / 3600:.2f} h)"
+    if unit == "bytes":
+        return f"{v / 2**30:,.2f} GiB"
+    if unit == "%":
+        return f"{v:.1f} %"
+    return f"{v:,.2f}"
+
+
+def unit_label(unit):
+    return {"s": "seconds (hours)", "bytes": "GiB", "%": "percentage points",
+            "cores": "cores"}.get(unit, unit)
+
+
+def pct(v, digits=1):
+    return f"{100 * v:.{digits}f}%"
+
+
+def mark(ok):
+    return "✓" if ok else "✗"
+
+
+def bold_if(text, cond):
+    return f"**{text}**" if cond else text
+
+
+# ---------------------------------------------------------------------------------------------
+# Data
+
+
+def load_manifest(path):
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    for r in rows:
+        r["doc"] = None
+        if r["status"] == "ok" and r["json"]:
+            with open(r["json"], encoding="utf-8") as jf:
+                r["doc"] = json.load(jf)
+    return rows
+
+
+def swf_facts(path):
+    """What an SWF file holds, read from its lines: jobs, the share with a requested time, and
+    the usage fields that carry one value for every job (placeholders)."""
+    opener = gzip.open if path.endswith(".gz") else open
+    jobs = with_req_time = 0
+    values = {i: set() for i in SWF_USAGE_FIELDS}
+    known = {i: 0 for i in SWF_USAGE_FIELDS}
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if not line.strip() or line.lstrip().startswith(";"):
+                continue
+            fields = line.split()
+            if len(fields) < 18:
+                continue
+            jobs += 1
+            try:
+                if float(fields[8]) > 0:
+                    with_req_time += 1
+                for i in SWF_USAGE_FIELDS:
+                    if float(fields[i]) != -1:
+                        known[i] += 1
+                        if len(values[i]) < 2:
+                            values[i].add(fields[i])
+            except ValueError:
+                continue
+    placeholders = {}
+    for i, (label, target) in SWF_USAGE_FIELDS.items():
+        if known[i] >= 2 and len(values[i]) == 1:
+            placeholders[i] = (label, target, next(iter(values[i])))
+    return {"jobs": jobs, "with_req_time": with_req_time, "placeholders": placeholders}
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks
+
+
+def has_intervals(t):
+    """Whether any scored job got a model's interval (the rest fell back to last2)."""
+    return t.get("fallback_jobs", 0) < t["n"]
+
+
+def best_baseline(t, metric):
+    """(name, value) of the best baseline on `metric` (lowest MAE, highest AEA)."""
+    cands = [(b, x[metric]) for b, x in t["baselines"].items() if x.get("n", 0) > 0]
+    if not cands:
+        return None, None
+    if metric == "mae":
+        return min(cands, key=lambda c: c[1])
+    return max(cands, key=lambda c: c[1])
+
+
+def point_checks(t):
+    m = t["model"]
+    out = {}
+    b, v = best_baseline(t, "mae")
+    out["mae"] = None if b is None else (m["mae"] < v, b, (m["mae"] - v) / v if v else 0.0)
+    b, v = best_baseline(t, "aea")
+    out["aea"] = None if b is None else (m["aea"] > v, b, m["aea"] - v)
+    for level in (80, 95):
+        if not has_intervals(t):
+            out[f"c{level}"] = None
+        else:
+            c = m[f"coverage{level}"]
+            out[f"c{level}"] = (abs(c - level / 100) <= COVERAGE_TOLERANCE, c - level / 100)
+    return out
+
+
+def kill_limit(risk, jobs):
+    return risk + KILL_SIGMAS * math.sqrt(risk * (1 - risk) / max(jobs, 1))
+
+
+def curve_checks(t):
+    """Per risk: (saving beats last2, kill rate within risk). None without a model."""
+    if not t.get("saving_curve") or not has_intervals(t):
+        return None
+    rows = []
+    for c in t["saving_curve"]:
+        rows.append((c["model_saved"] > c["last2_saved"],
+                     c["model_killed"] <= kill_limit(c["risk"], c["jobs"]), c))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+
+
+class Doc:
+    def __init__(self):
+        self.lines = []
+
+    def add(self, *lines):
+        self.lines.extend(lines)
+
+    def table(self, header, rows, align=None):
+        self.add("| " + " | ".join(header) + " |")
+        align = align or ["---"] * len(header)
+        self.add("|" + "|".join(align) + "|")
+        for r in rows:
+            self.add("| " + " | ".join(str(c) for c in r) + " |")
+        self.add("")
+
+    def text(self):
+        return "\n".join(self.lines).rstrip() + "\n"
+
+
+def dataset_label(r):
+    return r["name"]
+
+
+def render(args, rows):
+    doc = Doc()
+    traces_facts = {}
+    for r in rows:
+        if r["kind"] == "trace" and os.path.exists(r["source"]):
+            traces_facts[r["source"]] = swf_facts(r["source"])
+
+    # Which replays are scored, which are left out and why (from the data, not a list).
+    scored, skipped = [], []
+    for r in rows:
+        if r["doc"] is None:
+            skipped.append((r, r["message"] or "the replay failed"))
+        elif r["kind"] == "trace" and "runtime" not in r["doc"]["targets"]:
+            skipped.append((r, "no run-time target: the trace has no requested time"))
+        else:
+            scored.append(r)
+
+    # Targets built from placeholder fields: shown, marked †, left out of the totals.
+    placeholder_of = {}
+    for r in scored:
+        facts = traces_facts.get(r["source"])
+        if not facts:
+            continue
+        for label, target, value in facts["placeholders"].values():
+            if target and target in r["doc"]["targets"]:
+                placeholder_of[(r["name"], target)] = (label, value)
+
+    n_replays = len(rows)
+    doc.add(
+        "# Prediction accuracy",
+        "",
+        "<!-- Generated by scripts/accuracy.sh and scripts/accuracy_table.py; edit those, "
+        "not this file. -->",
+        "",
+        "How close `rightsize`'s prediction of a job's use comes to what the job then used, "
+        "measured on public job traces and usage data by replaying each one in time order, "
+        "side by side with the simple predictors a site could use instead.",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| produced by | `{args.command}` |",
+        f"| date | {args.date} |",
+        f"| machine | {args.machine} |",
+        f"| rightsize | `{args.version}` (commit {args.commit}) |",
+        f"| replays | {n_replays} ({len(scored)} scored), "
+        f"{args.wall_seconds:.0f} s wall time in all ({args.wall_seconds / 60:.1f} min) |",
+        f"| documents | `build/accuracy/*.json` (`rightsize.eval/v1`), one per replay |",
+        "",
+    )
+
+    render_method(doc, rows)
+    render_summary(doc, scored, placeholder_of)
+    render_datasets(doc, rows, scored, skipped, traces_facts, args)
+    render_targets(doc, scored, placeholder_of)
+    render_curves(doc, scored, placeholder_of)
+    render_notes(doc, scored, placeholder_of)
+    return doc.text()
+
+
+def render_method(doc, rows):
+    trace_retrain = sorted({r["retrain"] for r in rows if r["kind"] == "trace"})
+    usage_retrain = sorted({r["retrain"] for r in rows if r["kind"] == "usage"})
+    doc.add(
+        "## Method",
+        "",
+        "Each dataset is replayed with `rightsize eval` (`--json`), which works only from the "
+        "past:",
+        "",
+        "- **Chronological replay.** Jobs are taken in submit order. The first half of the jobs "
+        "only trains (`--test-fraction 0.5`); the later half is scored. From the first scored "
+        "job on, the model is retrained on a fixed schedule of trace time, each time on the jobs "
+        "that had *ended* by then, and predicts the jobs submitted until the next retrain. The "
+        "baselines read the same history.",
+        f"- **Retrain schedule**, fixed before any result was seen and the same for every "
+        f"dataset of a kind: traces every {', '.join(trace_retrain) or '—'} (the eval's "
+        f"default); usage data every {', '.join(usage_retrain) or '—'}, because those files "
+        "span days (Alex, Fritz) to months (Emmy, Woody, Hábrók), not years. Not tuned per "
+        "dataset.",
+        "- **Usage data per cluster.** Each usage file is ingested into a store of its own and "
+        "each cluster in it is replayed alone (`eval --store --cluster C`): `eval --trace` on a "
+        "ClusterCockpit file would put both of its clusters (a GPU and a CPU cluster, or a "
+        "whole-node and a single-node one) under one cluster, mixing their histories.",
+        "- **rightsize** is the shipped predictor: the gradient-boosted trees blended with the "
+        "best baseline by a weight chosen on held-out past jobs. **trees** is the trees alone, "
+        "before that blend. Until a target has enough past jobs to train on, the shipped answer "
+        "is last2 (counted in *fallback* below).",
+        "- **Baselines**: *request* (what the job asked for; for GPU utilisation 100 %), "
+        "*user_mean* (mean of the user's past jobs), *last2* (Tsafrir et al. 2007: mean of the "
+        "user's last two finished jobs, capped at the request), *vpa* (Kubernetes VPA's "
+        "recommender: 90th percentile of the workload's history, decaying with a 24 h "
+        "half-life, plus 15 %; an upper bound by design, so its MAE is not a point "
+        "estimate's). A baseline without history falls back to the request.",
+        "- **Point scores** on the scored jobs: MAE (mean absolute error, in the target's "
+        "unit), AEA (mean of min(p, y)/max(p, y): 1 is perfect, higher is better), *under* "
+        "(share of jobs predicted below their use).",
+        "- **Intervals**: coverage80 and coverage95 are the shares of scored jobs whose use "
+        "fell inside rightsize's 80 % and 95 % intervals (jobs that fell back to last2 have no "
+        "interval and are not counted).",
+        "- **Saving curve**: at a risk r, each predictor suggests a request: rightsize its "
+        "(1 − r) quantile, each baseline its value times one margin learned on the past so "
+        "that a share r of past jobs would exceed it, never above the real request. *saved* is "
+        "the net resource-time freed as a share of what was requested (for run time, "
+        "time limit × cores; otherwise amount × elapsed): a job that fits frees request − "
+        "suggestion, a job whose use exceeds the suggestion counts as *killed* and loses the "
+        "suggestion it held. *killed* is the share of jobs killed.",
+        "",
+        "### The checks (computed from the JSON, not typed)",
+        "",
+        "- **MAE ✓** when rightsize's MAE is below every baseline's; **AEA ✓** when its AEA is "
+        "above every baseline's. A tie (rightsize answering exactly as a baseline) is ✗. The "
+        "summary gives the gap to the best baseline.",
+        f"- **cov80 ✓ / cov95 ✓** when coverage is within ±{100 * COVERAGE_TOLERANCE:.0f} "
+        "points of 80 % / 95 %; *n/a* when no scored job had a model.",
+        "- **saving ✓** at a risk when rightsize's *saved* is above last2's at that risk; the "
+        "summary counts the risks where it is.",
+        f"- **kills ✓** at a risk when rightsize's killed share is at most r + "
+        f"{KILL_SIGMAS:g}·√(r(1 − r)/jobs) (the risk, plus sampling noise): a saving bought "
+        "with more kills than the risk allows is not one a site could take.",
+        "- Rows marked † are built from placeholder fields (one value for every job) and are "
+        "left out of the totals.",
+        "",
+    )
+
+
+def summary_mae(c):
+    if c is None:
+        return "n/a"
+    ok, b, rel = c
+    return f"{mark(ok)} {100 * rel:+.1f}% vs {b}"
+
+
+def summary_aea(c):
+    if c is None:
+        return "n/a"
+    ok, b, diff = c
+    return f"{mark(ok)} {diff:+.3f} vs {b}"
+
+
+def summary_cov(c):
+    if c is None:
+        return "n/a"
+    ok, diff = c
+    return f"{mark(ok)} {100 * diff:+.1f} pts"
+
+
+def summary_curve(cc):
+    if cc is None:
+        return "n/a", "n/a"
+    beats = sum(1 for b, _, _ in cc if b)
+    within = sum(1 for _, k, _ in cc if k)
+    n = len(cc)
+    saving = f"{mark(beats == n)} {beats}/{n}"
+    if beats < n:
+        worst = min(cc, key=lambda x: x[2]["model_saved"] - x[2]["last2_saved"])[2]
+        saving += (f" (worst {100 * (worst['model_saved'] - worst['last2_saved']):+.1f} pts "
+                   f"at r = {pct(worst['risk'])})")
+    kills = f"{mark(within == n)} {within}/{n}"
+    if within < n:
+        worst = max(cc, key=lambda x: x[2]["model_killed"] - x[2]["risk"])[2]
+        kills += f" (worst {pct(worst['model_killed'])} at r = {pct(worst['risk'])})"
+    return saving, kills
+
+
+def render_summary(doc, scored, placeholder_of):
+    doc.add("## Summary", "")
+    rows = []
+    totals = {k: [0, 0] for k in ("mae", "aea", "c80", "c95", "saving", "kills")}
+    for target in TARGET_ORDER:
+        for r in scored:
+            t = r["doc"]["targets"].get(target)
+            if t is None:
+                continue
+            pc = point_checks(t)
+            cc = curve_checks(t)
+            saving, kills = summary_curve(cc)
+            dagger = (r["name"], target) in placeholder_of
+            rows.append([f"{r['name']}{' †' if dagger else ''}", target, f"{t['n']:,}",
+                         summary_mae(pc["mae"]), summary_aea(pc["aea"]), summary_cov(pc["c80"]),
+                         summary_cov(pc["c95"]), saving, kills])
+            if dagger:
+                continue
+            for k in ("mae", "aea", "c80", "c95"):
+                if pc[k] is not None:
+                    totals[k][1] += 1
+                    totals[k][0] += 1 if pc[k][0] else 0
+            if cc is not None:
+                totals["saving"][1] += 1
+                totals["saving"][0] += 1 if all(b for b, _, _ in cc) else 0
+                totals["kills"][1] += 1
+                totals["kills"][0] += 1 if all(k for _, k, _ in cc) else 0
+    doc.table(["dataset", "target", "scored", "MAE beats all", "AEA beats all", "cov80",
+               "cov95", "saving > last2", "kills ≤ risk"], rows)
+    doc.add("Totals (✓ / rows that have the check, † rows left out): " + ", ".join(
+        f"{label} {totals[k][0]}/{totals[k][1]}" for k, label in
+        (("mae", "MAE"), ("aea", "AEA"), ("c80", "cov80"), ("c95", "cov95"),
+         ("saving", "saving at every risk"), ("kills", "kills within risk at every risk"))) + ".",
+        "")
+
+
+def render_datasets(doc, rows, scored, skipped, traces_facts, args):
+    doc.add("## Datasets", "")
+    if args.traces_dir:
+        doc.add(f"Traces: every SWF file under `{args.traces_dir}` (see its SOURCES.md). "
+                "Usage data: `data/usage/` (see data/usage/SOURCES.md).", "")
+    table = []
+    for r in scored:
+        d = r["doc"]
+        facts = traces_facts.get(r["source"])
+        req = (f"{pct(facts['with_req_time'] / facts['jobs'], 0)}" if facts and facts["jobs"]
+               else "")
+        targets = ", ".join(t for t in TARGET_ORDER if t in d["targets"])
+        table.append([r["name"], r["kind"], f"`{r['source']}`",
+                      r["cluster"] if r["kind"] == "usage" else "—", f"{d['jobs']:,}",
+                      req or "—", r["retrain"], d["retrains"], targets, f"{float(r['seconds']):.1f}"])
+    doc.table(["dataset", "kind", "file", "cluster", "jobs", "with req. time", "retrain",
+               "retrains", "targets", "seconds"], table)
+    if skipped:
+        doc.add("Left out (found from the data, not from a list):", "")
+        for r, why in skipped:
+            facts = traces_facts.get(r["source"])
+            extra = ""
+            if facts and facts["jobs"]:
+                extra = (f" {facts['with_req_time']:,} of {facts['jobs']:,} jobs have a "
+                         "requested time.")
+            doc.add(f"- **{r['name']}** (`{r['source']}`): {why}.{extra}")
+        doc.add("")
+
+
+def render_targets(doc, scored, placeholder_of):
+    doc.add("## Accuracy per target", "",
+            "Scored jobs only. Each baseline cell is *MAE / AEA*; the best MAE and the best AEA "
+            "of each row are in bold. ✓/✗ on rightsize's MAE and AEA: better than every "
+            "baseline; on coverage: within ±3 points.", "")
+    for target in TARGET_ORDER:
+        present = [r for r in scored if target in r["doc"]["targets"]]
+        if not present:
+            continue
+        unit = present[0]["doc"]["targets"][target]["unit"]
+        baselines = [b for b in BASELINES
+                     if any(b in r["doc"]["targets"][target]["baselines"] for r in present)]
+        doc.add(f"### {TARGET_TITLE.get(target, target)} (`{target}`, MAE in {unit_label(unit)})",
+                "")
+        rows = []
+        for r in present:
+            t = r["doc"]["targets"][target]
+            m, l = t["model"], t["learned"]
+            pc = point_checks(t)
+            maes = [m["mae"], l["mae"]] + [x["mae"] for x in t["baselines"].values()]
+            aeas = [m["aea"], l["aea"]] + [x["aea"] for x in t["baselines"].values()]
+            best_mae, best_aea = min(maes), max(aeas)
+
+            def pair(x):
+                return (bold_if(fmt_value(unit, x["mae"]), x["mae"] == best_mae) + " / " +
+                        bold_if(f"{x['aea']:.3f}", x["aea"] == best_aea))
+
+            n = f"{t['n']:,}"
+            if t.get("fallback_jobs"):
+                n += f" ({t['fallback_jobs']:,} fallback)"
+            cov = []
+            for level in (80, 95):
+                c = pc[f"c{level}"]
+                cov.append("n/a" if c is None else f"{pct(m[f'coverage{level}'])} {mark(c[0])}")
+            mae_mark = "" if pc["mae"] is None else " " + mark(pc["mae"][0])
+            aea_mark = "" if pc["aea"] is None else " " + mark(pc["aea"][0])
+            dagger = " †" if (r["name"], target) in placeholder_of else ""
+            rows.append([f"{r['name']}{dagger}", n,
+                         bold_if(fmt_value(unit, m["mae"]), m["mae"] == best_mae) + mae_mark,
+                         bold_if(f"{m['aea']:.3f}", m["aea"] == best_aea) + aea_mark,
+                         pct(m["underestimation"]), pair(l)] +
+                        [pair(t["baselines"][b]) if b in t["baselines"] else "—"
+                         for b in baselines] + cov)
+        doc.table(["dataset", "scored", "rightsize MAE", "rightsize AEA", "under",
+                   "trees only"] + baselines + ["coverage80", "coverage95"], rows)
+
+
+def render_curves(doc, scored, placeholder_of):
+    doc.add("## Saving curves", "",
+            "Per risk r: *saved / killed* for each predictor (see Method). ✓/✗ after "
+            "rightsize's cell: saved more than last2 at that risk; the last column: killed "
+            "share within the risk plus sampling noise. Targets without a request to cut "
+            "(GPU utilisation, GPU memory without a known GPU size, jobs without a time limit) "
+            "have no curve.", "")
+    for target in TARGET_ORDER:
+        for r in scored:
+            t = r["doc"]["targets"].get(target)
+            if t is None or not t.get("saving_curve"):
+                continue
+            cc = curve_checks(t)
+            dagger = " †" if (r["name"], target) in placeholder_of else ""
+            baselines = [b for b in BASELINES if f"{b}_saved" in t["saving_curve"][0]]
+            doc.add(f"### {r['name']}{dagger}: {target}", "")
+            if cc is None:
+                doc.add("No scored job had a model (all fell back to last2, at the request), so "
+                        "the curve is all zeros: n/a.", "")
+                continue
+            rows = []
+            for beats, within, c in cc:
+                cells = [pct(c["risk"]), f"{c['jobs']:,}",
+                         f"{pct(c['model_saved'])} / {pct(c['model_killed'])} {mark(beats)}"]
+                cells += [f"{pct(c[b + '_saved'])} / {pct(c[b + '_killed'])}" for b in baselines]
+                limit = kill_limit(c["risk"], c["jobs"])
+                cells.append(f"{mark(within)} (limit {pct(limit)})")
+                rows.append(cells)
+            doc.table(["risk", "jobs", "rightsize"] + baselines + ["kills ≤ risk"], rows)
+
+
+def render_notes(doc, scored, placeholder_of):
+    notes = []
+    for (name, target), (label, value) in sorted(placeholder_of.items()):
+        notes.append(f"† **{name} {target}**: the SWF field *{label}* holds `{value}` for every "
+                     "job, a placeholder rather than a measurement, so this target is not "
+                     "real usage.")
+    for r in scored:
+        for target in TARGET_ORDER:
+            t = r["doc"]["targets"].get(target)
+            if t is None:
+                continue
+            if not has_intervals(t):
+                notes.append(f"**{r['name']} {target}**: no model was trained before or "
+                             f"during the scored part ({t['n']:,} jobs, all answered by last2), "
+                             "so coverage and the saving curve are n/a" +
+                             ("; the JSON reports coverage 0 there." if
+                              t["model"].get("coverage80") == 0 else "."))
+            elif t.get("fallback_jobs"):
+                notes.append(f"**{r['name']} {target}**: {t['fallback_jobs']:,} of "
+                             f"{t['n']:,} scored jobs came before the first model and were "
+                             "answered by last2.")
+            curve = t.get("saving_curve") or []
+            if len(curve) > 1 and has_intervals(t) and len(
+                    {(c["model_saved"], c["model_killed"]) for c in curve}) == 1:
+                notes.append(f"**{r['name']} {target}**: rightsize's saving curve is the same "
+                             "at every risk: with so few held-out calibration jobs, its conformal "
+                             "quantiles from 95 % to 99.5 % are all clamped to the largest "
+                             "calibration error.")
+    if notes:
+        doc.add("## Notes", "")
+        for n in notes:
+            doc.add(f"- {n}")
+        doc.add("")
+
+
+def main():
+    args = parse_args()
+    rows = load_manifest(args.manifest)
+    if not rows:
+        sys.exit("accuracy_table.py: the manifest lists no replay")
+    text = render(args, rows)
+    with open(args.output, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# `rightsize train`, `predict` and `eval` as a user runs them, on the bundled HPC2N trace.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh" "$@"
+TRACE=$SRCDIR/data/traces/HPC2N-excerpt-alea.swf.gz
+SCRIPTS=$TESTDIR/data/scripts
+run_rs ingest swf "$TRACE" --cluster hpc2n
+expect_eq "ingest the trace" "$RC" 0
+
+# Before any training: the baseline, labelled as such, not an error.
+run_rs predict "$SCRIPTS/mpi_job.sh" --user user8
+expect_eq "predict without a model exits 0" "$RC" 0
+expect_contains "says there is no model" "$OUT" "no model for cluster hpc2n yet"
+run_rs predict "$SCRIPTS/mpi_job.sh" --user user8 --json
+expect_eq "baseline source" "$(json_get "$OUT" 'd["targets"]["runtime"]["source"]')" "baseline:last2"
+expect_eq "no model in JSON" "$(json_get "$OUT" 'd["model"]')" "None"
+
+run_rs train
+expect_eq "train exits 0" "$RC" 0
+expect_contains "train names the version" "$OUT" "cluster hpc2n: model version 1 from 3,170 jobs"
+run_rs train --json
+expect_eq "retraining makes version 2" "$(json_get "$OUT" 'd["models"][0]["version"]')" 2
+expect_eq "runtime trained" "$(json_get "$OUT" 'd["models"][0]["targets"]["runtime"]["trained"]')" True
+
+run_rs predict "$SCRIPTS/mpi_job.sh" --user user8 --json
+expect_eq "predict exits 0" "$RC" 0
+expect_eq "model answers" "$(json_get "$OUT" 'd["targets"]["runtime"]["source"]')" model
+expect_eq "model version" "$(json_get "$OUT" 'd["model"]["version"]')" 2
+expect_eq "quantiles ordered, within the 12 h request" \
+  "$(json_get "$OUT" 'd["targets"]["runtime"]["p10"] <= d["targets"]["runtime"]["p50"] <= d["targets"]["runtime"]["p90"] <= 43200')" True
+expect_eq "request from the script" "$(json_get "$OUT" 'd["targets"]["runtime"]["request"]')" 43200.0
+expect_eq "a probability" "$(json_get "$OUT" '0 <= d["targets"]["runtime"]["prob_request_too_small"] <= 1')" True
+expect_eq "suggestion in whole minutes" "$(json_get "$OUT" 'd["targets"]["runtime"]["suggested_request"] % 60')" 0.0
+expect_eq "says why" "$(json_get "$OUT" 'len(d["targets"]["runtime"]["why"]) > 0')" True
+expect_eq "similar jobs are the user's" "$(json_get "$OUT" 'all(j["user"] == "user8" for j in d["similar_jobs"]) and len(d["similar_jobs"]) == 3')" True
+
+# sbatch options after -- override the script, as sbatch does.
+run_rs predict "$SCRIPTS/mpi_job.sh" --user user8 --json -- --time=30
+expect_eq "command-line --time overrides #SBATCH -t" "$(json_get "$OUT" 'd["targets"]["runtime"]["request"]')" 1800.0
+expect_eq "capped at the new request" "$(json_get "$OUT" 'd["targets"]["runtime"]["p90"] <= 1800')" True
+
+# A new user still gets an answer, and is told it is less certain.
+run_rs predict "$SCRIPTS/mpi_job.sh" --user nobody-here
+expect_eq "new user exits 0" "$RC" 0
+expect_contains "new user is told" "$OUT" "has no finished jobs"
+run_rs predict "$SCRIPTS/mpi_job.sh" --user nobody-here --json
+expect_eq "new user's history" "$(json_get "$OUT" 'd["targets"]["runtime"]["history"]')" none
+
+# Bad input: a binary file is a clear error; bad values are warnings with line numbers.
+run_rs predict "$SCRIPTS/binary.bin"
+expect_eq "binary script exits 2" "$RC" 2
+expect_contains "binary script named" "$ERR" "binary.bin"
+run_rs predict "$SCRIPTS/bad_values.sh" --user user8 --json
+expect_eq "bad values still predict" "$RC" 0
+expect_eq "warnings carry line numbers" "$(json_get "$OUT" 'all(w["line"] > 0 for w in d["warnings"]) and len(d["warnings"]) > 0')" True
+run_rs predict "$WORK/missing.sh"
+expect_eq "missing script exits non-zero" "$([ "$RC" -ne 0 ] && echo yes)" yes
+
+# eval: the replay prints the model beside every baseline.
+run_rs eval --trace "$TRACE" --retrain-every 14d --json
+expect_eq "eval exits 0" "$RC" 0
+for k in 'd["targets"]["runtime"]["model"]["mae"]' 'd["targets"]["runtime"]["model"]["coverage80"]' \
+         'd["targets"]["runtime"]["baselines"]["last2"]["aea"]' 'd["targets"]["runtime"]["baselines"]["request"]["underestimation"]' \
+         'd["targets"]["runtime"]["baselines"]["user_mean"]["mae"]' 'd["targets"]["runtime"]["saving_curve"][0]["last2_killed"]'; do
+  expect_eq "eval has $k" "$(json_get "$OUT" "$k is not None")" True
+done
+expect_eq "four kill risks" "$(json_get "$OUT" '[c["risk"] for c in d["targets"]["runtime"]["saving_curve"]]')" "[0.005, 0.01, 0.02, 0.05]"
+run_rs eval --store --retrain-every 14d
+expect_eq "eval --store exits 0" "$RC" 0
+expect_contains "text names the baselines" "$OUT" "last2"
+run_rs eval
+expect_eq "eval without input is a usage error" "$RC" 1
+run_rs eval --trace "$SCRIPTS/mpi_job.sh" --format swf
+expect_eq "eval of a non-trace exits 2" "$RC" 2
+finish
