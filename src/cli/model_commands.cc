@@ -55,10 +55,15 @@ StatusOr<std::vector<JobRecord>> LoadJobs(Store& store, const std::string& clust
   return jobs;
 }
 
-// The cluster to work on: the one given, else the store's only one.
+// The cluster to work on: the one given (which must have jobs), else the store's only one.
 StatusOr<std::string> PickCluster(Store& store, const std::string& given) {
-  if (!given.empty()) return given;
   RS_ASSIGN_OR_RETURN(auto clusters, store.Clusters());
+  if (!given.empty()) {
+    if (std::find(clusters.begin(), clusters.end(), given) != clusters.end()) return given;
+    return Status::NotFound(
+        fmt::format("no jobs of cluster {} (clusters with jobs: {})", given,
+                    clusters.empty() ? "none" : fmt::format("{}", fmt::join(clusters, ", "))));
+  }
   if (clusters.size() == 1) return clusters[0];
   if (clusters.empty()) {
     return Status::NotFound("the store has no jobs: ingest accounting first (rightsize ingest)");
@@ -70,7 +75,8 @@ StatusOr<std::string> PickCluster(Store& store, const std::string& given) {
 
 // A trace file read into a private in-memory store, for `eval --trace`.
 StatusOr<std::pair<std::vector<JobRecord>, ClusterContext>> LoadTrace(const std::string& path,
-                                                                      std::string format) {
+                                                                      std::string format,
+                                                                      const std::string& cluster) {
   if (format.empty() || format == "auto") {
     if (path.find(".swf") != std::string::npos) {
       format = "swf";
@@ -92,16 +98,16 @@ StatusOr<std::pair<std::vector<JobRecord>, ClusterContext>> LoadTrace(const std:
         fmt::format("--format: expected swf, sacct or clustercockpit, got {}", Quote(format)));
   }
   RS_ASSIGN_OR_RETURN(auto store, OpenStore(":memory:"));
-  IngestOptions options;
-  options.override_cluster = true;
+  IngestOptions options;  // records that name their cluster keep it (--cluster picks one)
   IngestStats stats;
   RS_RETURN_IF_ERROR(IngestFile(path, *parser, *store, "trace", options, &stats));
   if (stats.skipped > 0) {
     fmt::print(stderr, "{}: {} malformed lines skipped (first: {})\n", path, stats.skipped,
                stats.errors.empty() ? "" : stats.errors[0].ToString());
   }
-  RS_ASSIGN_OR_RETURN(auto jobs, LoadJobs(*store, "trace"));
-  return std::make_pair(std::move(jobs), ContextFor(*store, "trace"));
+  RS_ASSIGN_OR_RETURN(std::string picked, PickCluster(*store, cluster));
+  RS_ASSIGN_OR_RETURN(auto jobs, LoadJobs(*store, picked));
+  return std::make_pair(std::move(jobs), ContextFor(*store, picked));
 }
 
 std::string Pct(double v) { return fmt::format("{:.1f}%", 100 * v); }
@@ -129,10 +135,12 @@ void PrintEvalText(const std::string& what, const nlohmann::json& r) {
     row("rightsize", t["model"]);
     row("  trees only", t["learned"]);
     for (const auto& [b, m] : t["baselines"].items()) row(b, m);
-    fmt::print("  interval coverage: 80% -> {}, 95% -> {}; pinball loss {}\n",
-               Pct(t["model"]["coverage80"].get<double>()),
-               Pct(t["model"]["coverage95"].get<double>()),
-               fmt_v(t["model"]["pinball"].get<double>()));
+    if (!t["model"]["coverage80"].is_null()) {
+      fmt::print("  interval coverage: 80% -> {}, 95% -> {}; pinball loss {}\n",
+                 Pct(t["model"]["coverage80"].get<double>()),
+                 Pct(t["model"]["coverage95"].get<double>()),
+                 fmt_v(t["model"]["pinball"].get<double>()));
+    }
     if (!t["saving_curve"].empty()) {
       fmt::print("  saving curve (net share of requested resource-time freed / jobs killed):\n");
       fmt::print("  {:>6} {:>20} {:>20}\n", "risk", "rightsize", "last2");
@@ -166,7 +174,9 @@ void AddEval(CLI::App& app, Context& ctx, Action* action) {
   cmd->add_option("--format", f->format,
                   "Format of --trace: swf, sacct, clustercockpit (default: "
                   "from the file name)");
-  cmd->add_option("--cluster", f->cluster, "With --store: the cluster (default: the only one)");
+  cmd->add_option("--cluster", f->cluster,
+                  "The cluster to replay when the store or the trace holds several (default: "
+                  "the only one)");
   cmd->add_option("--retrain-every", f->every, "Retrain on this schedule of trace time (7d, 12h)");
   cmd->add_option("--test-fraction", f->test_fraction,
                   "Score the latest share of jobs; the earlier ones only train (default 0.5)")
@@ -186,7 +196,7 @@ void AddEval(CLI::App& app, Context& ctx, Action* action) {
       ClusterContext context;
       std::string what;
       if (!f->trace.empty()) {
-        auto loaded = LoadTrace(f->trace, f->format);
+        auto loaded = LoadTrace(f->trace, f->format, f->cluster);
         if (!loaded.ok()) return Fail(loaded.status());
         jobs = std::move(loaded->first);
         context = loaded->second;
@@ -490,12 +500,12 @@ int RunPredict(Context& ctx, const PredictFlags& f) {
       continue;
     }
     const TargetModel& m = it->second;
-    auto p = PredictTarget(m, row.data(), baselines, request);
+    auto p = PredictTarget(m, row.data(), baselines, history.Anchor(job, t), request);
     if (!p.ok()) return Fail(p.status());
     // Above the request the history holds only jobs stopped there (time limit, OOM kill), so
     // the upper tail is not known beyond it: never suggest more than twice the request, and
     // never more cores than asked for (too few cores slow a job down, they do not kill it).
-    double suggested = p->QuantileUncapped(1 - f.risk);
+    double suggested = p->Quantile(1 - f.risk);
     if (request) suggested = std::min(suggested, (t == Target::kCpuCores ? 1 : 2) * *request);
     suggested = RoundUp(t, suggested);
     if (request && suggested > *request) {
@@ -504,10 +514,14 @@ int RunPredict(Context& ctx, const PredictFlags& f) {
                                   FormatTargetValue(t, suggested)));
     }
     tj["source"] = "model";
-    tj["p10"] = p->Quantile(0.1);
+    // An unbounded quantile (too few held-out jobs to bound it) is null in JSON.
+    auto bound = [](double v) {
+      return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+    };
+    tj["p10"] = bound(std::max(0.0, p->Quantile(0.1)));
     tj["p50"] = p->point;
-    tj["p90"] = p->Quantile(0.9);
-    tj["suggested_request"] = suggested;
+    tj["p90"] = bound(p->Quantile(0.9));
+    tj["suggested_request"] = bound(suggested);
     tj["history"] = std::array<const char*, 3>{"none", "some", "much"}[p->group];
     if (p->group == 0) new_user = true;
     std::optional<double> too_small;
@@ -535,7 +549,8 @@ int RunPredict(Context& ctx, const PredictFlags& f) {
         line += fmt::format("{}{} ×{:.2f}", line.empty() ? "" : ", ", name, std::exp(contrib[c]));
       }
       if (!line.empty()) {
-        why_lines.push_back(fmt::format("  {}: from the last-two baseline, {}", NameOf(t), line));
+        why_lines.push_back(
+            fmt::format("  {}: from the user's last similar job, {}", NameOf(t), line));
       }
     }
     tj["why"] = std::move(why);

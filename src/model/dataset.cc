@@ -33,6 +33,7 @@ Dataset BuildDataset(std::vector<JobRecord>& jobs, const ClusterContext& cluster
     d.y[t].resize(n);
     d.req[t].resize(n);
     d.baseline[t].resize(n);
+    d.anchor[t].resize(n);
   }
   History history;
   // Jobs submitted but not yet ended, soonest end first.
@@ -57,6 +58,7 @@ Dataset BuildDataset(std::vector<JobRecord>& jobs, const ClusterContext& cluster
       d.y[ti][i] = y ? static_cast<float>(*y) : kNaN;
       d.req[ti][i] = r ? static_cast<float>(*r) : kNaN;
       d.baseline[ti][i] = history.Baselines(job, now, t);
+      d.anchor[ti][i] = history.Anchor(job, t);
     }
     if (job.end_time) pending.emplace(*job.end_time, i);
   }

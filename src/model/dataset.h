@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -25,8 +26,15 @@ struct Dataset {
   std::array<std::vector<float>, kNumTargets> y;    // NaN = not measured
   std::array<std::vector<float>, kNumTargets> req;  // NaN = no request known
   std::array<std::vector<std::array<float, kNumBaselines>>, kNumTargets> baseline;
+  std::array<std::vector<float>, kNumTargets> anchor;  // History::Anchor
   size_t rows() const { return submit.size(); }
   const float* row(size_t i) const { return x.data() + i * cols; }
+  // What a request of `t` is multiplied by to make resource-time: the job's cores for run
+  // time (core-seconds), its run time for the others (byte-seconds, core-seconds).
+  double Weight(size_t r, Target t) const {
+    if (t == Target::kRuntime) return cores[r];
+    return std::isfinite(elapsed[r]) ? elapsed[r] : 0.0;
+  }
   // How many rows have a value for `t`.
   size_t CountWithValue(Target t) const;
 };

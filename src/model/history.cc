@@ -76,7 +76,8 @@ std::vector<int> FeatureLayout::ColumnsFor(Target t) const {
 
 namespace {
 
-constexpr const char* kViewNames[] = {"user_request", "user_name", "user", "program"};
+constexpr const char* kViewNames[] = {"user_name_request", "user_request", "user_name", "user",
+                                      "program"};
 
 FeatureLayout MakeLayout() {
   FeatureLayout l;
@@ -129,6 +130,8 @@ History::History() {
 uint64_t History::Key(ViewKind kind, const JobRecord& job) {
   uint64_t h = 0xcbf29ce484222325ULL ^ static_cast<uint64_t>(kind);
   switch (kind) {
+    case kUserNameRequest:
+      return Fnv(Fnv(Fnv(h, job.request.user), job.request.job_name), RequestSignature(job));
     case kUserRequest:
       return Fnv(Fnv(h, job.request.user), RequestSignature(job));
     case kUserName:
@@ -282,6 +285,23 @@ void History::Features(const JobRecord& job, int64_t now, const ClusterContext& 
       if (shares > 0) out[start + 4] = share_sum / static_cast<float>(shares);
     }
   }
+}
+
+float History::Anchor(const JobRecord& job, Target t) const {
+  int ti = static_cast<int>(t);
+  for (ViewKind kind : {kUserNameRequest, kUserRequest, kUserName}) {
+    const View* v = Find(kind, job);
+    if (v == nullptr || v->n_target[ti] == 0) continue;
+    float last = std::numeric_limits<float>::quiet_NaN();
+    v->ForEachNewest([&](const Sample& s) {
+      if (std::isnan(s.y[ti])) return true;
+      last = s.y[ti];
+      return false;
+    });
+    auto req = TargetRequest(job, t);
+    return req ? std::min(last, static_cast<float>(*req)) : last;
+  }
+  return Baselines(job, 0, t)[static_cast<int>(Baseline::kLast2)];
 }
 
 std::array<float, kNumBaselines> History::Baselines(const JobRecord& job, int64_t now,

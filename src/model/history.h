@@ -3,9 +3,10 @@
 // The features of a job are computed from the jobs that had *finished* before it was
 // submitted, never later ones: in a chronological replay the caller adds each job when it
 // ends and asks for features when the next one is submitted; at prediction time the caller
-// adds what the store holds. Four views of the past are kept, from the most to the least
-// specific: the user's jobs with the same request, the user's jobs with the same name, all
-// the user's jobs, and every user's jobs of the same program (job name or executable).
+// adds what the store holds. Five views of the past are kept, from the most to the least
+// specific: the user's jobs with the same name and request, with the same request, with the
+// same name, all the user's jobs, and every user's jobs of the same program (job name or
+// executable).
 //
 // The baselines (request, per-user mean, Tsafrir's last two, VPA's decaying percentile) read
 // the same history, so they see exactly what the model sees. Not thread-safe.
@@ -60,6 +61,11 @@ class History {
   // Each baseline's prediction of `t` for `job` at `now`, NaN where it has nothing to say.
   std::array<float, kNumBaselines> Baselines(const JobRecord& job, int64_t now, Target t) const;
 
+  // Where the trees start from: the value of `t` in the user's last job of the most specific
+  // view that has one (same name and request, same request, same name), else the last-two
+  // baseline. Capped at the request; NaN when there is nothing at all.
+  float Anchor(const JobRecord& job, Target t) const;
+
   // The median of `t` over recent finished jobs: the baselines' last resort.
   float GlobalMedian(Target t) const { return global_median_[static_cast<int>(t)]; }
   void SetGlobalMedian(Target t, float v) { global_median_[static_cast<int>(t)] = v; }
@@ -84,8 +90,8 @@ class History {
     template <typename Fn>
     void ForEachNewest(Fn fn) const;
   };
-  enum ViewKind : int { kUserRequest = 0, kUserName, kUser, kProgram, kNumViews };
-  static constexpr size_t kRing[kNumViews] = {8, 8, 24, 8};
+  enum ViewKind : int { kUserNameRequest = 0, kUserRequest, kUserName, kUser, kProgram, kNumViews };
+  static constexpr size_t kRing[kNumViews] = {8, 8, 8, 24, 8};
 
   static uint64_t Key(ViewKind kind, const JobRecord& job);
   const View* Find(ViewKind kind, const JobRecord& job) const;

@@ -12,6 +12,7 @@ namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kBlendWeights[] = {1.0f, 0.75f, 0.5f, 0.25f, 0.0f};
+constexpr size_t kMinBlendJobs = 100;
 
 float LogOf(double v, Target t) {
   return static_cast<float>(std::log(std::max(v, InfoOf(t).floor)));
@@ -40,9 +41,8 @@ struct PointErrors {
 };
 
 // The log offset the trees' output is added to (TargetModel::default_offset).
-float Offset(const std::array<float, kNumBaselines>& base, Target t, float fallback) {
-  float b = base[static_cast<int>(Baseline::kLast2)];
-  return std::isfinite(b) && b > 0 ? LogOf(b, t) : fallback;
+float Offset(float anchor, Target t, float fallback) {
+  return std::isfinite(anchor) && anchor > 0 ? LogOf(anchor, t) : fallback;
 }
 
 double Cap(double v, float req) {
@@ -76,14 +76,14 @@ QuantileGrid QuantileGrid::From(std::vector<float> values, size_t points) {
 float QuantileGrid::Quantile(double p) const {
   if (q.empty()) return kNaN;
   // Split conformal prediction's finite-sample correction: with n scores, the ceil((n+1)p)-th
-  // smallest covers a new job with probability >= p (mirrored for the lower tail).
+  // smallest covers a new job with probability >= p (mirrored for the lower tail). When that
+  // rank is beyond the n scores, n jobs are too few to bound the tail: the bound is infinite.
   double n = static_cast<double>(this->n);
-  double adj = p >= 0.5 ? std::ceil((n + 1) * p) / n : std::floor((n + 1) * p) / n;
-  adj = std::clamp(adj, 0.0, 1.0);
+  double k = p >= 0.5 ? std::ceil((n + 1) * p) : std::floor((n + 1) * p);
+  if (k > n) return std::numeric_limits<float>::infinity();
+  if (k < 1) return -std::numeric_limits<float>::infinity();
   // The k-th smallest of n sits at (k - 1) / (n - 1) of the way along the grid.
-  double pos =
-      n > 1 ? std::clamp((adj * n - 1) / (n - 1), 0.0, 1.0) * static_cast<double>(q.size() - 1)
-            : 0.0;
+  double pos = n > 1 ? (k - 1) / (n - 1) * static_cast<double>(q.size() - 1) : 0.0;
   auto lo = static_cast<size_t>(pos);
   size_t hi = std::min(lo + 1, q.size() - 1);
   double f = pos - static_cast<double>(lo);
@@ -117,13 +117,26 @@ const QuantileGrid& TargetPrediction::Grid() const {
   return g.n >= kMinGroupScores ? g : model->scores;
 }
 
-double TargetPrediction::QuantileUncapped(double q) const {
+double TargetPrediction::Quantile(double q) const {
   return std::exp(log_point + Grid().Quantile(q));
 }
 
-double TargetPrediction::Quantile(double q) const {
-  double v = QuantileUncapped(q);
-  return request ? std::min(v, *request) : v;
+double TargetPrediction::Suggest(double risk) const {
+  if (!request) return Quantile(1 - risk);
+  // The strategy chosen for the nearest risk the model was tuned at.
+  const auto& with = model->suggest_with;
+  size_t i = 0;
+  for (size_t k = 0; k < kSuggestRisks.size() && k < with.size(); ++k) {
+    if (std::abs(std::log(kSuggestRisks[k] / risk)) < std::abs(std::log(kSuggestRisks[i] / risk)))
+      i = k;
+  }
+  double s = Quantile(1 - risk);
+  if (i < with.size() && with[i] >= 0) {
+    float bv = baselines[with[i]];
+    float q = model->baseline_log_ratio[with[i]].Quantile(1 - risk);
+    s = std::isfinite(bv) && bv > 0 && std::isfinite(q) ? bv * std::exp(q) : *request;
+  }
+  return std::isfinite(s) ? std::min(*request, s) : *request;
 }
 
 double TargetPrediction::ProbAtLeast(double amount) const {
@@ -161,7 +174,7 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
     m.default_offset = logs[n_tr / 2];
   }
   for (size_t k = 0; k < n_tr; ++k) {
-    labels[k] = LogOf(y[rows[k]], t) - Offset(base[rows[k]], t, m.default_offset);
+    labels[k] = LogOf(y[rows[k]], t) - Offset(d.anchor[ti][rows[k]], t, m.default_offset);
   }
   RS_ASSIGN_OR_RETURN(m.median, Booster::Train(x, m.columns.size(), labels, options.median));
 
@@ -170,7 +183,7 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
   Gather(d, rows, n_tr, n, m.columns, &x);
   RS_RETURN_IF_ERROR(m.median.Predict(x.data(), n_cal, m.columns.size(), &med_cal));
   for (size_t k = 0; k < n_cal; ++k)
-    med_cal[k] += Offset(base[rows[n_tr + k]], t, m.default_offset);
+    med_cal[k] += Offset(d.anchor[ti][rows[n_tr + k]], t, m.default_offset);
   const auto& req = d.req[ti];
 
   // The best baseline on the held-out jobs, then the blend weight.
@@ -208,7 +221,10 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
   // Blend only where the trees alone lose to the best baseline on the held-out jobs.
   PointErrors trees;
   for (size_t k = 0; k < n_cal; ++k) trees.Add(point(k, 1, 0), y[rows[n_tr + k]]);
-  bool trees_win = best_b < 0 || (trees.mae() <= best_b_mae && trees.aea() >= best_aea);
+  // A choice made on a handful of jobs is noise: below kMinBlendJobs held-out jobs the trees
+  // stand alone.
+  bool trees_win =
+      best_b < 0 || n_cal < kMinBlendJobs || (trees.mae() <= best_b_mae && trees.aea() >= best_aea);
   double best_score = std::numeric_limits<double>::infinity();
   for (float w : kBlendWeights) {
     if (trees_win && w < 1) break;
@@ -245,6 +261,39 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
     }
     m.baseline_log_ratio[static_cast<int>(b)] = QuantileGrid::From(std::move(ratios));
   }
+
+  // How to turn the distribution into a request at each kill risk: the model's own quantile,
+  // or a baseline times its margin, whichever freed the most resource-time (net of the jobs it
+  // would have killed) on the held-out jobs.
+  for (double risk : kSuggestRisks) {
+    std::array<double, kNumBaselines + 1> freed{};
+    for (size_t k = 0; k < n_cal; ++k) {
+      size_t r = rows[n_tr + k];
+      if (std::isnan(req[r])) continue;
+      double p = point(k, m.blend_weight, static_cast<int>(m.blend_baseline));
+      const QuantileGrid& g0 = m.group_scores[HistoryGroup(d.row(r), t)];
+      const QuantileGrid& g = g0.n >= kMinGroupScores ? g0 : m.scores;
+      for (int c = 0; c <= kNumBaselines; ++c) {
+        double sug = req[r];
+        if (c == 0) {
+          float q = g.Quantile(1 - risk);
+          if (std::isfinite(q)) sug = p * std::exp(q);
+        } else {
+          float bv = base[r][c - 1];
+          float q = m.baseline_log_ratio[c - 1].Quantile(1 - risk);
+          if (std::isfinite(bv) && bv > 0 && std::isfinite(q)) sug = bv * std::exp(q);
+        }
+        sug = std::min<double>(sug, req[r]);
+        double w = d.Weight(r, t);
+        freed[c] += (y[r] > sug && sug < req[r]) ? -sug * w : (req[r] - sug) * w;
+      }
+    }
+    int best = 0;
+    for (int c = 1; c <= kNumBaselines; ++c) {
+      if (freed[c] > freed[best]) best = c;
+    }
+    m.suggest_with.push_back(best - 1);
+  }
   m.trained_rows = static_cast<int64_t>(n_tr);
   m.calibration_rows = static_cast<int64_t>(n_cal);
   return m;
@@ -253,13 +302,14 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
 namespace {
 
 TargetPrediction Finish(const TargetModel& m, float med, int group,
-                        const std::array<float, kNumBaselines>& baselines,
+                        const std::array<float, kNumBaselines>& baselines, float anchor,
                         std::optional<double> request) {
   TargetPrediction p;
   p.target = m.target;
   p.model = &m;
   p.request = request;
-  med += Offset(baselines, m.target, m.default_offset);
+  p.baselines = baselines;
+  med += Offset(anchor, m.target, m.default_offset);
   p.learned = std::exp(static_cast<double>(med));
   double lp = med;
   float bv = baselines[static_cast<int>(m.blend_baseline)];
@@ -280,12 +330,12 @@ TargetPrediction Finish(const TargetModel& m, float med, int group,
 
 StatusOr<TargetPrediction> PredictTarget(const TargetModel& m, const float* features,
                                          const std::array<float, kNumBaselines>& baselines,
-                                         std::optional<double> request) {
+                                         float anchor, std::optional<double> request) {
   float row[512];
   if (m.columns.size() > 512) return Status::Internal("too many feature columns");
   for (size_t k = 0; k < m.columns.size(); ++k) row[k] = features[m.columns[k]];
   RS_ASSIGN_OR_RETURN(float med, m.median.PredictOne(row, m.columns.size()));
-  return Finish(m, med, HistoryGroup(features, m.target), baselines, request);
+  return Finish(m, med, HistoryGroup(features, m.target), baselines, anchor, request);
 }
 
 Status PredictTargetRows(const TargetModel& m, const Dataset& d, const std::vector<size_t>& rows,
@@ -300,7 +350,7 @@ Status PredictTargetRows(const TargetModel& m, const Dataset& d, const std::vect
   for (size_t k = 0; k < rows.size(); ++k) {
     float r = d.req[ti][rows[k]];
     out->push_back(Finish(m, med[k], HistoryGroup(d.row(rows[k]), m.target),
-                          d.baseline[ti][rows[k]],
+                          d.baseline[ti][rows[k]], d.anchor[ti][rows[k]],
                           std::isnan(r) ? std::nullopt : std::optional<double>(r)));
   }
   return Status::Ok();
@@ -342,6 +392,7 @@ std::string ModelSet::Serialize() const {
     tj["group_scores"] = {GridJson(m.group_scores[0]), GridJson(m.group_scores[1]),
                           GridJson(m.group_scores[2])};
     tj["default_offset"] = m.default_offset;
+    tj["suggest_with"] = m.suggest_with;
     tj["blend_weight"] = m.blend_weight;
     tj["blend_baseline"] = NameOf(m.blend_baseline);
     nlohmann::json ratios = nlohmann::json::object();
@@ -392,6 +443,7 @@ StatusOr<ModelSet> ModelSet::Deserialize(const std::string& bytes) {
       m.scores = GridFrom(tj.at("scores"));
       for (int g = 0; g < 3; ++g) m.group_scores[g] = GridFrom(tj.at("group_scores").at(g));
       m.default_offset = tj.at("default_offset").get<float>();
+      m.suggest_with = tj.at("suggest_with").get<std::vector<int>>();
       m.blend_weight = tj.at("blend_weight").get<float>();
       std::string bb = tj.at("blend_baseline").get<std::string>();
       for (Baseline b : kAllBaselines) {

@@ -1,7 +1,8 @@
 // Predictor: per-target models that give a whole distribution, not just a number.
 //
 // For each target a TargetModel holds
-//   - a point model: gradient-boosted trees on log(value), starting from the last-two baseline,
+//   - a point model: gradient-boosted trees on log(value), starting from the user's last job of
+//     the same kind,
 //     with an objective that rewards predictions within a factor of the truth (docs/model.md);
 //   - conformal calibration: the errors log(actual) - log(point) of the most recent jobs, which
 //     were held out of training, kept apart by how much history the user has (none, a little,
@@ -48,20 +49,24 @@ struct TrainOptions {
 struct QuantileGrid {
   std::vector<float> q;  // sorted; q[i] is the (i / (size-1))-th quantile
   static QuantileGrid From(std::vector<float> values, size_t points = 2001);
-  // The conformal quantile: the ceil((n+1)·p)-th of n values, interpolated on the grid.
+  // The conformal quantile: the ceil((n+1)·p)-th of n values, interpolated on the grid;
+  // +infinity (-infinity) when n is too small to bound that upper (lower) tail.
   float Quantile(double p) const;
   // The share of values >= x.
   double ShareAtLeast(float x) const;
   int64_t n = 0;  // how many values the grid summarises
 };
 
+// The kill risks at which TargetModel::suggest_with is chosen.
+inline constexpr std::array<double, 6> kSuggestRisks = {0.0025, 0.005, 0.01, 0.02, 0.05, 0.1};
+
 struct TargetModel {
   Target target = Target::kRuntime;
   std::vector<int> columns;  // the feature columns the boosters read
   Booster median;
-  // The trees learn log(value) - log(offset), the offset being the last-two baseline (the
-  // request until the user has two jobs): where a user repeats the same work the residual is
-  // 0, and a leaf whose median residual is 0 keeps those predictions exact.
+  // The trees learn log(value) - log(anchor), the anchor being the user's last job of the
+  // same kind (History::Anchor): where a user repeats the same work the residual is 0, and
+  // the near-miss objective leaves such predictions exact.
   float default_offset = 0;  // log value for rows without a baseline
   // Calibrated log errors per history group (HistoryGroup), and all together for a group
   // with too few held-out jobs of its own.
@@ -72,6 +77,10 @@ struct TargetModel {
   // Per baseline: log(actual / baseline) over the training window, to turn a baseline into a
   // request at a given risk (a single global margin, tuned on the past only).
   std::array<QuantileGrid, kNumBaselines> baseline_log_ratio;
+  // Per kSuggestRisks entry, how a request at that risk is made: -1 = the model's quantile,
+  // else the baseline (a Baseline) times its margin, whichever freed the most resource-time on
+  // the held-out jobs.
+  std::vector<int> suggest_with;
   int64_t trained_rows = 0, calibration_rows = 0;
   double calibration_mae = 0, calibration_baseline_mae = 0;
 };
@@ -84,13 +93,16 @@ struct TargetPrediction {
   double log_point = 0;
   int group = 0;
   std::optional<double> request;
+  std::array<float, kNumBaselines> baselines{};
   const TargetModel* model = nullptr;
-  // The value not exceeded with probability q (capped at the request: a job cannot use more
-  // than it holds, its limit stops it there).
+  // The value not exceeded with probability q. Not capped at the request: where a cluster
+  // lets jobs overrun their limits, the held-out errors say so and the quantiles follow.
   double Quantile(double q) const;
-  double QuantileUncapped(double q) const;
   // The calibrated errors this prediction draws its quantiles from.
   const QuantileGrid& Grid() const;
+  // The request to make at kill risk `risk`, never above the request (the request when no
+  // cut is safe enough); without a request, the (1 - risk) quantile.
+  double Suggest(double risk) const;
   // The probability that the job needs at least `amount`.
   double ProbAtLeast(double amount) const;
 };
@@ -104,11 +116,11 @@ int HistoryGroup(const float* features, Target t);
 StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t> rows,
                                   const TrainOptions& options);
 
-// Predicts row `features` (Layout().cols() values) with `m`; `baselines` are that job's
-// baseline predictions of the target.
+// Predicts row `features` (Layout().cols() values) with `m`; `baselines` and `anchor` are
+// that job's baseline predictions and History::Anchor of the target.
 StatusOr<TargetPrediction> PredictTarget(const TargetModel& m, const float* features,
                                          const std::array<float, kNumBaselines>& baselines,
-                                         std::optional<double> request);
+                                         float anchor, std::optional<double> request);
 // Many rows at once (the replay).
 Status PredictTargetRows(const TargetModel& m, const Dataset& d, const std::vector<size_t>& rows,
                          std::vector<TargetPrediction>* out);

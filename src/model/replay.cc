@@ -61,13 +61,6 @@ double Pinball(double y, double pred, double q) {
   return y >= pred ? q * (y - pred) : (1 - q) * (pred - y);
 }
 
-// The resource-time weight of one job for target t: what the request is multiplied by.
-double Weight(const Dataset& d, size_t r, Target t) {
-  if (t == Target::kRuntime) return d.cores[r];
-  float e = d.elapsed[r];
-  return std::isfinite(e) ? e : 0.0;
-}
-
 struct TargetEval {
   Target t;
   std::vector<size_t> rows;  // scored rows of this target
@@ -162,7 +155,7 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
         const auto& base = d.baseline[ti][r];
         for (Baseline b : kAllBaselines)
           e.baseline[static_cast<int>(b)].Add(base[static_cast<int>(b)], y);
-        double w = Weight(d, r, e.t);
+        double w = d.Weight(r, e.t);
         if (!model.ok()) {
           // No model yet: the shipped answer is the last-two baseline, at the request.
           ++e.fallback_rows;
@@ -188,7 +181,7 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
         if (std::isnan(req)) continue;
         for (size_t i = 0; i < nrisks; ++i) {
           double risk = options.risks[i];
-          e.model_saving[i].Add(req, p.QuantileUncapped(1 - risk), y, w);
+          e.model_saving[i].Add(req, p.Suggest(risk), y, w);
           for (Baseline b : kAllBaselines) {
             int bi = static_cast<int>(b);
             float bv = base[bi];
@@ -217,10 +210,14 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
     tj["models_trained"] = e.models_trained;
     tj["fallback_jobs"] = e.fallback_rows;
     nlohmann::json m = e.model.Json();
-    double in = std::max<double>(1, static_cast<double>(e.interval_n));
-    m["pinball"] = e.pinball / in;
-    m["coverage80"] = static_cast<double>(e.covered80) / in;
-    m["coverage95"] = static_cast<double>(e.covered95) / in;
+    double in = static_cast<double>(e.interval_n);
+    // No scored job had a model: there were no intervals to measure.
+    auto share = [&](double v) {
+      return in > 0 ? nlohmann::json(v / in) : nlohmann::json(nullptr);
+    };
+    m["pinball"] = share(e.pinball);
+    m["coverage80"] = share(static_cast<double>(e.covered80));
+    m["coverage95"] = share(static_cast<double>(e.covered95));
     tj["model"] = std::move(m);
     tj["learned"] = e.learned.Json();
     nlohmann::json bj = nlohmann::json::object();

@@ -46,6 +46,8 @@ TEST(HistoryTest, FeaturesSeeOnlyJobsThatEndedBeforeTheSubmit) {
   ASSERT_EQ(d.rows(), 3u);
   const float* third = d.row(2);
   EXPECT_FLOAT_EQ(third[Column("runtime.user_last")], std::log(100.0f));
+  // The trees start from the user's last job of the same name and request.
+  EXPECT_FLOAT_EQ(d.anchor[static_cast<int>(Target::kRuntime)][2], 100.0f);
   EXPECT_FLOAT_EQ(third[Column("user_jobs")], std::log1p(1.0f));
   // The first job had no past at all.
   EXPECT_TRUE(std::isnan(d.row(0)[Column("runtime.user_last")]));
@@ -86,7 +88,10 @@ TEST(QuantileGridTest, ConformalQuantileCoversWhatItClaims) {
   QuantileGrid g = QuantileGrid::From(v);
   // ceil((99 + 1) * 0.9) = 90: the 90th smallest of 99.
   EXPECT_FLOAT_EQ(g.Quantile(0.9), 90.0f);
-  EXPECT_FLOAT_EQ(g.Quantile(1.0), 99.0f);
+  EXPECT_FLOAT_EQ(g.Quantile(0.99), 99.0f);
+  // 99 values cannot bound the 99.5th percentile: the bound is infinite, not the largest value.
+  EXPECT_TRUE(std::isinf(g.Quantile(0.995)));
+  EXPECT_TRUE(std::isinf(g.Quantile(0.001)));
   EXPECT_NEAR(g.ShareAtLeast(90.0f), 10.0 / 99, 1e-9);
 }
 
@@ -150,7 +155,7 @@ TEST(ModelSetTest, AStoredModelPredictsWhatTheTrainedOneDid) {
   set.cluster = "c";
   set.targets.emplace(Target::kRuntime, std::move(*m));
   const TargetModel& trained = set.targets.at(Target::kRuntime);
-  auto before = PredictTarget(trained, d.row(2999), d.baseline[0][2999], 7200.0);
+  auto before = PredictTarget(trained, d.row(2999), d.baseline[0][2999], d.anchor[0][2999], 7200.0);
   ASSERT_TRUE(before.ok());
 
   auto store = OpenStore(":memory:");
@@ -166,14 +171,14 @@ TEST(ModelSetTest, AStoredModelPredictsWhatTheTrainedOneDid) {
   EXPECT_FALSE((*store)->GetModel("other", 0).ok());
   auto loaded = ModelSet::Deserialize(stored->blob);
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
-  auto after =
-      PredictTarget(loaded->targets.at(Target::kRuntime), d.row(2999), d.baseline[0][2999], 7200.0);
+  auto after = PredictTarget(loaded->targets.at(Target::kRuntime), d.row(2999), d.baseline[0][2999],
+                             d.anchor[0][2999], 7200.0);
   ASSERT_TRUE(after.ok());
   EXPECT_DOUBLE_EQ(before->point, after->point);
   EXPECT_DOUBLE_EQ(before->Quantile(0.9), after->Quantile(0.9));
   EXPECT_LE(after->Quantile(0.1), after->point);
   EXPECT_LE(after->point, after->Quantile(0.9));
-  EXPECT_LE(after->Quantile(0.9), 7200.0);  // never above the request it is capped at
+  EXPECT_LE(after->point, 7200.0);  // the point never exceeds the request
 
   // Bytes that are not a model are refused with a message, not a crash.
   EXPECT_FALSE(ModelSet::Deserialize("not a model").ok());
