@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all build deps demo test bench format lint clean
+.PHONY: all build deps demo test bench accuracy format lint clean
 
 all: build
 
@@ -29,6 +29,12 @@ test: deps
 bench: deps
 	@$(MAKE) --no-print-directory build
 	@bash bench/run.sh $(BUILD)
+
+# Replays every public trace and usage file with `rightsize eval` (build/accuracy/*.json) and
+# writes docs/accuracy.md. TRACES=dir overrides the traces folder.
+accuracy: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target rightsize
+	@RS=$(BUILD)/rightsize OUT=$(BUILD)/accuracy bash scripts/accuracy.sh $(TRACES)
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

@@ -44,6 +44,9 @@ command -v python3 >/dev/null || { echo "accuracy.sh: error: python3 is needed" 
 
 rm -rf "$OUT"
 mkdir -p "$OUT"
+# Every replay runs the same binary, even if the tree is rebuilt while this script runs.
+cp "$RS" "$OUT/rightsize"
+RS=$OUT/rightsize
 MANIFEST=$OUT/manifest.tsv
 printf 'name\tkind\tsource\tcluster\tformat\tretrain\tjson\tstatus\tseconds\tmessage\n' >"$MANIFEST"
 START=$(date +%s.%N)
@@ -60,7 +63,7 @@ run_eval() {
   shift 7
   STEP=$((STEP + 1))
   local base json err t0 rc=0 status=ok message=
-  base=$(printf '%02d-%s' "$STEP" "$(echo "$name" | tr -c 'A-Za-z0-9_.-' '_')")
+  base=$(printf '%02d-%s' "$STEP" "$(printf '%s' "$name" | tr -c 'A-Za-z0-9_.-' '_')")
   json=$OUT/$base.json
   err=$OUT/$base.stderr
   printf '[%2d] eval %-34s ' "$STEP" "$name"
@@ -173,7 +176,7 @@ if [[ $COMMIT != unknown ]] && ! git diff --quiet HEAD -- src 2>/dev/null; then
 fi
 CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
 python3 scripts/accuracy_table.py --manifest "$MANIFEST" --output "$DOC" \
-  --command "scripts/accuracy.sh${1:+ $1} (make accuracy)" \
+  --command "scripts/accuracy.sh${1:+ $1}" \
   --date "$(date -u '+%Y-%m-%d %H:%M UTC')" \
   --machine "$(nproc) CPUs${CPU:+ ($CPU)}, $(uname -srm)" \
   --version "$VERSION" --commit "$COMMIT" --wall-seconds "$WALL" \

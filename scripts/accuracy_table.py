@@ -25,6 +25,9 @@ TARGET_TITLE = {
 BASELINES = ["last2", "request", "user_mean", "vpa"]
 COVERAGE_TOLERANCE = 0.03  # coverage within ±3 points of its nominal level
 KILL_SIGMAS = 2.0  # a kill rate above risk + 2 binomial standard deviations is too high
+# rightsize answering exactly as a baseline (blend weight 0) differs from it only by float
+# rounding; a relative gap this small is a tie, not a win.
+TIE = 1e-6
 # SWF fields that, when one value fills every job, are placeholders rather than measurements,
 # and the target each would feed (see data/traces SOURCES.md: wagap's fields 6 and 7).
 SWF_USAGE_FIELDS = {5: ("average CPU time", "cpu_cores"), 6: ("used memory", None)}
@@ -133,6 +136,13 @@ def has_intervals(t):
     return t.get("fallback_jobs", 0) < t["n"]
 
 
+def better(a, b, higher_is_better):
+    """a strictly better than b, ties within TIE (relative) not counted."""
+    if abs(a - b) <= TIE * max(abs(a), abs(b)):
+        return False
+    return a > b if higher_is_better else a < b
+
+
 def best_baseline(t, metric):
     """(name, value) of the best baseline on `metric` (lowest MAE, highest AEA)."""
     cands = [(b, x[metric]) for b, x in t["baselines"].items() if x.get("n", 0) > 0]
@@ -147,9 +157,10 @@ def point_checks(t):
     m = t["model"]
     out = {}
     b, v = best_baseline(t, "mae")
-    out["mae"] = None if b is None else (m["mae"] < v, b, (m["mae"] - v) / v if v else 0.0)
+    out["mae"] = None if b is None else (better(m["mae"], v, False), b,
+                                         (m["mae"] - v) / v if v else 0.0)
     b, v = best_baseline(t, "aea")
-    out["aea"] = None if b is None else (m["aea"] > v, b, m["aea"] - v)
+    out["aea"] = None if b is None else (better(m["aea"], v, True), b, m["aea"] - v)
     for level in (80, 95):
         if not has_intervals(t):
             out[f"c{level}"] = None
@@ -169,7 +180,7 @@ def curve_checks(t):
         return None
     rows = []
     for c in t["saving_curve"]:
-        rows.append((c["model_saved"] > c["last2_saved"],
+        rows.append((better(c["model_saved"], c["last2_saved"], True),
                      c["model_killed"] <= kill_limit(c["risk"], c["jobs"]), c))
     return rows
 
@@ -241,7 +252,7 @@ def render(args, rows):
         "",
         "| | |",
         "|---|---|",
-        f"| produced by | `{args.command}` |",
+        f"| produced by | `{args.command}` (what `make accuracy` runs after building) |",
         f"| date | {args.date} |",
         f"| machine | {args.machine} |",
         f"| rightsize | `{args.version}` (commit {args.commit}) |",
@@ -277,8 +288,8 @@ def render_method(doc, rows):
         f"- **Retrain schedule**, fixed before any result was seen and the same for every "
         f"dataset of a kind: traces every {', '.join(trace_retrain) or '—'} (the eval's "
         f"default); usage data every {', '.join(usage_retrain) or '—'}, because those files "
-        "span days (Alex, Fritz) to months (Emmy, Woody, Hábrók), not years. Not tuned per "
-        "dataset.",
+        "hold hundreds to a few thousand jobs over days to months, where a weekly schedule "
+        "would retrain a few times or not at all. Not tuned per dataset.",
         "- **Usage data per cluster.** Each usage file is ingested into a store of its own and "
         "each cluster in it is replayed alone (`eval --store --cluster C`): `eval --trace` on a "
         "ClusterCockpit file would put both of its clusters (a GPU and a CPU cluster, or a "
@@ -310,11 +321,12 @@ def render_method(doc, rows):
         "### The checks (computed from the JSON, not typed)",
         "",
         "- **MAE ✓** when rightsize's MAE is below every baseline's; **AEA ✓** when its AEA is "
-        "above every baseline's. A tie (rightsize answering exactly as a baseline) is ✗. The "
-        "summary gives the gap to the best baseline.",
+        "above every baseline's. A tie (rightsize answering exactly as a baseline, equal within "
+        "a relative 1e-6) is ✗. The summary gives the gap to the best baseline.",
         f"- **cov80 ✓ / cov95 ✓** when coverage is within ±{100 * COVERAGE_TOLERANCE:.0f} "
         "points of 80 % / 95 %; *n/a* when no scored job had a model.",
-        "- **saving ✓** at a risk when rightsize's *saved* is above last2's at that risk; the "
+        "- **saving ✓** at a risk when rightsize's *saved* is above last2's at that risk (a tie "
+        "is ✗); the "
         "summary counts the risks where it is.",
         f"- **kills ✓** at a risk when rightsize's killed share is at most r + "
         f"{KILL_SIGMAS:g}·√(r(1 − r)/jobs) (the risk, plus sampling noise): a saving bought "
@@ -329,14 +341,20 @@ def summary_mae(c):
     if c is None:
         return "n/a"
     ok, b, rel = c
-    return f"{mark(ok)} {100 * rel:+.1f}% vs {b}"
+    if abs(rel) <= TIE:
+        return f"{mark(ok)} tie with {b}"
+    digits = 1 if abs(rel) >= 0.001 else 3
+    return f"{mark(ok)} {100 * rel:+.{digits}f}% vs {b}"
 
 
 def summary_aea(c):
     if c is None:
         return "n/a"
     ok, b, diff = c
-    return f"{mark(ok)} {diff:+.3f} vs {b}"
+    if abs(diff) <= TIE:
+        return f"{mark(ok)} tie with {b}"
+    digits = 3 if abs(diff) >= 0.001 else 5
+    return f"{mark(ok)} {diff:+.{digits}f} vs {b}"
 
 
 def summary_cov(c):
@@ -355,8 +373,9 @@ def summary_curve(cc):
     saving = f"{mark(beats == n)} {beats}/{n}"
     if beats < n:
         worst = min(cc, key=lambda x: x[2]["model_saved"] - x[2]["last2_saved"])[2]
-        saving += (f" (worst {100 * (worst['model_saved'] - worst['last2_saved']):+.1f} pts "
-                   f"at r = {pct(worst['risk'])})")
+        gap = worst["model_saved"] - worst["last2_saved"]
+        saving += (" (tied with last2)" if gap == 0 else
+                   f" (worst {100 * gap:+.1f} pts at r = {pct(worst['risk'])})")
     kills = f"{mark(within == n)} {within}/{n}"
     if within < n:
         worst = max(cc, key=lambda x: x[2]["model_killed"] - x[2]["risk"])[2]
@@ -508,7 +527,7 @@ def render_curves(doc, scored, placeholder_of):
 
 
 def render_notes(doc, scored, placeholder_of):
-    notes = []
+    notes, small = [], []
     for (name, target), (label, value) in sorted(placeholder_of.items()):
         notes.append(f"† **{name} {target}**: the SWF field *{label}* holds `{value}` for every "
                      "job, a placeholder rather than a measurement, so this target is not "
@@ -531,10 +550,23 @@ def render_notes(doc, scored, placeholder_of):
             curve = t.get("saving_curve") or []
             if len(curve) > 1 and has_intervals(t) and len(
                     {(c["model_saved"], c["model_killed"]) for c in curve}) == 1:
-                notes.append(f"**{r['name']} {target}**: rightsize's saving curve is the same "
-                             "at every risk: with so few held-out calibration jobs, its conformal "
-                             "quantiles from 95 % to 99.5 % are all clamped to the largest "
-                             "calibration error.")
+                if curve[0]["model_saved"] == 0 and curve[0]["model_killed"] == 0:
+                    notes.append(f"**{r['name']} {target}**: rightsize never suggested less "
+                                 "than the request at any of these risks (saved 0, killed 0).")
+                else:
+                    notes.append(
+                        f"**{r['name']} {target}**: rightsize's suggestion is the same at every "
+                        "risk, as happens when its calibration set holds fewer than 39 jobs: "
+                        "the conformal quantiles from 95 % to 99.5 % are then all the largest "
+                        "calibration error, whatever the risk.")
+            if has_intervals(t):
+                noise = 2 * math.sqrt(0.8 * 0.2 / max(t["n"] - t.get("fallback_jobs", 0), 1))
+                if noise > COVERAGE_TOLERANCE:
+                    small.append(f"{r['name']} {target} (±{100 * noise:.1f})")
+    if small:
+        notes.append("Small samples: coverage80 is judged at ±3 points everywhere, but on "
+                     "these rows sampling noise alone is larger (2 standard deviations, in "
+                     "points): " + ", ".join(small) + ".")
     if notes:
         doc.add("## Notes", "")
         for n in notes:

@@ -17,4 +17,10 @@ echo
 echo "== rightsize job 995 (one job's card)"
 "$RS" --db "$DB" job 995
 echo
+echo "== rightsize train (prediction models from the same history)"
+"$RS" --db "$DB" train
+echo
+echo "== rightsize predict examples/lammps.sbatch --user user8"
+"$RS" --db "$DB" predict examples/lammps.sbatch --user user8
+echo
 echo "Open report.html in a browser for the charts. The store is $DB."

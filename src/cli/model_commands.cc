@@ -119,7 +119,9 @@ void PrintEvalText(const std::string& what, const nlohmann::json& r) {
       what, r["jobs"].get<int64_t>(), 100 * r["test_fraction"].get<double>(),
       FormatDuration(r["retrain_every_s"].get<double>()), r["retrains"].get<int>(),
       r["seconds"].get<double>());
-  for (const auto& [name, t] : r["targets"].items()) {
+  for (const auto& item : r["targets"].items()) {
+    const std::string& name = item.key();
+    const nlohmann::json& t = item.value();
     auto target = TargetFromName(name);
     auto fmt_v = [&](double v) {
       return target && std::string_view(t["unit"].get<std::string>()) != "%"
@@ -233,10 +235,8 @@ void AddEval(CLI::App& app, Context& ctx, Action* action) {
 
 // ---- train ----
 
-struct TrainSummary {
-  nlohmann::json json;
-  std::string text;
-};
+// What `train` says about one cluster: JSON and text.
+using TrainSummary = std::pair<nlohmann::json, std::string>;
 
 StatusOr<TrainSummary> TrainCluster(Store& store, const std::string& cluster) {
   auto started = std::chrono::steady_clock::now();
@@ -296,11 +296,11 @@ StatusOr<TrainSummary> TrainCluster(Store& store, const std::string& cluster) {
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   TrainSummary s;
-  s.json = {{"cluster", cluster},   {"version", version}, {"jobs", set.jobs},
-            {"bytes", blob.size()}, {"seconds", seconds}, {"targets", targets}};
-  s.text = fmt::format("cluster {}: model version {} from {} jobs ({:.1f} s, {} KiB)\n{}", cluster,
-                       version, FormatThousands(static_cast<double>(set.jobs), 0), seconds,
-                       blob.size() / 1024, text);
+  s.first = {{"cluster", cluster},   {"version", version}, {"jobs", set.jobs},
+             {"bytes", blob.size()}, {"seconds", seconds}, {"targets", targets}};
+  s.second = fmt::format("cluster {}: model version {} from {} jobs ({:.1f} s, {} KiB)\n{}",
+                         cluster, version, FormatThousands(static_cast<double>(set.jobs), 0),
+                         seconds, blob.size() / 1024, text);
   return s;
 }
 
@@ -345,9 +345,9 @@ void AddTrain(CLI::App& app, Context& ctx, Action* action) {
           continue;
         }
         if (f->json) {
-          out.push_back(s->json);
+          out.push_back(s->first);
         } else {
-          fmt::print("{}", s->text);
+          fmt::print("{}", s->second);
         }
       }
       if (f->json) fmt::print("{}\n", nlohmann::json{{"models", out}}.dump(2));
@@ -460,8 +460,9 @@ int RunPredict(Context& ctx, const PredictFlags& f) {
   History history;
   for (const auto& j : past) history.AddFinished(j);
   if (set) {
-    for (Target t : kAllTargets)
+    for (Target t : kAllTargets) {
       history.SetGlobalMedian(t, set->global_median[static_cast<int>(t)]);
+    }
   }
   std::vector<float> row(Layout().cols());
   history.Features(job, now, set ? set->context : ContextFor(**store, *cluster), row.data());
@@ -505,8 +506,16 @@ int RunPredict(Context& ctx, const PredictFlags& f) {
     // Above the request the history holds only jobs stopped there (time limit, OOM kill), so
     // the upper tail is not known beyond it: never suggest more than twice the request, and
     // never more cores than asked for (too few cores slow a job down, they do not kill it).
+    std::optional<double> too_small;
+    if (request) too_small = p->ProbAtLeast(*request);
     double suggested = p->Quantile(1 - f.risk);
-    if (request) suggested = std::min(suggested, (t == Target::kCpuCores ? 1 : 2) * *request);
+    if (request && *too_small <= f.risk) {
+      suggested = p->Suggest(f.risk);  // the request can shrink
+    } else if (request && *too_small < 0.1) {
+      suggested = *request;  // a small but real chance of needing more: keep the request
+    } else if (request) {
+      suggested = std::min(suggested, (t == Target::kCpuCores ? 1 : 2) * *request);
+    }
     suggested = RoundUp(t, suggested);
     if (request && suggested > *request) {
       notes.push_back(fmt::format("{}: the request ({}) is probably too small; ask for {}",
@@ -524,8 +533,6 @@ int RunPredict(Context& ctx, const PredictFlags& f) {
     tj["suggested_request"] = bound(suggested);
     tj["history"] = std::array<const char*, 3>{"none", "some", "much"}[p->group];
     if (p->group == 0) new_user = true;
-    std::optional<double> too_small;
-    if (request) too_small = p->ProbAtLeast(*request);
     tj["prob_request_too_small"] = too_small ? nlohmann::json(*too_small) : nlohmann::json(nullptr);
     // The features that moved this prediction most (SHAP values of the trees).
     std::vector<float> gathered;

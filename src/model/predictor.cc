@@ -101,15 +101,21 @@ constexpr int64_t kMinGroupScores = 100;
 }  // namespace
 
 int HistoryGroup(const float* features, Target t) {
-  static const size_t user_last = [] {
+  static const std::array<size_t, kNumTargets + 1> columns = [] {
     const auto& names = Layout().names;
-    return static_cast<size_t>(std::find(names.begin(), names.end(), "user_jobs") - names.begin());
+    auto find = [&](const std::string& name) {
+      return static_cast<size_t>(std::find(names.begin(), names.end(), name) - names.begin());
+    };
+    std::array<size_t, kNumTargets + 1> c{};
+    for (Target x : kAllTargets) {
+      c[static_cast<int>(x)] = find(fmt::format("{}.user_last", NameOf(x)));
+    }
+    c[kNumTargets] = find("user_jobs");
+    return c;
   }();
-  const FeatureLayout& l = Layout();
-  // The block's "user_last" column: the user's last value of this target.
-  size_t last = l.BlockStart(t) + 3 + 2 * 5;
-  if (std::isnan(features[last])) return 0;
-  return std::expm1(features[user_last]) < 10 ? 1 : 2;
+  // No earlier value of this target for the user: group 0.
+  if (std::isnan(features[columns[static_cast<int>(t)]])) return 0;
+  return std::expm1(features[columns[kNumTargets]]) < 10 ? 1 : 2;
 }
 
 const QuantileGrid& TargetPrediction::Grid() const {
@@ -127,8 +133,9 @@ double TargetPrediction::Suggest(double risk) const {
   const auto& with = model->suggest_with;
   size_t i = 0;
   for (size_t k = 0; k < kSuggestRisks.size() && k < with.size(); ++k) {
-    if (std::abs(std::log(kSuggestRisks[k] / risk)) < std::abs(std::log(kSuggestRisks[i] / risk)))
+    if (std::abs(std::log(kSuggestRisks[k] / risk)) < std::abs(std::log(kSuggestRisks[i] / risk))) {
       i = k;
+    }
   }
   double s = Quantile(1 - risk);
   if (i < with.size() && with[i] >= 0) {
@@ -182,8 +189,9 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
   std::vector<float> med_cal;
   Gather(d, rows, n_tr, n, m.columns, &x);
   RS_RETURN_IF_ERROR(m.median.Predict(x.data(), n_cal, m.columns.size(), &med_cal));
-  for (size_t k = 0; k < n_cal; ++k)
+  for (size_t k = 0; k < n_cal; ++k) {
     med_cal[k] += Offset(d.anchor[ti][rows[n_tr + k]], t, m.default_offset);
+  }
   const auto& req = d.req[ti];
 
   // The best baseline on the held-out jobs, then the blend weight.

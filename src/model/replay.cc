@@ -128,8 +128,9 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
       int64_t cut = first + k * every;
       int64_t until = cut + every;
       std::vector<size_t> batch;
-      while (next < e.rows.size() && d.submit[e.rows[next]] < until)
+      while (next < e.rows.size() && d.submit[e.rows[next]] < until) {
         batch.push_back(e.rows[next++]);
+      }
       if (batch.empty()) continue;
       std::vector<size_t> train_rows;
       for (size_t r = 0; r < n && d.submit[r] < cut; ++r) {
@@ -153,8 +154,9 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
         double y = d.y[ti][r];
         float req = d.req[ti][r];
         const auto& base = d.baseline[ti][r];
-        for (Baseline b : kAllBaselines)
+        for (Baseline b : kAllBaselines) {
           e.baseline[static_cast<int>(b)].Add(base[static_cast<int>(b)], y);
+        }
         double w = d.Weight(r, e.t);
         if (!model.ok()) {
           // No model yet: the shipped answer is the last-two baseline, at the request.

@@ -17,7 +17,7 @@
 namespace rightsize {
 
 struct EvalOptions {
-  int64_t retrain_every_s = 7 * 86400;
+  int64_t retrain_every_s = int64_t{7} * 86400;
   double test_fraction = 0.5;  // the later half is scored
   std::vector<double> risks = {0.005, 0.01, 0.02, 0.05};
   TrainOptions train;
