@@ -203,7 +203,7 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
     return Cap(std::exp(lp), req[r]);
   };
   int best_b = -1;
-  double best_b_mae = std::numeric_limits<double>::infinity(), best_b_aea = 0, best_aea = 0;
+  double best_b_mae = std::numeric_limits<double>::infinity(), best_b_aea = 0;
   for (Baseline b : kAllBaselines) {
     if (b == Baseline::kVpa && t == Target::kRuntime) continue;  // VPA is for memory and CPU
     PointErrors e;
@@ -218,7 +218,6 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
       e.Add(bv, y[r]);
     }
     if (missing * 10 > static_cast<int>(n_cal) || e.n == 0) continue;
-    best_aea = std::max(best_aea, e.aea());
     if (e.mae() < best_b_mae) {
       best_b_mae = e.mae();
       best_b_aea = e.aea();
@@ -226,13 +225,40 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
     }
   }
   m.calibration_baseline_mae = best_b < 0 ? 0 : best_b_mae;
-  // Blend only where the trees alone lose to the best baseline on the held-out jobs.
-  PointErrors trees;
-  for (size_t k = 0; k < n_cal; ++k) trees.Add(point(k, 1, 0), y[rows[n_tr + k]]);
-  // A choice made on a handful of jobs is noise: below kMinBlendJobs held-out jobs the trees
-  // stand alone.
-  bool trees_win =
-      best_b < 0 || n_cal < kMinBlendJobs || (trees.mae() <= best_b_mae && trees.aea() >= best_aea);
+  // Blend only where the trees alone lose to a baseline on the held-out jobs by more than
+  // chance: the paired difference in absolute error (or in AEA) must exceed two standard
+  // errors. A blend chosen on noise made a 3,000-job trace worse, not better.
+  bool trees_win = true;
+  if (best_b >= 0 && n_cal >= kMinBlendJobs) {
+    for (Baseline b : kAllBaselines) {
+      if (b == Baseline::kVpa && t == Target::kRuntime) continue;
+      double sum_abs = 0, sq_abs = 0, sum_aea = 0, sq_aea = 0;
+      int64_t n_b = 0;
+      for (size_t k = 0; k < n_cal; ++k) {
+        size_t r = rows[n_tr + k];
+        float bv = base[r][static_cast<int>(b)];
+        if (!std::isfinite(bv)) continue;
+        double p = point(k, 1, 0), yy = y[r];
+        double da = std::abs(p - yy) - std::abs(bv - yy);
+        auto aea = [](double a, double v) {
+          return a == v ? 1.0 : std::min(a, v) / std::max(a, v);
+        };
+        double de = aea(bv, yy) - aea(p, yy);
+        sum_abs += da;
+        sq_abs += da * da;
+        sum_aea += de;
+        sq_aea += de * de;
+        ++n_b;
+      }
+      if (n_b < static_cast<int64_t>(kMinBlendJobs)) continue;
+      auto worse = [n_b](double sum, double sq) {
+        double nn = static_cast<double>(n_b), mean = sum / nn;
+        double var = std::max(0.0, sq / nn - mean * mean);
+        return mean > 2 * std::sqrt(var / nn);
+      };
+      if (worse(sum_abs, sq_abs) || worse(sum_aea, sq_aea)) trees_win = false;
+    }
+  }
   double best_score = std::numeric_limits<double>::infinity();
   for (float w : kBlendWeights) {
     if (trees_win && w < 1) break;
