@@ -299,6 +299,8 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
   // How to turn the distribution into a request at each kill risk: the model's own quantile,
   // or a baseline times its margin, whichever freed the most resource-time (net of the jobs it
   // would have killed) on the held-out jobs.
+  size_t with_request = 0;  // too few held-out jobs with a request: the model's own quantile
+  for (size_t k = 0; k < n_cal; ++k) with_request += std::isnan(req[rows[n_tr + k]]) ? 0 : 1;
   for (double risk : kSuggestRisks) {
     std::array<double, kNumBaselines + 1> freed{};
     for (size_t k = 0; k < n_cal; ++k) {
@@ -323,7 +325,7 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
       }
     }
     int best = 0;
-    for (int c = 1; c <= kNumBaselines; ++c) {
+    for (int c = 1; c <= kNumBaselines && with_request >= kMinBlendJobs; ++c) {
       if (freed[c] > freed[best]) best = c;
     }
     m.suggest_with.push_back(best - 1);
