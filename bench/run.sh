@@ -12,6 +12,9 @@ echo "== machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/10485
 echo "== in-process (median of 3 repetitions)"
 "$BUILD/bench/ingest_bench" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
   2>&1 | grep -E 'median|^Benchmark|^---' || true
+echo "== in-process: prediction and training (median of 3 repetitions; p50_us/p99_us per call)"
+"$BUILD/bench/model_bench" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+  2>&1 | grep -E 'median|^Benchmark|^---' || true
 
 # Whole process: the KTH SP2 trace N times over, one copy after the other with fresh ids (as N
 # consecutive periods: accounting lists jobs in id order), as a user would run it.
@@ -49,3 +52,82 @@ for copies in 35 105; do
   read -r t rss <<<"$(PREP="rm -f $WORK/s.db*" time3 "$RS" --db "$WORK/s.db" ingest sacct "$WORK/t.psv")"
   printf '%9d rows: ingest %6.2f s = %7.0f rows/s, max RSS %4d MiB\n' "$n" "$t" "$(echo "$n / $t" | bc -l)" "$rss"
 done
+
+# Prediction, whole process. make_model_swf TRACE COPIES MODE OUT: the real TRACE COPIES times
+# over, each copy with fresh job ids and its own users (user id + 10000 per copy), header kept
+# (real dates). MODE "together": the copies run side by side in the same period, one cluster
+# COPIES times as big (MaxProcs scaled). MODE "after": each copy's submit times are shifted to
+# start a day after the previous copy's last submission, COPIES consecutive periods.
+make_model_swf() {
+  zcat "$1" | grep '^;' >"$4.hdr" || true
+  zcat "$1" | grep -v '^;' | awk 'NF >= 18' >"$4.one"
+  local span
+  span=$(awk 'NR == 1 { a = $2 } { b = $2 } END { print b - a + 86400 }' "$4.one")
+  {
+    if [ "$3" = together ]; then
+      awk -v c="$2" '{ if (match($0, /^; *Max(Procs|Nodes): */)) print substr($0, 1, RLENGTH) substr($0, RLENGTH + 1) * c; else print }' "$4.hdr"
+    else
+      cat "$4.hdr"
+    fi
+    for c in $(seq 0 $(($2 - 1))); do
+      awk -v c="$c" -v s="$([ "$3" = after ] && echo "$span" || echo 0)" \
+        '{ $1 = c * 100000 + NR; $2 += c * s; if ($12 >= 0) $12 += c * 10000; print }' "$4.one"
+    done
+  } >"$4"
+  rm -f "$4.hdr" "$4.one"
+}
+# busiest_user SWF: "userN JOBS" for the user with the most jobs.
+busiest_user() { grep -v '^;' "$1" | awk '$12 >= 0 { n[$12]++ } END { for (u in n) print n[u], u }' | sort -rn | awk 'NR == 1 { print "user" $2, $1 }'; }
+# median_user SWF: "userN JOBS" for the user in the middle of the users sorted by job count.
+median_user() { grep -v '^;' "$1" | awk '$12 >= 0 { n[$12]++ } END { for (u in n) print n[u], u }' | sort -n | awk '{ l[NR] = $0 } END { split(l[int((NR + 1) / 2)], f, " "); print "user" f[2], f[1] }'; }
+# jobs_in SWF: its job lines.
+jobs_in() { awk '!/^;/ && NF >= 18' "$1" | wc -l; }
+# wall_ms N CMD...: median and p99 wall milliseconds of N runs (with 50 runs, p99 is the slowest).
+wall_ms() {
+  local n=$1 t0 t1
+  shift
+  for _ in $(seq "$n"); do
+    t0=$EPOCHREALTIME
+    "$@" >/dev/null
+    t1=$EPOCHREALTIME
+    echo "$t0 $t1"
+  done | awk '{ print ($2 - $1) * 1000 }' | sort -n |
+    awk '{ v[NR] = $1 } END { p = int(NR * 0.99); if (p < NR * 0.99) p++; printf "%.1f %.1f\n", (v[int((NR + 1) / 2)] + v[int(NR / 2) + 1]) / 2, v[p] }'
+}
+SCRIPT=$SRC/test/data/scripts/mpi_job.sh
+echo "== load average before the model figures: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== whole process: rightsize predict $(basename "$SCRIPT") --user U after ingest + train (50 runs each)"
+zcat "$SRC/data/traces/HPC2N-excerpt-alea.swf.gz" >"$WORK/hpc2n.swf"
+make_model_swf "$SRC/test/data/swf/KTH-SP2-1996-2.1-cln.swf.gz" 11 together "$WORK/kth11.swf"
+for swf in hpc2n kth11; do
+  rm -f "$WORK/p.db"*
+  "$RS" --db "$WORK/p.db" ingest swf "$WORK/$swf.swf" >/dev/null
+  "$RS" --db "$WORK/p.db" train >/dev/null
+  n=$(jobs_in "$WORK/$swf.swf")
+  for who in busiest median; do
+    read -r user jobs <<<"$("${who}_user" "$WORK/$swf.swf")"
+    read -r med p99 <<<"$(wall_ms 50 "$RS" --db "$WORK/p.db" predict "$SCRIPT" --user "$user")"
+    printf '%9d jobs, %-7s user %-10s (%4d jobs): median %6.1f ms, p99 %6.1f ms\n' "$n" "$who" "$user" "$jobs" "$med" "$p99"
+  done
+done
+
+# Training and replay at 300,000 jobs. train: median of 3 runs; eval: one run (minutes).
+echo "== whole process: rightsize train (median of 3 runs) and rightsize eval --store --retrain-every 7d (1 run)"
+make_model_swf "$SRC/data/traces/HPC2N-excerpt-alea.swf.gz" 95 together "$WORK/hpc2n95.swf"
+make_model_swf "$SRC/test/data/swf/KTH-SP2-1996-2.1-cln.swf.gz" 11 after "$WORK/kth11after.swf"
+for swf in kth11 hpc2n95 kth11after; do
+  rm -f "$WORK/m.db"*
+  "$RS" --db "$WORK/m.db" ingest swf "$WORK/$swf.swf" >/dev/null
+  n=$(jobs_in "$WORK/$swf.swf")
+  days=$(awk '!/^;/ && NF >= 18 { if (!seen++) a = $2; b = $2 } END { printf "%.0f", (b - a) / 86400 }' "$WORK/$swf.swf")
+  # The first run (untimed) warms the page cache and says how many targets have a model.
+  targets=$("$RS" --db "$WORK/m.db" train --json | grep -c '"trained": true' || true)
+  read -r t rss <<<"$(time3 "$RS" --db "$WORK/m.db" train)"
+  /usr/bin/time -o "$WORK/eval.time" -f '%e %M' "$RS" --db "$WORK/m.db" eval --store --retrain-every 7d --json \
+    >"$WORK/eval.json" 2>/dev/null
+  read -r te rsse <"$WORK/eval.time"
+  retrains=$(grep -o '"retrains": [0-9]*' "$WORK/eval.json" | grep -o '[0-9]*$')
+  printf '%9d jobs over %4d days (%-10s %d targets): train %6.2f s, max RSS %4d MiB; eval %7.1f s (%3d retrains), max RSS %4d MiB\n' \
+    "$n" "$days" "$swf," "$targets" "$t" "$rss" "$te" "$retrains" "$((rsse / 1024))"
+done
+echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

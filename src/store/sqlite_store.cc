@@ -73,6 +73,12 @@ CREATE INDEX jobs_by_user ON jobs (cluster, user, end_time);
 CREATE INDEX jobs_by_name ON jobs (cluster, job_name, end_time);
 )sql",
 };
+// The indexes `predict` reads a user's and a program's past by (created by migration 2;
+// dropped during a bulk load and rebuilt after it).
+constexpr const char* kSecondaryIndexes =
+    "CREATE INDEX IF NOT EXISTS jobs_by_user ON jobs (cluster, user, end_time);"
+    "CREATE INDEX IF NOT EXISTS jobs_by_name ON jobs (cluster, job_name, end_time);";
+
 constexpr int kNumMigrations = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kNumMigrations == kSqliteSchemaVersion);
 
@@ -493,6 +499,11 @@ class SqliteStore final : public Store {
     return out;
   }
 
+  Status SetBulkLoad(bool on) override {
+    return Exec(on ? "DROP INDEX IF EXISTS jobs_by_user; DROP INDEX IF EXISTS jobs_by_name;"
+                   : kSecondaryIndexes);
+  }
+
   StatusOr<int64_t> PutModel(const std::string& cluster, int64_t trained_at, int64_t jobs,
                              const std::string& blob) override {
     RS_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
@@ -707,7 +718,8 @@ class SqliteStore final : public Store {
       }
       RS_RETURN_IF_ERROR(Exec("COMMIT"));
     }
-    return Status::Ok();
+    // A bulk load that died left the indexes dropped (SetBulkLoad).
+    return Exec(kSecondaryIndexes);
   }
 
   static std::pair<std::string, std::vector<std::pair<int, std::string>>> Where(

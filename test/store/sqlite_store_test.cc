@@ -137,6 +137,38 @@ TEST_F(SqliteStoreTest, DataSurvivesReopenAndSchemaIsVersioned) {
   EXPECT_NE(newer.status().message().find("newer"), std::string::npos);
 }
 
+TEST_F(SqliteStoreTest, BulkLoadDropsThePastIndexesAndTheyComeBack) {
+  auto count_indexes = [this] {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* stmt = nullptr;
+    sqlite3_prepare_v2(db,
+                       "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN "
+                       "('jobs_by_user', 'jobs_by_name')",
+                       -1, &stmt, nullptr);
+    EXPECT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+    int n = sqlite3_column_int(stmt, 0);
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+    return n;
+  };
+  {
+    auto store = OpenStore(path_);
+    ASSERT_TRUE(store.ok());
+    EXPECT_EQ(count_indexes(), 2);
+    ASSERT_TRUE((*store)->SetBulkLoad(true).ok());
+    EXPECT_EQ(count_indexes(), 0);
+    ASSERT_TRUE((*store)->SetBulkLoad(false).ok());
+    EXPECT_EQ(count_indexes(), 2);
+    // A bulk load that never finished (the process died)...
+    ASSERT_TRUE((*store)->SetBulkLoad(true).ok());
+  }
+  // ...is repaired by the next open.
+  auto again = OpenStore(path_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(count_indexes(), 2);
+}
+
 TEST_F(SqliteStoreTest, RefusesAFileThatIsNotAStore) {
   std::filesystem::create_directories(dir_);
   std::string bogus = (dir_ / "notes.txt").string();
