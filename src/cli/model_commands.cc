@@ -376,12 +376,6 @@ double RoundUp(Target t, double v) {
   return v;
 }
 
-std::string RequestSignature(const JobRecord& j) {
-  return fmt::format("{}|{}|{}|{}", j.request.time_limit_s.value_or(-1),
-                     j.request.cpus.value_or(-1), j.request.memory_bytes.value_or(-1),
-                     j.request.gpus.value_or(-1));
-}
-
 struct PredictFlags {
   std::string script, cluster, user, account, partition, prices;
   std::vector<std::string> sbatch_args;

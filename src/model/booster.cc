@@ -129,7 +129,10 @@ StatusOr<Booster> Booster::Train(const std::vector<float>& x, size_t cols,
   return b;
 }
 
-Status Booster::Predict(const float* x, size_t rows, size_t cols, std::vector<float>* out) const {
+// Predicts `rows` rows through a DMatrix: type 0 = values (one per row), 2 = SHAP
+// contributions (cols + 1 per row).
+Status Booster::PredictMatrix(int type, const float* x, size_t rows, size_t cols,
+                              std::vector<float>* out) const {
   out->clear();
   if (rows == 0) return Status::Ok();
   DMatrix d;
@@ -137,13 +140,18 @@ Status Booster::Predict(const float* x, size_t rows, size_t cols, std::vector<fl
   const bst_ulong* shape = nullptr;
   bst_ulong dim = 0;
   const float* result = nullptr;
-  RS_XGB(XGBoosterPredictFromDMatrix(handle_, d.get(),
-                                     R"({"type": 0, "training": false, "iteration_begin": 0,
-                                        "iteration_end": 0, "strict_shape": false})",
-                                     &shape, &dim, &result),
+  std::string config = fmt::format(
+      R"({{"type": {}, "training": false, "iteration_begin": 0, "iteration_end": 0,
+          "strict_shape": false}})",
+      type);
+  RS_XGB(XGBoosterPredictFromDMatrix(handle_, d.get(), config.c_str(), &shape, &dim, &result),
          "predict");
-  out->assign(result, result + rows);
+  out->assign(result, result + rows * (type == 2 ? cols + 1 : 1));
   return Status::Ok();
+}
+
+Status Booster::Predict(const float* x, size_t rows, size_t cols, std::vector<float>* out) const {
+  return PredictMatrix(0, x, rows, cols, out);
 }
 
 StatusOr<float> Booster::PredictOne(const float* x, size_t cols) const {
@@ -165,18 +173,7 @@ StatusOr<float> Booster::PredictOne(const float* x, size_t cols) const {
 
 Status Booster::Contributions(const float* x, size_t rows, size_t cols,
                               std::vector<float>* out) const {
-  DMatrix d;
-  RS_RETURN_IF_ERROR(d.Create(x, rows, cols));
-  const bst_ulong* shape = nullptr;
-  bst_ulong dim = 0;
-  const float* result = nullptr;
-  RS_XGB(XGBoosterPredictFromDMatrix(handle_, d.get(),
-                                     R"({"type": 2, "training": false, "iteration_begin": 0,
-                                        "iteration_end": 0, "strict_shape": false})",
-                                     &shape, &dim, &result),
-         "contributions");
-  out->assign(result, result + rows * (cols + 1));
-  return Status::Ok();
+  return PredictMatrix(2, x, rows, cols, out);
 }
 
 StatusOr<std::string> Booster::Serialize() const {

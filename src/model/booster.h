@@ -61,6 +61,9 @@ class Booster {
   bool trained() const { return handle_ != nullptr; }
 
  private:
+  Status PredictMatrix(int type, const float* x, size_t rows, size_t cols,
+                       std::vector<float>* out) const;
+
   void* handle_ = nullptr;  // BoosterHandle
 };
 

@@ -37,13 +37,6 @@ bool Killed(const JobRecord& job) {
   return s == "TIMEOUT" || s == "OUT_OF_MEMORY" || s == "DEADLINE";
 }
 
-// The request as one string: jobs that ask for exactly the same are usually the same work.
-std::string RequestSignature(const JobRecord& job) {
-  const ResourceRequest& r = job.request;
-  return fmt::format("{}|{}|{}|{}", r.time_limit_s.value_or(-1), r.cpus.value_or(-1),
-                     r.memory_bytes.value_or(-1), r.gpus.value_or(-1));
-}
-
 float Median(std::vector<float> v) {
   if (v.empty()) return kNaN;
   auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
@@ -52,6 +45,12 @@ float Median(std::vector<float> v) {
 }
 
 }  // namespace
+
+std::string RequestSignature(const JobRecord& job) {
+  const ResourceRequest& r = job.request;
+  return fmt::format("{}|{}|{}|{}", r.time_limit_s.value_or(-1), r.cpus.value_or(-1),
+                     r.memory_bytes.value_or(-1), r.gpus.value_or(-1));
+}
 
 std::string_view NameOf(Baseline b) {
   switch (b) {

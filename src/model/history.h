@@ -23,6 +23,10 @@
 
 namespace rightsize {
 
+// The request as one string ("time|cpus|memory|gpus"): jobs that ask for exactly the same are
+// usually the same work.
+std::string RequestSignature(const JobRecord& job);
+
 // The baselines every evaluation runs beside the model.
 enum class Baseline : int { kRequest = 0, kUserMean, kLast2, kVpa };
 inline constexpr int kNumBaselines = 4;
