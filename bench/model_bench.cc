@@ -293,8 +293,8 @@ StatusOr<int> PredictAll(const ModelSet& set, const History& history, const JobR
     auto it = set.targets.find(target);
     if (it == set.targets.end()) continue;
     const TargetModel& m = it->second;
-    RS_ASSIGN_OR_RETURN(auto p,
-                        PredictTarget(m, row, baselines, history.Anchor(job, target), request));
+    RS_ASSIGN_OR_RETURN(
+        auto p, PredictTarget(m, row, baselines, history.Anchor(job, target, baselines), request));
     sink += p.Quantile(1 - kRisk) + p.Quantile(0.1) + p.Quantile(0.9) + p.point;
     if (request) sink += p.ProbAtLeast(*request);
     if (why) {

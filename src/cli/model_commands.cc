@@ -495,7 +495,7 @@ int RunPredict(Context& ctx, const PredictFlags& f) {
       continue;
     }
     const TargetModel& m = it->second;
-    auto p = PredictTarget(m, row.data(), baselines, history.Anchor(job, t), request);
+    auto p = PredictTarget(m, row.data(), baselines, history.Anchor(job, t, baselines), request);
     if (!p.ok()) return Fail(p.status());
     // Above the request the history holds only jobs stopped there (time limit, OOM kill), so
     // the upper tail is not known beyond it: never suggest more than twice the request, and

@@ -58,7 +58,7 @@ Dataset BuildDataset(std::vector<JobRecord>& jobs, const ClusterContext& cluster
       d.y[ti][i] = y ? static_cast<float>(*y) : kNaN;
       d.req[ti][i] = r ? static_cast<float>(*r) : kNaN;
       d.baseline[ti][i] = history.Baselines(job, now, t);
-      d.anchor[ti][i] = history.Anchor(job, t);
+      d.anchor[ti][i] = history.Anchor(job, t, d.baseline[ti][i]);
     }
     if (job.end_time) pending.emplace(*job.end_time, i);
   }

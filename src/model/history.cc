@@ -286,7 +286,8 @@ void History::Features(const JobRecord& job, int64_t now, const ClusterContext& 
   }
 }
 
-float History::Anchor(const JobRecord& job, Target t) const {
+float History::Anchor(const JobRecord& job, Target t,
+                      const std::array<float, kNumBaselines>& baselines) const {
   int ti = static_cast<int>(t);
   for (ViewKind kind : {kUserNameRequest, kUserRequest, kUserName}) {
     const View* v = Find(kind, job);
@@ -300,7 +301,7 @@ float History::Anchor(const JobRecord& job, Target t) const {
     auto req = TargetRequest(job, t);
     return req ? std::min(last, static_cast<float>(*req)) : last;
   }
-  return Baselines(job, 0, t)[static_cast<int>(Baseline::kLast2)];
+  return baselines[static_cast<int>(Baseline::kLast2)];
 }
 
 std::array<float, kNumBaselines> History::Baselines(const JobRecord& job, int64_t now,

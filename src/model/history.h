@@ -67,8 +67,10 @@ class History {
 
   // Where the trees start from: the value of `t` in the user's last job of the most specific
   // view that has one (same name and request, same request, same name), else the last-two
-  // baseline. Capped at the request; NaN when there is nothing at all.
-  float Anchor(const JobRecord& job, Target t) const;
+  // baseline from `baselines` (this job's Baselines()). Capped at the request; NaN when there
+  // is nothing at all.
+  float Anchor(const JobRecord& job, Target t,
+               const std::array<float, kNumBaselines>& baselines) const;
 
   // The median of `t` over recent finished jobs: the baselines' last resort.
   float GlobalMedian(Target t) const { return global_median_[static_cast<int>(t)]; }

@@ -28,18 +28,6 @@ void Gather(const Dataset& d, const std::vector<size_t>& rows, size_t begin, siz
   }
 }
 
-struct PointErrors {
-  double abs_sum = 0, aea_sum = 0;
-  int64_t n = 0;
-  void Add(double p, double y) {
-    abs_sum += std::abs(p - y);
-    aea_sum += (p == y) ? 1.0 : std::min(p, y) / std::max(p, y);
-    ++n;
-  }
-  double mae() const { return n > 0 ? abs_sum / static_cast<double>(n) : 0; }
-  double aea() const { return n > 0 ? aea_sum / static_cast<double>(n) : 0; }
-};
-
 // The log offset the trees' output is added to (TargetModel::default_offset).
 float Offset(float anchor, Target t, float fallback) {
   return std::isfinite(anchor) && anchor > 0 ? LogOf(anchor, t) : fallback;
@@ -240,10 +228,7 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
         if (!std::isfinite(bv)) continue;
         double p = point(k, 1, 0), yy = y[r];
         double da = std::abs(p - yy) - std::abs(bv - yy);
-        auto aea = [](double a, double v) {
-          return a == v ? 1.0 : std::min(a, v) / std::max(a, v);
-        };
-        double de = aea(bv, yy) - aea(p, yy);
+        double de = AgreementRatio(bv, yy) - AgreementRatio(p, yy);
         sum_abs += da;
         sq_abs += da * da;
         sum_aea += de;

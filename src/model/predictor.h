@@ -15,7 +15,9 @@
 // docs/model.md explains the choices. A trained TargetModel is immutable and thread-compatible.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -55,6 +57,27 @@ struct QuantileGrid {
   // The share of values >= x.
   double ShareAtLeast(float x) const;
   int64_t n = 0;  // how many values the grid summarises
+};
+
+// Point accuracy as `eval` reports it: mean absolute error, AEA (mean of min(p, y)/max(p, y),
+// 1 when equal), underestimation rate and mean absolute log error. Non-finite p is skipped.
+inline double AgreementRatio(double p, double y) {
+  return p == y ? 1.0 : std::min(p, y) / std::max(p, y);
+}
+struct PointErrors {
+  double abs_sum = 0, aea_sum = 0, log_abs_sum = 0;
+  int64_t n = 0, under = 0;
+  void Add(double p, double y) {
+    if (!std::isfinite(p)) return;
+    abs_sum += std::abs(p - y);
+    aea_sum += AgreementRatio(p, y);
+    log_abs_sum += std::abs(std::log(std::max(p, 1e-9)) - std::log(std::max(y, 1e-9)));
+    if (p < y) ++under;
+    ++n;
+  }
+  double share(double sum) const { return n > 0 ? sum / static_cast<double>(n) : 0; }
+  double mae() const { return share(abs_sum); }
+  double aea() const { return share(aea_sum); }
 };
 
 // The kill risks at which TargetModel::suggest_with is chosen.

@@ -12,26 +12,13 @@ namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-struct PointStats {
-  double abs_sum = 0, aea_sum = 0, log_abs_sum = 0;
-  int64_t n = 0, under = 0;
-  void Add(double p, double y) {
-    if (!std::isfinite(p)) return;
-    abs_sum += std::abs(p - y);
-    log_abs_sum += std::abs(std::log(std::max(p, 1e-9)) - std::log(std::max(y, 1e-9)));
-    aea_sum += (p == y) ? 1.0 : std::min(p, y) / std::max(p, y);
-    if (p < y) ++under;
-    ++n;
-  }
-  nlohmann::json Json() const {
-    double dn = std::max<double>(1, static_cast<double>(n));
-    return {{"n", n},
-            {"mae", abs_sum / dn},
-            {"aea", aea_sum / dn},
-            {"underestimation", static_cast<double>(under) / dn},
-            {"log_mae", log_abs_sum / dn}};
-  }
-};
+nlohmann::json Json(const PointErrors& e) {
+  return {{"n", e.n},
+          {"mae", e.mae()},
+          {"aea", e.aea()},
+          {"underestimation", e.share(static_cast<double>(e.under))},
+          {"log_mae", e.share(e.log_abs_sum)}};
+}
 
 // Net resource-time a set of suggested requests frees, as a share of what was requested: a
 // job that fits keeps (request - suggestion) free; a job that would have been killed loses
@@ -64,8 +51,8 @@ double Pinball(double y, double pred, double q) {
 struct TargetEval {
   Target t;
   std::vector<size_t> rows;  // scored rows of this target
-  PointStats model, learned;
-  std::array<PointStats, kNumBaselines> baseline;
+  PointErrors model, learned;
+  std::array<PointErrors, kNumBaselines> baseline;
   double pinball = 0;
   int64_t covered80 = 0, covered95 = 0, interval_n = 0, fallback_rows = 0;
   std::vector<SavingStats> model_saving;
@@ -211,7 +198,7 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
     tj["n"] = e.rows.size();
     tj["models_trained"] = e.models_trained;
     tj["fallback_jobs"] = e.fallback_rows;
-    nlohmann::json m = e.model.Json();
+    nlohmann::json m = Json(e.model);
     double in = static_cast<double>(e.interval_n);
     // No scored job had a model: there were no intervals to measure.
     auto share = [&](double v) {
@@ -221,12 +208,12 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
     m["coverage80"] = share(static_cast<double>(e.covered80));
     m["coverage95"] = share(static_cast<double>(e.covered95));
     tj["model"] = std::move(m);
-    tj["learned"] = e.learned.Json();
+    tj["learned"] = Json(e.learned);
     nlohmann::json bj = nlohmann::json::object();
     for (Baseline b : kAllBaselines) {
       if (b == Baseline::kVpa && e.t == Target::kRuntime) continue;
       if (e.baseline[static_cast<int>(b)].n == 0) continue;
-      bj[std::string(NameOf(b))] = e.baseline[static_cast<int>(b)].Json();
+      bj[std::string(NameOf(b))] = Json(e.baseline[static_cast<int>(b)]);
     }
     tj["baselines"] = std::move(bj);
     nlohmann::json curve = nlohmann::json::array();
