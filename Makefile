@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all build deps demo test bench accuracy format lint clean
+.PHONY: all build deps demo test bench accuracy diagnosis-accuracy format lint clean
 
 all: build
 
@@ -35,6 +35,11 @@ bench: deps
 accuracy: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS) --target rightsize
 	@RS=$(BUILD)/rightsize OUT=$(BUILD)/accuracy bash scripts/accuracy.sh $(TRACES)
+
+# Diagnoses the labelled failure corpus and writes the table in docs/diagnosis.md.
+diagnosis-accuracy: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target rightsize
+	python3 scripts/diagnosis_accuracy.py $(BUILD)/rightsize test/data/failures --write docs/diagnosis.md
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

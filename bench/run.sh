@@ -131,3 +131,19 @@ for swf in kth11 hpc2n95 kth11after; do
     "$n" "$days" "$swf," "$targets" "$t" "$rss" "$te" "$retrains" "$((rsse / 1024))"
 done
 echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# Diagnosis, whole process: a noisy 1 GiB training log ending in a CUDA OOM (bench/make_noisy_log.py),
+# read from a file (parallel pieces) and through a pipe (one sequential pass), median of 3.
+echo "== whole process: rightsize diagnose (median of 3 runs)"
+python3 "$SRC/bench/make_noisy_log.py" "$WORK/big.log" 1024
+cat "$WORK/big.log" >/dev/null  # in the page cache, as a log just written by the job
+read -r t rss <<<"$(time3 "$RS" diagnose --log "$WORK/big.log" --json)"
+printf '1 GiB log, file:  %5.2f s = %6.0f MiB/s, max RSS %4d MiB\n' "$t" "$(echo "1024 / $t" | bc -l)" "$rss"
+times=()
+for _ in 1 2 3; do
+  out=$( { /usr/bin/time -f '%e %M' sh -c "cat '$WORK/big.log' | '$RS' diagnose --log - --json >/dev/null"; } 2>&1 | tail -1)
+  times+=("$(cut -d' ' -f1 <<<"$out")")
+done
+printf '1 GiB log, pipe:  %5.2f s, max RSS %4d MiB\n' "$(printf '%s\n' "${times[@]}" | median3)" \
+  "$(($(cut -d' ' -f2 <<<"$out") / 1024))"
+rm -f "$WORK/big.log"

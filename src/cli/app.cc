@@ -42,6 +42,7 @@ int RunCli(int argc, char** argv) {
   AddReportCommand(app, ctx, &action);
   AddJobCommand(app, ctx, &action);
   AddModelCommands(app, ctx, &action);
+  AddDiagnoseCommand(app, ctx, &action);
 
   try {
     app.parse(argc, argv);

@@ -32,6 +32,7 @@ void AddIngestCommands(CLI::App& app, Context& ctx, Action* action);
 void AddReportCommand(CLI::App& app, Context& ctx, Action* action);
 void AddJobCommand(CLI::App& app, Context& ctx, Action* action);
 void AddModelCommands(CLI::App& app, Context& ctx, Action* action);
+void AddDiagnoseCommand(CLI::App& app, Context& ctx, Action* action);
 
 // Runs the CLI; returns the exit code.
 int RunCli(int argc, char** argv);

@@ -1,6 +1,8 @@
 // `rightsize job JOBID`: one job's efficiency card.
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/app.h"
 #include "cli/terminal.h"
 #include "report/job_card.h"
@@ -29,10 +31,28 @@ void AddJobCommand(CLI::App& app, Context& ctx, Action* action) {
       if (!store.ok()) return Fail(store.status());
       auto job = (*store)->GetJob(f->cluster, f->job_id);
       if (!job.ok()) return Fail(job.status());
+      // The diagnosis `rightsize diagnose` kept with the job, when there is one.
+      auto diagnosis = (*store)->GetDiagnosis(job->cluster, job->job_id);
+      if (!diagnosis.ok() && diagnosis.status().code() != Status::Code::kNotFound) {
+        return Fail(diagnosis.status());
+      }
+      nlohmann::json diag = nullptr;
+      if (diagnosis.ok()) {
+        diag = nlohmann::json::parse(diagnosis->document, nullptr, /*allow_exceptions=*/false);
+        if (diag.is_discarded()) diag = nullptr;
+      }
       if (f->json) {
-        fmt::print("{}\n", RenderJobCardJson(*job, *prices).dump(2));
+        nlohmann::json card = RenderJobCardJson(*job, *prices);
+        card["diagnosis"] = diag;
+        fmt::print("{}\n", card.dump(2));
       } else {
         fmt::print("{}", RenderJobCardText(*job, *prices));
+        if (diag.is_object()) {
+          fmt::print("\ndiagnosis: {} (confidence {:.2f}) {}\n", diag.value("class", "?"),
+                     diag.value("confidence", 0.0), diag.value("summary", ""));
+          fmt::print("           `rightsize diagnose {}` for the evidence and the fixes\n",
+                     job->job_id);
+        }
       }
       return kExitOk;
     };

@@ -72,6 +72,14 @@ CREATE TABLE models (
 CREATE INDEX jobs_by_user ON jobs (cluster, user, end_time);
 CREATE INDEX jobs_by_name ON jobs (cluster, job_name, end_time);
 )sql",
+    // 2 -> 3: the diagnosis of a failed job, kept with it.
+    R"sql(
+CREATE TABLE diagnoses (
+  cluster TEXT NOT NULL, job_id TEXT NOT NULL, created_at INTEGER NOT NULL,
+  class TEXT NOT NULL, confidence REAL NOT NULL, document TEXT NOT NULL,
+  PRIMARY KEY (cluster, job_id)
+) WITHOUT ROWID;
+)sql",
 };
 // The indexes `predict` reads a user's and a program's past by (created by migration 2;
 // dropped during a bulk load and rebuilt after it).
@@ -561,6 +569,42 @@ class SqliteStore final : public Store {
     const auto* blob = static_cast<const char*>(sqlite3_column_blob(stmt.get(), 3));
     m.blob.assign(blob, static_cast<size_t>(sqlite3_column_bytes(stmt.get(), 3)));
     return m;
+  }
+
+  Status PutDiagnosis(const StoredDiagnosis& d) override {
+    RS_ASSIGN_OR_RETURN(auto stmt, Prepare("INSERT OR REPLACE INTO diagnoses (cluster, job_id, "
+                                           "created_at, class, confidence, document) VALUES "
+                                           "(?1, ?2, ?3, ?4, ?5, ?6)"));
+    sqlite3_bind_text(stmt.get(), 1, d.cluster.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(stmt.get(), 2, d.job_id.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(stmt.get(), 3, d.created_at);
+    sqlite3_bind_text(stmt.get(), 4, d.cls.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double(stmt.get(), 5, d.confidence);
+    sqlite3_bind_text(stmt.get(), 6, d.document.c_str(), -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(stmt.get()) != SQLITE_DONE) return Error("storing the diagnosis");
+    return Status::Ok();
+  }
+
+  StatusOr<StoredDiagnosis> GetDiagnosis(const std::string& cluster,
+                                         const std::string& job_id) override {
+    RS_ASSIGN_OR_RETURN(auto stmt,
+                        Prepare("SELECT created_at, class, confidence, document FROM diagnoses "
+                                "WHERE cluster = ?1 AND job_id = ?2"));
+    sqlite3_bind_text(stmt.get(), 1, cluster.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(stmt.get(), 2, job_id.c_str(), -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(stmt.get());
+    if (rc == SQLITE_DONE) {
+      return Status::NotFound(fmt::format("no diagnosis of job {} ({})", job_id, cluster));
+    }
+    if (rc != SQLITE_ROW) return Error("reading the diagnosis");
+    StoredDiagnosis d;
+    d.cluster = cluster;
+    d.job_id = job_id;
+    d.created_at = sqlite3_column_int64(stmt.get(), 0);
+    d.cls = reinterpret_cast<const char*>(sqlite3_column_text(stmt.get(), 1));
+    d.confidence = sqlite3_column_double(stmt.get(), 2);
+    d.document = reinterpret_cast<const char*>(sqlite3_column_text(stmt.get(), 3));
+    return d;
   }
 
  private:

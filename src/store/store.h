@@ -48,6 +48,16 @@ struct StoredModel {
   std::string blob;
 };
 
+// The diagnosis of a failed job (`rightsize diagnose`), kept with the job.
+struct StoredDiagnosis {
+  std::string cluster;
+  std::string job_id;
+  int64_t created_at = 0;  // Unix seconds
+  std::string cls;         // "host_oom", …
+  double confidence = 0;
+  std::string document;  // the rightsize.diagnosis/v1 JSON
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -91,6 +101,12 @@ class Store {
                                      const std::string& blob) = 0;
   // The newest model of the cluster (version 0) or the given version; NotFound if none.
   virtual StatusOr<StoredModel> GetModel(const std::string& cluster, int64_t version) = 0;
+
+  // Stores (replacing) the diagnosis of a job; the job need not be stored yet.
+  virtual Status PutDiagnosis(const StoredDiagnosis& diagnosis) = 0;
+  // The job's diagnosis; NotFound if it has none.
+  virtual StatusOr<StoredDiagnosis> GetDiagnosis(const std::string& cluster,
+                                                 const std::string& job_id) = 0;
 };
 
 // Opens (creating and migrating as needed) the store at `location`: a file path for SQLite.

@@ -137,6 +137,27 @@ TEST_F(SqliteStoreTest, DataSurvivesReopenAndSchemaIsVersioned) {
   EXPECT_NE(newer.status().message().find("newer"), std::string::npos);
 }
 
+TEST_F(SqliteStoreTest, DiagnosisIsKeptWithTheJobAndReplaced) {
+  {
+    auto store = OpenStore(path_);
+    ASSERT_TRUE(store.ok());
+    EXPECT_EQ((*store)->GetDiagnosis("c1", "7").status().code(), Status::Code::kNotFound);
+    StoredDiagnosis d{"c1", "7", 1000, "host_oom", 0.9, R"({"class":"host_oom"})"};
+    ASSERT_TRUE((*store)->PutDiagnosis(d).ok());
+    d.cls = "timeout";
+    d.created_at = 2000;
+    ASSERT_TRUE((*store)->PutDiagnosis(d).ok());
+  }
+  auto store = OpenStore(path_);  // survives reopening
+  ASSERT_TRUE(store.ok());
+  auto got = (*store)->GetDiagnosis("c1", "7");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->cls, "timeout");
+  EXPECT_EQ(got->created_at, 2000);
+  EXPECT_EQ(got->document, R"({"class":"host_oom"})");
+  EXPECT_FALSE((*store)->GetDiagnosis("c2", "7").ok());
+}
+
 TEST_F(SqliteStoreTest, BulkLoadDropsThePastIndexesAndTheyComeBack) {
   auto count_indexes = [this] {
     sqlite3* db = nullptr;

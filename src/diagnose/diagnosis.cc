@@ -1,0 +1,1292 @@
+#include "diagnose/diagnosis.h"
+
+#include <fmt/format.h>
+#include <re2/re2.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "core/units.h"
+#include "diagnose/xid_catalog.h"
+#include "ingest/job_script.h"
+
+namespace rightsize {
+namespace {
+
+using C = FailureClass;
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+// One piece of evidence before scoring.
+struct Item {
+  C cls;
+  SignatureKind kind;
+  double strength;
+  std::string id;
+  Evidence evidence;
+  const std::vector<std::pair<std::string, std::string>>* facts = nullptr;
+};
+
+// A Python traceback as it appeared in one log.
+struct Traceback {
+  std::string file;  // the log
+  int64_t start_line = 0, end_line = 0;
+  struct Frame {
+    std::string file, func;
+    int line = 0;
+  };
+  std::vector<Frame> frames;  // outermost first
+  std::string exception, message;
+  bool crashing = false;  // faulthandler's "Current thread": the one that crashed
+};
+
+bool IsLibraryPath(std::string_view path) {
+  static constexpr std::string_view kLibraryMarks[] = {
+      "site-packages",  "dist-packages", "/lib/python", "<frozen", "<string>", "/usr/lib/",
+      "/opt/conda/lib", "/.pyenv/",      "importlib",   "<stdin>", "/bin/"};
+  // Cython sources (h5py/h5f.pyx) are libraries too.
+  return path.ends_with(".pyx") || path.ends_with(".pxd") ||
+         std::any_of(std::begin(kLibraryMarks), std::end(kLibraryMarks),
+                     [&](std::string_view m) { return path.find(m) != std::string_view::npos; });
+}
+
+std::string FactOf(const std::vector<std::pair<std::string, std::string>>& facts,
+                   std::string_view name) {
+  for (const auto& [k, v] : facts) {
+    if (k == name) return v;
+  }
+  return "";
+}
+
+// "2.00 GiB", "20.00 MiB", "512 bytes", "1.5G" → bytes.
+std::optional<int64_t> ParseSize(std::string_view text) {
+  double value = 0;
+  std::string unit;
+  static const RE2 re(R"re(([0-9]+(?:\.[0-9]*)?)\s?([KMGTP]?)(i?)(B|bytes)?)re");
+  std::string number, prefix, binary, suffix;
+  if (!RE2::PartialMatch(text, re, &number, &prefix, &binary, &suffix)) return std::nullopt;
+  value = std::stod(number);
+  static constexpr std::string_view kPrefixes = "KMGTP";
+  double scale = 1;
+  if (!prefix.empty()) {
+    size_t p = kPrefixes.find(prefix[0]);
+    // Frameworks print binary units even when they write "MB"; so does --mem.
+    scale = std::pow(1024.0, static_cast<double>(p + 1));
+  }
+  return static_cast<int64_t>(value * scale);
+}
+
+// "79.15 GiB", "20.0 MiB": a size as a person reads it.
+std::string GiB(int64_t bytes) {
+  if (bytes >= kGiB) return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / kGiB);
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+// Rounds up for a --mem value: to 256 MiB under 4 GiB, else to whole GiB.
+int64_t CeilGiB(double bytes) {
+  double step = bytes < 4.0 * kGiB ? kGiB / 4.0 : static_cast<double>(kGiB);
+  return static_cast<int64_t>(std::ceil(bytes / step) * step);
+}
+
+// Rounds a duration up to 15 minutes, for a --time value.
+int64_t CeilQuarterHour(double seconds) {
+  return static_cast<int64_t>(std::ceil(seconds / 900.0)) * 900;
+}
+
+std::string SlurmTime(int64_t seconds) {
+  int64_t minutes = (seconds + 59) / 60;
+  int64_t days = minutes / (int64_t{24} * 60);
+  int64_t h = (minutes / 60) % 24, m = minutes % 60;
+  if (days > 0) return fmt::format("{}-{:02}:{:02}:00", days, h, m);
+  return fmt::format("{:02}:{:02}:00", h, m);
+}
+
+// The job-record evidence: what the scheduler saw.
+void RecordItems(const JobRecord& job, std::vector<Item>* items) {
+  auto add = [&](C cls, SignatureKind kind, double strength, std::string text) {
+    Item item{cls, kind, strength, "job_record", {}, nullptr};
+    item.evidence = {"job record", 0, std::move(text), "job_record", cls};
+    items->push_back(std::move(item));
+  };
+  const std::string& state = job.outcome.state;
+  if (state.starts_with("OUT_OF_ME")) {
+    add(C::kHostOom, SignatureKind::kCause, 0.95, "state OUT_OF_MEMORY");
+  }
+  if (state == "TIMEOUT" || state == "DEADLINE") {
+    add(C::kTimeout, SignatureKind::kCause, 0.97, "state " + state);
+  }
+  if (state == "NODE_FAIL" || state == "BOOT_FAIL") {
+    add(C::kNodeFailure, SignatureKind::kCause, 0.95, "state " + state);
+  }
+  if (state == "PREEMPTED") add(C::kPreemption, SignatureKind::kCause, 0.95, "state PREEMPTED");
+  std::optional<int> signal = job.outcome.signal;
+  if (!signal && job.outcome.exit_code && *job.outcome.exit_code > 128 &&
+      *job.outcome.exit_code < 160) {
+    signal = *job.outcome.exit_code - 128;  // the shell's 128+N
+  }
+  if (signal == 9 && state != "CANCELLED" && !state.starts_with("CANCELLED")) {
+    add(C::kHostOom, SignatureKind::kSymptom, 0.45, "killed by signal 9 (SIGKILL)");
+  }
+  if (signal == 11) add(C::kSegfault, SignatureKind::kCause, 0.85, "killed by signal 11 (SIGSEGV)");
+  if (job.outcome.exit_code == 127) {
+    add(C::kMissingFile, SignatureKind::kSymptom, 0.5, "exit code 127 (command not found)");
+  }
+  auto limit = job.AllocatedMemoryBytes();
+  if (limit && job.usage.peak_rss_bytes && *limit > 0 &&
+      static_cast<double>(*job.usage.peak_rss_bytes) >= 0.95 * static_cast<double>(*limit)) {
+    add(C::kHostOom, SignatureKind::kSymptom, 0.5,
+        fmt::format("peak memory {} reached the limit {}", GiB(*job.usage.peak_rss_bytes),
+                    GiB(*limit)));
+  }
+  if (job.request.time_limit_s && job.usage.elapsed_s && *job.request.time_limit_s > 0 &&
+      *job.usage.elapsed_s >= static_cast<double>(*job.request.time_limit_s) - 1) {
+    add(C::kTimeout, SignatureKind::kSymptom, 0.6,
+        fmt::format("ran {} of a {} limit", FormatDuration(*job.usage.elapsed_s),
+                    FormatDuration(static_cast<double>(*job.request.time_limit_s))));
+  }
+}
+
+// Turns the scans' hits into scored items and tracebacks.
+// The text before `marker` in a line: the rank or node prefix ("1: [rank2]: ") that keeps the
+// interleaved tracebacks of several ranks apart.
+std::string PrefixBefore(const std::string& text, std::string_view marker) {
+  size_t at = marker.empty() ? std::string::npos : text.find(marker);
+  if (at == std::string::npos) return "";
+  std::string p = text.substr(0, at);
+  while (!p.empty() && (p.back() == ' ' || p.back() == '\t')) p.pop_back();
+  // Only rank and node labels keep tracebacks apart; anything else (a progress bar the
+  // traceback was printed after, "Original") is not a prefix.
+  static const RE2 labels(R"re((?:\d+:\s?)?(?:\[[^\]]*\]:?\s*)*)re");
+  return RE2::FullMatch(p, labels) ? p : "";
+}
+
+// Exceptions that only wrap or report another process's failure.
+bool IsWrapperException(std::string_view name) {
+  static constexpr std::string_view kWrappers[] = {
+      "ChildFailedError", "ProcessRaisedException", "CalledProcessError", "KeyboardInterrupt",
+      "SystemExit",       "ProcessExitedException", "DistBackendError"};
+  return std::any_of(std::begin(kWrappers), std::end(kWrappers),
+                     [&](std::string_view w) { return name.find(w) != std::string_view::npos; });
+}
+
+// A line printed as a warning or as information did not end the job: its evidence counts half.
+bool IsWarningLine(std::string_view text) {
+  static const RE2 re(
+      R"re(\b(?:\w*Warning:|WARNING\b|[Ww]arning:|NCCL INFO\b)|\[W |(?:^|[\s:])[IW]\d{4} \d\d:\d\d:\d\d)re");
+  return RE2::PartialMatch(text, re);
+}
+
+void LogItems(const std::vector<LogScan>& scans, std::vector<Item>* items,
+              std::vector<Traceback>* tracebacks) {
+  auto sigs = AllSignatures();
+  for (const LogScan& scan : scans) {
+    // The open traceback per line prefix (index into *tracebacks), and whether it lists the
+    // innermost frame first (faulthandler).
+    std::map<std::string, std::pair<size_t, bool>> open;
+    for (const SignatureHit& hit : scan.hits) {
+      const Signature& sig = sigs[static_cast<size_t>(hit.signature)];
+      switch (sig.kind) {
+        case SignatureKind::kTraceback: {
+          bool recent_first = hit.text.find("most recent call first") != std::string::npos;
+          bool current = hit.text.find("Current thread") != std::string::npos;
+          std::string prefix = PrefixBefore(
+              hit.text, recent_first ? (current ? "Current thread" : "Thread 0x") : "Traceback");
+          Traceback tb{scan.file, hit.line, hit.line, {}, "", "", current};
+          tracebacks->push_back(std::move(tb));
+          open[prefix] = {tracebacks->size() - 1, recent_first};
+          continue;
+        }
+        case SignatureKind::kFrame: {
+          auto it = open.find(PrefixBefore(hit.text, "File \""));
+          if (it == open.end()) continue;
+          Traceback& tb = (*tracebacks)[it->second.first];
+          if (hit.line - tb.end_line > 12) continue;  // a stray frame long after
+          std::string line = FactOf(hit.facts, "line");
+          Traceback::Frame frame{FactOf(hit.facts, "file"), FactOf(hit.facts, "func"),
+                                 line.empty() ? 0 : std::atoi(line.c_str())};
+          if (it->second.second) {
+            tb.frames.insert(tb.frames.begin(), frame);
+          } else {
+            tb.frames.push_back(frame);
+          }
+          tb.end_line = hit.line;
+          continue;
+        }
+        case SignatureKind::kException: {
+          std::string name = FactOf(hit.facts, "exception");
+          auto it = open.find(PrefixBefore(hit.text, name));
+          if (it == open.end()) continue;
+          Traceback& tb = (*tracebacks)[it->second.first];
+          if (hit.line - tb.end_line <= 12 && tb.exception.empty() && !it->second.second) {
+            tb.exception = name;
+            tb.message = FactOf(hit.facts, "message");
+            tb.end_line = hit.line;
+            open.erase(it);
+          }
+          continue;
+        }
+        default:
+          break;
+      }
+      Item item{sig.cls, sig.kind, sig.strength, std::string(sig.id), {}, &hit.facts};
+      if (sig.kind == SignatureKind::kXid) {
+        std::string code = FactOf(hit.facts, "xid");
+        const XidInfo* info = code.empty() ? nullptr : FindXid(std::atoi(code.c_str()));
+        if (info && info->cause == XidCause::kApplication) {
+          // Xid 13/31 come with the job's own bad access; 43/45 follow any killed GPU job.
+          bool access = info->code == 13 || info->code == 31;
+          item.cls = C::kIllegalMemoryAccess;
+          item.strength = access ? 0.6 : 0.15;
+          item.kind = SignatureKind::kSymptom;
+        } else if (!info || info->cause == XidCause::kUnknown) {
+          item.strength = 0.6;
+        }
+      }
+      if (sig.kind != SignatureKind::kSymptom && IsWarningLine(hit.text)) item.strength *= 0.5;
+      item.evidence = {scan.file, hit.line, hit.text, item.id, item.cls};
+      items->push_back(std::move(item));
+    }
+  }
+}
+
+struct ClassScore {
+  double score = 0;     // from causes (and symptoms when nothing else explains them)
+  double adjusted = 0;  // after discounting consequences
+  int64_t first_line = INT64_MAX;
+  std::optional<C> consequence_of;
+  std::vector<const Item*> items;
+};
+
+double Combine(std::map<std::string, double> by_signature) {
+  double miss = 1;
+  for (const auto& [id, s] : by_signature) miss *= 1 - s;
+  return std::min(0.995, 1 - miss);
+}
+
+std::array<ClassScore, kFailureClassCount> Score(const std::vector<Item>& items) {
+  std::array<ClassScore, kFailureClassCount> classes;
+  std::array<std::map<std::string, double>, kFailureClassCount> causes, symptoms;
+  for (const Item& item : items) {
+    auto c = static_cast<size_t>(item.cls);
+    auto& by_sig = item.kind == SignatureKind::kSymptom ? symptoms[c] : causes[c];
+    double& s = by_sig[item.id];
+    s = std::max(s, item.strength);
+    classes[c].items.push_back(&item);
+    if (item.evidence.line > 0) {
+      classes[c].first_line = std::min(classes[c].first_line, item.evidence.line);
+    }
+  }
+  for (size_t c = 0; c < classes.size(); ++c) classes[c].score = Combine(causes[c]);
+  // Symptoms count only when no other class has a convincing cause.
+  for (size_t c = 0; c < classes.size(); ++c) {
+    if (symptoms[c].empty()) continue;
+    bool explained = false;
+    for (size_t o = 0; o < classes.size(); ++o) {
+      if (o != c && classes[o].score >= 0.6) explained = true;
+    }
+    if (explained) continue;
+    auto all = causes[c];
+    for (const auto& [id, s] : symptoms[c]) all[id] = std::max(all[id], s);
+    classes[c].score = Combine(all);
+  }
+  for (size_t e = 0; e < classes.size(); ++e) {
+    classes[e].adjusted = classes[e].score;
+    double strongest = 0;
+    for (size_t c = 0; c < classes.size(); ++c) {
+      // A weak cause does not explain away a much stronger effect.
+      if (c == e || classes[c].score < kMinScore ||
+          (classes[c].score < 0.75 && classes[c].score < classes[e].score)) {
+        continue;
+      }
+      if (!Explains(static_cast<C>(c), static_cast<C>(e))) continue;
+      if (classes[c].score > strongest) {
+        strongest = classes[c].score;
+        classes[e].consequence_of = static_cast<C>(c);
+      }
+    }
+    if (strongest > 0) classes[e].adjusted = classes[e].score * (1 - 0.9 * strongest);
+  }
+  return classes;
+}
+
+// Collective errors (NCCL timeouts and failures) are what the other ranks see when one rank
+// dies of its own exception. When a Python exception that no signature explains was raised
+// before them, it is the root cause: they are discounted as its consequence (consequence_of
+// unknown), and the exception is returned so the report can show it.
+const Traceback* EarlierError(const std::vector<Traceback>& tbs, const std::vector<Item>& items,
+                              std::array<ClassScore, kFailureClassCount>* classes) {
+  std::set<std::pair<std::string, int64_t>> evidence_lines;
+  for (const Item& item : items) evidence_lines.insert({item.evidence.file, item.evidence.line});
+  const Traceback* first = nullptr;
+  for (const Traceback& tb : tbs) {
+    if (tb.exception.empty() || evidence_lines.count({tb.file, tb.end_line}) > 0) continue;
+    if (IsWrapperException(tb.exception)) continue;
+    if (!first || tb.end_line < first->end_line) first = &tb;
+  }
+  if (!first) return nullptr;
+  bool discounted = false;
+  for (C cls : {C::kNcclTimeout, C::kNcclError}) {
+    ClassScore& cs = (*classes)[static_cast<size_t>(cls)];
+    if (cs.score == 0 || cs.first_line <= first->end_line) continue;
+    bool same_file = std::any_of(cs.items.begin(), cs.items.end(),
+                                 [&](const Item* i) { return i->evidence.file == first->file; });
+    if (!same_file) continue;
+    cs.adjusted = std::min(cs.adjusted, cs.score * 0.2);
+    cs.consequence_of = C::kUnknown;
+    discounted = true;
+  }
+  return discounted ? first : nullptr;
+}
+
+// The traceback that belongs to a cause: the last one whose exception line is one of the
+// cause's evidence lines; else, for evidence at `line` of `file`, the one that ends at or
+// closely after it, else the nearest one before it.
+const Traceback* TracebackFor(const std::vector<Traceback>& tbs,
+                              const std::vector<const Item*>& items, const std::string& file,
+                              int64_t line) {
+  const Traceback* best = nullptr;
+  for (const Traceback& tb : tbs) {
+    if (tb.frames.empty()) continue;
+    for (const Item* item : items) {
+      if (item->evidence.file == tb.file && item->evidence.line == tb.end_line) best = &tb;
+    }
+  }
+  if (best) return best;
+  const Traceback* after = nullptr;
+  for (const Traceback& tb : tbs) {
+    if (tb.file != file || tb.frames.empty()) continue;
+    if (tb.end_line >= line && tb.start_line <= line + 50) {
+      if (tb.crashing) return &tb;
+      if (!after) after = &tb;
+    }
+    if (tb.end_line < line && line - tb.end_line <= 200) best = &tb;
+  }
+  return after ? after : best;
+}
+
+const Traceback::Frame* UserFrame(const Traceback& tb) {
+  for (auto it = tb.frames.rbegin(); it != tb.frames.rend(); ++it) {
+    if (!IsLibraryPath(it->file)) return &*it;
+  }
+  return nullptr;
+}
+
+const SourceHint* FindHint(const std::vector<SourceHint>& hints, SourceHint::Kind kind,
+                           bool with_value = true) {
+  for (const SourceHint& h : hints) {
+    if (h.kind == kind && (!with_value || !h.value.empty())) return &h;
+  }
+  return nullptr;
+}
+
+bool HasPrecisionHint(const std::vector<SourceHint>& hints) {
+  for (const SourceHint& h : hints) {
+    if (h.kind != SourceHint::Kind::kPrecision) continue;
+    std::string v = h.value;
+    if (v.find("16") != std::string::npos || v == "autocast" || v == "GradScaler" ||
+        v.find("mixed") != std::string::npos || v.find("bf") != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Progress from the end of a log: "370/1000 [", "Epoch 3/10", "step 1200/5000", "45%|".
+std::optional<double> ProgressFraction(const std::vector<LogScan>& scans, std::string* shown) {
+  static const RE2 counted(
+      R"re((?i)(?:^|[\s|\[])(?:epoch|step|iter(?:ation)?|batch)?\s*\[?(\d+)\s*/\s*(\d+)\b)re");
+  static const RE2 percent(R"re((?:^|\s)(\d{1,3})%\|)re");
+  for (const LogScan& scan : scans) {
+    for (auto it = scan.tail.rbegin(); it != scan.tail.rend(); ++it) {
+      int done = 0, total = 0;
+      if (RE2::PartialMatch(it->second, percent, &done) && done > 0 && done < 100) {
+        *shown = it->second;
+        return done / 100.0;
+      }
+      if (RE2::PartialMatch(it->second, counted, &done, &total) && total > 1 && done > 0 &&
+          done < total) {
+        *shown = it->second;
+        return static_cast<double>(done) / total;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+struct FixContext {
+  const DiagnoseInput& input;
+  const std::optional<JobScript>& script;
+  const std::vector<SourceHint>& hints;
+  const std::vector<LogScan>& scans;
+  nlohmann::json& facts;
+  std::vector<Fix>& fixes;
+  std::string summary, why;
+};
+
+const JobScript::Directive* FindDirective(const std::optional<JobScript>& script,
+                                          std::initializer_list<std::string_view> names) {
+  if (!script) return nullptr;
+  const JobScript::Directive* found = nullptr;
+  for (const auto& d : script->directives) {
+    for (std::string_view n : names) {
+      if (d.name == n) found = &d;  // the last one wins, as in sbatch
+    }
+  }
+  return found;
+}
+
+void HintFix(FixContext& ctx, const SourceHint& hint, const std::string& to_value,
+             const std::string& text) {
+  std::string to = hint.text;
+  size_t at = to.rfind(hint.value);
+  if (at != std::string::npos) to.replace(at, hint.value.size(), to_value);
+  ctx.fixes.push_back({"code", text, hint.file, hint.line, hint.text, to});
+}
+
+void GpuOomFixes(FixContext& ctx) {
+  auto& f = ctx.facts;
+  auto size = [&](const char* key) -> std::optional<int64_t> {
+    if (!f.contains(key)) return std::nullopt;
+    return ParseSize(f[key].get<std::string>());
+  };
+  auto tried = size("tried"), capacity = size("capacity");
+  auto free = f.contains("free") ? size("free") : size("free_pt1");
+  auto frag = size("reserved_unallocated");
+  if (tried) f["tried_bytes"] = *tried;
+  if (capacity) f["capacity_bytes"] = *capacity;
+  if (free) f["free_bytes"] = *free;
+  if (frag) f["reserved_unallocated_bytes"] = *frag;
+  ctx.summary = "The job ran out of GPU memory";
+  if (tried && capacity) {
+    ctx.summary +=
+        fmt::format(": it tried to allocate {} on a GPU of {}{}", GiB(*tried), GiB(*capacity),
+                    free ? fmt::format(" with {} free", GiB(*free)) : "");
+  } else if (tried) {
+    ctx.summary += fmt::format(": it tried to allocate {}", GiB(*tried));
+  }
+  ctx.summary += ".";
+  bool fragmented =
+      (frag && tried && *frag >= *tried) ||
+      (frag && capacity && static_cast<double>(*frag) > 0.05 * static_cast<double>(*capacity));
+  f["fragmentation"] = fragmented;
+  ctx.why =
+      "The model's activations, weights, gradients and optimizer state did not fit in the "
+      "GPU's memory at this batch size and precision.";
+  if (fragmented) {
+    ctx.why += fmt::format(
+        " {} was reserved by PyTorch but unallocated: the free memory is "
+        "fragmented into pieces too small for the request.",
+        GiB(*frag));
+    ctx.fixes.push_back({"env",
+                         "Let PyTorch grow its segments instead of fragmenting: export "
+                         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the job script",
+                         "", 0, "", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"});
+  }
+  if (const SourceHint* bs = FindHint(ctx.hints, SourceHint::Kind::kBatchSize)) {
+    int64_t v = std::atoll(bs->value.c_str());
+    if (v > 1) {
+      HintFix(ctx, *bs, std::to_string(v / 2),
+              fmt::format("Halve the batch size at {}:{} ({} → {}); keep the effective batch "
+                          "with gradient accumulation",
+                          bs->file, bs->line, v, v / 2));
+    }
+  } else {
+    ctx.fixes.push_back({"code",
+                         "Halve the batch size (keep the effective batch with gradient "
+                         "accumulation)",
+                         "", 0, "", ""});
+  }
+  if (!HasPrecisionHint(ctx.hints)) {
+    ctx.fixes.push_back({"code",
+                         "Train in bf16: wrap the forward pass in torch.autocast(\"cuda\", "
+                         "dtype=torch.bfloat16) (halves activation memory)",
+                         "", 0, "", ""});
+  }
+  if (!FindHint(ctx.hints, SourceHint::Kind::kCheckpointing, false)) {
+    ctx.fixes.push_back({"code",
+                         "Enable activation checkpointing (model.gradient_checkpointing_enable() "
+                         "or torch.utils.checkpoint) to trade compute for memory",
+                         "", 0, "", ""});
+  }
+  if (tried && capacity && free && *tried > *capacity / 4) {
+    ctx.fixes.push_back({"sbatch",
+                         fmt::format("Or run on a GPU with more than {} of memory", GiB(*capacity)),
+                         "", 0, "", ""});
+  }
+}
+
+void HostOomFixes(FixContext& ctx) {
+  auto& f = ctx.facts;
+  const auto& job = ctx.input.job;
+  std::optional<int64_t> limit, used;
+  if (f.contains("limit_raw") && f.contains("used_raw")) {
+    // SLURM printed KiB up to 20.11 ("Job N exceeded …") and bytes since 21.08 ("StepId=N.batch
+    // exceeded …"); a known limit settles it.
+    int64_t raw_limit = std::atoll(f["limit_raw"].get<std::string>().c_str());
+    int64_t unit = f.contains("step_id") ? 1 : 1024;
+    if (auto known = job ? job->AllocatedMemoryBytes() : std::nullopt) {
+      unit = std::llabs(raw_limit - *known) < std::llabs(raw_limit * 1024 - *known) ? 1 : 1024;
+    }
+    limit = raw_limit * unit;
+    used = std::atoll(f["used_raw"].get<std::string>().c_str()) * unit;
+    f.erase("limit_raw");
+    f.erase("used_raw");
+    f.erase("step_id");
+  }
+  if (!limit && job) limit = job->AllocatedMemoryBytes();
+  if (!limit && ctx.script) limit = ctx.script->request.memory_bytes;
+  std::optional<int64_t> peak;
+  if (job) peak = job->usage.peak_rss_bytes;
+  if (used && (!peak || *used > *peak)) peak = used;
+  if (limit) f["memory_limit_bytes"] = *limit;
+  if (peak) f["peak_memory_bytes"] = *peak;
+  ctx.summary = "The job ran out of host memory and was killed";
+  if (limit) ctx.summary += fmt::format(" at its limit of {}", GiB(*limit));
+  ctx.summary += ".";
+  // Accounting samples memory every few seconds: a peak far under the limit missed the spike
+  // that was killed, so it says nothing about the need.
+  if (peak && limit && static_cast<double>(*peak) < 0.5 * static_cast<double>(*limit)) {
+    peak.reset();
+  }
+  ctx.why = peak && limit ? fmt::format(
+                                "Its processes used {} of the {} it was given; the "
+                                "kernel's OOM killer stopped them.",
+                                GiB(*peak), GiB(*limit))
+                          : "Its processes needed more memory than the job was given, and the "
+                            "kernel's OOM killer stopped them.";
+  if (limit || peak) {
+    // Killed at the limit: the real need is unknown but above it; ask for half as much again.
+    double base = static_cast<double>(std::max(limit.value_or(0), peak.value_or(0)));
+    int64_t want = CeilGiB(base * 1.5);
+    f["suggested_memory_bytes"] = want;
+    std::string flag = "--mem=" + FormatMemory(want);
+    const auto* d = FindDirective(ctx.script, {"mem", "mem-per-cpu", "mem-per-gpu"});
+    if (d && d->name != "mem" && ctx.script) {
+      auto per_unit = ParseSize(
+          d->value + (std::isdigit(static_cast<unsigned char>(d->value.back())) ? "M" : ""));
+      if (per_unit) {
+        int64_t unit_want = CeilGiB(static_cast<double>(*per_unit) * 1.5);
+        flag = "--" + d->name + "=" + FormatMemory(unit_want);
+      }
+    }
+    Fix fix{"sbatch",
+            fmt::format("Ask for more memory: {} (1.5 × the {} it reached; measure the real "
+                        "peak with `rightsize run` or sacct MaxRSS after a successful run)",
+                        flag, GiB(static_cast<int64_t>(base))),
+            "",
+            0,
+            "",
+            flag};
+    if (d) {
+      fix.file = ctx.input.script_path;
+      fix.line = d->line;
+      fix.from = "#SBATCH --" + d->name + "=" + d->value;
+      fix.to = "#SBATCH " + flag;
+    }
+    ctx.fixes.push_back(fix);
+  } else {
+    ctx.fixes.push_back(
+        {"sbatch", "Ask for more memory (--mem) than the job's peak", "", 0, "", ""});
+  }
+  if (const SourceHint* w = FindHint(ctx.hints, SourceHint::Kind::kNumWorkers)) {
+    int64_t v = std::atoll(w->value.c_str());
+    if (v > 2) {
+      HintFix(ctx, *w, std::to_string(v / 2),
+              fmt::format("Each data-loader worker holds its own copy of what it loads: "
+                          "num_workers at {}:{} {} → {}",
+                          w->file, w->line, v, v / 2));
+    }
+  }
+  ctx.fixes.push_back({"code",
+                       "Or lower the peak: load data lazily (memory-mapped arrays, streaming "
+                       "datasets) instead of whole files",
+                       "", 0, "", ""});
+}
+
+void TimeoutFixes(FixContext& ctx) {
+  auto& f = ctx.facts;
+  const auto& job = ctx.input.job;
+  std::optional<double> limit, elapsed;
+  if (job && job->request.time_limit_s) limit = static_cast<double>(*job->request.time_limit_s);
+  if (!limit && ctx.script && ctx.script->request.time_limit_s) {
+    limit = static_cast<double>(*ctx.script->request.time_limit_s);
+  }
+  if (job && job->usage.elapsed_s) elapsed = *job->usage.elapsed_s;
+  if (!elapsed) elapsed = limit;
+  if (limit) f["time_limit_s"] = *limit;
+  if (elapsed) f["elapsed_s"] = *elapsed;
+  std::string progress_line;
+  auto progress = ProgressFraction(ctx.scans, &progress_line);
+  ctx.summary = "The job reached its time limit and was cancelled";
+  if (limit) ctx.summary += fmt::format(" after {}", FormatDuration(*limit));
+  ctx.summary += ".";
+  const auto* d = FindDirective(ctx.script, {"time"});
+  std::optional<int64_t> want;
+  if (progress) {
+    f["progress"] = std::round(*progress * 1000) / 1000;
+    f["progress_line"] = progress_line;
+    ctx.why =
+        fmt::format("It had done {:.0f}% of its work (\"{}\").", *progress * 100, progress_line);
+    if (elapsed) {
+      double total = *elapsed / *progress;
+      f["estimated_total_s"] = std::round(total);
+      want = CeilQuarterHour(total * 1.2);
+      ctx.why += fmt::format(" At that pace the whole run needs about {}.", FormatDuration(total));
+    }
+  } else {
+    ctx.why =
+        "It was still running when the limit came; the log shows no progress counter to "
+        "say how far it got.";
+    if (limit) want = CeilQuarterHour(*limit * 2);
+  }
+  if (want) {
+    f["suggested_time_limit_s"] = *want;
+    std::string flag = "--time=" + SlurmTime(*want);
+    Fix fix{"sbatch",
+            progress ? fmt::format("Ask for the time the run needs, with 20% to spare: {}", flag)
+                     : fmt::format("Ask for more time ({}), or better, measure the pace: print "
+                                   "progress (step/total) in the log",
+                                   flag),
+            "",
+            0,
+            "",
+            flag};
+    if (d) {
+      fix.file = ctx.input.script_path;
+      fix.line = d->line;
+      fix.from = "#SBATCH --time=" + d->value;
+      fix.to = "#SBATCH " + flag;
+    }
+    ctx.fixes.push_back(fix);
+  }
+  ctx.fixes.push_back({"sbatch",
+                       "Checkpoint and resume: ask for a warning before the limit with "
+                       "--signal=B:USR1@300, save a checkpoint on it and requeue "
+                       "(--requeue), so a time limit costs minutes, not the run",
+                       "", 0, "", "--signal=B:USR1@300"});
+}
+
+std::string NodeOf(const FixContext& ctx) {
+  if (ctx.facts.contains("node")) return ctx.facts["node"].get<std::string>();
+  if (ctx.input.job && !ctx.input.job->alloc.node_list.empty()) {
+    return ctx.input.job->alloc.node_list;
+  }
+  return "";
+}
+
+void ClassFixes(C cls, FixContext& ctx) {
+  auto& f = ctx.facts;
+  auto fact = [&](const char* key) {
+    return f.contains(key) && f[key].is_string() ? f[key].get<std::string>() : std::string();
+  };
+  auto add = [&](const char* kind, std::string text) {
+    ctx.fixes.push_back({kind, std::move(text), "", 0, "", ""});
+  };
+  switch (cls) {
+    case C::kGpuOom:
+      GpuOomFixes(ctx);
+      break;
+    case C::kHostOom:
+      HostOomFixes(ctx);
+      break;
+    case C::kTimeout:
+      TimeoutFixes(ctx);
+      break;
+    case C::kNodeFailure: {
+      std::string node = NodeOf(ctx);
+      ctx.summary =
+          node.empty() ? "A node of the job failed." : "Node " + node + " failed under the job.";
+      ctx.why =
+          "The node stopped responding to the controller (crash, hang, network or power); "
+          "the job's work on it was lost. Nothing in the job has to change.";
+      add("rerun", node.empty() ? "Resubmit the job (add --requeue so SLURM does it next time)"
+                                : "Resubmit the job, avoiding the node: --exclude=" + node +
+                                      " (add --requeue so SLURM resubmits it next time)");
+      if (!node.empty()) {
+        add("node",
+            "Operators: check the node and drain it until it is fixed: scontrol update "
+            "NodeName=" +
+                node + " State=DRAIN Reason=\"node failure under a job\"");
+      }
+      break;
+    }
+    case C::kPreemption:
+      ctx.summary = "The job was preempted by a job of higher priority.";
+      ctx.why =
+          "It ran in a preemptible partition or QOS (or on spot capacity), and the "
+          "scheduler took its resources back.";
+      add("sbatch", "Make preemption cheap: checkpoint periodically and add --requeue");
+      add("sbatch", "Or submit to a partition or QOS that is not preemptible");
+      break;
+    case C::kNcclTimeout: {
+      std::string op = fact("op"), ms = fact("timeout_ms"), rank = fact("rank");
+      ctx.summary = "A collective operation" + (op.empty() ? "" : " (" + op + ")") +
+                    " timed out in NCCL's watchdog" + (ms.empty() ? "" : " after " + ms + " ms") +
+                    ".";
+      ctx.why =
+          "One or more ranks never joined the collective: a rank that crashed, hung, or "
+          "fell far behind (uneven data, slow I/O, a stuck data loader)." +
+          (rank.empty() ? std::string() : " Rank " + rank + " reported the timeout.");
+      add("info",
+          "Find the rank that did not arrive: its first error comes before these "
+          "timeouts (run with NCCL_DEBUG=INFO and TORCH_NCCL_DESYNC_DEBUG=1)");
+      add("code",
+          "Give every rank the same number of batches (drop_last=True, a "
+          "DistributedSampler) so none waits for a collective the others skipped");
+      add("code",
+          "Only if one step legitimately takes longer: raise the timeout, "
+          "init_process_group(..., timeout=datetime.timedelta(minutes=30))");
+      break;
+    }
+    case C::kNcclError: {
+      std::string what = fact("nccl_error");
+      ctx.summary = "NCCL failed" + (what.empty() ? "" : ": " + what) + ".";
+      ctx.why = what.find("remote process") != std::string::npos
+                    ? "A peer rank exited or the network between the nodes failed."
+                    : "A communication error between the GPUs or nodes (network, InfiniBand, "
+                      "a crashed peer, or a library mismatch).";
+      add("info", "Rerun with NCCL_DEBUG=INFO to see which link and rank failed");
+      add("node",
+          "If it repeats on the same nodes, have the network checked (ibstat, "
+          "link errors) and exclude them with --exclude");
+      add("env", "If NCCL picks the wrong interface: set NCCL_SOCKET_IFNAME / NCCL_IB_HCA");
+      break;
+    }
+    case C::kGpuHardware: {
+      std::string code = fact("xid"), pci = fact("pci"), node = NodeOf(ctx);
+      const XidInfo* info = code.empty() ? nullptr : FindXid(std::atoi(code.c_str()));
+      if (info) {
+        f["xid_name"] = std::string(info->name);
+        f["xid_cause"] = std::string(XidCauseName(info->cause));
+        ctx.summary = fmt::format("The GPU{} failed: Xid {} ({}).", pci.empty() ? "" : " at " + pci,
+                                  code, info->name);
+        ctx.why = std::string(info->meaning);
+        add(info->node_action ? "node" : "code", std::string(info->action));
+      } else {
+        ctx.summary =
+            "A GPU failed" + (code.empty() ? std::string(".") : " with Xid " + code + ".");
+        ctx.why =
+            "The GPU or its driver reported a hardware fault; the job itself is not at fault.";
+      }
+      if (!info || info->node_action) {
+        add("node", node.empty() ? "Drain the node and resubmit the job elsewhere"
+                                 : "Drain " + node + " (scontrol update NodeName=" + node +
+                                       " State=DRAIN Reason=\"GPU Xid " + code +
+                                       "\") and "
+                                       "resubmit the job with --exclude=" +
+                                       node);
+      }
+      break;
+    }
+    case C::kIllegalMemoryAccess: {
+      bool assert_failed = fact("assertion").size() > 0 || ctx.facts.contains("device_assert");
+      ctx.summary = assert_failed ? "A CUDA kernel's device-side assertion failed."
+                                  : "A CUDA kernel accessed memory it does not own.";
+      ctx.why =
+          "This is a bug in the job's code or input, not a lack of memory: most often an "
+          "index out of range (class labels ≥ the number of classes, token ids ≥ the "
+          "vocabulary size) or a custom kernel's bad pointer.";
+      add("rerun",
+          "Rerun with CUDA_LAUNCH_BLOCKING=1 so the error is reported at the kernel "
+          "that failed (CUDA reports it later, asynchronously, otherwise)");
+      add("code",
+          "Check the labels and indices fed to losses and embeddings (e.g. assert "
+          "labels.max() < num_classes), or run the step on the CPU for a clear error");
+      break;
+    }
+    case C::kSegfault: {
+      std::string object = fact("object");
+      ctx.summary = "The job crashed with a segmentation fault" +
+                    (object.empty() ? std::string(".") : " in " + object + ".");
+      ctx.why =
+          "Native code read or wrote an invalid address: a bug in a compiled extension, "
+          "libraries built against different versions, or a stack overflow.";
+      add("rerun",
+          "Get the native stack: python -X faulthandler, or ulimit -c unlimited and "
+          "gdb on the core file");
+      add("env",
+          "Check that compiled extensions match the loaded modules and Python "
+          "(rebuild them after a module or compiler change)");
+      break;
+    }
+    case C::kMpiAbort: {
+      std::string rank = fact("rank");
+      if (rank.empty()) rank = fact("rank2");
+      ctx.summary =
+          "The MPI application aborted" + (rank.empty() ? "" : " (rank " + rank + ")") + ".";
+      ctx.why =
+          "A rank called MPI_Abort or exited abnormally; the reason is that rank's own "
+          "error message just before the abort.";
+      add("info",
+          "Read the rank's output before the abort (the lines shown below) for the "
+          "application's own error");
+      break;
+    }
+    case C::kDiskFull: {
+      std::string path = fact("path");
+      ctx.summary = "A file system was full or the quota was exceeded" +
+                    (path.empty() ? std::string(".") : " writing " + path + ".");
+      ctx.why =
+          "The job wrote more than the file system or the user's quota allows "
+          "(checkpoints, logs, caches).";
+      add("info",
+          "Check space and quota: df -h on the path, quota -s, or lfs quota -hu $USER "
+          "on Lustre");
+      add("code",
+          "Write to scratch ($SCRATCH or $TMPDIR), keep fewer checkpoints, and point "
+          "caches (HF_HOME, TORCH_HOME, pip) off the home directory");
+      break;
+    }
+    case C::kMissingFile: {
+      std::string path = fact("path");
+      if (path.empty()) path = fact("path2");
+      std::string command = fact("command");
+      ctx.summary = !command.empty() ? "The command " + command + " was not found."
+                    : path.empty()   ? "A file the job needs does not exist."
+                                     : "A file the job needs does not exist: " + path + ".";
+      ctx.why =
+          "Paths resolve on the compute node and relative ones from the job's working "
+          "directory, which may not be where it was submitted from.";
+      if (!command.empty()) {
+        add("sbatch", "Load the module or activate the environment that provides " + command +
+                          " in the job script before it is used");
+      } else {
+        add("sbatch",
+            "Use an absolute path, or set the working directory with --chdir; check "
+            "the file system is mounted on the compute nodes");
+      }
+      break;
+    }
+    case C::kImportError: {
+      std::string module = fact("module"), library = fact("library");
+      ctx.summary = !module.empty()    ? "Python could not import " + module + "."
+                    : !library.empty() ? "The shared library " + library + " was not found."
+                                       : "A module or library could not be loaded.";
+      ctx.why =
+          "The job ran in an environment without it: another Python, an inactive virtual "
+          "environment or conda env, or a module not loaded on the compute node.";
+      if (!library.empty()) {
+        add("sbatch", "module load the package that provides " + library +
+                          " (or set LD_LIBRARY_PATH) in the job script; check with ldd");
+      } else {
+        add("sbatch",
+            "Activate the environment in the job script (source venv/bin/activate, "
+            "conda activate, module load) before Python starts");
+        if (!module.empty()) {
+          add("env",
+              "Install it there: python -m pip install " + module.substr(0, module.find('.')));
+        }
+      }
+      break;
+    }
+    case C::kDriverMismatch: {
+      std::string found = fact("driver_version");
+      ctx.summary =
+          "The CUDA runtime the job uses does not match the node's NVIDIA driver" +
+          (found.empty()
+               ? std::string(".")
+               : " (driver supports CUDA " + std::to_string(std::atoi(found.c_str()) / 1000) + "." +
+                     std::to_string(std::atoi(found.c_str()) % 1000 / 10) + ").");
+      ctx.why =
+          "The framework was built for a newer CUDA (or a different GPU architecture) "
+          "than the node's driver and GPU support.";
+      add("env",
+          "Install a build for the node's CUDA version (e.g. a PyTorch wheel for an "
+          "older CUDA), or use a container with CUDA forward compatibility");
+      add("sbatch", "Or run on nodes with a newer driver or a supported GPU (--constraint)");
+      break;
+    }
+    case C::kDataloaderKilled: {
+      std::string sig = fact("worker_signal");
+      ctx.summary =
+          "A data-loader worker died" + (sig.empty() ? std::string(".") : " (" + sig + ").");
+      ctx.why = sig.find("Bus") != std::string::npos
+                    ? "Workers pass batches through shared memory (/dev/shm), which was too small."
+                    : "Workers are separate processes; each holds its own memory, and together "
+                      "they outgrew the job's memory or shared memory.";
+      if (const SourceHint* w = FindHint(ctx.hints, SourceHint::Kind::kNumWorkers)) {
+        int64_t v = std::atoll(w->value.c_str());
+        if (v > 1) {
+          HintFix(ctx, *w, std::to_string(v / 2),
+                  fmt::format("Use fewer workers: num_workers at {}:{} {} → {}", w->file, w->line,
+                              v, v / 2));
+        }
+      } else {
+        add("code", "Use fewer data-loader workers (num_workers)");
+      }
+      add("sbatch",
+          "Give the job more memory (--mem), and in containers a larger /dev/shm "
+          "(--shm-size)");
+      break;
+    }
+    case C::kNanDivergence: {
+      ctx.summary = "Training diverged: the loss became NaN or infinite.";
+      ctx.why =
+          "Usually a learning rate too high for the batch, fp16 overflow, or bad values in "
+          "the input data.";
+      if (const SourceHint* lr = FindHint(ctx.hints, SourceHint::Kind::kLearningRate)) {
+        double v = std::atof(lr->value.c_str());
+        if (v > 0) {
+          HintFix(ctx, *lr, fmt::format("{:g}", v / 2),
+                  fmt::format("Lower the learning rate at {}:{} ({} → {:g}) or add warm-up",
+                              lr->file, lr->line, lr->value, v / 2));
+        }
+      } else {
+        add("code", "Lower the learning rate or add warm-up");
+      }
+      add("code",
+          "Clip gradients (torch.nn.utils.clip_grad_norm_(params, 1.0)) and prefer "
+          "bf16 to fp16");
+      add("rerun",
+          "Find the first bad value: torch.autograd.set_detect_anomaly(True), and check "
+          "inputs with torch.isfinite");
+      break;
+    }
+    case C::kUnknown:
+      break;
+  }
+}
+
+void AddRelevant(std::vector<Evidence>* out, Evidence e) {
+  for (const Evidence& x : *out) {
+    if (x.file == e.file && x.line == e.line && x.line > 0) return;
+  }
+  out->push_back(std::move(e));
+}
+
+bool LooksLikeError(std::string_view text) {
+  static const RE2 re(
+      R"re((?i)\b(?:error|fatal|exception|abort(?:ed)?|failed|failure|killed|panic)\b)re");
+  return RE2::PartialMatch(text, re);
+}
+
+}  // namespace
+
+Diagnosis DiagnoseScans(std::vector<LogScan> scans, const DiagnoseInput& input) {
+  Diagnosis d;
+  d.job = input.job;
+  std::vector<Item> items;
+  std::vector<Traceback> tracebacks;
+  LogItems(scans, &items, &tracebacks);
+  if (input.job) RecordItems(*input.job, &items);
+  auto classes = Score(items);
+  const Traceback* earlier = EarlierError(tracebacks, items, &classes);
+
+  // Rank: adjusted score; near-ties go to the cause that appeared first.
+  std::vector<int> order;
+  for (int c = 0; c < kFailureClassCount; ++c) {
+    if (classes[static_cast<size_t>(c)].score >= 0.1) order.push_back(c);
+  }
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    const auto& x = classes[static_cast<size_t>(a)];
+    const auto& y = classes[static_cast<size_t>(b)];
+    if (std::abs(x.adjusted - y.adjusted) > 0.05) return x.adjusted > y.adjusted;
+    return x.first_line < y.first_line;
+  });
+
+  for (size_t rank = 0; rank < order.size(); ++rank) {
+    const ClassScore& cs = classes[static_cast<size_t>(order[rank])];
+    Cause cause;
+    cause.cls = static_cast<C>(order[rank]);
+    cause.score = cs.score;
+    double next =
+        rank + 1 < order.size() ? classes[static_cast<size_t>(order[rank + 1])].adjusted : 0;
+    cause.confidence = rank == 0 ? cs.adjusted * (1 - 0.5 * next) : cs.adjusted;
+    cause.confidence = std::round(cause.confidence * 100) / 100;
+    cause.consequence_of = cs.consequence_of;
+    cause.first_line = cs.first_line == INT64_MAX ? 0 : cs.first_line;
+    std::vector<const Item*> by_strength = cs.items;
+    std::stable_sort(by_strength.begin(), by_strength.end(),
+                     [](const Item* a, const Item* b) { return a->strength > b->strength; });
+    std::set<std::string> seen;  // one piece of evidence per log line
+    for (const Item* item : by_strength) {
+      const Evidence& e = item->evidence;
+      std::string key = e.line > 0 ? fmt::format("{}:{}", e.file, e.line) : e.text;
+      if (!seen.insert(key).second) continue;
+      cause.evidence.push_back(item->evidence);
+      if (cause.evidence.size() == 4) break;
+    }
+    d.causes.push_back(std::move(cause));
+  }
+
+  std::optional<JobScript> script;
+  if (!input.script_path.empty()) {
+    auto parsed = ParseJobScriptFile(input.script_path);
+    if (parsed.ok()) script = std::move(*parsed);
+  }
+  std::vector<SourceHint> hints;
+  if (!input.code_dir.empty()) hints = ScanSourceDir(input.code_dir);
+  if (!input.script_path.empty()) {
+    auto more = ScanSourceFile(input.script_path, input.script_path);
+    hints.insert(hints.end(), more.begin(), more.end());
+  }
+
+  bool known = !d.causes.empty() && classes[static_cast<size_t>(order[0])].adjusted >= kMinScore;
+  d.cls = known ? d.causes[0].cls : C::kUnknown;
+  if (known) {
+    const ClassScore& top = classes[static_cast<size_t>(order[0])];
+    d.confidence = d.causes[0].confidence;
+    d.evidence = d.causes[0].evidence;
+    // Facts: the strongest signature's first, then the others'.
+    std::vector<const Item*> by_strength = top.items;
+    std::stable_sort(by_strength.begin(), by_strength.end(),
+                     [](const Item* a, const Item* b) { return a->strength > b->strength; });
+    for (const Item* item : by_strength) {
+      if (!item->facts) continue;
+      for (const auto& [k, v] : *item->facts) {
+        if (!d.facts.contains(k)) d.facts[k] = v;
+      }
+    }
+    if (d.cls == C::kIllegalMemoryAccess) {
+      for (const Item* item : top.items) {
+        if (item->id == "device_side_assert") d.facts["device_assert"] = true;
+      }
+    }
+  } else {
+    double best = d.causes.empty() ? 0 : classes[static_cast<size_t>(order[0])].adjusted;
+    d.confidence = std::round((1 - best) * 100) / 100;
+  }
+
+  // The Python traceback that goes with the root cause (or the last one for unknown).
+  const Traceback* tb = nullptr;
+  if (known && !d.evidence.empty() && d.evidence[0].line > 0) {
+    tb = TracebackFor(tracebacks, classes[static_cast<size_t>(order[0])].items, d.evidence[0].file,
+                      d.evidence[0].line);
+  }
+  if (!tb && !known) tb = earlier;
+  if (!tb && !known && !tracebacks.empty()) {
+    // The last exception of the job's own; a launcher's report of it only if there is none.
+    for (auto it = tracebacks.rbegin(); it != tracebacks.rend() && !tb; ++it) {
+      if (!it->frames.empty() && !IsWrapperException(it->exception)) tb = &*it;
+    }
+    for (auto it = tracebacks.rbegin(); it != tracebacks.rend() && !tb; ++it) {
+      if (!it->frames.empty()) tb = &*it;
+    }
+  }
+  if (tb) {
+    if (!tb->exception.empty()) {
+      d.facts["exception"] = tb->exception;
+      if (!tb->message.empty()) d.facts["exception_message"] = tb->message;
+    }
+    if (const Traceback::Frame* frame = UserFrame(*tb)) {
+      d.facts["user_frame"] = fmt::format("{}:{}", frame->file, frame->line);
+      d.facts["user_function"] = frame->func;
+      std::string local = FindSourceFile(input.code_dir, frame->file);
+      if (!local.empty()) {
+        if (auto text = ReadSourceLine(local, frame->line)) d.facts["user_code"] = *text;
+      }
+    }
+  }
+  if (input.job) {
+    d.facts["state"] = input.job->outcome.state;
+    if (input.job->outcome.exit_code) d.facts["exit_code"] = *input.job->outcome.exit_code;
+    if (input.job->outcome.signal) d.facts["signal"] = *input.job->outcome.signal;
+  }
+
+  FixContext ctx{input, script, hints, scans, d.facts, d.fixes, "", ""};
+  if (known) {
+    ClassFixes(d.cls, ctx);
+    d.summary = ctx.summary;
+    d.why = ctx.why;
+    for (size_t i = 1; i < d.causes.size(); ++i) {
+      Cause& c = d.causes[i];
+      c.summary = !c.consequence_of ? "a weaker explanation"
+                  : *c.consequence_of == C::kUnknown
+                      ? "a consequence of an earlier error in the job's own code"
+                      : fmt::format("a consequence of {}", FailureClassName(*c.consequence_of));
+    }
+    d.causes[0].summary = d.summary;
+  } else {
+    d.summary = "No known failure signature explains this job's end.";
+    d.why = d.facts.contains("exception")
+                ? fmt::format("The job raised {}{}; see the lines below.",
+                              d.facts["exception"].get<std::string>(),
+                              d.facts.contains("user_frame")
+                                  ? " at " + d.facts["user_frame"].get<std::string>()
+                                  : std::string())
+                : "Read the most relevant lines below; they are the errors the job printed "
+                  "last.";
+    for (Cause& c : d.causes) {
+      c.summary = c.consequence_of == C::kUnknown ? "a consequence of the job's own earlier error"
+                                                  : "too weak to name (evidence below)";
+    }
+  }
+  if (d.facts.contains("user_frame") && d.cls != C::kUnknown) {
+    std::string where = d.facts["user_frame"].get<std::string>();
+    if (d.cls == C::kIllegalMemoryAccess || d.cls == C::kMissingFile || d.cls == C::kGpuOom ||
+        d.cls == C::kNanDivergence) {
+      d.why += " The job's own code was at " + where + ".";
+    }
+  }
+  if (!known) {
+    if (d.facts.contains("user_frame")) {
+      d.fixes.push_back({"code",
+                         fmt::format("Start at {} in the job's own code",
+                                     d.facts["user_frame"].get<std::string>()),
+                         "", 0, "", ""});
+    }
+  }
+
+  // The lines worth reading: evidence, the traceback's end, then the last error-like lines.
+  for (const Evidence& e : d.evidence) AddRelevant(&d.relevant_lines, e);
+  if (tb) {
+    for (const LogScan& scan : scans) {
+      if (scan.file != tb->file) continue;
+      for (const SignatureHit& h : scan.hits) {
+        if (h.line == tb->end_line) {
+          AddRelevant(&d.relevant_lines, {scan.file, h.line, h.text, "traceback", C::kUnknown});
+        }
+      }
+    }
+  }
+  if (!known) {
+    for (const auto& c : d.causes) {
+      for (const Evidence& e : c.evidence) AddRelevant(&d.relevant_lines, e);
+    }
+    for (const LogScan& scan : scans) {
+      int shown = 0;
+      for (auto it = scan.tail.rbegin(); it != scan.tail.rend() && shown < 8; ++it) {
+        if (!LooksLikeError(it->second)) continue;
+        AddRelevant(&d.relevant_lines, {scan.file, it->first, it->second, "tail", C::kUnknown});
+        ++shown;
+      }
+      if (shown == 0) {
+        for (auto it = scan.tail.rbegin(); it != scan.tail.rend() && shown < 5; ++it, ++shown) {
+          AddRelevant(&d.relevant_lines, {scan.file, it->first, it->second, "tail", C::kUnknown});
+        }
+      }
+    }
+  }
+  std::stable_sort(d.relevant_lines.begin(), d.relevant_lines.end(),
+                   [](const Evidence& a, const Evidence& b) {
+                     return a.file == b.file ? a.line < b.line : false;
+                   });
+  d.logs = std::move(scans);
+  return d;
+}
+
+StatusOr<Diagnosis> Diagnose(const DiagnoseInput& input) {
+  std::vector<LogScan> scans;
+  for (const std::string& path : input.log_paths) {
+    auto scan = ScanLogFile(path);
+    if (!scan.ok()) return scan.status();
+    scans.push_back(std::move(*scan));
+  }
+  if (!input.script_path.empty()) {
+    auto parsed = ParseJobScriptFile(input.script_path);
+    if (!parsed.ok()) return parsed.status().WithContext("--script");
+  }
+  return DiagnoseScans(std::move(scans), input);
+}
+
+namespace {
+
+nlohmann::json EvidenceJson(const Evidence& e) {
+  nlohmann::json j = {
+      {"file", e.file}, {"line", e.line}, {"text", e.text}, {"signature", e.signature}};
+  if (e.cls != C::kUnknown) j["class"] = FailureClassName(e.cls);
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json DiagnosisToJson(const Diagnosis& d) {
+  nlohmann::json j;
+  j["schema"] = "rightsize.diagnosis/v1";
+  if (d.job) {
+    j["job"] = {
+        {"cluster", d.job->cluster}, {"job_id", d.job->job_id}, {"state", d.job->outcome.state}};
+    if (d.job->outcome.exit_code) j["job"]["exit_code"] = *d.job->outcome.exit_code;
+    if (d.job->outcome.signal) j["job"]["signal"] = *d.job->outcome.signal;
+  } else {
+    j["job"] = nullptr;
+  }
+  j["class"] = FailureClassName(d.cls);
+  j["confidence"] = d.confidence;
+  j["summary"] = d.summary;
+  j["why"] = d.why;
+  j["facts"] = d.facts;
+  j["evidence"] = nlohmann::json::array();
+  for (const Evidence& e : d.evidence) j["evidence"].push_back(EvidenceJson(e));
+  j["fixes"] = nlohmann::json::array();
+  for (const Fix& f : d.fixes) {
+    nlohmann::json fj = {{"kind", f.kind}, {"text", f.text}};
+    if (!f.to.empty() || !f.file.empty()) {
+      fj["change"] = {{"file", f.file}, {"line", f.line}, {"from", f.from}, {"to", f.to}};
+    }
+    j["fixes"].push_back(fj);
+  }
+  j["causes"] = nlohmann::json::array();
+  for (const Cause& c : d.causes) {
+    nlohmann::json cj = {{"class", FailureClassName(c.cls)},
+                         {"confidence", c.confidence},
+                         {"score", std::round(c.score * 1000) / 1000},
+                         {"summary", c.summary}};
+    cj["consequence_of"] = c.consequence_of ? nlohmann::json(FailureClassName(*c.consequence_of))
+                                            : nlohmann::json(nullptr);
+    cj["evidence"] = nlohmann::json::array();
+    for (const Evidence& e : c.evidence) cj["evidence"].push_back(EvidenceJson(e));
+    j["causes"].push_back(cj);
+  }
+  j["relevant_lines"] = nlohmann::json::array();
+  for (const Evidence& e : d.relevant_lines) j["relevant_lines"].push_back(EvidenceJson(e));
+  j["logs"] = nlohmann::json::array();
+  for (const LogScan& s : d.logs) {
+    j["logs"].push_back({{"file", s.file},
+                         {"bytes", s.bytes},
+                         {"lines", s.lines},
+                         {"binary", s.nul_bytes > 0},
+                         {"long_lines", s.long_lines}});
+  }
+  return j;
+}
+
+std::string RenderDiagnosisText(const Diagnosis& d) {
+  std::string out;
+  if (d.job) {
+    out += fmt::format("job {}{}: {}", d.job->job_id,
+                       d.job->cluster.empty() ? "" : " (" + d.job->cluster + ")",
+                       d.job->outcome.state.empty() ? "state unknown" : d.job->outcome.state);
+    if (d.job->outcome.exit_code) out += fmt::format(", exit {}", *d.job->outcome.exit_code);
+    if (d.job->outcome.signal) out += fmt::format(", signal {}", *d.job->outcome.signal);
+    out += "\n";
+  }
+  out += fmt::format("what:  {} (confidence {:.2f})\n       {}\n", FailureClassName(d.cls),
+                     d.confidence, d.summary);
+  if (!d.why.empty()) out += fmt::format("why:   {}\n", d.why);
+  if (d.facts.contains("user_frame")) {
+    out +=
+        fmt::format("where: {}{}\n", d.facts["user_frame"].get<std::string>(),
+                    d.facts.contains("user_code") ? "  " + d.facts["user_code"].get<std::string>()
+                                                  : std::string());
+  }
+  if (!d.fixes.empty()) {
+    out += "fix:\n";
+    int n = 0;
+    for (const Fix& f : d.fixes) {
+      out += fmt::format("  {}. {}\n", ++n, f.text);
+      if (!f.file.empty() && !f.from.empty()) {
+        out += fmt::format("     {}:{}  {}  →  {}\n", f.file, f.line, f.from, f.to);
+      }
+    }
+  }
+  const auto& lines = d.cls == C::kUnknown ? d.relevant_lines : d.evidence;
+  if (!lines.empty()) {
+    out += d.cls == C::kUnknown ? "most relevant lines:\n" : "evidence:\n";
+    for (const Evidence& e : lines) {
+      out += e.line > 0 ? fmt::format("  {}:{}  {}\n", e.file, e.line, e.text)
+                        : fmt::format("  {}: {}\n", e.file, e.text);
+    }
+  }
+  if (d.causes.size() > 1 || (d.cls == C::kUnknown && !d.causes.empty())) {
+    out += "other causes considered:\n";
+    for (size_t i = d.cls == C::kUnknown ? 0 : 1; i < d.causes.size(); ++i) {
+      out += fmt::format("  {} {:.2f}  {}\n", FailureClassName(d.causes[i].cls),
+                         d.causes[i].confidence, d.causes[i].summary);
+    }
+  }
+  return out;
+}
+
+}  // namespace rightsize

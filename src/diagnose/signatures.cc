@@ -1,0 +1,343 @@
+#include "diagnose/signatures.h"
+
+#include <array>
+
+namespace rightsize {
+namespace {
+
+using C = FailureClass;
+using K = SignatureKind;
+
+// Sizes as printed by the frameworks: "2.00 GiB", "20.00 MiB", "512 bytes".
+#define RS_SIZE R"re([0-9][0-9.]*\s?(?:[KMGTP]i?B|bytes|[KMGTP]))re"
+
+// Ordered by class; within a class the most specific first (the first match names the fact).
+constexpr Signature
+    kSignatures[] =
+        {
+            // ---- GPU out of memory
+            // -----------------------------------------------------------------
+            {"pytorch_cuda_oom", C::kGpuOom, K::kCause, 0.97,
+             R"re(CUDA out of memory\.? *Tried to allocate)re",
+             R"re(Tried to allocate (?P<tried>)re" RS_SIZE
+             R"re()(?:.*?\(?GPU (?P<gpu>\d+)(?:; | has a total capacity of )(?P<capacity>)re" RS_SIZE
+             R"re())?(?:.*?(?P<allocated>)re" RS_SIZE
+             R"re() already allocated)?(?:.*?of which (?P<free>)re" RS_SIZE
+             R"re() is free)?(?:.*?(?P<free_pt1>)re" RS_SIZE
+             R"re() free;)?(?:.*?this process has (?P<in_use>)re" RS_SIZE
+             R"re() memory in use)?(?:.*?(?P<allocated_pt2>)re" RS_SIZE
+             R"re() is allocated by PyTorch)?(?:.*?(?P<reserved_unallocated>)re" RS_SIZE
+             R"re() is reserved by PyTorch but unallocated)?(?:.*?(?P<reserved>)re" RS_SIZE
+             R"re() reserved in total by PyTorch)?)re"},
+            {"pytorch_oom_error", C::kGpuOom, K::kCause, 0.95,
+             R"re(torch\.(?:cuda\.)?OutOfMemoryError)re", ""},
+            {"cuda_oom", C::kGpuOom, K::kCause, 0.9,
+             R"re(CUDA error: out of memory|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY|CUDA out of memory)re",
+             ""},
+            {"tensorflow_oom", C::kGpuOom, K::kCause, 0.95,
+             R"re(OOM when allocating tensor|ran out of memory trying to allocate)re",
+             R"re((?:shape\s?\[(?P<shape>[^\]]*)\])?(?:.*?trying to allocate (?P<tried>)re" RS_SIZE
+             R"re())?)re"},
+            // TensorFlow raises it for a full disk too: weak alone.
+            {"tensorflow_resource_exhausted", C::kGpuOom, K::kCause, 0.6,
+             R"re(ResourceExhaustedError)re", ""},
+            {"xla_oom", C::kGpuOom, K::kCause, 0.95,
+             R"re(RESOURCE_EXHAUSTED: Out of memory|Out of memory while trying to allocate)re",
+             R"re(allocate (?P<tried>)re" RS_SIZE R"re())re"},
+            {"cublas_alloc_failed", C::kGpuOom, K::kCause, 0.8,
+             R"re(CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUFFT_ALLOC_FAILED)re", ""},
+            {"gpu_fragmentation_hint", C::kGpuOom, K::kCause, 0.5,
+             R"re(reserved but unallocated memory is large|If reserved memory is >> allocated memory)re",
+             ""},
+
+            // ---- host out of memory
+            // ----------------------------------------------------------------
+            {"slurm_oom_kill", C::kHostOom, K::kCause, 0.97,
+             R"re(Detected \d+ oom[-_]kill events?)re",
+             R"re(Detected (?P<oom_kills>\d+) oom[-_]kill events?(?:\(s\))? in (?:step |StepId=)?(?P<step>[\w.+]+?)\.?(?:\s|$))re"},
+            {"slurm_exceeded_memory", C::kHostOom, K::kCause, 0.97,
+             R"re(exceeded (?:job )?memory limit)re",
+             R"re((?:(?P<step_id>StepId=)\S+ )?exceeded (?:job )?memory limit \((?P<used_raw>\d+) > (?P<limit_raw>\d+)\))re"},
+            {"srun_task_oom", C::kHostOom, K::kCause, 0.95, R"re(task \d+: Out Of Memory)re", ""},
+            {"kernel_oom_killer", C::kHostOom, K::kCause, 0.9,
+             R"re((?:Memory cgroup out of memory|Out of memory): Kill(?:ed)? process|invoked oom-killer|oom-kill:constraint=)re",
+             R"re(Kill(?:ed)? process (?P<pid>\d+) \((?P<process>[^)]+)\))re"},
+            {"k8s_oomkilled", C::kHostOom, K::kCause, 0.95, R"re(\bOOMKilled\b)re", ""},
+            {"k8s_evicted_memory", C::kHostOom, K::kCause, 0.9,
+             R"re(node was low on resource: memory)re", ""},
+            {"java_oom", C::kHostOom, K::kCause, 0.9,
+             R"re(java\.lang\.OutOfMemoryError|Out of memory\. *$|out of memory allocating \d+ bytes)re",
+             ""},
+            {"slurm_state_oom", C::kHostOom, K::kCause, 0.9, R"re(\bOUT_OF_MEMORY\b)re", ""},
+            {"numpy_memory_error", C::kHostOom, K::kCause, 0.9,
+             R"re(_ArrayMemoryError|Unable to allocate [0-9.]+ [KMGTP]i?B for an array)re",
+             R"re(Unable to allocate (?P<tried>)re" RS_SIZE R"re())re"},
+            {"python_memory_error", C::kHostOom, K::kCause, 0.85,
+             R"re((?:^|[\s:\]])MemoryError\b)re", ""},
+            {"cpp_bad_alloc", C::kHostOom, K::kCause, 0.8, R"re(std::bad_alloc)re", ""},
+            {"enomem", C::kHostOom, K::kCause, 0.6, R"re(Cannot allocate memory|\bENOMEM\b)re", ""},
+            {"killed_sigkill", C::kHostOom, K::kSymptom, 0.45,
+             R"re(line \d+: +\d+ Killed\b|^Killed\s*$|killed by signal 9\b|signal 9 \(Killed\)|SIGKILL)re",
+             ""},
+            {"exit_137", C::kHostOom, K::kSymptom, 0.4, R"re(exit (?:code|status)[: ]+137\b)re",
+             ""},
+
+            // ---- time limit
+            // ------------------------------------------------------------------------
+            {"slurm_time_limit", C::kTimeout, K::kCause, 0.99, R"re(DUE TO TIME LIMIT)re",
+             R"re((?:JOB|STEP) (?P<step>[\w.+]+) ON (?P<node>\S+) CANCELLED AT (?P<at>\S+))re"},
+            {"pbs_walltime", C::kTimeout, K::kCause, 0.95,
+             R"re(walltime \d+ exceeded limit|TERM_RUNLIMIT|DeadlineExceeded|job killed: walltime)re",
+             ""},
+            {"slurm_state_timeout", C::kTimeout, K::kCause, 0.8,
+             R"re(State=TIMEOUT|\bTIMEOUT\b.*\bTime ?limit)re", ""},
+
+            // ---- node failure
+            // ----------------------------------------------------------------------
+            {"slurm_node_failure", C::kNodeFailure, K::kCause, 0.97, R"re(DUE TO NODE FAIL)re",
+             R"re(ON (?P<node>\S+) CANCELLED)re"},
+            {"srun_node_failure", C::kNodeFailure, K::kCause, 0.9,
+             R"re(Node failure on \S+|\bNODE_FAIL\b|requeued? (?:due to|because of) node failure)re",
+             R"re(Node failure on (?P<node>[\w.-]+))re"},
+            {"pbs_node_failure", C::kNodeFailure, K::kCause, 0.9,
+             R"re(SISTER_EOF|requested job terminate|job killed: node \d+ \(\S+\))re",
+             R"re(node \d+ \((?P<node>[^)]+)\))re"},
+            {"node_not_responding", C::kNodeFailure, K::kCause, 0.7,
+             R"re([Nn]odes? \S+ (?:not responding|are DOWN|is DOWN)|NodeNotReady|\bNodeLost\b)re",
+             R"re([Nn]odes? (?P<node>[\w.\[\],-]+) (?:not responding|are DOWN|is DOWN))re"},
+
+            // ---- preemption
+            // ------------------------------------------------------------------------
+            {"slurm_preemption", C::kPreemption, K::kCause, 0.98, R"re(DUE TO PREEMPTION)re", ""},
+            {"preempted", C::kPreemption, K::kCause, 0.85,
+             R"re(\bPREEMPTED\b|[Rr]equeued? (?:due to|after|because of) preemption|was preempted|Reason:\s+Preempt|[Ss]pot (?:instance )?(?:interruption|termination notice)|instance is being reclaimed|[Ss]pot ITN|SPOT_ITN|[Ii]nstance will be interrupted|instances\.preempted|in response to imminent node shutdown|\bPreempted by\b)re",
+             ""},
+
+            // ---- NCCL
+            // ------------------------------------------------------------------------------
+            {"nccl_watchdog_timeout", C::kNcclTimeout, K::kCause, 0.9,
+             R"re(Watchdog caught collective operation timeout)re",
+             R"re((?:\[Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:.*?Timeout\(ms\)=(?P<timeout_ms>\d+))?\)(?: ran for (?P<ran_ms>\d+) milliseconds)?)re"},
+            {"nccl_timed_out", C::kNcclTimeout, K::kCause, 0.75,
+             R"re(Some NCCL operations have failed or timed out|ProcessGroupNCCL.{0,80}(?:timed out|timeout)|NCCL watchdog thread terminated|watchdog got stuck|Heartbeat monitor timed out|NCCL communicator was aborted)re",
+             ""},
+            {"dist_timeout", C::kNcclTimeout, K::kCause, 0.5,
+             R"re(DistStoreError: .*[Tt]imed? ?out|Socket Timeout|torch\.distributed\.DistNetworkError)re",
+             ""},
+            {"nccl_error", C::kNcclError, K::kCause, 0.85,
+             R"re(NCCL error in:|\bnccl(?:System|Remote|Internal|UnhandledCuda|InvalidUsage)Error\b|DistBackendError: NCCL error|\bnccl\w+(?:\([^)]*\))? failed: (?:unhandled|remote|internal|invalid)|NCCL: unhandled (?:system|cuda) error)re",
+             R"re(NCCL error in: (?P<where>[^,]+), (?P<nccl_error>[^,\n]+))re"},
+            {"nccl_ib_error", C::kNcclError, K::kCause, 0.85,
+             R"re(NET/IB ?: ?Got completion (?:from peer \S+ )?with (?:error|status=)|NET/Socket : Connection closed by remote peer|NCCL failure)re",
+             R"re(with error (?P<ib_error>\d+))re"},
+            {"nccl_warn", C::kNcclError, K::kSymptom, 0.35, R"re(NCCL WARN)re", ""},
+
+            // ---- GPU hardware
+            // ----------------------------------------------------------------------
+            {"nvrm_xid", C::kGpuHardware, K::kXid, 0.95, R"re(Xid \(?PCI:)re",
+             R"re((?:(?P<node>[\w-]+) kernel: .*?)?Xid \((?P<pci>PCI:[0-9A-Fa-f:.]+)\): (?P<xid>\d+))re"},
+            {"fallen_off_bus", C::kGpuHardware, K::kCause, 0.95,
+             R"re(fallen off the bus|GPU is lost|Unable to determine the device handle for GPU)re",
+             ""},
+            {"uncorrectable_ecc", C::kGpuHardware, K::kCause, 0.92,
+             R"re([Uu]ncorrectable ECC error|cudaErrorECCUncorrectable|CUDA_ERROR_ECC_UNCORRECTABLE|Double Bit ECC|row remapp(?:ing|er) (?:failure|failed)|Row Remapping Failure)re",
+             ""},
+            {"gpu_uncorrectable_nvlink", C::kGpuHardware, K::kCause, 0.8,
+             R"re(NVLink (?:error|fatal)|uncorrectable NVLink)re", ""},
+
+            // ---- illegal memory access
+            // -------------------------------------------------------------
+            {"cuda_illegal_access", C::kIllegalMemoryAccess, K::kCause, 0.95,
+             R"re(illegal memory access was encountered|cudaErrorIllegalAddress|CUDA_ERROR_ILLEGAL_ADDRESS|misaligned address|illegal instruction was encountered)re",
+             ""},
+            {"device_side_assert", C::kIllegalMemoryAccess, K::kCause, 0.95,
+             R"re(device-side assert(?:ion)? triggered|\.cu:\d+: .*Assertion .* failed)re",
+             R"re((?P<kernel_file>[\w./-]+\.cu):(?P<kernel_line>\d+): .*Assertion `(?P<assertion>[^`']+))re"},
+            {"cuda_launch_failure", C::kIllegalMemoryAccess, K::kCause, 0.5,
+             R"re(unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED)re", ""},
+
+            // ---- segmentation fault
+            // ----------------------------------------------------------------
+            {"kernel_segfault", C::kSegfault, K::kCause, 0.92, R"re(segfault at [0-9a-f]+ ip )re",
+             R"re(\b(?P<process>[\w.-]+)\[(?P<pid>\d+)\]: segfault at (?P<address>[0-9a-f]+) ip [0-9a-f]+ sp [0-9a-f]+ error \d+(?: in (?P<object>[^\[\s]+))?)re"},
+            {"segmentation_fault", C::kSegfault, K::kCause, 0.88,
+             R"re(Segmentation fault|SIGSEGV|[Ss]ignal 11\b|Fatal Python error: Segmentation|Address not mapped)re",
+             R"re(Failing at address: (?P<address>0x[0-9a-f]+))re"},
+            {"exit_139", C::kSegfault, K::kSymptom, 0.6, R"re(exit (?:code|status)[: ]+139\b)re",
+             ""},
+
+            // ---- MPI abort
+            // -------------------------------------------------------------------------
+            {"mpi_abort", C::kMpiAbort, K::kCause, 0.85,
+             R"re(MPI_ABORT was invoked on rank|called MPI_Abort|Fatal error in P?MPI_\w+|MPI_ERR_\w+)re",
+             R"re((?:invoked on rank (?P<rank>\d+)|MPI_Abort\([^,]*, (?P<errorcode>-?\d+)\)(?: - process (?P<rank2>\d+))?))re"},
+            {"mpi_bad_termination", C::kMpiAbort, K::kSymptom, 0.55,
+             R"re(BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES|(?:mpirun|prterun) has exited due to process rank|Primary job +terminated normally, but \d+ process returned|MPI_Abort)re",
+             R"re(process rank (?P<rank>\d+))re"},
+
+            // ---- disk full and quota
+            // ---------------------------------------------------------------
+            {"no_space_left", C::kDiskFull, K::kCause, 0.95,
+             R"re((?i)no space left on device|\[Errno 28\]|\bENOSPC\b|node was low on resource: ephemeral-storage)re",
+             R"re(No space left on device(?:: '(?P<path>[^']+)')?)re"},
+            {"short_write", C::kDiskFull, K::kCause, 0.6,
+             R"re(\bshort write\b|unexpected pos \d+ vs \d+)re", ""},
+            {"quota_exceeded", C::kDiskFull, K::kCause, 0.92,
+             R"re(Disk quota exceeded|\[Errno 122\]|\bEDQUOT\b|[Qq]uota exceeded|over (?:disk |block |file )?quota)re",
+             R"re(Disk quota exceeded(?:: '(?P<path>[^']+)')?)re"},
+
+            // ---- missing file
+            // ----------------------------------------------------------------------
+            {"python_file_not_found", C::kMissingFile, K::kCause, 0.9,
+             R"re(FileNotFoundError|IOError: \[Errno 2\]|OSError: \[Errno 2\])re",
+             R"re(No such file or directory: '(?P<path>[^']+)')re"},
+            {"no_such_file", C::kMissingFile, K::kCause, 0.6,
+             R"re((?i)no such file or directory)re",
+             R"re((?:'(?P<path>[^']+)'|(?:^|\s)(?P<path2>[^\s:']+): No such file))re"},
+            {"missing_image_or_file", C::kMissingFile, K::kCause, 0.85,
+             R"re(could not open image \S+|does not appear to have a file named|Not found: "[^"]+": No such file)re",
+             R"re((?:could not open image (?P<path>[^\s:]+)|(?P<path2>\S+) does not appear to have a file named (?P<name>[\w.-]+)))re"},
+            {"command_not_found", C::kMissingFile, K::kCause, 0.75,
+             R"re(: command not found|execve\(\): .*: No such file)re",
+             R"re((?P<command>[\w./+-]+): command not found)re"},
+            {"cannot_open_file", C::kMissingFile, K::kCause, 0.75,
+             R"re((?i)(?:cannot|can't|could not|unable to|failed to) (?:open|find|read|load|locate) (?:the )?(?:input |data |config |checkpoint |restart |mesh |parameter )?(?:file|script|directory)|does not exist)re",
+             R"re((?i)file[: ]+['"]?(?P<path>[\w./~-]+))re"},
+
+            // ---- import errors
+            // ---------------------------------------------------------------------
+            {"module_not_found", C::kImportError, K::kCause, 0.97, R"re(ModuleNotFoundError)re",
+             R"re(No module named '(?P<module>[^']+)')re"},
+            {"python_import_error", C::kImportError, K::kCause, 0.9, R"re(ImportError: )re",
+             R"re(cannot import name '(?P<name>[^']+)'(?: from '(?P<module>[^']+)')?)re"},
+            {"shared_library_missing", C::kImportError, K::kCause, 0.95,
+             R"re(cannot open shared object file|error while loading shared libraries)re",
+             R"re((?P<library>[\w.+-]+\.so[\w.]*): cannot open shared object file)re"},
+            {"undefined_symbol", C::kImportError, K::kCause, 0.75,
+             R"re(undefined symbol: |version `GLIBC(?:XX)?_[\d.]+' not found)re",
+             R"re(undefined symbol: (?P<symbol>\S+))re"},
+            {"r_package_missing", C::kImportError, K::kCause, 0.9,
+             R"re(there is no package called|Package \w+ not found in current path)re", ""},
+            // Lmod: the module that would have put the program on the PATH does not exist.
+            {"lmod_unknown_module", C::kMissingFile, K::kSymptom, 0.5,
+             R"re(The following module\(s\) are unknown)re", ""},
+
+            // ---- CUDA driver and runtime
+            // -----------------------------------------------------------
+            {"cuda_driver_insufficient", C::kDriverMismatch, K::kCause, 0.97,
+             R"re(driver version is insufficient for CUDA runtime|cudaErrorInsufficientDriver|CUDA_ERROR_SYSTEM_DRIVER_MISMATCH|unsupported display driver / cuda driver combination|forward compatibility was attempted on non supported HW)re",
+             ""},
+            {"nvidia_driver_too_old", C::kDriverMismatch, K::kCause, 0.97,
+             R"re(NVIDIA driver on your system is too old)re",
+             R"re(found version (?P<driver_version>\d+))re"},
+            {"container_cuda_requirement", C::kDriverMismatch, K::kCause, 0.95,
+             R"re(requirement error: unsatisfied condition: cuda|please update your driver to a newer version|PTX was compiled with an unsupported toolchain|CUDA_ERROR_UNSUPPORTED_PTX_VERSION)re",
+             ""},
+            {"nvml_mismatch", C::kDriverMismatch, K::kCause, 0.95,
+             R"re(Driver/library version mismatch)re", ""},
+            {"no_kernel_image", C::kDriverMismatch, K::kCause, 0.85,
+             R"re(no kernel image is available for execution on the device|is not compatible with the current PyTorch installation)re",
+             R"re((?P<gpu_name>NVIDIA [\w -]+) with CUDA capability (?P<capability>sm_\d+))re"},
+            {"no_nvidia_driver", C::kDriverMismatch, K::kCause, 0.75,
+             R"re(couldn't communicate with the NVIDIA driver|Found no NVIDIA driver on your system)re",
+             ""},
+
+            // ---- data-loader workers
+            // ---------------------------------------------------------------
+            {"dataloader_worker_killed", C::kDataloaderKilled, K::kCause, 0.9,
+             R"re(DataLoader worker \(pid)re",
+             R"re(DataLoader worker \(pid(?:\(s\))? (?P<pids>[\d, ]+)\) (?:is killed by signal: (?P<worker_signal>[\w ]+?)\.?\s*$|exited unexpectedly))re"},
+            {"dataloader_shm", C::kDataloaderKilled, K::kCause, 0.85,
+             R"re(insufficient shared memory \(shm\)|Unexpected bus error encountered in worker)re",
+             ""},
+
+            // ---- NaN / Inf divergence
+            // --------------------------------------------------------------
+            {"nan_loss", C::kNanDivergence, K::kCause, 0.85,
+             R"re((?i)loss (?:is|became|=|:) ?(?:nan|inf)\b|(?i)nan loss|(?i)non-finite loss|(?i)loss is not finite|['"]loss['"]: (?:nan|inf)\b|(?i)\bloss\b.{0,40}\bis (?:nan|inf)\b)re",
+             ""},
+            {"nan_detected", C::kNanDivergence, K::kCause, 0.85, R"re(returned nan values|Detected (?:inf|nan|NaN|Inf) or (?:inf|nan|NaN|Inf)|FloatingPointError|Minimum loss scale reached|loss scale already at minimum|tensor contains (?:either )?`?(?:inf|nan)|Tensor had (?:NaN|Inf) values|(?i)\bnon-finite\b|(?i)infinite or nan|(?i)\bfound (?:nan|inf)\b|tensor\(\[+nan\b|(?i)encountered (?:a )?nan|(?i)nan values? detected|(?i)(?:is|became) (?:nan|inf) or (?:nan|inf)|is not finite)re",
+             ""},
+            {"gradient_overflow", C::kNanDivergence, K::kSymptom, 0.3,
+             R"re(Gradient overflow\.\s+Skipping step|OVERFLOW! Rank \d+ Skipping step)re", ""},
+
+            // ---- Python tracebacks (context, no class)
+            // ---------------------------------------------
+            // Python's own tracebacks, and faulthandler's dumps (most recent call first).
+            {"traceback", C::kUnknown, K::kTraceback, 0,
+             R"re(Traceback \(most recent call last\)|(?:Current thread|Thread) 0x[0-9a-f]+ (?:\[[^\]]*\] )?\(most recent call first\))re",
+             ""},
+            {"traceback_frame", C::kUnknown, K::kFrame, 0,
+             R"re(^(?:\d+: ?)?\W{0,3}(?:\[[^\]]*\]:?\s*)?\s*File ")re",
+             R"re(File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<func>\S+))re"},
+            {"python_exception", C::kUnknown, K::kException, 0,
+             R"re(^(?:\d+: ?)?(?:\[[^\]]*\]:?\s*)?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)(?::\s|$))re",
+             R"re((?P<exception>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning))(?::\s*(?P<message>.*))?$)re"},
+};
+
+#undef RS_SIZE
+
+// Rows: cause. Bit i set: explains class i. Built from the lists below.
+struct Explanation {
+  FailureClass cause;
+  std::array<FailureClass, 8> effects;
+  int count;
+};
+
+// Consequences that commonly follow each root cause in the same job's logs.
+constexpr Explanation kExplanations[] = {
+    {C::kGpuOom, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kSegfault}, 4},
+    {C::kHostOom, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kDataloaderKilled}, 4},
+    {C::kTimeout,
+     {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kSegfault, C::kDataloaderKilled},
+     5},
+    {C::kNodeFailure, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError}, 3},
+    {C::kPreemption, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kDataloaderKilled}, 4},
+    {C::kNcclError, {C::kMpiAbort, C::kNcclTimeout}, 2},
+    {C::kNcclTimeout, {C::kMpiAbort}, 1},
+    {C::kGpuHardware,
+     {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kIllegalMemoryAccess, C::kSegfault},
+     5},
+    {C::kIllegalMemoryAccess, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kSegfault}, 4},
+    {C::kSegfault, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError}, 3},
+    {C::kDiskFull, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kMissingFile}, 4},
+    {C::kMissingFile, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError}, 3},
+    {C::kImportError, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kMissingFile}, 4},
+    {C::kDriverMismatch, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kImportError}, 4},
+    {C::kDataloaderKilled, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kSegfault}, 4},
+    {C::kNanDivergence, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError}, 3},
+};
+
+constexpr std::string_view kClassNames[kFailureClassCount] = {
+    "gpu_oom",           "host_oom",       "timeout",
+    "node_failure",      "preemption",     "nccl_timeout",
+    "nccl_error",        "gpu_hardware",   "illegal_memory_access",
+    "segfault",          "mpi_abort",      "disk_full",
+    "missing_file",      "import_error",   "driver_mismatch",
+    "dataloader_killed", "nan_divergence", "unknown",
+};
+
+}  // namespace
+
+std::string_view FailureClassName(FailureClass c) { return kClassNames[static_cast<int>(c)]; }
+
+std::optional<FailureClass> FailureClassFromName(std::string_view name) {
+  for (int i = 0; i < kFailureClassCount; ++i) {
+    if (kClassNames[i] == name) return static_cast<FailureClass>(i);
+  }
+  return std::nullopt;
+}
+
+std::span<const Signature> AllSignatures() { return kSignatures; }
+
+bool Explains(FailureClass cause, FailureClass effect) {
+  for (const auto& e : kExplanations) {
+    if (e.cause != cause) continue;
+    for (int i = 0; i < e.count; ++i) {
+      if (e.effects[static_cast<size_t>(i)] == effect) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace rightsize

@@ -1,0 +1,72 @@
+// Failure signatures: the log lines that name why a job died, one table for every framework,
+// scheduler and library version rightsize knows.
+//
+// A signature is a regular expression (RE2 syntax, matched against one line, Latin-1 so any
+// byte sequence is valid input), the failure class it is evidence for, and how strongly: 0.97
+// for a line that can only mean one thing ("DUE TO TIME LIMIT"), 0.4 for a symptom that many
+// causes share ("Killed"). Named groups ("(?P<tried>…)") become the facts of the diagnosis.
+// Separate fact patterns run only on lines a signature already matched, so the scan stays a
+// single pass. The table is data: adding a wording is adding a row (see docs/diagnosis.md).
+// Immutable after start-up; thread-safe.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string_view>
+
+namespace rightsize {
+
+// The root cause of a failed job (the `class` of rightsize.diagnosis/v1).
+enum class FailureClass {
+  kGpuOom,
+  kHostOom,
+  kTimeout,
+  kNodeFailure,
+  kPreemption,
+  kNcclTimeout,
+  kNcclError,
+  kGpuHardware,
+  kIllegalMemoryAccess,
+  kSegfault,
+  kMpiAbort,
+  kDiskFull,
+  kMissingFile,
+  kImportError,
+  kDriverMismatch,
+  kDataloaderKilled,
+  kNanDivergence,
+  kUnknown,
+};
+inline constexpr int kFailureClassCount = static_cast<int>(FailureClass::kUnknown) + 1;
+
+// "gpu_oom", "host_oom", …, "unknown".
+std::string_view FailureClassName(FailureClass c);
+std::optional<FailureClass> FailureClassFromName(std::string_view name);
+
+// What a signature's match means beyond its class.
+enum class SignatureKind {
+  kCause,      // evidence for `cls`
+  kSymptom,    // evidence for `cls` only when nothing stronger explains it (exit 137, "Killed")
+  kXid,        // an NVIDIA Xid line: the class comes from the Xid catalogue (named group "xid")
+  kTraceback,  // "Traceback (most recent call last):" starts a Python traceback
+  kFrame,      // a traceback frame: groups "file", "line", "func"
+  kException,  // the last line of a traceback: groups "exception", "message"
+};
+
+struct Signature {
+  std::string_view id;  // stable, used in evidence and tests: "pytorch_cuda_oom"
+  FailureClass cls;
+  SignatureKind kind;
+  double strength;           // 0..1: how sure this line alone makes us
+  std::string_view pattern;  // RE2, one line, case-sensitive unless it says (?i)
+  std::string_view facts;    // optional RE2 with named groups, run on the matched line
+};
+
+std::span<const Signature> AllSignatures();
+
+// Whether a root cause of class `cause` commonly produces the errors of class `effect` (an
+// OOM-killed rank makes the others time out in NCCL and mpirun abort), so `effect` is
+// reported as a consequence rather than the cause.
+bool Explains(FailureClass cause, FailureClass effect);
+
+}  // namespace rightsize

@@ -1,0 +1,412 @@
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "diagnose/diagnosis.h"
+#include "diagnose/log_scan.h"
+#include "diagnose/signatures.h"
+#include "diagnose/xid_catalog.h"
+
+namespace rightsize {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() /
+            ("rs_diag_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string Write(const std::string& name, const std::string& text) const {
+    fs::path p = path_ / name;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << text;
+    return p.string();
+  }
+  std::string path() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+  static inline int counter_ = 0;
+};
+
+Diagnosis FromText(const std::string& text, DiagnoseInput input = {}) {
+  std::vector<LogScan> scans;
+  scans.push_back(ScanLogText(text, "job.out"));
+  return DiagnoseScans(std::move(scans), input);
+}
+
+std::string ClassOf(const std::string& text) {
+  return std::string(FailureClassName(FromText(text).cls));
+}
+
+// One real-looking line per signature: each must be recognised as that signature's class, so
+// a pattern edit that stops matching its own wording fails here.
+TEST(SignaturesTest, EverySignatureMatchesItsWording) {
+  const std::map<std::string, std::string> samples = {
+      {"pytorch_cuda_oom",
+       "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; "
+       "15.78 GiB total capacity; 13.20 GiB already allocated; 1.10 GiB free; "
+       "13.50 GiB reserved in total by PyTorch)"},
+      {"pytorch_oom_error", "torch.cuda.OutOfMemoryError: boom"},
+      {"cuda_oom", "RuntimeError: CUDA error: out of memory"},
+      {"tensorflow_oom", "ResourceExhaustedError: OOM when allocating tensor with shape[64,1024]"},
+      {"xla_oom",
+       "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while "
+       "trying to allocate 17179869184 bytes."},
+      {"cublas_alloc_failed", "CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate(handle)"},
+      {"slurm_oom_kill",
+       "slurmstepd: error: Detected 1 oom_kill event in StepId=77.batch. Some "
+       "of the step tasks have been OOM Killed."},
+      {"slurm_exceeded_memory",
+       "slurmstepd: error: Job 77 exceeded memory limit (4194532 > "
+       "4194304), being killed"},
+      {"srun_task_oom", "srun: error: node12: task 0: Out Of Memory"},
+      {"kernel_oom_killer",
+       "Memory cgroup out of memory: Killed process 4242 (python) "
+       "total-vm:1234kB"},
+      {"k8s_oomkilled", "      Reason:       OOMKilled"},
+      {"numpy_memory_error",
+       "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 74.5 "
+       "GiB for an array with shape (100000, 100000)"},
+      {"python_memory_error", "MemoryError"},
+      {"cpp_bad_alloc", "terminate called after throwing an instance of 'std::bad_alloc'"},
+      {"slurm_time_limit",
+       "slurmstepd: error: *** JOB 77 ON node3 CANCELLED AT "
+       "2024-05-01T10:00:00 DUE TO TIME LIMIT ***"},
+      {"pbs_walltime", "=>> PBS: job killed: walltime 3630 exceeded limit 3600"},
+      {"slurm_node_failure",
+       "slurmstepd: error: *** JOB 77 ON node3 CANCELLED AT 2024-05-01T10:00:00 "
+       "DUE TO NODE FAILURE ***"},
+      {"srun_node_failure", "srun: error: Node failure on gpu017"},
+      {"slurm_preemption",
+       "slurmstepd: error: *** JOB 77 ON node3 CANCELLED AT "
+       "2024-05-01T10:00:00 DUE TO PREEMPTION ***"},
+      {"nccl_watchdog_timeout",
+       "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
+       "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600102 milliseconds before timing out."},
+      {"nccl_error",
+       "torch.distributed.DistBackendError: NCCL error in: "
+       "../torch/csrc/distributed/c10d/NCCLUtils.hpp:219, unhandled system error"},
+      {"nccl_ib_error",
+       "gpu017:1234:1299 [0] NCCL INFO NET/IB : Got completion from peer "
+       "10.0.0.2<4567> with error 12, opcode 0"},
+      {"nvrm_xid",
+       "gpu017 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off "
+       "the bus."},
+      {"uncorrectable_ecc", "RuntimeError: CUDA error: uncorrectable ECC error encountered"},
+      {"cuda_illegal_access",
+       "RuntimeError: CUDA error: an illegal memory access was "
+       "encountered"},
+      {"device_side_assert",
+       "/pytorch/aten/src/ATen/native/cuda/Loss.cu:242: nll_loss_forward: "
+       "block: [0,0,0], thread: [5,0,0] Assertion `t >= 0 && t < "
+       "n_classes` failed."},
+      {"kernel_segfault",
+       "python[4242]: segfault at 0 ip 00007f3a sp 00007ffd error 4 in "
+       "libfoo.so[7f3a+1000]"},
+      {"segmentation_fault",
+       "/var/spool/slurmd/job77/slurm_script: line 9: 4242 Segmentation "
+       "fault      (core dumped) ./solver"},
+      {"mpi_abort", "MPI_ABORT was invoked on rank 3 in communicator MPI_COMM_WORLD"},
+      {"no_space_left", "OSError: [Errno 28] No space left on device: '/scratch/ckpt.pt'"},
+      {"quota_exceeded", "cp: error writing 'out.h5': Disk quota exceeded"},
+      {"python_file_not_found",
+       "FileNotFoundError: [Errno 2] No such file or directory: "
+       "'data/train.csv'"},
+      {"command_not_found",
+       "/var/spool/slurmd/job77/slurm_script: line 5: torchrun: command not "
+       "found"},
+      {"module_not_found", "ModuleNotFoundError: No module named 'transformers'"},
+      {"shared_library_missing",
+       "./app: error while loading shared libraries: libcudnn.so.8: "
+       "cannot open shared object file: No such file or directory"},
+      {"cuda_driver_insufficient",
+       "RuntimeError: CUDA driver version is insufficient for CUDA "
+       "runtime version"},
+      {"nvidia_driver_too_old",
+       "RuntimeError: The NVIDIA driver on your system is too old "
+       "(found version 11040)."},
+      {"nvml_mismatch", "Failed to initialize NVML: Driver/library version mismatch"},
+      {"dataloader_worker_killed",
+       "RuntimeError: DataLoader worker (pid 4242) is killed by "
+       "signal: Bus error."},
+      {"nan_loss", "step 1200: loss = nan"},
+      {"nan_detected",
+       "RuntimeError: Function 'MulBackward0' returned nan values in its 0th "
+       "output."},
+  };
+  auto sigs = AllSignatures();
+  for (const auto& [id, line] : samples) {
+    LogScan scan = ScanLogText(line + "\n");
+    bool found = false;
+    for (const SignatureHit& h : scan.hits) {
+      if (sigs[static_cast<size_t>(h.signature)].id == id) found = true;
+    }
+    EXPECT_TRUE(found) << id << " did not match: " << line;
+  }
+  // Every class but unknown has at least one signature.
+  std::vector<bool> has(kFailureClassCount, false);
+  for (const Signature& s : sigs) has[static_cast<size_t>(s.cls)] = true;
+  for (int c = 0; c < kFailureClassCount - 1; ++c) {
+    EXPECT_TRUE(has[static_cast<size_t>(c)]) << FailureClassName(static_cast<FailureClass>(c));
+  }
+}
+
+TEST(LogScanTest, LineNumbersHoldAcrossBlocks) {
+  std::string text;
+  for (int i = 1; i <= 5000; ++i) {
+    text += i == 4321 ? "srun: error: node1: task 0: Out Of Memory\n"
+                      : "step " + std::to_string(i) + " ok\n";
+  }
+  ScanOptions small;
+  small.block_bytes = 1000;  // many blocks, lines cut at block ends
+  LogScan scan = ScanLogText(text, "x", small);
+  ASSERT_FALSE(scan.hits.empty());
+  EXPECT_EQ(scan.hits[0].line, 4321);
+  EXPECT_EQ(scan.lines, 5000);
+  ASSERT_FALSE(scan.tail.empty());
+  EXPECT_EQ(scan.tail.back().first, 5000);
+  EXPECT_EQ(scan.tail.back().second, "step 5000 ok");
+}
+
+TEST(LogScanTest, FileAndGzipGiveTheSameHits) {
+  TempDir dir;
+  std::string text =
+      "hello\n\x1b[31mslurmstepd: error: *** JOB 1 ON n1 CANCELLED AT now DUE "
+      "TO TIME LIMIT ***\x1b[0m\nbye";
+  std::string plain = dir.Write("a.log", text);
+  std::string gz = dir.path() + "/a.log.gz";
+  gzFile f = gzopen(gz.c_str(), "wb");
+  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(f);
+  for (const std::string& path : {plain, gz}) {
+    auto scan = ScanLogFile(path);
+    ASSERT_TRUE(scan.ok()) << scan.status().ToString();
+    ASSERT_EQ(scan->hits.size(), 1u) << path;
+    EXPECT_EQ(scan->hits[0].line, 2);
+    // The ANSI colours are gone from the evidence.
+    EXPECT_EQ(scan->hits[0].text.find('\x1b'), std::string::npos);
+    EXPECT_EQ(scan->lines, 3);
+  }
+  auto missing = ScanLogFile(dir.path() + "/nope.log");
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("nope.log"), std::string::npos);
+}
+
+TEST(LogScanTest, BinaryHugeLinesAndBadUtf8AreSafe) {
+  std::string text(3 << 20, 'x');  // one 3 MB line without a newline
+  using namespace std::string_literals;
+  text += "\xff\xfe\x00\x01 Segmentation fault (core dumped) \xc3\x28\n"s;
+  text += std::string(100, '\0') + "\n";
+  ScanOptions small;
+  small.block_bytes = 1 << 20;
+  LogScan scan = ScanLogText(text, "bin", small);
+  EXPECT_GT(scan.nul_bytes, 100);
+  EXPECT_GE(scan.long_lines, 1);
+  ASSERT_FALSE(scan.hits.empty());
+  EXPECT_LE(scan.hits[0].text.size(), 420u);
+  // Valid UTF-8: JSON can hold it.
+  EXPECT_NO_THROW(nlohmann::json(scan.hits[0].text).dump());
+  for (const auto& [line, t] : scan.tail) EXPECT_NO_THROW(nlohmann::json(t).dump());
+}
+
+TEST(LogScanTest, ProgressBarCarriageReturnsKeepTheMatchNearby) {
+  std::string bar;
+  for (int i = 0; i < 20000; ++i) bar += "\r 45%|####      | 450/1000 [00:10<00:12]";
+  bar += "\rRuntimeError: CUDA error: an illegal memory access was encountered\n";
+  LogScan scan = ScanLogText(bar);
+  ASSERT_FALSE(scan.hits.empty());
+  EXPECT_EQ(scan.hits[0].text.rfind("RuntimeError: CUDA error", 0), 0u) << scan.hits[0].text;
+}
+
+TEST(LogScanTest, RepeatedLinesAreCountedNotKept) {
+  std::string text;
+  for (int i = 0; i < 10000; ++i) text += "NCCL WARN something\n";
+  LogScan scan = ScanLogText(text);
+  EXPECT_LE(scan.hits.size(), 40u);
+  int64_t total = 0;
+  for (int64_t c : scan.counts) total += c;
+  EXPECT_EQ(total, 10000);
+}
+
+TEST(DiagnoseTest, RootCauseNotTheLoudestLine) {
+  std::string nccl;
+  for (int r = 0; r < 50; ++r) {
+    nccl += "[rank" + std::to_string(r) +
+            "]:[E ProcessGroupNCCL.cpp:563] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600500 "
+            "milliseconds before timing out.\n";
+  }
+  EXPECT_EQ(ClassOf("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                    "2.00 GiB\n" +
+                    nccl),
+            "gpu_oom");
+  EXPECT_EQ(ClassOf("slurmstepd: error: Detected 1 oom-kill event(s) in step 12.0 cgroup.\n"
+                    "MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD\n"
+                    "with errorcode 1.\n"),
+            "host_oom");
+  EXPECT_EQ(ClassOf("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n" + nccl +
+                    "RuntimeError: CUDA error: an illegal memory access was encountered\n"),
+            "gpu_hardware");
+  EXPECT_EQ(ClassOf("NVRM: Xid (PCI:0000:3b:00): 31, pid=1, Ch 00000010, intr 10000000. MMU Fault\n"
+                    "RuntimeError: CUDA error: an illegal memory access was encountered\n"),
+            "illegal_memory_access");
+  EXPECT_EQ(ClassOf("slurmstepd: error: *** JOB 5 ON n1 CANCELLED AT 2024-01-01T00:00:00 DUE TO "
+                    "TIME LIMIT ***\n/var/spool/slurmd/job5/slurm_script: line 3: 77 Killed  "
+                    "python x.py\nmpirun has exited due to process rank 0 with PID 0\n"),
+            "timeout");
+  EXPECT_EQ(ClassOf("ImportError: libcudnn.so.8: cannot open shared object file: No such file or "
+                    "directory\n"),
+            "import_error");
+  EXPECT_EQ(ClassOf("RuntimeError: DataLoader worker (pid 99) is killed by signal: Killed.\n"
+                    "slurmstepd: error: Detected 2 oom_kill events in StepId=3.batch.\n"),
+            "host_oom");
+  EXPECT_EQ(ClassOf("RuntimeError: DataLoader worker (pid 99) is killed by signal: Bus error.\n"),
+            "dataloader_killed");
+}
+
+TEST(DiagnoseTest, UnknownShowsTheLastExceptionAndUserFrame) {
+  Diagnosis d = FromText(
+      "epoch 1 loss 0.3\n"
+      "Traceback (most recent call last):\n"
+      "  File \"/home/bob/proj/run.py\", line 88, in <module>\n"
+      "    main()\n"
+      "  File \"/home/bob/proj/run.py\", line 61, in main\n"
+      "    cfg = parse(cfg_text)\n"
+      "  File \"/usr/lib/python3.11/json/decoder.py\", line 337, in decode\n"
+      "ValueError: unexpected key 'lrr' in config\n");
+  EXPECT_EQ(d.cls, FailureClass::kUnknown);
+  EXPECT_EQ(d.facts.value("user_frame", ""), "/home/bob/proj/run.py:61");
+  EXPECT_EQ(d.facts.value("exception", ""), "ValueError");
+  bool shown = false;
+  for (const Evidence& e : d.relevant_lines) {
+    if (e.line == 8 && e.text.find("ValueError") != std::string::npos) shown = true;
+  }
+  EXPECT_TRUE(shown);
+  EXPECT_NE(RenderDiagnosisText(d).find("most relevant lines"), std::string::npos);
+}
+
+TEST(DiagnoseTest, FactsAndFixesForGpuOom) {
+  TempDir dir;
+  dir.Write("proj/train.py",
+            "import torch\n"
+            "BATCH = 1\n"
+            "loader = DataLoader(ds, batch_size=64, num_workers=8)\n");
+  DiagnoseInput input;
+  input.code_dir = dir.path() + "/proj";
+  Diagnosis d = FromText(
+      "Traceback (most recent call last):\n"
+      "  File \"/home/a/proj/train.py\", line 3, in <module>\n"
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB. GPU 0 has a "
+      "total capacity of 39.39 GiB of which 100.00 MiB is free. Including non-PyTorch memory, "
+      "this process has 39.29 GiB memory in use. Of the allocated memory 30.00 GiB is allocated "
+      "by PyTorch, and 8.50 GiB is reserved by PyTorch but unallocated.\n",
+      input);
+  EXPECT_EQ(d.cls, FailureClass::kGpuOom);
+  EXPECT_EQ(d.facts["tried_bytes"], 512LL << 20);
+  EXPECT_EQ(d.facts["fragmentation"], true);
+  EXPECT_EQ(d.facts.value("user_code", ""),
+            "loader = DataLoader(ds, batch_size=64, num_workers=8)");
+  bool env = false, batch = false;
+  for (const Fix& f : d.fixes) {
+    if (f.to.find("expandable_segments:True") != std::string::npos) env = true;
+    if (f.line == 3 && f.to.find("batch_size=32") != std::string::npos) batch = true;
+  }
+  EXPECT_TRUE(env);
+  EXPECT_TRUE(batch);
+}
+
+TEST(DiagnoseTest, HostOomFixNamesTheMemLine) {
+  TempDir dir;
+  std::string script =
+      dir.Write("job.sbatch",
+                "#!/bin/bash\n#SBATCH -J x\n#SBATCH --mem=32G\n#SBATCH -t 1:00:00\n"
+                "python train.py\n");
+  DiagnoseInput input;
+  input.script_path = script;
+  Diagnosis d =
+      FromText("slurmstepd: error: Detected 1 oom-kill event(s) in step 9.batch cgroup.\n", input);
+  EXPECT_EQ(d.cls, FailureClass::kHostOom);
+  ASSERT_FALSE(d.fixes.empty());
+  EXPECT_EQ(d.fixes[0].line, 3);
+  EXPECT_EQ(d.fixes[0].from, "#SBATCH --mem=32G");
+  EXPECT_EQ(d.fixes[0].to, "#SBATCH --mem=48G");
+}
+
+TEST(DiagnoseTest, TimeoutFixComesFromTheProgressMade) {
+  TempDir dir;
+  std::string script =
+      dir.Write("job.sbatch", "#!/bin/bash\n#SBATCH --time=02:00:00\npython x.py\n");
+  DiagnoseInput input;
+  input.script_path = script;
+  JobRecord job;
+  job.outcome.state = "TIMEOUT";
+  job.request.time_limit_s = 7200;
+  job.usage.elapsed_s = 7230;
+  input.job = job;
+  Diagnosis d = FromText("Epoch 3/10\n 50%|#####     | 500/1000 [1:59:00<1:59:00]\n", input);
+  EXPECT_EQ(d.cls, FailureClass::kTimeout);
+  EXPECT_DOUBLE_EQ(d.facts["progress"].get<double>(), 0.5);
+  // 7230 s for half the work: 14460 s in all, ×1.2 = 4.8 h, rounded up to 05:00:00.
+  ASSERT_FALSE(d.fixes.empty());
+  EXPECT_EQ(d.fixes[0].to, "#SBATCH --time=05:00:00");
+  EXPECT_EQ(d.fixes[0].line, 2);
+}
+
+TEST(DiagnoseTest, JobRecordAloneIsEvidence) {
+  DiagnoseInput input;
+  JobRecord job;
+  job.outcome.state = "NODE_FAIL";
+  job.alloc.node_list = "gpu017";
+  input.job = job;
+  Diagnosis d = DiagnoseScans({}, input);
+  EXPECT_EQ(d.cls, FailureClass::kNodeFailure);
+  bool drain = false;
+  for (const Fix& f : d.fixes) drain |= f.text.find("--exclude=gpu017") != std::string::npos;
+  EXPECT_TRUE(drain);
+  // Exit 137 alone (no other cause) points at memory, weakly.
+  job = JobRecord{};
+  job.outcome.state = "FAILED";
+  job.outcome.exit_code = 137;
+  input.job = job;
+  EXPECT_EQ(DiagnoseScans({}, input).cls, FailureClass::kUnknown);
+}
+
+TEST(DiagnoseTest, GpuHardwareUsesTheXidCatalogue) {
+  Diagnosis d = FromText(
+      "Mar  3 10:00:01 gpu017 kernel: NVRM: Xid (PCI:0000:b3:00): 79, pid='<unknown>', "
+      "name=<unknown>, "
+      "GPU has fallen off the bus.\n");
+  EXPECT_EQ(d.cls, FailureClass::kGpuHardware);
+  EXPECT_EQ(d.facts.value("xid", ""), "79");
+  EXPECT_EQ(d.facts.value("pci", ""), "PCI:0000:b3:00");
+  EXPECT_EQ(d.facts.value("node", ""), "gpu017");
+  bool drain = false;
+  for (const Fix& f : d.fixes) drain |= f.text.find("Drain gpu017") != std::string::npos;
+  EXPECT_TRUE(drain);
+  ASSERT_NE(FindXid(79), nullptr);
+  EXPECT_TRUE(FindXid(79)->node_action);
+  EXPECT_EQ(FindXid(9999), nullptr);
+}
+
+TEST(DiagnoseTest, JsonHasTheStableFields) {
+  nlohmann::json j =
+      DiagnosisToJson(FromText("OSError: [Errno 28] No space left on device: '/scratch/a'\n"));
+  EXPECT_EQ(j["schema"], "rightsize.diagnosis/v1");
+  EXPECT_EQ(j["class"], "disk_full");
+  EXPECT_EQ(j["facts"]["path"], "/scratch/a");
+  for (const char* key : {"confidence", "facts", "evidence", "fixes", "causes", "relevant_lines"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["evidence"][0]["line"], 1);
+}
+
+}  // namespace
+}  // namespace rightsize
