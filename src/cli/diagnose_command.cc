@@ -75,12 +75,13 @@ void AddDiagnoseCommand(CLI::App& app, Context& ctx, Action* action) {
                                static_cast<int64_t>(std::time(nullptr)),
                                std::string(FailureClassName(d->cls)),
                                d->confidence,
-                               doc.dump()};
+                               doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
         Status st = (*store)->PutDiagnosis(stored);
         if (!st.ok()) return Fail(st);
       }
       if (f->json) {
-        fmt::print("{}\n", doc.dump(2));
+        // Log text is cleaned to UTF-8 already; replace, never throw, if anything slipped by.
+        fmt::print("{}\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
       } else {
         fmt::print("{}", RenderDiagnosisText(*d));
       }

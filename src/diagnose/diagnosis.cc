@@ -453,6 +453,9 @@ void GpuOomFixes(FixContext& ctx) {
   auto tried = size("tried"), capacity = size("capacity");
   auto free = f.contains("free") ? size("free") : size("free_pt1");
   auto frag = size("reserved_unallocated");
+  if (ctx.input.job && ctx.input.job->usage.peak_gpu_memory_bytes) {
+    f["peak_gpu_memory_bytes"] = *ctx.input.job->usage.peak_gpu_memory_bytes;  // accounting's
+  }
   if (tried) f["tried_bytes"] = *tried;
   if (capacity) f["capacity_bytes"] = *capacity;
   if (free) f["free_bytes"] = *free;

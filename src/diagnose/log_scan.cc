@@ -10,10 +10,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "diagnose/signatures.h"
@@ -24,8 +28,6 @@ namespace {
 // Lines longer than this are cut around the match before the per-signature regexes run, so
 // a 100 MB progress-bar line costs no more than a short one.
 constexpr size_t kMaxSegmentBytes = 4096;
-// Files of at least two such pieces are scanned in parallel, one piece per core.
-constexpr int64_t kMinParallelPieceBytes = 32 << 20;
 
 RE2::Options Latin1Options() {
   RE2::Options o;
@@ -300,38 +302,6 @@ namespace {
 // Reads up to `n` bytes into `buf`; 0 at the end.
 using BlockSource = std::function<StatusOr<size_t>(char* buf, size_t n)>;
 
-// Feeds `scanner` block by block, each ending at a line end when there is one.
-Status ScanBlocks(const BlockSource& read, const ScanOptions& options, Scanner* scanner) {
-  std::vector<char> buf(options.block_bytes);
-  size_t have = 0;  // bytes carried over from the previous block (a partial line)
-  char last = '\n';
-  for (;;) {
-    auto got = read(buf.data() + have, buf.size() - have);
-    if (!got.ok()) return got.status();
-    size_t n = have + *got;
-    if (n == 0) break;
-    bool eof = *got == 0 || n < buf.size();
-    std::string_view data(buf.data(), n);
-    size_t use = n;
-    bool cut = false;
-    if (!eof) {
-      size_t nl = data.rfind('\n');
-      if (nl == std::string_view::npos) {
-        cut = true;  // a line longer than the block: search it in pieces
-      } else {
-        use = nl + 1;
-      }
-    }
-    last = data[use - 1];
-    scanner->Block(data.substr(0, use), cut);
-    have = n - use;
-    if (have > 0) std::memmove(buf.data(), buf.data() + use, have);
-    if (eof && have == 0) break;
-  }
-  scanner->set_ends_without_newline(last != '\n');
-  return Status::Ok();
-}
-
 struct FdCloser {
   int fd;
   ~FdCloser() {
@@ -339,39 +309,9 @@ struct FdCloser {
   }
 };
 
-// Reads [begin, end) of `fd` with pread.
-BlockSource RangeSource(int fd, const std::string& name, int64_t begin, int64_t end) {
-  auto offset = std::make_shared<int64_t>(begin);
-  return [fd, name, offset, end](char* buf, size_t n) -> StatusOr<size_t> {
-    size_t want = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(n), end - *offset));
-    size_t done = 0;
-    while (done < want) {
-      ssize_t got = pread(fd, buf + done, want - done, *offset);
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) return Status::IoError(name + ": cannot read: " + std::strerror(errno));
-      if (got == 0) break;
-      done += static_cast<size_t>(got);
-      *offset += got;
-    }
-    return done;
-  };
-}
-
-// The offset just after the first newline at or after `at` (the file's end when none).
-int64_t NextLineStart(int fd, int64_t at, int64_t size) {
-  char buf[64 * 1024];
-  while (at < size) {
-    ssize_t got = pread(fd, buf, sizeof(buf), at);
-    if (got <= 0) return size;
-    const void* nl = std::memchr(buf, '\n', static_cast<size_t>(got));
-    if (nl) return at + (static_cast<const char*>(nl) - buf) + 1;
-    at += got;
-  }
-  return size;
-}
-
-// Joins the scans of consecutive pieces of one file; every piece but the last ends with a
-// newline, so line numbers continue from one piece to the next.
+// Joins the scans of consecutive pieces of one log; every piece but the last ends with a
+// newline (or is a cut through one enormous line), so line numbers continue from one piece
+// to the next.
 LogScan MergeScans(std::vector<LogScan> parts, const ScanOptions& options) {
   LogScan out = std::move(parts[0]);
   for (size_t p = 1; p < parts.size(); ++p) {
@@ -418,6 +358,141 @@ LogScan MergeScans(std::vector<LogScan> parts, const ScanOptions& options) {
   return out;
 }
 
+// Scans what `read` returns in blocks that end at a line end (unless one line is longer than
+// a block): the calling thread reads and merges, `threads` workers scan blocks independently.
+// At most two blocks per worker are in flight, so memory stays bounded.
+StatusOr<LogScan> ScanStream(const BlockSource& read, const std::string& name,
+                             const ScanOptions& options, unsigned threads) {
+  struct Piece {
+    uint64_t seq = 0;
+    std::vector<char> buf;  // from `pool`, returned to it when scanned
+    size_t size = 0;
+    bool cut = false, last = false;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Piece> queue;               // GUARDED_BY(mu)
+  std::map<uint64_t, LogScan> finished;  // GUARDED_BY(mu)
+  bool closing = false;                  // GUARDED_BY(mu)
+  // Block buffers for reuse: fresh 4 MiB allocations cost a page fault per page.
+  std::vector<std::vector<char>> pool;  // GUARDED_BY(mu)
+  std::vector<std::thread> workers;
+  for (unsigned t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      for (;;) {
+        Piece piece;
+        {
+          std::unique_lock lock(mu);
+          cv.wait(lock, [&] { return closing || !queue.empty(); });
+          if (queue.empty()) return;
+          piece = std::move(queue.front());
+          queue.pop_front();
+        }
+        std::string_view data(piece.buf.data(), piece.size);
+        Scanner scanner(name, options);
+        scanner.Block(data, piece.cut);
+        if (piece.last) scanner.set_ends_without_newline(!data.empty() && data.back() != '\n');
+        LogScan scan = scanner.Finish();
+        std::lock_guard lock(mu);
+        finished.emplace(piece.seq, std::move(scan));
+        pool.push_back(std::move(piece.buf));
+        cv.notify_all();
+      }
+    });
+  }
+  std::optional<LogScan> merged;
+  uint64_t submitted = 0, next = 0;
+  // Merges the finished pieces that are next in order; waits while too many are in flight
+  // (or, with `all`, until every piece is merged).
+  auto drain = [&](bool all) {
+    std::unique_lock lock(mu);
+    for (;;) {
+      auto it = finished.find(next);
+      if (it != finished.end()) {
+        LogScan part = std::move(it->second);
+        finished.erase(it);
+        ++next;
+        lock.unlock();
+        if (merged) {
+          std::vector<LogScan> two;
+          two.push_back(std::move(*merged));
+          two.push_back(std::move(part));
+          merged = MergeScans(std::move(two), options);
+        } else {
+          merged = std::move(part);
+        }
+        lock.lock();
+        continue;
+      }
+      uint64_t in_flight = submitted - next;
+      if (in_flight == 0 || (!all && in_flight < 2 * uint64_t{threads})) return;
+      cv.wait(lock);
+    }
+  };
+  auto stop = [&] {
+    {
+      std::lock_guard lock(mu);
+      closing = true;
+    }
+    cv.notify_all();
+    for (auto& w : workers) w.join();
+  };
+
+  auto take = [&] {
+    std::lock_guard lock(mu);
+    if (pool.empty()) return std::vector<char>(options.block_bytes);
+    std::vector<char> b = std::move(pool.back());
+    pool.pop_back();
+    return b;
+  };
+  std::vector<char> buf = take();
+  size_t have = 0;  // bytes carried over from the previous block (a partial line)
+  for (;;) {
+    auto got = read(buf.data() + have, buf.size() - have);
+    if (!got.ok()) {
+      stop();
+      return got.status();
+    }
+    size_t n = have + *got;
+    bool eof = *got == 0;
+    if (n == 0) break;
+    std::string_view data(buf.data(), n);
+    size_t use = n;
+    bool cut = false;
+    if (!eof) {
+      size_t nl = data.rfind('\n');
+      if (nl != std::string_view::npos) {
+        use = nl + 1;
+      } else if (n < buf.size()) {
+        have = n;  // a short read: fill the block before cutting a line
+        continue;
+      } else {
+        cut = true;  // a line longer than the block: search it in pieces
+      }
+    }
+    std::vector<char> next = take();
+    have = n - use;
+    if (have > 0) std::memcpy(next.data(), buf.data() + use, have);
+    Piece piece{submitted, std::move(buf), use, cut, eof && use == n};
+    buf = std::move(next);
+    {
+      std::lock_guard lock(mu);
+      queue.push_back(std::move(piece));
+      ++submitted;
+    }
+    cv.notify_all();
+    drain(false);
+    if (eof && have == 0) break;
+  }
+  drain(true);
+  stop();
+  if (!merged) {
+    Scanner empty(name, options);
+    return empty.Finish();
+  }
+  return std::move(*merged);
+}
+
 }  // namespace
 
 StatusOr<LogScan> ScanLogFile(const std::string& path, const ScanOptions& options) {
@@ -428,43 +503,27 @@ StatusOr<LogScan> ScanLogFile(const std::string& path, const ScanOptions& option
   struct stat st {};
   unsigned char magic[2] = {0, 0};
   bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  if (regular && st.st_size >= 2) {
-    if (pread(fd, magic, 2, 0) != 2) magic[0] = 0;
-  }
-  bool gzip = magic[0] == 0x1f && magic[1] == 0x8b;
-  int64_t size = regular ? st.st_size : 0;
+  if (regular && st.st_size >= 2 && pread(fd, magic, 2, 0) != 2) magic[0] = 0;
+  bool plain = regular && !(magic[0] == 0x1f && magic[1] == 0x8b);
   unsigned threads = std::max(1u, std::min(std::thread::hardware_concurrency(), 8u));
-  int64_t pieces = std::min<int64_t>(threads, size / kMinParallelPieceBytes);
-  if (regular && !gzip && pieces >= 2) {
-    // A big plain file: scan pieces of it on all cores.
-    std::vector<int64_t> starts = {0};
-    for (int64_t i = 1; i < pieces; ++i) {
-      int64_t s = NextLineStart(fd, size * i / pieces, size);
-      if (s > starts.back() && s < size) starts.push_back(s);
-    }
-    starts.push_back(size);
-    size_t n = starts.size() - 1;
-    std::vector<LogScan> parts(n);
-    std::vector<Status> errors(n);
-    std::vector<std::thread> workers;
-    for (size_t i = 0; i < n; ++i) {
-      workers.emplace_back([&, i] {
-        Scanner scanner(name, options);
-        errors[i] = ScanBlocks(RangeSource(fd, name, starts[i], starts[i + 1]), options, &scanner);
-        parts[i] = scanner.Finish();
-      });
-    }
-    for (auto& w : workers) w.join();
-    for (const Status& e : errors) RS_RETURN_IF_ERROR(e);
-    return MergeScans(std::move(parts), options);
+  if (plain) {
+    return ScanStream(
+        [fd, &name](char* buf, size_t n) -> StatusOr<size_t> {
+          for (;;) {
+            ssize_t got = ::read(fd, buf, n);
+            if (got < 0 && errno == EINTR) continue;
+            if (got < 0) return Status::IoError(name + ": cannot read: " + std::strerror(errno));
+            return static_cast<size_t>(got);
+          }
+        },
+        name, options, threads);
   }
-  // Small, compressed or a pipe: one sequential pass (zlib reads plain data as is).
+  // Compressed, or a pipe that may be: zlib reads plain data as is.
   std::unique_ptr<gzFile_s, GzCloser> file(gzdopen(dup(fd), "rb"));
   if (!file) return Status::IoError(name + ": cannot open: " + std::strerror(errno));
   gzbuffer(file.get(), 1 << 20);
   gzFile gz = file.get();
-  Scanner scanner(name, options);
-  RS_RETURN_IF_ERROR(ScanBlocks(
+  return ScanStream(
       [gz, &name](char* buf, size_t n) -> StatusOr<size_t> {
         int got = gzread(gz, buf, static_cast<unsigned>(n));
         if (got < 0) {
@@ -474,8 +533,7 @@ StatusOr<LogScan> ScanLogFile(const std::string& path, const ScanOptions& option
         }
         return static_cast<size_t>(got);
       },
-      options, &scanner));
-  return scanner.Finish();
+      name, options, threads);
 }
 
 std::string CleanLogText(std::string_view text, size_t max_bytes) {
@@ -503,7 +561,10 @@ std::string CleanLogText(std::string_view text, size_t max_bytes) {
       continue;
     }
     // A UTF-8 sequence: copy it when valid, else one U+FFFD per bad byte.
-    size_t len = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+    size_t len = c >= 0xc2 && c <= 0xdf   ? 2
+                 : c >= 0xe0 && c <= 0xef ? 3
+                 : c >= 0xf0 && c <= 0xf4 ? 4
+                                          : 0;
     bool ok = len > 0 && i + len <= text.size();
     for (size_t k = 1; ok && k < len; ++k) {
       ok = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;

@@ -6,6 +6,8 @@
 // matches is then matched against each signature to name it and pull out its facts. Lines are
 // split on "\n"; a progress bar's "\r" updates are one line, and only the part around a match
 // is kept as evidence. Lines longer than a block are searched in block-sized pieces.
+// ScanLogFile reads on the calling thread and scans blocks on one worker per core, merging the
+// results in order (two blocks per worker in flight at most).
 //
 // Bad input is not an error: NUL bytes, invalid UTF-8, ANSI colours and enormous lines are
 // counted in LogScan and the evidence text is cleaned to valid UTF-8. Only a file that cannot

@@ -217,6 +217,20 @@ TEST(LogScanTest, BinaryHugeLinesAndBadUtf8AreSafe) {
   for (const auto& [line, t] : scan.tail) EXPECT_NO_THROW(nlohmann::json(t).dump());
 }
 
+TEST(LogScanTest, CleanTextIsValidUtf8ForAnyBytes) {
+  uint32_t state = 12345;
+  for (int round = 0; round < 2000; ++round) {
+    std::string bytes(64, '\0');
+    for (char& c : bytes) {
+      state = state * 1103515245 + 12345;
+      c = static_cast<char>(state >> 16);
+    }
+    std::string clean = CleanLogText(bytes);
+    EXPECT_NO_THROW((void)nlohmann::json(clean).dump()) << round;
+  }
+  EXPECT_EQ(CleanLogText("caf\xc3\xa9 \xf5\x80 ok"), "caf\xc3\xa9 \xef\xbf\xbd\xef\xbf\xbd ok");
+}
+
 TEST(LogScanTest, ProgressBarCarriageReturnsKeepTheMatchNearby) {
   std::string bar;
   for (int i = 0; i < 20000; ++i) bar += "\r 45%|####      | 450/1000 [00:10<00:12]";
