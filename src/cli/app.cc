@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "cli/terminal.h"
@@ -43,7 +44,29 @@ int RunCli(int argc, char** argv) {
   AddJobCommand(app, ctx, &action);
   AddModelCommands(app, ctx, &action);
   AddDiagnoseCommand(app, ctx, &action);
+  AddRunCommand(app, ctx, &action);
 
+  // For `run`, the command after "--" is the job's, not ours: keep it away from the parser.
+  // Only a "--" among run's own options counts: one after the command word is the command's.
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) != "run") continue;
+    static constexpr std::string_view kTakesValue[] = {"--interval", "--stacks", "--log",
+                                                       "--name",     "--mem",    "--nvml"};
+    for (int j = i + 1; j < argc; ++j) {
+      std::string_view word = argv[j];
+      if (word == "--") {
+        for (int k = j + 1; k < argc; ++k) ctx.run_command.emplace_back(argv[k]);
+        argc = j;
+        break;
+      }
+      if (!word.starts_with("-")) break;  // the command itself: parsed as a prefix command
+      if (std::find(std::begin(kTakesValue), std::end(kTakesValue), word) !=
+          std::end(kTakesValue)) {
+        ++j;
+      }
+    }
+    break;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

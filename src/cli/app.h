@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "store/store.h"
 
@@ -18,6 +19,9 @@ namespace rightsize::cli {
 class Context {
  public:
   std::string db_path;  // --db; empty = the default path
+  // `rightsize run [OPTIONS] -- CMD…`: the words after "--", split off before parsing so that
+  // CLI11 never sees the command's own options.
+  std::vector<std::string> run_command;
   StatusOr<Store*> OpenedStore();
   std::string StorePath() const;
 
@@ -33,6 +37,7 @@ void AddReportCommand(CLI::App& app, Context& ctx, Action* action);
 void AddJobCommand(CLI::App& app, Context& ctx, Action* action);
 void AddModelCommands(CLI::App& app, Context& ctx, Action* action);
 void AddDiagnoseCommand(CLI::App& app, Context& ctx, Action* action);
+void AddRunCommand(CLI::App& app, Context& ctx, Action* action);
 
 // Runs the CLI; returns the exit code.
 int RunCli(int argc, char** argv);

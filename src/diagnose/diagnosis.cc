@@ -147,6 +147,43 @@ void RecordItems(const JobRecord& job, std::vector<Item>* items) {
   }
 }
 
+// The agent's evidence: OOM kills its cgroup counted, memory at its limit, GPU memory at the
+// card's capacity, Xid events NVML reported.
+void TelemetryItems(const Telemetry& t, std::vector<Item>* items) {
+  auto add = [&](C cls, SignatureKind kind, double strength, std::string id, std::string text) {
+    Item item{cls, kind, strength, id, {}, nullptr};
+    item.evidence = {"telemetry", 0, std::move(text), std::move(id), cls};
+    items->push_back(std::move(item));
+  };
+  if (t.oom_kills > 0) {
+    add(C::kHostOom, SignatureKind::kCause, 0.97, "cgroup_oom_kill",
+        fmt::format("the job's cgroup counted {} OOM kill(s)", t.oom_kills));
+  }
+  double peak = 0;
+  for (const auto& [ts, bytes] : t.memory) peak = std::max(peak, bytes);
+  if (t.memory_limit_bytes && peak >= 0.9 * static_cast<double>(*t.memory_limit_bytes)) {
+    add(C::kHostOom, SignatureKind::kSymptom, 0.5, "memory_at_limit",
+        fmt::format("memory reached {} of its {} limit", GiB(static_cast<int64_t>(peak)),
+                    GiB(*t.memory_limit_bytes)));
+  }
+  if (t.gpu_memory_peak_bytes && t.gpu_memory_total_bytes &&
+      static_cast<double>(*t.gpu_memory_peak_bytes) >=
+          0.95 * static_cast<double>(*t.gpu_memory_total_bytes)) {
+    add(C::kGpuOom, SignatureKind::kSymptom, 0.5, "gpu_memory_at_capacity",
+        fmt::format("GPU memory reached {} of {}", GiB(*t.gpu_memory_peak_bytes),
+                    GiB(*t.gpu_memory_total_bytes)));
+  }
+  for (const auto& [device, xid] : t.xids) {
+    const XidInfo* info = FindXid(static_cast<int>(xid));
+    bool app = info && info->cause == XidCause::kApplication;
+    add(app ? C::kIllegalMemoryAccess : C::kGpuHardware,
+        app ? SignatureKind::kSymptom : SignatureKind::kCause,
+        app ? ((xid == 13 || xid == 31) ? 0.6 : 0.15) : 0.95, "nvml_xid",
+        fmt::format("NVML: Xid {} on GPU {}{}", xid, device,
+                    info ? fmt::format(" ({})", info->name) : std::string()));
+  }
+}
+
 // Turns the scans' hits into scored items and tracebacks.
 // The text before `marker` in a line: the rank or node prefix ("1: [rank2]: ") that keeps the
 // interleaved tracebacks of several ranks apart.
@@ -542,7 +579,43 @@ void HostOomFixes(FixContext& ctx) {
   std::optional<int64_t> peak;
   if (job) peak = job->usage.peak_rss_bytes;
   if (used && (!peak || *used > *peak)) peak = used;
+  if (!limit && ctx.input.telemetry) limit = ctx.input.telemetry->memory_limit_bytes;
   if (limit) f["memory_limit_bytes"] = *limit;
+  // The agent's memory series: how fast memory grew before the kill, and how soon the limit
+  // was coming at that pace.
+  std::string trend;
+  if (ctx.input.telemetry && ctx.input.telemetry->memory.size() >= 3) {
+    const auto& m = ctx.input.telemetry->memory;
+    double t_end = m.back().first;
+    double n = 0, st = 0, sm = 0, stt = 0, stm = 0;
+    for (const auto& [t, bytes] : m) {
+      if (t < t_end - 60) continue;
+      n += 1;
+      st += t;
+      sm += bytes;
+      stt += t * t;
+      stm += t * bytes;
+    }
+    double den = n * stt - st * st;
+    if (n >= 3 && den > 0) {
+      double slope = (n * stm - st * sm) / den;
+      f["memory_slope_bytes_per_s"] = std::round(slope);
+      f["memory_trend_window_s"] = std::round(t_end - std::max(m.front().first, t_end - 60));
+      if (slope > 1 << 20) {
+        trend =
+            fmt::format(" Memory grew steadily, {}/s over its last {:.0f} s",
+                        GiB(static_cast<int64_t>(slope)), f["memory_trend_window_s"].get<double>());
+        if (limit && m.back().second < static_cast<double>(*limit)) {
+          double to_limit = (static_cast<double>(*limit) - m.back().second) / slope;
+          f["seconds_to_limit_at_slope"] = std::round(to_limit);
+          trend += fmt::format(", {:.0f} s from the limit at the last sample", to_limit);
+        }
+        trend += ": a growing working set or a leak, not a single spike.";
+      } else {
+        trend = " Memory was flat before the kill: one allocation too many, not a slow leak.";
+      }
+    }
+  }
   if (peak) f["peak_memory_bytes"] = *peak;
   ctx.summary = "The job ran out of host memory and was killed";
   if (limit) ctx.summary += fmt::format(" at its limit of {}", GiB(*limit));
@@ -558,6 +631,7 @@ void HostOomFixes(FixContext& ctx) {
                                 GiB(*peak), GiB(*limit))
                           : "Its processes needed more memory than the job was given, and the "
                             "kernel's OOM killer stopped them.";
+  ctx.why += trend;
   if (limit || peak) {
     // Killed at the limit: the real need is unknown but above it; ask for half as much again.
     double base = static_cast<double>(std::max(limit.value_or(0), peak.value_or(0)));
@@ -973,6 +1047,7 @@ Diagnosis DiagnoseScans(std::vector<LogScan> scans, const DiagnoseInput& input) 
   std::vector<Traceback> tracebacks;
   LogItems(scans, &items, &tracebacks);
   if (input.job) RecordItems(*input.job, &items);
+  if (input.telemetry) TelemetryItems(*input.telemetry, &items);
   auto classes = Score(items);
   const Traceback* earlier = EarlierError(tracebacks, items, &classes);
 

@@ -29,11 +29,21 @@
 
 namespace rightsize {
 
+// What the agent (or `rightsize run`) measured while the job ran.
+struct Telemetry {
+  std::optional<int64_t> memory_limit_bytes;
+  int64_t oom_kills = 0;                          // counted by the job's cgroup
+  std::vector<std::pair<double, double>> memory;  // (seconds, bytes), oldest first
+  std::optional<int64_t> gpu_memory_peak_bytes, gpu_memory_total_bytes;
+  std::vector<std::pair<int, int64_t>> xids;  // (device, Xid) seen by NVML
+};
+
 struct DiagnoseInput {
   std::vector<std::string> log_paths;  // "-" = standard input
   std::optional<JobRecord> job;        // from the store, or state/exit code given by hand
   std::string script_path;             // the job script, when known
   std::string code_dir;                // the job's source folder (or one file), when known
+  std::optional<Telemetry> telemetry;
 };
 
 struct Evidence {

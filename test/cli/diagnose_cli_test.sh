@@ -115,11 +115,13 @@ expect_eq "no job and no log is a usage error" "$RC" 1
 # --- the labelled corpus ------------------------------------------------------------------
 set +e
 python3 "$SRCDIR/scripts/diagnosis_accuracy.py" "$RS" "$TESTDIR/data/failures" \
-  --min-accuracy 0.95 >"$WORK/corpus.out" 2>&1
+  --min dev=0.95 --min holdout=0.95 --min holdout2=0.75 >"$WORK/corpus.out" 2>&1
 rc=$?
 set -e
 tail -n 30 "$WORK/corpus.out"
-expect_eq "corpus top-1 accuracy is at least 95% on dev and holdout" "$rc" 0
+# dev and holdout are what the rules were developed on; holdout2 is unseen wording (its floor
+# guards against regressions, docs/diagnosis.md says what it measures).
+expect_eq "corpus top-1 accuracy: 95% on dev and holdout, 75% on unseen holdout2" "$rc" 0
 
 # --- bad input ----------------------------------------------------------------------------
 run_rs diagnose --log "$WORK/nope.log"

@@ -1,0 +1,164 @@
+#include "agent/cgroup.h"
+
+#include <re2/re2.h>
+#include <sys/stat.h>
+
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+namespace rightsize {
+namespace {
+
+constexpr int64_t kMaxBytes = int64_t{1} << 50;
+// cgroup v1 reports "no limit" as a page-aligned LONG_MAX.
+constexpr int64_t kUnlimitedV1 = int64_t{1} << 62;
+
+std::optional<int64_t> ParseInt(std::string_view s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.remove_suffix(1);
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+std::optional<CgroupJob> JobFromCgroupPath(std::string_view path) {
+  static const RE2 slurm_v1(R"re((.*/slurm[^/]*/uid_(\d+)/job_(\d+))(?:/step_([\w]+))?)re");
+  static const RE2 slurm_v2(R"re((.*/slurmstepd\.scope/job_(\d+))(?:/step_([\w]+))?)re");
+  static const RE2 kube_fs(
+      R"re((.*/kubepods(?:/(burstable|besteffort))?/pod([0-9a-f-]{36}))(?:/([0-9a-f]{12,64}))?.*)re");
+  static const RE2 kube_systemd(
+      R"re((.*/kubepods(?:-(burstable|besteffort))?-pod([0-9a-f_]{36})\.slice)(?:/(?:cri-containerd|docker|crio)-([0-9a-f]{12,64})\.scope)?.*)re");
+  CgroupJob job;
+  std::string base, uid, id, step, qos, container;
+  if (RE2::PartialMatch(path, slurm_v1, &base, &uid, &id, &step)) {
+    job.uid = uid;
+  } else if (RE2::PartialMatch(path, slurm_v2, &base, &id, &step)) {
+  } else if (RE2::FullMatch(path, kube_fs, &base, &qos, &id, &container) ||
+             RE2::FullMatch(path, kube_systemd, &base, &qos, &id, &container)) {
+    job.kind = CgroupJob::Kind::kKubernetes;
+    for (char& c : id) {
+      if (c == '_') c = '-';  // the systemd driver writes the pod UID with underscores
+    }
+    job.qos = qos.empty() ? "guaranteed" : qos;
+    job.container_id = container;
+  } else {
+    return std::nullopt;
+  }
+  job.job_id = id;
+  job.step = step;
+  job.path = base;
+  return job;
+}
+
+CgroupFs::CgroupFs(std::string root) : root_(std::move(root)) {
+  struct stat st {};
+  v2_ = stat((root_ + "/cgroup.controllers").c_str(), &st) == 0;
+}
+
+std::string CgroupFs::Dir(const std::string& path, const char* controller) const {
+  return v2_ ? root_ + path : root_ + "/" + controller + path;
+}
+
+std::optional<std::string> CgroupFs::ReadText(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) return std::nullopt;
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (s.str().size() > (1 << 20)) {
+    ++rejected_;
+    return std::nullopt;
+  }
+  return s.str();
+}
+
+std::optional<int64_t> CgroupFs::ReadInt(const std::string& file) {
+  auto text = ReadText(file);
+  if (!text) return std::nullopt;
+  if (text->rfind("max", 0) == 0) return std::nullopt;  // v2 "no limit"
+  auto v = ParseInt(*text);
+  if (!v || *v < 0) {
+    ++rejected_;
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<int64_t> CgroupFs::KeyValue(const std::string& file, std::string_view key) {
+  auto text = ReadText(file);
+  if (!text) return std::nullopt;
+  std::istringstream in(*text);
+  std::string k, v;
+  while (in >> k >> v) {
+    if (k == key) {
+      auto n = ParseInt(v);
+      if (!n || *n < 0) {
+        ++rejected_;
+        return std::nullopt;
+      }
+      return n;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<CgroupCounters> CgroupFs::Read(const std::string& path) {
+  CgroupCounters c;
+  std::string mem = Dir(path, "memory");
+  struct stat st {};
+  if (stat(mem.c_str(), &st) != 0) return std::nullopt;  // the job ended
+  auto sane = [&](std::optional<int64_t> v) -> std::optional<int64_t> {
+    if (v && *v > kMaxBytes) {
+      if (*v < kUnlimitedV1) ++rejected_;  // not the "unlimited" marker: garbage
+      return std::nullopt;
+    }
+    return v;
+  };
+  if (v2_) {
+    c.memory_bytes = sane(ReadInt(mem + "/memory.current"));
+    c.memory_peak_bytes = sane(ReadInt(mem + "/memory.peak"));
+    c.memory_limit_bytes = sane(ReadInt(mem + "/memory.max"));
+    c.swap_bytes = sane(ReadInt(mem + "/memory.swap.current"));
+    c.oom_kills = KeyValue(mem + "/memory.events", "oom_kill");
+    if (auto usec = KeyValue(mem + "/cpu.stat", "usage_usec")) c.cpu_s = *usec / 1e6;
+    c.throttled_periods = KeyValue(mem + "/cpu.stat", "nr_throttled");
+    if (auto usec = KeyValue(mem + "/cpu.stat", "throttled_usec")) c.throttled_s = *usec / 1e6;
+    // io.stat: "8:0 rbytes=… wbytes=… rios=…" per device.
+    if (auto io = ReadText(mem + "/io.stat")) {
+      static const RE2 re(R"re(rbytes=(\d+) wbytes=(\d+))re");
+      re2::StringPiece in(*io);
+      int64_t r = 0, w = 0, total_r = 0, total_w = 0;
+      while (RE2::FindAndConsume(&in, re, &r, &w)) {
+        total_r += r;
+        total_w += w;
+      }
+      c.io_read_bytes = total_r;
+      c.io_write_bytes = total_w;
+    }
+  } else {
+    c.memory_bytes = sane(ReadInt(mem + "/memory.usage_in_bytes"));
+    c.memory_peak_bytes = sane(ReadInt(mem + "/memory.max_usage_in_bytes"));
+    c.memory_limit_bytes = sane(ReadInt(mem + "/memory.limit_in_bytes"));
+    c.oom_kills = KeyValue(mem + "/memory.oom_control", "oom_kill");
+    std::string cpu = Dir(path, "cpuacct");
+    if (auto ns = ReadInt(cpu + "/cpuacct.usage")) c.cpu_s = static_cast<double>(*ns) / 1e9;
+    std::string cpu_ctl = Dir(path, "cpu");
+    c.throttled_periods = KeyValue(cpu_ctl + "/cpu.stat", "nr_throttled");
+    if (auto ns = KeyValue(cpu_ctl + "/cpu.stat", "throttled_time")) c.throttled_s = *ns / 1e9;
+    // blkio: "8:0 Read 1234" lines.
+    if (auto io = ReadText(Dir(path, "blkio") + "/blkio.throttle.io_service_bytes")) {
+      static const RE2 re(R"re(\d+:\d+ (Read|Write) (\d+))re");
+      re2::StringPiece in(*io);
+      std::string op;
+      int64_t n = 0, total_r = 0, total_w = 0;
+      while (RE2::FindAndConsume(&in, re, &op, &n)) (op == "Read" ? total_r : total_w) += n;
+      c.io_read_bytes = total_r;
+      c.io_write_bytes = total_w;
+    }
+  }
+  return c;
+}
+
+}  // namespace rightsize

@@ -1,0 +1,175 @@
+#include "agent/monitor.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace rightsize {
+
+JobMonitor::JobMonitor(ProcFs* proc, CgroupFs* cgroups, GpuSource* gpu, int64_t root_pid,
+                       std::string cgroup_path)
+    : proc_(proc),
+      cgroups_(cgroups),
+      gpu_(gpu),
+      root_pid_(root_pid),
+      cgroup_path_(std::move(cgroup_path)) {
+  series_["memory_bytes"];  // always present, possibly empty
+}
+
+void JobMonitor::Sample(double now_s) {
+  auto t = static_cast<int64_t>(std::floor(now_s));
+  ++samples_;
+  std::vector<ProcStat> tree = proc_->Tree(root_pid_);
+  pids_.clear();
+  double cpu_delta = 0;
+  int64_t rss = 0, threads = 0, open_files = 0;
+  std::map<std::pair<int64_t, int64_t>, double> cpu_now;
+  for (const ProcStat& p : tree) {
+    pids_.insert(p.pid);
+    std::pair<int64_t, int64_t> key{p.pid, p.start_ticks};
+    double cpu = p.user_s + p.system_s;
+    auto seen = cpu_seen_.find(key);
+    // A process first seen now did its work since the last sample (or since it started).
+    cpu_delta += seen == cpu_seen_.end() ? (last_t_ ? cpu : 0) : std::max(0.0, cpu - seen->second);
+    cpu_now[key] = cpu;
+    rss += p.rss_bytes;
+    threads += p.threads;
+    if (auto fds = proc_->OpenFiles(p.pid)) open_files += *fds;
+    if (auto io = proc_->Io(p.pid)) {
+      auto& [r, w] = io_seen_[key];
+      r = std::max(r, io->read_bytes.value_or(0));
+      w = std::max(w, io->write_bytes.value_or(0));
+    }
+  }
+  cpu_seen_ = std::move(cpu_now);
+  std::optional<int64_t> cg_memory;
+  if (cgroups_ && !cgroup_path_.empty()) {
+    if (auto c = cgroups_->Read(cgroup_path_)) {
+      cg_memory = c->memory_bytes;
+      if (c->memory_limit_bytes) memory_limit_ = c->memory_limit_bytes;
+      if (c->memory_peak_bytes) {
+        cgroup_peak_ = std::max(cgroup_peak_.value_or(0), *c->memory_peak_bytes);
+      }
+      if (c->oom_kills) oom_kills_ = std::max(oom_kills_, *c->oom_kills);
+      if (c->throttled_s) Add("cpu_throttled_s", t, *c->throttled_s);
+      if (c->cpu_s) {
+        // The cgroup's CPU time counts every process, even those that came and went between
+        // two samples: better than the per-process sum.
+        if (cgroup_cpu_last_ && last_t_ && now_s > *last_t_) {
+          cpu_delta = std::max(0.0, *c->cpu_s - *cgroup_cpu_last_);
+        }
+        cgroup_cpu_last_ = c->cpu_s;
+      }
+    }
+  }
+  if (last_t_ && now_s > *last_t_) Add("cpu_cores", t, cpu_delta / (now_s - *last_t_));
+  last_t_ = now_s;
+  // The cgroup's figure includes the page cache; the processes' RSS is what they hold.
+  Add("memory_bytes", t, static_cast<double>(rss));
+  if (cg_memory) Add("cgroup_memory_bytes", t, static_cast<double>(*cg_memory));
+  Add("processes", t, static_cast<double>(tree.size()));
+  Add("threads", t, static_cast<double>(threads));
+  Add("open_files", t, static_cast<double>(open_files));
+  int64_t r = 0, w = 0;
+  for (const auto& [key, rw] : io_seen_) {
+    r += rw.first;
+    w += rw.second;
+  }
+  io_read_ = r;
+  io_write_ = w;
+  Add("io_read_bytes", t, static_cast<double>(r));
+  Add("io_write_bytes", t, static_cast<double>(w));
+
+  if (gpu_ && gpu_->available()) {
+    auto snap = gpu_->Sample();
+    if (snap.ok()) {
+      int64_t job_gpu_memory = 0;
+      bool on_gpu = false;
+      for (const GpuProcessSample& p : snap->processes) {
+        if (pids_.count(p.pid) == 0) continue;
+        on_gpu = true;
+        gpu_devices_.insert(p.device_index);
+        job_gpu_memory += p.used_memory_bytes.value_or(0);
+      }
+      if (on_gpu) {
+        double util = 0;
+        int n = 0;
+        int64_t total = 0;
+        for (const GpuDeviceSample& d : snap->devices) {
+          if (gpu_devices_.count(d.index) == 0) continue;
+          if (d.util_pct) {
+            util += *d.util_pct;
+            ++n;
+          }
+          total += d.memory_total_bytes.value_or(0);
+        }
+        Add("gpu_memory_bytes", t, static_cast<double>(job_gpu_memory));
+        if (n > 0) Add("gpu_util_pct", t, util / n);
+        if (total > 0) gpu_total_ = total;
+      }
+      for (const GpuEvent& e : snap->events) {
+        // An Xid on a device the job uses, or naming one of its processes.
+        if (gpu_devices_.count(e.device_index) > 0 || (e.pid && pids_.count(*e.pid) > 0)) {
+          gpu_events_.push_back(e);
+        }
+      }
+    }
+  }
+}
+
+ResourceUsage JobMonitor::Usage(double elapsed_s, std::optional<double> cpu_time_s,
+                                std::optional<int64_t> max_process_rss_bytes) const {
+  ResourceUsage u;
+  u.elapsed_s = elapsed_s;
+  if (cpu_time_s) {
+    u.cpu_time_s = cpu_time_s;
+  } else if (auto it = series_.find("cpu_cores"); it != series_.end() && !it->second.empty()) {
+    u.cpu_time_s = it->second.mean() * elapsed_s;
+  }
+  // The largest of what each source saw: the cgroup's peak is exact; a single process's peak
+  // (wait4) is exact for it; the sampled sum may miss a short spike but sees the whole tree.
+  int64_t peak = static_cast<int64_t>(series_.at("memory_bytes").peak());
+  if (cgroup_peak_) peak = std::max(peak, *cgroup_peak_);
+  if (max_process_rss_bytes) peak = std::max(peak, *max_process_rss_bytes);
+  if (peak > 0) u.peak_rss_bytes = peak;
+  const MetricSeries& mem = series_.at("memory_bytes");
+  if (!mem.empty()) u.avg_rss_bytes = static_cast<int64_t>(mem.mean());
+  if (auto it = series_.find("gpu_memory_bytes"); it != series_.end()) {
+    u.peak_gpu_memory_bytes = static_cast<int64_t>(it->second.peak());
+  }
+  if (auto it = series_.find("gpu_util_pct"); it != series_.end()) {
+    u.gpu_util_pct = it->second.mean();
+  }
+  u.io_read_bytes = io_read_;
+  u.io_write_bytes = io_write_;
+  return u;
+}
+
+nlohmann::json JobMonitor::SummaryJson(bool with_series) const {
+  nlohmann::json j = nlohmann::json::object();
+  j["samples"] = samples_;
+  nlohmann::json metrics = nlohmann::json::object();
+  for (const auto& [name, s] : series_) {
+    if (s.empty()) continue;
+    nlohmann::json m = {{"peak", s.peak()}, {"mean", s.mean()}, {"last", s.last()}};
+    if (with_series) {
+      nlohmann::json points = nlohmann::json::array();
+      for (const auto& p : s.Points()) points.push_back({p.t_s, p.mean, p.max});
+      m["points"] = points;  // [t_s, mean, max]
+    }
+    metrics[name] = m;
+  }
+  j["metrics"] = metrics;
+  j["oom_kills"] = oom_kills_;
+  j["memory_limit_bytes"] = memory_limit_ ? nlohmann::json(*memory_limit_) : nlohmann::json();
+  nlohmann::json events = nlohmann::json::array();
+  for (const GpuEvent& e : gpu_events_) {
+    events.push_back({{"device", e.device_index},
+                      {"xid", e.xid},
+                      {"pid", e.pid ? nlohmann::json(*e.pid) : nlohmann::json()}});
+  }
+  j["gpu_events"] = events;
+  j["gpu_devices"] = std::vector<int>(gpu_devices_.begin(), gpu_devices_.end());
+  return j;
+}
+
+}  // namespace rightsize

@@ -1,0 +1,80 @@
+// JobMonitor: one job's resource use, second by second, from its processes (/proc), its cgroup
+// and its GPUs, kept as bounded series and summed up at the end as the job's usage record.
+//
+// A job is a process tree (a root pid and its descendants, found again at every sample, so
+// children that come and go are counted), optionally with a cgroup (exact memory peak, OOM
+// kills, CPU throttling). GPU memory is the job's own: the NVML per-process memory of its pids,
+// so jobs sharing a GPU are told apart; GPU utilisation is the mean of the devices its
+// processes use. Processes vanishing mid-read are normal and skipped. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/cgroup.h"
+#include "agent/gpu.h"
+#include "agent/proc.h"
+#include "agent/series.h"
+#include "core/job.h"
+
+namespace rightsize {
+
+class JobMonitor {
+ public:
+  // `proc` is required; `cgroups` and `gpu` may be null (none, or no driver). The cgroup path
+  // is as /proc/PID/cgroup writes it ("" for none).
+  JobMonitor(ProcFs* proc, CgroupFs* cgroups, GpuSource* gpu, int64_t root_pid,
+             std::string cgroup_path);
+
+  // Reads everything once; `now_s` is the caller's clock (seconds since the job started).
+  void Sample(double now_s);
+
+  // The pids of the job seen at the last sample (for the stack sampler).
+  const std::set<int64_t>& pids() const { return pids_; }
+
+  // The usage record: `elapsed_s` and, when the caller has them from wait4(), the exact CPU
+  // time and largest single-process RSS of the reaped tree.
+  ResourceUsage Usage(double elapsed_s, std::optional<double> cpu_time_s,
+                      std::optional<int64_t> max_process_rss_bytes) const;
+
+  // Peaks, means and totals of every metric, the GPU events and the series (rightsize.run/v1).
+  nlohmann::json SummaryJson(bool with_series) const;
+
+  // What the diagnosis can use: the memory limit, OOM kills, the memory series near the end.
+  std::optional<int64_t> memory_limit_bytes() const { return memory_limit_; }
+  int64_t oom_kills() const { return oom_kills_; }
+  const MetricSeries& memory() const { return series_.at("memory_bytes"); }
+  const std::vector<GpuEvent>& gpu_events() const { return gpu_events_; }
+  std::optional<int64_t> gpu_memory_total_bytes() const { return gpu_total_; }
+
+ private:
+  void Add(const std::string& metric, int64_t t_s, double v) { series_[metric].Add(t_s, v); }
+
+  ProcFs* proc_;
+  CgroupFs* cgroups_;
+  GpuSource* gpu_;
+  int64_t root_pid_;
+  std::string cgroup_path_;
+  std::map<std::string, MetricSeries> series_;
+  // CPU seconds per process at the last sample, keyed by (pid, start time).
+  std::map<std::pair<int64_t, int64_t>, double> cpu_seen_;
+  std::optional<double> last_t_;
+  std::optional<double> cgroup_cpu_last_;
+  std::set<int64_t> pids_;
+  std::set<int> gpu_devices_;
+  std::optional<int64_t> memory_limit_, cgroup_peak_, gpu_total_;
+  int64_t oom_kills_ = 0;
+  int64_t io_read_ = 0, io_write_ = 0;
+  // Per-process I/O at the last sample: exited processes keep what they did.
+  std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>> io_seen_;
+  std::vector<GpuEvent> gpu_events_;
+  int64_t samples_ = 0;
+};
+
+}  // namespace rightsize

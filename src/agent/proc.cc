@@ -1,0 +1,252 @@
+#include "agent/proc.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstring>
+#include <map>
+#include <memory>
+
+namespace rightsize {
+namespace {
+
+// Bounds past which a value is garbage, not a measurement.
+constexpr double kMaxCpuSeconds = 100.0 * 365 * 86400;  // a century of CPU time
+constexpr int64_t kMaxBytes = int64_t{1} << 50;         // a PiB of memory or I/O
+constexpr int64_t kMaxThreads = 1 << 22;
+
+std::optional<int64_t> ToInt(std::string_view s) {
+  int64_t v = 0;
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p == s.data()) return std::nullopt;
+  return v;
+}
+
+// "VmRSS:	  123456 kB" → bytes.
+std::optional<int64_t> StatusKb(const std::string& text, std::string_view key) {
+  size_t at = 0;
+  while ((at = text.find(key, at)) != std::string::npos) {
+    if (at == 0 || text[at - 1] == '\n') {
+      size_t colon = at + key.size();
+      if (colon < text.size() && text[colon] == ':') {
+        auto kb = ToInt(std::string_view(text).substr(colon + 1));
+        if (!kb || *kb < 0 || *kb > kMaxBytes / 1024) return std::nullopt;
+        return *kb * 1024;
+      }
+    }
+    at += key.size();
+  }
+  return std::nullopt;
+}
+
+struct DirCloser {
+  void operator()(DIR* d) const noexcept { closedir(d); }
+};
+
+}  // namespace
+
+std::optional<ProcStat> ParseProcStat(const std::string& text, int64_t clock_ticks,
+                                      int64_t page_bytes) {
+  size_t open = text.find('(');
+  size_t close = text.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) return std::nullopt;
+  ProcStat st;
+  auto pid = ToInt(std::string_view(text).substr(0, open));
+  if (!pid || *pid <= 0) return std::nullopt;
+  st.pid = *pid;
+  st.comm = text.substr(open + 1, close - open - 1);
+  // Fields after the command, numbered as in proc(5): 3 state, 4 ppid, … 10 minflt, 12 majflt,
+  // 14 utime, 15 stime, 20 num_threads, 22 starttime, 24 rss.
+  std::vector<std::string_view> f;
+  std::string_view rest = std::string_view(text).substr(close + 1);
+  size_t i = 0;
+  while (i < rest.size() && f.size() < 30) {
+    while (i < rest.size() && (rest[i] == ' ' || rest[i] == '\n')) ++i;
+    size_t j = i;
+    while (j < rest.size() && rest[j] != ' ' && rest[j] != '\n') ++j;
+    if (j > i) f.push_back(rest.substr(i, j - i));
+    i = j;
+  }
+  if (f.size() < 22) return std::nullopt;
+  auto field = [&](int n) { return ToInt(f[static_cast<size_t>(n - 3)]); };
+  st.state = f[0].empty() ? '?' : f[0][0];
+  auto ppid = field(4), minflt = field(10), majflt = field(12), utime = field(14),
+       stime = field(15), threads = field(20), start = field(22), rss = field(24);
+  if (!ppid || !utime || !stime || !threads || !start || !rss || !minflt || !majflt) {
+    return std::nullopt;
+  }
+  if (*ppid < 0 || *utime < 0 || *stime < 0 || *threads < 0 || *threads > kMaxThreads ||
+      *start < 0 || *rss < 0 || *minflt < 0 || *majflt < 0) {
+    return std::nullopt;
+  }
+  st.ppid = *ppid;
+  st.user_s = static_cast<double>(*utime) / static_cast<double>(clock_ticks);
+  st.system_s = static_cast<double>(*stime) / static_cast<double>(clock_ticks);
+  if (st.user_s > kMaxCpuSeconds || st.system_s > kMaxCpuSeconds) return std::nullopt;
+  if (*rss > kMaxBytes / page_bytes) return std::nullopt;
+  st.rss_bytes = *rss * page_bytes;
+  st.threads = *threads;
+  st.start_ticks = *start;
+  st.minor_faults = *minflt;
+  st.major_faults = *majflt;
+  return st;
+}
+
+ProcFs::ProcFs(std::string root, int64_t clock_ticks, int64_t page_bytes)
+    : root_(std::move(root)),
+      clock_ticks_(clock_ticks > 0 ? clock_ticks : sysconf(_SC_CLK_TCK)),
+      page_bytes_(page_bytes > 0 ? page_bytes : sysconf(_SC_PAGESIZE)) {}
+
+std::optional<std::string> ProcFs::Read(int64_t pid, const char* file, size_t max_bytes) {
+  std::string path = root_ + "/" + std::to_string(pid) + "/" + file;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;  // gone, or not ours to read
+  std::string out;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > max_bytes) {  // a hostile or corrupt entry: do not follow it
+      close(fd);
+      ++rejected_;
+      return std::nullopt;
+    }
+  }
+  close(fd);
+  return out;
+}
+
+std::vector<int64_t> ProcFs::Pids() const {
+  std::vector<int64_t> pids;
+  std::unique_ptr<DIR, DirCloser> dir(opendir(root_.c_str()));
+  if (!dir) return pids;
+  while (dirent* e = readdir(dir.get())) {
+    auto pid = ToInt(e->d_name);
+    if (pid && *pid > 0 && std::strspn(e->d_name, "0123456789") == std::strlen(e->d_name)) {
+      pids.push_back(*pid);
+    }
+  }
+  return pids;
+}
+
+std::optional<ProcStat> ProcFs::Stat(int64_t pid) {
+  auto text = Read(pid, "stat", 4096);
+  if (!text) return std::nullopt;
+  auto st = ParseProcStat(*text, clock_ticks_, page_bytes_);
+  if (!st || st->pid != pid) {
+    ++rejected_;
+    return std::nullopt;
+  }
+  return st;
+}
+
+std::optional<ProcMemory> ProcFs::Memory(int64_t pid, bool with_pss) {
+  auto text = Read(pid, "status");
+  if (!text) return std::nullopt;
+  ProcMemory m;
+  m.rss_bytes = StatusKb(*text, "VmRSS");
+  m.peak_rss_bytes = StatusKb(*text, "VmHWM");
+  m.swap_bytes = StatusKb(*text, "VmSwap");
+  if (with_pss) {
+    if (auto rollup = Read(pid, "smaps_rollup")) m.pss_bytes = StatusKb(*rollup, "Pss");
+  }
+  return m;
+}
+
+std::optional<ProcIo> ProcFs::Io(int64_t pid) {
+  auto text = Read(pid, "io");
+  if (!text) return std::nullopt;
+  ProcIo io;
+  for (auto [key, out] :
+       {std::pair{"read_bytes", &io.read_bytes}, std::pair{"write_bytes", &io.write_bytes}}) {
+    size_t at = text->find(std::string("\n") + key + ":");
+    if (at == std::string::npos && text->rfind(std::string(key) + ":", 0) == 0) at = 0;
+    if (at == std::string::npos) continue;
+    auto v = ToInt(std::string_view(*text).substr(text->find(':', at) + 1));
+    if (v && *v >= 0 && *v < kMaxBytes) {
+      *out = *v;
+    } else if (v) {
+      ++rejected_;
+    }
+  }
+  return io;
+}
+
+std::optional<std::string> ProcFs::Environ(int64_t pid, const std::string& name) {
+  auto text = Read(pid, "environ", 1 << 20);
+  if (!text) return std::nullopt;
+  std::string prefix = name + "=";
+  size_t at = 0;
+  while (at < text->size()) {
+    size_t end = text->find('\0', at);
+    if (end == std::string::npos) end = text->size();
+    if (text->compare(at, prefix.size(), prefix) == 0) {
+      return text->substr(at + prefix.size(), end - at - prefix.size());
+    }
+    at = end + 1;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> ProcFs::Cgroup(int64_t pid) {
+  auto text = Read(pid, "cgroup");
+  if (!text) return std::nullopt;
+  std::optional<std::string> v1_memory;
+  size_t at = 0;
+  while (at < text->size()) {
+    size_t end = text->find('\n', at);
+    if (end == std::string::npos) end = text->size();
+    std::string line = text->substr(at, end - at);
+    at = end + 1;
+    size_t c1 = line.find(':');
+    size_t c2 = c1 == std::string::npos ? c1 : line.find(':', c1 + 1);
+    if (c2 == std::string::npos) continue;
+    std::string controllers = line.substr(c1 + 1, c2 - c1 - 1);
+    std::string path = line.substr(c2 + 1);
+    if (line.compare(0, 2, "0:") == 0 && controllers.empty() && path != "/") return path;
+    if (controllers == "memory" || controllers.find("memory,") == 0 ||
+        controllers.find(",memory") != std::string::npos) {
+      v1_memory = path;
+    }
+  }
+  return v1_memory;
+}
+
+std::optional<int64_t> ProcFs::OpenFiles(int64_t pid) {
+  std::string path = root_ + "/" + std::to_string(pid) + "/fd";
+  std::unique_ptr<DIR, DirCloser> dir(opendir(path.c_str()));
+  if (!dir) return std::nullopt;
+  int64_t n = 0;
+  while (dirent* e = readdir(dir.get())) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  return n;
+}
+
+std::vector<ProcStat> ProcFs::Tree(int64_t root) {
+  std::multimap<int64_t, ProcStat> by_parent;
+  std::optional<ProcStat> top;
+  for (int64_t pid : Pids()) {
+    auto st = Stat(pid);
+    if (!st) continue;
+    if (pid == root) top = *st;
+    by_parent.emplace(st->ppid, std::move(*st));
+  }
+  std::vector<ProcStat> out;
+  if (!top) return out;
+  out.push_back(*top);
+  for (size_t i = 0; i < out.size(); ++i) {
+    auto [b, e] = by_parent.equal_range(out[i].pid);
+    for (auto it = b; it != e; ++it) {
+      if (it->second.pid != root) out.push_back(it->second);
+    }
+  }
+  return out;
+}
+
+}  // namespace rightsize

@@ -1,0 +1,74 @@
+// ProcFs: what the kernel says about processes, read from /proc or from a fixture tree with the
+// same layout (tests), so no logic here reads the real /proc directly (STYLE.md rule 9).
+//
+// Every reader returns nullopt when the process is gone (it may vanish between listing and
+// reading: that is normal) or when its entry is garbage. Garbage — a field that does not
+// parse, a negative or absurd value (more CPU time than a century, more memory than a PiB) —
+// is rejected and counted in rejected(), never trusted. Not thread-safe: one owner.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rightsize {
+
+struct ProcStat {
+  int64_t pid = 0;
+  int64_t ppid = 0;
+  std::string comm;
+  char state = '?';
+  double user_s = 0;    // utime
+  double system_s = 0;  // stime
+  int64_t threads = 0;
+  int64_t start_ticks = 0;  // since boot, in clock ticks: with pid, identifies a process
+  int64_t rss_bytes = 0;
+  int64_t minor_faults = 0, major_faults = 0;
+};
+
+struct ProcMemory {
+  std::optional<int64_t> rss_bytes, peak_rss_bytes, swap_bytes;  // VmRSS, VmHWM, VmSwap
+  std::optional<int64_t> pss_bytes;                              // smaps_rollup, when readable
+};
+
+struct ProcIo {
+  std::optional<int64_t> read_bytes, write_bytes;  // storage I/O (read_bytes/write_bytes)
+};
+
+class ProcFs {
+ public:
+  // `root` is "/proc" or a fixture; clock ticks and page size are the kernel's (sysconf).
+  explicit ProcFs(std::string root = "/proc", int64_t clock_ticks = 0, int64_t page_bytes = 0);
+
+  std::vector<int64_t> Pids() const;
+  std::optional<ProcStat> Stat(int64_t pid);
+  std::optional<ProcMemory> Memory(int64_t pid, bool with_pss = false);
+  std::optional<ProcIo> Io(int64_t pid);
+  // One variable of the process's initial environment (SLURM_JOB_ID), when readable.
+  std::optional<std::string> Environ(int64_t pid, const std::string& name);
+  // The process's cgroup path: the v2 entry ("0::/…"), else the v1 memory controller's.
+  std::optional<std::string> Cgroup(int64_t pid);
+  // Open file descriptors (entries of /proc/PID/fd), when readable.
+  std::optional<int64_t> OpenFiles(int64_t pid);
+
+  // `root` and every descendant alive now (children found through ppid).
+  std::vector<ProcStat> Tree(int64_t root);
+
+  int64_t rejected() const { return rejected_; }
+  const std::string& root() const { return root_; }
+
+ private:
+  std::optional<std::string> Read(int64_t pid, const char* file, size_t max_bytes = 64 << 10);
+  std::string root_;
+  int64_t clock_ticks_;
+  int64_t page_bytes_;
+  int64_t rejected_ = 0;
+};
+
+// Parses one /proc/PID/stat line (the command name may hold spaces and parentheses). nullopt
+// when it is malformed or its numbers are out of range.
+std::optional<ProcStat> ParseProcStat(const std::string& text, int64_t clock_ticks,
+                                      int64_t page_bytes);
+
+}  // namespace rightsize

@@ -1,0 +1,215 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "agent/cgroup.h"
+#include "agent/monitor.h"
+#include "agent/proc.h"
+#include "agent/series.h"
+
+namespace rightsize {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fixture tree of /proc or /sys/fs/cgroup files.
+class Tree {
+ public:
+  Tree() {
+    root_ = fs::temp_directory_path() /
+            ("rs_agent_" + std::to_string(getpid()) + "_" + std::to_string(counter_++));
+    fs::create_directories(root_);
+  }
+  ~Tree() { fs::remove_all(root_); }
+  void Write(const std::string& rel, const std::string& text) const {
+    fs::path p = root_ / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << text;
+  }
+  std::string path() const { return root_.string(); }
+
+ private:
+  fs::path root_;
+  static inline int counter_ = 0;
+};
+
+// A /proc/PID/stat line: utime/stime in ticks (100/s), rss in pages (4 KiB).
+std::string StatLine(int pid, const std::string& comm, int ppid, int64_t utime, int stime, int rss,
+                     int threads = 1) {
+  return std::to_string(pid) + " (" + comm + ") S " + std::to_string(ppid) +
+         " 1 1 0 -1 4194560 500 0 2 0 " + std::to_string(utime) + " " + std::to_string(stime) +
+         " 0 0 20 0 " + std::to_string(threads) + " 0 12345 1000000 " + std::to_string(rss) +
+         " 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
+}
+
+TEST(ProcTest, ParsesStatIncludingOddCommandNames) {
+  auto st = ParseProcStat(StatLine(42, "my (weird) proc", 1, 250, 50, 1000, 3), 100, 4096);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->pid, 42);
+  EXPECT_EQ(st->comm, "my (weird) proc");
+  EXPECT_EQ(st->ppid, 1);
+  EXPECT_DOUBLE_EQ(st->user_s, 2.5);
+  EXPECT_DOUBLE_EQ(st->system_s, 0.5);
+  EXPECT_EQ(st->threads, 3);
+  EXPECT_EQ(st->rss_bytes, 1000 * 4096);
+  EXPECT_FALSE(ParseProcStat("garbage", 100, 4096).has_value());
+  EXPECT_FALSE(ParseProcStat("42 (x) S 1 2 3", 100, 4096).has_value());
+  // A century of CPU time, or negative memory, is not a measurement.
+  EXPECT_FALSE(ParseProcStat(StatLine(42, "x", 1, 900000000000, 0, 10), 100, 4096).has_value());
+  EXPECT_FALSE(ParseProcStat(StatLine(42, "x", 1, 1, 0, -5), 100, 4096).has_value());
+}
+
+TEST(ProcTest, FixtureTreeGivesTheJobsProcessesAndRejectsGarbage) {
+  Tree t;
+  t.Write("100/stat", StatLine(100, "bash", 1, 10, 0, 500));
+  t.Write("101/stat", StatLine(101, "python", 100, 300, 20, 25000, 8));
+  t.Write("102/stat", StatLine(102, "other", 1, 5, 0, 100));
+  t.Write("103/stat", StatLine(103, "grandchild", 101, 1, 0, 100));
+  t.Write("104/stat", "104 (evil) S 101 not numbers at all\n");
+  t.Write("101/status", "Name:\tpython\nVmHWM:\t  204800 kB\nVmRSS:\t  102400 kB\nVmSwap:\t0 kB\n");
+  t.Write("101/io", "rchar: 1\nwchar: 2\nread_bytes: 4096\nwrite_bytes: 8192\n");
+  t.Write("101/environ", std::string("PATH=/bin\0SLURM_JOB_ID=777\0", 28));
+  t.Write("101/cgroup", "12:memory:/slurm/uid_1000/job_777/step_0\n11:cpuacct,cpu:/slurm\n");
+  t.Write("100/cgroup", "0::/system.slice/slurmstepd.scope/job_778/step_batch\n");
+  ProcFs proc(t.path(), 100, 4096);
+  auto tree = proc.Tree(100);
+  std::set<int64_t> pids;
+  for (const auto& p : tree) pids.insert(p.pid);
+  EXPECT_EQ(pids, (std::set<int64_t>{100, 101, 103}));
+  EXPECT_GE(proc.rejected(), 1);  // 104's stat
+  auto mem = proc.Memory(101);
+  ASSERT_TRUE(mem.has_value());
+  EXPECT_EQ(mem->rss_bytes, 102400 * 1024);
+  EXPECT_EQ(mem->peak_rss_bytes, 204800 * 1024);
+  auto io = proc.Io(101);
+  ASSERT_TRUE(io.has_value());
+  EXPECT_EQ(io->read_bytes, 4096);
+  EXPECT_EQ(io->write_bytes, 8192);
+  EXPECT_EQ(proc.Environ(101, "SLURM_JOB_ID"), "777");
+  EXPECT_EQ(proc.Cgroup(101), "/slurm/uid_1000/job_777/step_0");
+  EXPECT_EQ(proc.Cgroup(100), "/system.slice/slurmstepd.scope/job_778/step_batch");
+  EXPECT_FALSE(proc.Stat(999).has_value());  // gone: not an error
+}
+
+TEST(CgroupTest, RecognisesSlurmAndKubernetesJobs) {
+  auto v1 = JobFromCgroupPath("/slurm/uid_1000/job_123/step_0/task_0");
+  ASSERT_TRUE(v1.has_value());
+  EXPECT_EQ(v1->job_id, "123");
+  EXPECT_EQ(v1->step, "0");
+  EXPECT_EQ(v1->uid, "1000");
+  EXPECT_EQ(v1->path, "/slurm/uid_1000/job_123");
+  auto v2 = JobFromCgroupPath("/system.slice/slurmstepd.scope/job_456/step_batch/user/task_0");
+  ASSERT_TRUE(v2.has_value());
+  EXPECT_EQ(v2->job_id, "456");
+  EXPECT_EQ(v2->step, "batch");
+  auto pod = JobFromCgroupPath(
+      "/kubepods/burstable/pod3f1c9a2e-1111-2222-3333-444455556666/"
+      "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+  ASSERT_TRUE(pod.has_value());
+  EXPECT_EQ(pod->kind, CgroupJob::Kind::kKubernetes);
+  EXPECT_EQ(pod->job_id, "3f1c9a2e-1111-2222-3333-444455556666");
+  EXPECT_EQ(pod->qos, "burstable");
+  EXPECT_EQ(pod->container_id.size(), 64u);
+  auto systemd = JobFromCgroupPath(
+      "/kubepods.slice/kubepods-besteffort.slice/"
+      "kubepods-besteffort-pod3f1c9a2e_1111_2222_3333_444455556666.slice/"
+      "cri-containerd-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope");
+  ASSERT_TRUE(systemd.has_value());
+  EXPECT_EQ(systemd->job_id, "3f1c9a2e-1111-2222-3333-444455556666");
+  EXPECT_EQ(systemd->qos, "besteffort");
+  auto guaranteed = JobFromCgroupPath("/kubepods/pod3f1c9a2e-1111-2222-3333-444455556666");
+  ASSERT_TRUE(guaranteed.has_value());
+  EXPECT_EQ(guaranteed->qos, "guaranteed");
+  EXPECT_FALSE(JobFromCgroupPath("/user.slice/user-1000.slice/session-3.scope").has_value());
+}
+
+TEST(CgroupTest, ReadsV2AndV1Counters) {
+  Tree v2;
+  v2.Write("cgroup.controllers", "cpu io memory pids\n");
+  std::string job = "/system.slice/slurmstepd.scope/job_9";
+  v2.Write(job.substr(1) + "/memory.current", "1048576000\n");
+  v2.Write(job.substr(1) + "/memory.peak", "2097152000\n");
+  v2.Write(job.substr(1) + "/memory.max", "max\n");
+  v2.Write(job.substr(1) + "/memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n");
+  v2.Write(job.substr(1) + "/cpu.stat",
+           "usage_usec 4500000\nuser_usec 4000000\nsystem_usec 500000\nnr_periods 10\n"
+           "nr_throttled 4\nthrottled_usec 250000\n");
+  v2.Write(job.substr(1) + "/io.stat",
+           "8:0 rbytes=1000 wbytes=2000 rios=1 wios=2\n"
+           "8:16 rbytes=24 wbytes=48 rios=1 wios=1\n");
+  CgroupFs c2(v2.path());
+  EXPECT_TRUE(c2.v2());
+  auto r = c2.Read(job);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->memory_bytes, 1048576000);
+  EXPECT_EQ(r->memory_peak_bytes, 2097152000);
+  EXPECT_FALSE(r->memory_limit_bytes.has_value());  // "max": no limit
+  EXPECT_EQ(r->oom_kills, 1);
+  EXPECT_DOUBLE_EQ(*r->cpu_s, 4.5);
+  EXPECT_EQ(r->throttled_periods, 4);
+  EXPECT_EQ(r->io_read_bytes, 1024);
+  EXPECT_EQ(r->io_write_bytes, 2048);
+  EXPECT_FALSE(c2.Read("/gone").has_value());
+
+  Tree v1;
+  std::string step = "/slurm/uid_0/job_5/step_0";
+  v1.Write("memory" + step + "/memory.usage_in_bytes", "5000\n");
+  v1.Write("memory" + step + "/memory.max_usage_in_bytes", "9000\n");
+  v1.Write("memory" + step + "/memory.limit_in_bytes", "9223372036854771712\n");
+  v1.Write("memory" + step + "/memory.oom_control",
+           "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");
+  v1.Write("cpuacct" + step + "/cpuacct.usage", "2500000000\n");
+  CgroupFs c1(v1.path());
+  EXPECT_FALSE(c1.v2());
+  auto r1 = c1.Read(step);
+  ASSERT_TRUE(r1.has_value());
+  EXPECT_EQ(r1->memory_bytes, 5000);
+  EXPECT_EQ(r1->memory_peak_bytes, 9000);
+  EXPECT_FALSE(r1->memory_limit_bytes.has_value());  // v1's "unlimited"
+  EXPECT_EQ(r1->oom_kills, 2);
+  EXPECT_DOUBLE_EQ(*r1->cpu_s, 2.5);
+  EXPECT_EQ(c1.rejected(), 0);
+  v1.Write("memory" + step + "/memory.usage_in_bytes", "lots\n");
+  auto bad = c1.Read(step);
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_FALSE(bad->memory_bytes.has_value());
+  EXPECT_EQ(c1.rejected(), 1);
+}
+
+TEST(SeriesTest, AWeekLongJobCostsBoundedMemory) {
+  MetricSeries s;
+  const int64_t week = 7 * 86400;
+  for (int64_t t = 0; t < week; ++t) s.Add(t, t == 5000 ? 1000.0 : 1.0);
+  EXPECT_EQ(s.count(), week);
+  EXPECT_DOUBLE_EQ(s.peak(), 1000.0);  // a spike long folded away still counts
+  EXPECT_NEAR(s.mean(), 1.0 + 999.0 / week, 1e-9);
+  EXPECT_LE(s.stored_points(), 3601u + 8641u + 8641u);
+  auto points = s.Points();
+  for (size_t i = 1; i < points.size(); ++i) EXPECT_LT(points[i - 1].t_s, points[i].t_s);
+  // The minute bucket that held the spike keeps it as its maximum.
+  bool kept = false;
+  for (const auto& p : points) kept |= p.max == 1000.0;
+  EXPECT_TRUE(kept);
+}
+
+TEST(MonitorTest, CpuCoresAndMemoryOfTheTree) {
+  Tree t;
+  t.Write("200/stat", StatLine(200, "bash", 1, 0, 0, 100));
+  t.Write("201/stat", StatLine(201, "work", 200, 100, 0, 25600));
+  ProcFs proc(t.path(), 100, 4096);
+  JobMonitor m(&proc, nullptr, nullptr, 200, "");
+  m.Sample(0);
+  // Two seconds later the worker has used 3 more CPU seconds: 1.5 cores.
+  t.Write("201/stat", StatLine(201, "work", 200, 400, 0, 51200));
+  m.Sample(2);
+  ResourceUsage u = m.Usage(2, std::nullopt, std::nullopt);
+  EXPECT_EQ(u.peak_rss_bytes, (100 + 51200) * 4096);
+  auto j = m.SummaryJson(false);
+  EXPECT_DOUBLE_EQ(j["metrics"]["cpu_cores"]["peak"].get<double>(), 1.5);
+  EXPECT_EQ(j["metrics"]["processes"]["last"].get<double>(), 2);
+}
+
+}  // namespace
+}  // namespace rightsize

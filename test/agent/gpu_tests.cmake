@@ -1,0 +1,27 @@
+# The GPU collector's tests; included by test/CMakeLists.txt, which defines rightsize_add_test.
+#
+# fake_nvml is a stand-in libnvidia-ml.so.1 (see fake_nvml.c) that the test loads by its full
+# path, so the tests need no GPU and never pick up a real driver's library. It is built into a
+# folder of its own so nothing that searches the test folder for libraries finds it by accident.
+add_library(fake_nvml SHARED ${CMAKE_CURRENT_LIST_DIR}/fake_nvml.c)
+set_target_properties(fake_nvml PROPERTIES
+  OUTPUT_NAME nvidia-ml
+  SOVERSION 1
+  LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fake_nvml)
+target_compile_options(fake_nvml PRIVATE ${RIGHTSIZE_WARNINGS})
+# The same fake playing an old or stripped-down library: optional entry points missing.
+add_library(fake_nvml_minimal SHARED ${CMAKE_CURRENT_LIST_DIR}/fake_nvml.c)
+set_target_properties(fake_nvml_minimal PROPERTIES
+  OUTPUT_NAME nvidia-ml
+  SOVERSION 1
+  LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fake_nvml_minimal)
+target_compile_definitions(fake_nvml_minimal PRIVATE FAKE_NVML_MINIMAL)
+target_compile_options(fake_nvml_minimal PRIVATE ${RIGHTSIZE_WARNINGS})
+
+rightsize_add_test(agent_gpu_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/gpu_test.cc
+                   DEPS rightsize::agent ${CMAKE_DL_LIBS})
+target_compile_definitions(agent_gpu_test PRIVATE
+  FAKE_NVML_PATH="$<TARGET_FILE:fake_nvml>"
+  FAKE_NVML_MINIMAL_PATH="$<TARGET_FILE:fake_nvml_minimal>")
+# The test loads the libraries at run time, so nothing links them: say they must be built first.
+add_dependencies(agent_gpu_test fake_nvml fake_nvml_minimal)
