@@ -8,7 +8,7 @@ PKGS=(
   libsqlite3-dev zlib1g-dev libcsv-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   sqlite3 python3 gzip bc time clang-format clang-tidy
-  libxgboost-dev libre2-dev libdw-dev stress-ng
+  libxgboost-dev libre2-dev libdw-dev stress-ng libcpp-httplib-dev
 )
 
 missing=()

@@ -15,10 +15,17 @@ JobMonitor::JobMonitor(ProcFs* proc, CgroupFs* cgroups, GpuSource* gpu, int64_t 
   series_["memory_bytes"];  // always present, possibly empty
 }
 
-void JobMonitor::Sample(double now_s) {
+void JobMonitor::Sample(double now_s, const std::vector<int64_t>* pids) {
   auto t = static_cast<int64_t>(std::floor(now_s));
   ++samples_;
-  std::vector<ProcStat> tree = proc_->Tree(root_pid_);
+  std::vector<ProcStat> tree;
+  if (pids) {
+    for (int64_t pid : *pids) {
+      if (auto st = proc_->Stat(pid)) tree.push_back(std::move(*st));
+    }
+  } else {
+    tree = proc_->Tree(root_pid_);
+  }
   pids_.clear();
   double cpu_delta = 0;
   int64_t rss = 0, threads = 0, open_files = 0;

@@ -38,6 +38,7 @@ void AddJobCommand(CLI::App& app, Context& ctx, Action* action);
 void AddModelCommands(CLI::App& app, Context& ctx, Action* action);
 void AddDiagnoseCommand(CLI::App& app, Context& ctx, Action* action);
 void AddRunCommand(CLI::App& app, Context& ctx, Action* action);
+void AddAgentCommand(CLI::App& app, Context& ctx, Action* action);
 
 // Runs the CLI; returns the exit code.
 int RunCli(int argc, char** argv);

@@ -1,3 +1,5 @@
+#include "agent/agent.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -176,6 +178,52 @@ TEST(CgroupTest, ReadsV2AndV1Counters) {
   ASSERT_TRUE(bad.has_value());
   EXPECT_FALSE(bad->memory_bytes.has_value());
   EXPECT_EQ(c1.rejected(), 1);
+}
+
+TEST(AgentTest, DiscoversSlurmAndKubernetesJobsAndEndsThem) {
+  Tree t;
+  t.Write("10/stat", StatLine(10, "python", 1, 100, 0, 1000));
+  t.Write("10/cgroup", "12:memory:/slurm/uid_1000/job_11/step_0\n");
+  t.Write("11/stat", StatLine(11, "python", 10, 100, 0, 2000));
+  t.Write("11/cgroup", "12:memory:/slurm/uid_1000/job_11/step_0/task_1\n");
+  t.Write("20/stat", StatLine(20, "server", 1, 100, 0, 500));
+  t.Write("20/cgroup",
+          "0::/kubepods/burstable/pod3f1c9a2e-1111-2222-3333-444455556666/abcdef012345\n");
+  t.Write("30/stat", StatLine(30, "lmp", 1, 100, 0, 300));
+  t.Write("30/cgroup", "0::/user.slice\n");
+  t.Write("30/environ", std::string("SLURM_JOB_ID=33\0HOME=/root\0", 28));
+  t.Write("40/stat", StatLine(40, "sshd", 1, 1, 0, 10));
+  t.Write("40/cgroup", "0::/system.slice/ssh.service\n");
+  ProcFs proc(t.path(), 100, 4096);
+  auto jobs = DiscoverJobs(proc);
+  std::map<std::string, std::vector<int64_t>> by_key;
+  for (const auto& j : jobs) by_key[j.key] = j.pids;
+  EXPECT_EQ(by_key.size(), 3u);
+  EXPECT_EQ(by_key["slurm:11"], (std::vector<int64_t>{10, 11}));
+  EXPECT_EQ(by_key["k8s:3f1c9a2e-1111-2222-3333-444455556666"], (std::vector<int64_t>{20}));
+  EXPECT_EQ(by_key["slurm:33"], (std::vector<int64_t>{30}));
+
+  Tree cg;
+  CgroupFs cgroups(cg.path());
+  Agent agent(&proc, &cgroups, nullptr, AgentOptions{"node1", 2});
+  EXPECT_TRUE(agent.Cycle(0, 1000).empty());
+  EXPECT_EQ(agent.jobs(), 3u);
+  std::string metrics = agent.Metrics();
+  EXPECT_NE(metrics.find("rightsize_job_memory_bytes{job=\"11\",kind=\"slurm\"} 12288000"),
+            std::string::npos)
+      << metrics;
+  // The cardinality cap: 3 jobs, 2 exported.
+  EXPECT_NE(metrics.find("rightsize_agent_jobs_not_exported 1"), std::string::npos);
+  // Job 33 ends: its record comes out once, with what was seen.
+  fs::remove_all(t.path() + "/30");
+  auto ended = agent.Cycle(5, 1005);
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].job_id, "33");
+  EXPECT_EQ(ended[0].cluster, "node1");
+  EXPECT_EQ(ended[0].source, "agent");
+  EXPECT_EQ(ended[0].usage.peak_rss_bytes, 300 * 4096);
+  EXPECT_EQ(agent.jobs(), 2u);
+  EXPECT_TRUE(agent.Cycle(6, 1006).empty());
 }
 
 TEST(SeriesTest, AWeekLongJobCostsBoundedMemory) {

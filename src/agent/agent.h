@@ -1,0 +1,71 @@
+// Agent: watches every job on a node. Each cycle it finds the jobs (SLURM steps and Kubernetes
+// pods by their cgroup paths, SLURM jobs under proctrack/linuxproc by SLURM_JOB_ID in the
+// processes' environment), samples each with a JobMonitor, and when a job is gone turns its
+// monitor into the job's usage record. Metrics() renders the live view in Prometheus text
+// format with a cap on the number of jobs exported (cardinality). Not thread-safe: the caller
+// serialises Cycle() and Metrics() (the CLI holds a mutex around both).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/cgroup.h"
+#include "agent/gpu.h"
+#include "agent/monitor.h"
+#include "agent/proc.h"
+#include "core/job.h"
+
+namespace rightsize {
+
+// One job found on the node: its identity and its processes now.
+struct DiscoveredJob {
+  std::string key;   // "slurm:123", "k8s:<pod uid>"
+  std::string kind;  // "slurm", "kubernetes"
+  std::string job_id;
+  std::string cgroup;  // the job's cgroup path ("" under proctrack/linuxproc)
+  std::string qos;     // Kubernetes QoS class
+  std::vector<int64_t> pids;
+};
+
+// The jobs on the node now, from every process's cgroup and (for SLURM without cgroups) its
+// SLURM_JOB_ID. Processes that vanish while being read are skipped.
+std::vector<DiscoveredJob> DiscoverJobs(ProcFs& proc);
+
+struct AgentOptions {
+  std::string cluster;             // for the usage records ("" = the node's name)
+  size_t max_exported_jobs = 500;  // jobs in /metrics; the rest are counted, not exported
+};
+
+class Agent {
+ public:
+  // `gpu` may be null.
+  Agent(ProcFs* proc, CgroupFs* cgroups, GpuSource* gpu, AgentOptions options);
+
+  // One sampling cycle at `now_s` (seconds on the caller's clock; `now_unix` for records).
+  // Returns the usage records of the jobs that ended since the last cycle.
+  std::vector<JobRecord> Cycle(double now_s, int64_t now_unix);
+
+  // Prometheus text exposition format (version 0.0.4).
+  std::string Metrics() const;
+
+  size_t jobs() const { return jobs_.size(); }
+
+ private:
+  struct Watched {
+    DiscoveredJob job;
+    std::unique_ptr<JobMonitor> monitor;
+    double first_s = 0, last_s = 0;
+    int64_t first_unix = 0;
+  };
+  ProcFs* proc_;
+  CgroupFs* cgroups_;
+  GpuSource* gpu_;
+  AgentOptions options_;
+  std::map<std::string, Watched> jobs_;
+  int64_t cycles_ = 0, finished_ = 0;
+};
+
+}  // namespace rightsize
