@@ -147,3 +147,7 @@ done
 printf '1 GiB log, pipe:  %5.2f s, max RSS %4d MiB\n' "$(printf '%s\n' "${times[@]}" | median3)" \
   "$(($(cut -d' ' -f2 <<<"$out") / 1024))"
 rm -f "$WORK/big.log"
+
+# The agent's own cost with 20 jobs of 20 processes (found by SLURM_JOB_ID), 60 s at 1 Hz.
+echo "== whole process: rightsize agent overhead"
+bash "$SRC/bench/agent_overhead.sh" "$RS" 60

@@ -7,33 +7,70 @@
 
 namespace rightsize {
 
-std::vector<DiscoveredJob> DiscoverJobs(ProcFs& proc) {
+namespace {
+
+// The job a process belongs to, from its cgroup or its environment; nullopt for none.
+std::optional<DiscoveredJob> IdentifyProcess(ProcFs& proc, int64_t pid) {
+  if (auto path = proc.Cgroup(pid)) {
+    if (auto cg = JobFromCgroupPath(*path)) {
+      bool slurm = cg->kind == CgroupJob::Kind::kSlurm;
+      DiscoveredJob job;
+      job.key = (slurm ? "slurm:" : "k8s:") + cg->job_id;
+      job.kind = slurm ? "slurm" : "kubernetes";
+      job.job_id = cg->job_id;
+      job.cgroup = cg->path;
+      job.qos = cg->qos;
+      return job;
+    }
+  }
+  // proctrack/linuxproc: no cgroup per job, but every task carries its job id.
+  auto id = proc.Environ(pid, "SLURM_JOB_ID");
+  if (!id || id->empty() || id->find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  DiscoveredJob job;
+  job.key = "slurm:" + *id;
+  job.kind = "slurm";
+  job.job_id = *id;
+  return job;
+}
+
+}  // namespace
+
+std::vector<DiscoveredJob> DiscoverJobs(ProcFs& proc, DiscoveryCache* cache) {
   std::map<std::string, DiscoveredJob> found;
+  std::map<int64_t, DiscoveryCache::Entry> alive;
   for (int64_t pid : proc.Pids()) {
-    DiscoveredJob* job = nullptr;
-    if (auto path = proc.Cgroup(pid)) {
-      if (auto cg = JobFromCgroupPath(*path)) {
-        bool slurm = cg->kind == CgroupJob::Kind::kSlurm;
-        std::string key = (slurm ? "slurm:" : "k8s:") + cg->job_id;
-        job = &found[key];
-        job->key = key;
-        job->kind = slurm ? "slurm" : "kubernetes";
-        job->job_id = cg->job_id;
-        job->cgroup = cg->path;
-        job->qos = cg->qos;
+    std::optional<DiscoveredJob> identity;
+    std::optional<ProcStat> st;
+    if (cache) {
+      auto it = cache->by_pid.find(pid);
+      // A process known not to be a job's needs no reading each cycle; every 30th cycle checks
+      // that its pid was not reused by a new process.
+      if (it != cache->by_pid.end() && !it->second.job && cache->cycle % 30 != 0) {
+        alive[pid] = it->second;
+        continue;
       }
+      st = proc.Stat(pid);
+      if (!st) continue;
+      if (it != cache->by_pid.end() && it->second.start_ticks == st->start_ticks) {
+        identity = it->second.job;
+      } else {
+        identity = IdentifyProcess(proc, pid);
+      }
+      alive[pid] = {st->start_ticks, identity};
+    } else {
+      identity = IdentifyProcess(proc, pid);
     }
-    if (!job) {
-      // proctrack/linuxproc: no cgroup per job, but every task carries its job id.
-      auto id = proc.Environ(pid, "SLURM_JOB_ID");
-      if (!id || id->empty() || id->find_first_not_of("0123456789") != std::string::npos) continue;
-      std::string key = "slurm:" + *id;
-      job = &found[key];
-      job->key = key;
-      job->kind = "slurm";
-      job->job_id = *id;
-    }
-    job->pids.push_back(pid);
+    if (!identity) continue;
+    DiscoveredJob& job = found[identity->key];
+    if (job.key.empty()) job = *identity;
+    job.pids.push_back(pid);
+    if (st) job.stats.push_back(std::move(*st));  // the monitor need not read it again
+  }
+  if (cache) {
+    cache->by_pid = std::move(alive);  // forget processes that ended
+    ++cache->cycle;
   }
   std::vector<DiscoveredJob> out;
   for (auto& [key, job] : found) {
@@ -48,7 +85,7 @@ Agent::Agent(ProcFs* proc, CgroupFs* cgroups, GpuSource* gpu, AgentOptions optio
 
 std::vector<JobRecord> Agent::Cycle(double now_s, int64_t now_unix) {
   ++cycles_;
-  std::vector<DiscoveredJob> now = DiscoverJobs(*proc_);
+  std::vector<DiscoveredJob> now = DiscoverJobs(*proc_, &cache_);
   std::map<std::string, bool> seen;
   for (DiscoveredJob& job : now) {
     seen[job.key] = true;
@@ -62,7 +99,7 @@ std::vector<JobRecord> Agent::Cycle(double now_s, int64_t now_unix) {
       it = jobs_.emplace(job.key, std::move(w)).first;
     }
     it->second.job = std::move(job);
-    it->second.monitor->Sample(now_s, &it->second.job.pids);
+    it->second.monitor->Sample(now_s, &it->second.job.pids, &it->second.job.stats);
     it->second.last_s = now_s;
   }
   std::vector<JobRecord> ended;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,11 +29,24 @@ struct DiscoveredJob {
   std::string cgroup;  // the job's cgroup path ("" under proctrack/linuxproc)
   std::string qos;     // Kubernetes QoS class
   std::vector<int64_t> pids;
+  std::vector<ProcStat> stats;  // the processes' stat as discovery read it (with a cache)
+};
+
+// What discovery learned about each process, so the next cycle reads only its stat: a process
+// (pid + start time) keeps its job for life.
+struct DiscoveryCache {
+  struct Entry {
+    int64_t start_ticks = 0;
+    std::optional<DiscoveredJob> job;  // identity only (pids empty); nullopt: not a job's
+  };
+  std::map<int64_t, Entry> by_pid;
+  int64_t cycle = 0;
 };
 
 // The jobs on the node now, from every process's cgroup and (for SLURM without cgroups) its
-// SLURM_JOB_ID. Processes that vanish while being read are skipped.
-std::vector<DiscoveredJob> DiscoverJobs(ProcFs& proc);
+// SLURM_JOB_ID. Processes that vanish while being read are skipped. With a cache, a process
+// seen before costs one read of its stat.
+std::vector<DiscoveredJob> DiscoverJobs(ProcFs& proc, DiscoveryCache* cache = nullptr);
 
 struct AgentOptions {
   std::string cluster;             // for the usage records ("" = the node's name)
@@ -65,6 +79,7 @@ class Agent {
   GpuSource* gpu_;
   AgentOptions options_;
   std::map<std::string, Watched> jobs_;
+  DiscoveryCache cache_;
   int64_t cycles_ = 0, finished_ = 0;
 };
 

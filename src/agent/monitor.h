@@ -35,7 +35,9 @@ class JobMonitor {
   // Reads everything once; `now_s` is the caller's clock (seconds since the job started).
   // With `pids`, the job is those processes (the agent found them by cgroup or environment)
   // instead of the root pid's tree.
-  void Sample(double now_s, const std::vector<int64_t>* pids = nullptr);
+  // `stats`, when given, are those processes' stat already read (the agent's discovery).
+  void Sample(double now_s, const std::vector<int64_t>* pids = nullptr,
+              const std::vector<ProcStat>* stats = nullptr);
 
   // The pids of the job seen at the last sample (for the stack sampler).
   const std::set<int64_t>& pids() const { return pids_; }
