@@ -94,6 +94,7 @@ std::vector<JobRecord> Agent::Cycle(double now_s, int64_t now_unix) {
       Watched w;
       w.monitor = std::make_unique<JobMonitor>(proc_, job.cgroup.empty() ? nullptr : cgroups_, gpu_,
                                                0, job.cgroup);
+      w.monitor->set_sparse_reads(true);
       w.first_s = now_s;
       w.first_unix = now_unix;
       it = jobs_.emplace(job.key, std::move(w)).first;

@@ -44,12 +44,12 @@ void JobMonitor::Sample(double now_s, const std::vector<int64_t>* pids,
     rss += p.rss_bytes;
     threads += p.threads;
     // Listing every process's fds is the costliest read: every tenth sample is enough.
-    if (samples_ % 10 == 1) {
+    if ((samples_ - 1) % fd_every_ == 0) {
       if (auto fds = proc_->OpenFiles(p.pid)) open_files += *fds;
     }
     // Per-process I/O counters only grow: every fifth sample loses at most the last seconds of
     // a process that exits.
-    if (auto io = samples_ % 5 == 1 ? proc_->Io(p.pid) : std::nullopt) {
+    if (auto io = (samples_ - 1) % io_every_ == 0 ? proc_->Io(p.pid) : std::nullopt) {
       auto& [r, w] = io_seen_[key];
       r = std::max(r, io->read_bytes.value_or(0));
       w = std::max(w, io->write_bytes.value_or(0));
@@ -83,7 +83,7 @@ void JobMonitor::Sample(double now_s, const std::vector<int64_t>* pids,
   if (cg_memory) Add("cgroup_memory_bytes", t, static_cast<double>(*cg_memory));
   Add("processes", t, static_cast<double>(tree.size()));
   Add("threads", t, static_cast<double>(threads));
-  if (samples_ % 10 == 1) Add("open_files", t, static_cast<double>(open_files));
+  if ((samples_ - 1) % fd_every_ == 0) Add("open_files", t, static_cast<double>(open_files));
   int64_t r = 0, w = 0;
   for (const auto& [key, rw] : io_seen_) {
     r += rw.first;

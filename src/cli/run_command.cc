@@ -272,6 +272,12 @@ void AddRunCommand(CLI::App& app, Context& ctx, Action* action) {
       double cpu_time = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
                         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
       job.usage = monitor.Usage(elapsed_s, cpu_time, int64_t{ru.ru_maxrss} * 1024);
+      // Block I/O of the reaped tree, exact even for processes that lived between two samples
+      // (wait4 counts 512-byte blocks).
+      job.usage.io_read_bytes =
+          std::max(job.usage.io_read_bytes.value_or(0), int64_t{ru.ru_inblock} * 512);
+      job.usage.io_write_bytes =
+          std::max(job.usage.io_write_bytes.value_or(0), int64_t{ru.ru_oublock} * 512);
       if (WIFEXITED(status)) {
         job.outcome.exit_code = WEXITSTATUS(status);
         job.outcome.state = WEXITSTATUS(status) == 0 ? "COMPLETED" : "FAILED";

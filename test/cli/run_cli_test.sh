@@ -58,6 +58,15 @@ if command -v stress-ng >/dev/null; then
     pass "stress-ng --vm-bytes 300M: peak $peak"; else fail "stress-ng peak $peak"; fi
 fi
 
+# Storage I/O of a short process (it lives between two samples): 64 MiB written and synced.
+if [ "$(df --output=fstype "$WORK" | tail -1)" != tmpfs ]; then
+  run_rs run --json -- dd if=/dev/zero of="$WORK/io.bin" bs=1M count=64 conv=fsync status=none
+  DOC=$(sed -n '/^{/,$p' <<<"$OUT")
+  written=$(json_get "$DOC" 'd["usage"]["io_write_bytes"]')
+  if [ "$written" -ge $((64 * 1024 * 1024)) ]; then pass "I/O written $written"; else fail "written $written"; fi
+  rm -f "$WORK/io.bin"
+fi
+
 # A memory limit, enforced: the kernel kills the job, the diagnosis says why, with the trend.
 cat >"$WORK/grow.py" <<'PY'
 import time
