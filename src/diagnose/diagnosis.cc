@@ -78,7 +78,7 @@ std::optional<int64_t> ParseSize(std::string_view text) {
 }
 
 // "79.15 GiB", "20.0 MiB": a size as a person reads it.
-std::string GiB(int64_t bytes) {
+std::string HumanSize(int64_t bytes) {
   if (bytes >= kGiB) return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / kGiB);
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
 }
@@ -136,8 +136,8 @@ void RecordItems(const JobRecord& job, std::vector<Item>* items) {
   if (limit && job.usage.peak_rss_bytes && *limit > 0 &&
       static_cast<double>(*job.usage.peak_rss_bytes) >= 0.95 * static_cast<double>(*limit)) {
     add(C::kHostOom, SignatureKind::kSymptom, 0.5,
-        fmt::format("peak memory {} reached the limit {}", GiB(*job.usage.peak_rss_bytes),
-                    GiB(*limit)));
+        fmt::format("peak memory {} reached the limit {}", HumanSize(*job.usage.peak_rss_bytes),
+                    HumanSize(*limit)));
   }
   if (job.request.time_limit_s && job.usage.elapsed_s && *job.request.time_limit_s > 0 &&
       *job.usage.elapsed_s >= static_cast<double>(*job.request.time_limit_s) - 1) {
@@ -163,15 +163,15 @@ void TelemetryItems(const Telemetry& t, std::vector<Item>* items) {
   for (const auto& [ts, bytes] : t.memory) peak = std::max(peak, bytes);
   if (t.memory_limit_bytes && peak >= 0.9 * static_cast<double>(*t.memory_limit_bytes)) {
     add(C::kHostOom, SignatureKind::kSymptom, 0.5, "memory_at_limit",
-        fmt::format("memory reached {} of its {} limit", GiB(static_cast<int64_t>(peak)),
-                    GiB(*t.memory_limit_bytes)));
+        fmt::format("memory reached {} of its {} limit", HumanSize(static_cast<int64_t>(peak)),
+                    HumanSize(*t.memory_limit_bytes)));
   }
   if (t.gpu_memory_peak_bytes && t.gpu_memory_total_bytes &&
       static_cast<double>(*t.gpu_memory_peak_bytes) >=
           0.95 * static_cast<double>(*t.gpu_memory_total_bytes)) {
     add(C::kGpuOom, SignatureKind::kSymptom, 0.5, "gpu_memory_at_capacity",
-        fmt::format("GPU memory reached {} of {}", GiB(*t.gpu_memory_peak_bytes),
-                    GiB(*t.gpu_memory_total_bytes)));
+        fmt::format("GPU memory reached {} of {}", HumanSize(*t.gpu_memory_peak_bytes),
+                    HumanSize(*t.gpu_memory_total_bytes)));
   }
   for (const auto& [device, xid] : t.xids) {
     const XidInfo* info = FindXid(static_cast<int>(xid));
@@ -499,11 +499,11 @@ void GpuOomFixes(FixContext& ctx) {
   if (frag) f["reserved_unallocated_bytes"] = *frag;
   ctx.summary = "The job ran out of GPU memory";
   if (tried && capacity) {
-    ctx.summary +=
-        fmt::format(": it tried to allocate {} on a GPU of {}{}", GiB(*tried), GiB(*capacity),
-                    free ? fmt::format(" with {} free", GiB(*free)) : "");
+    ctx.summary += fmt::format(": it tried to allocate {} on a GPU of {}{}", HumanSize(*tried),
+                               HumanSize(*capacity),
+                               free ? fmt::format(" with {} free", HumanSize(*free)) : "");
   } else if (tried) {
-    ctx.summary += fmt::format(": it tried to allocate {}", GiB(*tried));
+    ctx.summary += fmt::format(": it tried to allocate {}", HumanSize(*tried));
   }
   ctx.summary += ".";
   bool fragmented =
@@ -517,7 +517,7 @@ void GpuOomFixes(FixContext& ctx) {
     ctx.why += fmt::format(
         " {} was reserved by PyTorch but unallocated: the free memory is "
         "fragmented into pieces too small for the request.",
-        GiB(*frag));
+        HumanSize(*frag));
     ctx.fixes.push_back({"env",
                          "Let PyTorch grow its segments instead of fragmenting: export "
                          "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the job script",
@@ -550,9 +550,9 @@ void GpuOomFixes(FixContext& ctx) {
                          "", 0, "", ""});
   }
   if (tried && capacity && free && *tried > *capacity / 4) {
-    ctx.fixes.push_back({"sbatch",
-                         fmt::format("Or run on a GPU with more than {} of memory", GiB(*capacity)),
-                         "", 0, "", ""});
+    ctx.fixes.push_back(
+        {"sbatch", fmt::format("Or run on a GPU with more than {} of memory", HumanSize(*capacity)),
+         "", 0, "", ""});
   }
 }
 
@@ -602,9 +602,9 @@ void HostOomFixes(FixContext& ctx) {
       f["memory_slope_bytes_per_s"] = std::round(slope);
       f["memory_trend_window_s"] = std::round(t_end - std::max(m.front().first, t_end - 60));
       if (slope > 1 << 20) {
-        trend =
-            fmt::format(" Memory grew steadily, {}/s over its last {:.0f} s",
-                        GiB(static_cast<int64_t>(slope)), f["memory_trend_window_s"].get<double>());
+        trend = fmt::format(" Memory grew steadily, {}/s over its last {:.0f} s",
+                            HumanSize(static_cast<int64_t>(slope)),
+                            f["memory_trend_window_s"].get<double>());
         if (limit && m.back().second < static_cast<double>(*limit)) {
           double to_limit = (static_cast<double>(*limit) - m.back().second) / slope;
           f["seconds_to_limit_at_slope"] = std::round(to_limit);
@@ -618,7 +618,7 @@ void HostOomFixes(FixContext& ctx) {
   }
   if (peak) f["peak_memory_bytes"] = *peak;
   ctx.summary = "The job ran out of host memory and was killed";
-  if (limit) ctx.summary += fmt::format(" at its limit of {}", GiB(*limit));
+  if (limit) ctx.summary += fmt::format(" at its limit of {}", HumanSize(*limit));
   ctx.summary += ".";
   // Accounting samples memory every few seconds: a peak far under the limit missed the spike
   // that was killed, so it says nothing about the need.
@@ -628,7 +628,7 @@ void HostOomFixes(FixContext& ctx) {
   ctx.why = peak && limit ? fmt::format(
                                 "Its processes used {} of the {} it was given; the "
                                 "kernel's OOM killer stopped them.",
-                                GiB(*peak), GiB(*limit))
+                                HumanSize(*peak), HumanSize(*limit))
                           : "Its processes needed more memory than the job was given, and the "
                             "kernel's OOM killer stopped them.";
   ctx.why += trend;
@@ -640,17 +640,17 @@ void HostOomFixes(FixContext& ctx) {
     std::string flag = "--mem=" + FormatMemory(want);
     const auto* d = FindDirective(ctx.script, {"mem", "mem-per-cpu", "mem-per-gpu"});
     if (d && d->name != "mem" && ctx.script) {
-      auto per_unit = ParseSize(
-          d->value + (std::isdigit(static_cast<unsigned char>(d->value.back())) ? "M" : ""));
-      if (per_unit) {
-        int64_t unit_want = CeilGiB(static_cast<double>(*per_unit) * 1.5);
+      // sbatch's own size syntax (a bare number is MiB).
+      auto per_unit = ParseSlurmMemory(d->value, int64_t{1} << 20);
+      if (per_unit.ok() && per_unit->has_value()) {
+        int64_t unit_want = CeilGiB(static_cast<double>((*per_unit)->bytes) * 1.5);
         flag = "--" + d->name + "=" + FormatMemory(unit_want);
       }
     }
     Fix fix{"sbatch",
             fmt::format("Ask for more memory: {} (1.5 × the {} it reached; measure the real "
                         "peak with `rightsize run` or sacct MaxRSS after a successful run)",
-                        flag, GiB(static_cast<int64_t>(base))),
+                        flag, HumanSize(static_cast<int64_t>(base))),
             "",
             0,
             "",

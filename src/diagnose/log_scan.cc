@@ -37,6 +37,13 @@ RE2::Options Latin1Options() {
   return o;
 }
 
+// Traceback lines are kept 16 times as generously as evidence: a traceback needs all its frames.
+size_t KeepScale(const Signature& sig) {
+  bool context = sig.kind == SignatureKind::kTraceback || sig.kind == SignatureKind::kFrame ||
+                 sig.kind == SignatureKind::kException;
+  return context ? 16 : 1;
+}
+
 // How many times `c` occurs in `text`: memchr is vectorised, a byte loop is not at -O2.
 int64_t CountByte(std::string_view text, char c) {
   int64_t n = 0;
@@ -111,11 +118,7 @@ class Scanner {
     scan_.counts.assign(n, 0);
     first_.resize(n);
     last_.resize(n);
-    for (const Signature& sig : AllSignatures()) {
-      context_.push_back(sig.kind == SignatureKind::kTraceback ||
-                         sig.kind == SignatureKind::kFrame ||
-                         sig.kind == SignatureKind::kException);
-    }
+    for (const Signature& sig : AllSignatures()) keep_scale_.push_back(KeepScale(sig));
   }
 
   // Scans `block`, which ends at a line end unless `cut` (a line longer than a block).
@@ -184,8 +187,7 @@ class Scanner {
       hit.line = line_number;
       hit.text = CleanLogText(seg);
       if (const RE2* f = sigs_.facts(i)) Facts(*f, seg, &hit);
-      // Tracebacks need all their frames: keep more of those.
-      size_t scale = context_[idx] ? 16 : 1;
+      size_t scale = keep_scale_[idx];
       if (first_[idx].size() < options_.keep_first * scale) {
         first_[idx].push_back(std::move(hit));
       } else {
@@ -267,7 +269,7 @@ class Scanner {
   bool tail_truncated_ = false;
   std::vector<std::vector<SignatureHit>> first_;
   std::vector<std::deque<SignatureHit>> last_;
-  std::vector<bool> context_;  // per signature: part of a traceback
+  std::vector<size_t> keep_scale_;  // per signature: KeepScale()
 };
 
 struct GzCloser {
@@ -275,27 +277,6 @@ struct GzCloser {
 };
 
 }  // namespace
-
-LogScan ScanLogText(std::string_view text, std::string name, const ScanOptions& options) {
-  Scanner scanner(std::move(name), options);
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t n = std::min(options.block_bytes, text.size() - pos);
-    bool cut = false;
-    if (pos + n < text.size()) {
-      size_t nl = text.rfind('\n', pos + n - 1);
-      if (nl == std::string_view::npos || nl < pos) {
-        cut = true;
-      } else {
-        n = nl + 1 - pos;
-      }
-    }
-    scanner.Block(text.substr(pos, n), cut);
-    pos += n;
-  }
-  scanner.set_ends_without_newline(!text.empty() && text.back() != '\n');
-  return scanner.Finish();
-}
 
 namespace {
 
@@ -335,17 +316,13 @@ LogScan MergeScans(std::vector<LogScan> parts, const ScanOptions& options) {
   std::stable_sort(out.hits.begin(), out.hits.end(),
                    [](const SignatureHit& a, const SignatureHit& b) { return a.line < b.line; });
   std::vector<size_t> seen(out.counts.size(), 0), total(out.counts.size(), 0);
-  std::vector<bool> context;
-  for (const Signature& sig : AllSignatures()) {
-    context.push_back(sig.kind == SignatureKind::kTraceback || sig.kind == SignatureKind::kFrame ||
-                      sig.kind == SignatureKind::kException);
-  }
+  auto sigs = AllSignatures();
   for (const auto& h : out.hits) ++total[static_cast<size_t>(h.signature)];
   std::vector<SignatureHit> kept;
   for (auto& h : out.hits) {
     auto i = static_cast<size_t>(h.signature);
     size_t rank = seen[i]++;
-    size_t scale = context[i] ? 16 : 1;
+    size_t scale = KeepScale(sigs[i]);
     if (rank < options.keep_first * scale || rank + options.keep_last * scale >= total[i]) {
       kept.push_back(std::move(h));
     }
@@ -494,6 +471,20 @@ StatusOr<LogScan> ScanStream(const BlockSource& read, const std::string& name,
 }
 
 }  // namespace
+
+LogScan ScanLogText(std::string_view text, std::string name, const ScanOptions& options) {
+  // The same path as files and pipes, so tests of text test it too.
+  size_t pos = 0;
+  auto scan = ScanStream(
+      [&](char* buf, size_t n) -> StatusOr<size_t> {
+        size_t got = std::min(n, text.size() - pos);
+        std::memcpy(buf, text.data() + pos, got);
+        pos += got;
+        return got;
+      },
+      name, options, 1);
+  return std::move(*scan);  // reading memory cannot fail
+}
 
 StatusOr<LogScan> ScanLogFile(const std::string& path, const ScanOptions& options) {
   std::string name = path == "-" ? "<stdin>" : path;

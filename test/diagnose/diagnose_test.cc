@@ -354,6 +354,18 @@ TEST(DiagnoseTest, HostOomFixNamesTheMemLine) {
   EXPECT_EQ(d.fixes[0].to, "#SBATCH --mem=48G");
 }
 
+TEST(DiagnoseTest, HostOomFixKeepsThePerCpuForm) {
+  TempDir dir;
+  // A bare number is MiB, as sbatch reads it.
+  std::string script = dir.Write("job.sbatch", "#!/bin/bash\n#SBATCH --mem-per-cpu=4000\nsrun x\n");
+  DiagnoseInput input;
+  input.script_path = script;
+  Diagnosis d = FromText("srun: error: n1: task 0: Out Of Memory\n", input);
+  ASSERT_FALSE(d.fixes.empty());
+  EXPECT_EQ(d.fixes[0].line, 2);
+  EXPECT_EQ(d.fixes[0].to, "#SBATCH --mem-per-cpu=6G");
+}
+
 TEST(DiagnoseTest, TimeoutFixComesFromTheProgressMade) {
   TempDir dir;
   std::string script =
