@@ -151,3 +151,41 @@ rm -f "$WORK/big.log"
 # The agent's own cost with 20 jobs of 20 processes (found by SLURM_JOB_ID), 60 s at 1 Hz.
 echo "== whole process: rightsize agent overhead"
 bash "$SRC/bench/agent_overhead.sh" "$RS" 60
+
+# The server (docs/api.md): telemetry from 200 agents, and job pages on a big store. Both tools
+# talk HTTP to a `rightsize serve` started here (bench/server/).
+# serve DB THREADS: starts rightsize serve on a free port; sets SERVER_PID and URL.
+serve() {
+  local port
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$RS" --db "$1" serve --listen "127.0.0.1:$port" --threads "$2" >"$WORK/serve.log" 2>&1 &
+  SERVER_PID=$!
+  URL=http://127.0.0.1:$port
+  for _ in $(seq 100); do curl -sf "$URL/healthz" >/dev/null && return 0; sleep 0.1; done
+  echo "rightsize serve did not start: $(cat "$WORK/serve.log")"
+  return 1
+}
+stop_server() { kill "$SERVER_PID" && wait "$SERVER_PID" || true; }
+echo "== whole process: rightsize serve, POST /api/v1/telemetry from 200 agents (30 s closed loop, gzip; target >= 100,000 samples/s)"
+for spb in 5 60 300; do
+  rm -f "$WORK/ingest.db"*
+  serve "$WORK/ingest.db" 32
+  "$BUILD/bench/ingest_load" --url "$URL" --agents 200 --seconds 30 --samples-per-batch "$spb" \
+    --metrics 11 --server-pid "$SERVER_PID" || true
+  stop_server
+done
+rm -f "$WORK/ingest.db"*
+serve "$WORK/ingest.db" 32
+echo "(agents' default 5 s batches, TCP_NODELAY on the agents' side)"
+"$BUILD/bench/ingest_load" --url "$URL" --agents 200 --seconds 30 --samples-per-batch 5 \
+  --metrics 11 --server-pid "$SERVER_PID" --tcp-nodelay || true
+stop_server
+echo "== whole process: rightsize serve, job page (GET job + 1 h series) on 100,000 jobs / 50M samples (target p99 < 20 ms)"
+# The store takes a minute or two to build: kept between runs (delete it to rebuild).
+JOBPAGE_DB=${JOBPAGE_DB:-/tmp/rightsize-jobpage.db}
+"$BUILD/bench/job_page_bench" build --db "$JOBPAGE_DB"
+echo "store: $(du -h "$JOBPAGE_DB" | cut -f1)"
+serve "$JOBPAGE_DB" 8
+"$BUILD/bench/job_page_bench" measure --url "$URL" --pages 50 --seed 7 >/dev/null  # warm-up
+"$BUILD/bench/job_page_bench" measure --url "$URL" --pages 300 || true
+stop_server

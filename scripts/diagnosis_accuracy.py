@@ -3,9 +3,9 @@
 
 Runs `rightsize diagnose --log CASE --json` on every case, compares the class with the label
 (the case's folder) and, where cases*.tsv gives them, the user's frame and the Xid code.
-Prints the per-class top-1 accuracy for the dev, holdout and holdout2 sets; --write replaces the
+Prints the per-class top-1 accuracy for each set (dev, holdout, holdout2, holdout3, …); --write replaces the
 table between the accuracy markers of docs/diagnosis.md; --min makes it exit 1 when a set
-falls below its floor (the test: --min dev=0.95 --min holdout=0.95 --min holdout2=0.75). Standard library only.
+falls below its floor (the test: --min dev=0.95 --min holdout=0.95 --min holdout2=0.95 --min holdout3=0.95). Standard library only.
 
 Usage: diagnosis_accuracy.py RIGHTSIZE CORPUS_DIR [--write FILE] [--min SPLIT=FRACTION]...
 """
@@ -85,7 +85,8 @@ def main():
                 xids["found"] += 1
 
     classes = sorted({c for s in results.values() for c in s})
-    splits = [s for s in ("dev", "holdout", "holdout2") if s in results]
+    known = ("dev", "holdout", "holdout2", "holdout3")
+    splits = [s for s in known if s in results] + sorted(s for s in results if s not in known)
     lines = ["| class | " + " | ".join(splits) + " |", "|---|" + "---|" * len(splits)]
     totals = {s: [0, 0] for s in splits}
     for c in classes:

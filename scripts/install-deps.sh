@@ -9,7 +9,16 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   sqlite3 python3 gzip bc time clang-format clang-tidy
   libxgboost-dev libre2-dev libdw-dev stress-ng libcpp-httplib-dev
+  libtree-sitter-dev libyaml-cpp-dev
+  chromium openssl curl prometheus
+  lua5.1 lua-socket
 )
+# npm fetches the tree-sitter Python grammar (src/code/grammar/) and the dashboard's packages
+# (web/) at build time. Any npm will do
+# (e.g. Node 20 from nodesource); Debian's own nodejs and npm only when there is none.
+if ! command -v npm >/dev/null 2>&1; then
+  PKGS+=(nodejs npm)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1,9 +1,13 @@
 #include "agent/agent.h"
 
 #include <fmt/format.h>
+#include <pwd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+
+#include "core/units.h"
 
 namespace rightsize {
 
@@ -11,6 +15,10 @@ namespace {
 
 // The job a process belongs to, from its cgroup or its environment; nullopt for none.
 std::optional<DiscoveredJob> IdentifyProcess(ProcFs& proc, int64_t pid) {
+  // SLURM's own step daemon sits in the job's cgroup (v1) but is not the job's work: its
+  // ~6 MiB per step would count as the job's memory. Read once per process (the cache keeps
+  // the answer).
+  if (auto st = proc.Stat(pid); st && st->comm == "slurmstepd") return std::nullopt;
   if (auto path = proc.Cgroup(pid)) {
     if (auto cg = JobFromCgroupPath(*path)) {
       bool slurm = cg->kind == CgroupJob::Kind::kSlurm;
@@ -95,13 +103,37 @@ std::vector<JobRecord> Agent::Cycle(double now_s, int64_t now_unix) {
       w.monitor = std::make_unique<JobMonitor>(proc_, job.cgroup.empty() ? nullptr : cgroups_, gpu_,
                                                0, job.cgroup);
       w.monitor->set_sparse_reads(true);
+      w.monitor->set_keep_new(options_.ship);
       w.first_s = now_s;
       w.first_unix = now_unix;
+      w.record = Identify(job, now_unix);
+      if (options_.sample_stacks && stacks_note_.empty()) {
+        auto sampler = StackSampler::Create();
+        if (sampler.ok()) {
+          w.stacks = std::move(*sampler);
+        } else {
+          stacks_note_ = sampler.status().message();  // perf refused: say so once, go on
+        }
+      }
       it = jobs_.emplace(job.key, std::move(w)).first;
     }
-    it->second.job = std::move(job);
-    it->second.monitor->Sample(now_s, &it->second.job.pids, &it->second.job.stats);
-    it->second.last_s = now_s;
+    Watched& w = it->second;
+    if (w.stacks) {
+      // New processes at once; new threads of known ones every fifth cycle (a /proc walk).
+      const auto& before = w.monitor->pids();
+      bool refresh = cycles_ % 5 == 0;
+      for (int64_t pid : job.pids) {
+        if (refresh || before.count(pid) == 0) w.stacks->AddProcess(static_cast<int>(pid));
+      }
+      if (refresh) w.stacks->Refresh();
+      (void)w.stacks->Poll();  // a bad ring record is resynchronised; the samples go on
+    }
+    w.job = std::move(job);
+    w.monitor->Sample(now_s, &w.job.pids, &w.job.stats);
+    w.last_s = now_s;
+    if (!w.record.request.memory_bytes && w.monitor->memory_limit_bytes()) {
+      w.record.request.memory_bytes = w.monitor->memory_limit_bytes();
+    }
   }
   std::vector<JobRecord> ended;
   for (auto it = jobs_.begin(); it != jobs_.end();) {
@@ -118,11 +150,77 @@ std::vector<JobRecord> Agent::Cycle(double now_s, int64_t now_unix) {
     r.start_time = w.first_unix;
     r.end_time = w.first_unix + static_cast<int64_t>(std::llround(w.last_s - w.first_s));
     r.usage = w.monitor->Usage(w.last_s - w.first_s, std::nullopt, std::nullopt);
+    if (options_.ship) {
+      // The last samples and the final record go out with the next batch.
+      r.request = w.record.request;
+      JobTelemetry t = TelemetryOf(it->second);
+      t.job = r;
+      finished_telemetry_.push_back(std::move(t));
+    }
     ended.push_back(std::move(r));
     ++finished_;
     it = jobs_.erase(it);
   }
   return ended;
+}
+
+JobRecord Agent::Identify(const DiscoveredJob& job, int64_t first_unix) {
+  JobRecord r;
+  r.cluster = options_.cluster;
+  r.job_id = job.job_id;
+  r.source = "agent";
+  r.start_time = first_unix;
+  r.outcome.state = "RUNNING";
+  if (job.pids.empty()) return r;
+  int64_t pid = job.pids.front();
+  // What SLURM tells every process of the job (absent for Kubernetes pods).
+  auto env = [&](const char* name) { return proc_->Environ(pid, name).value_or(""); };
+  r.request.user = env("SLURM_JOB_USER");
+  r.request.job_name = env("SLURM_JOB_NAME");
+  r.request.partition = env("SLURM_JOB_PARTITION");
+  r.request.account = env("SLURM_JOB_ACCOUNT");
+  if (auto cpus = ParseDouble(env("SLURM_CPUS_ON_NODE")); cpus && *cpus > 0) r.request.cpus = cpus;
+  if (auto mb = ParseInt(env("SLURM_MEM_PER_NODE")); mb && *mb > 0) {
+    r.request.memory_bytes = *mb * kMiB;
+  }
+  if (r.request.user.empty()) {
+    if (auto uid = proc_->Uid(pid)) {
+      struct passwd pw {};
+      struct passwd* found = nullptr;
+      char buf[1024];
+      if (getpwuid_r(static_cast<uid_t>(*uid), &pw, buf, sizeof buf, &found) == 0 && found) {
+        r.request.user = found->pw_name;
+      } else {
+        r.request.user = std::to_string(*uid);
+      }
+    }
+  }
+  return r;
+}
+
+JobTelemetry Agent::TelemetryOf(Watched& w) {
+  JobTelemetry t;
+  t.job = w.record;
+  for (auto& [metric, points] : w.monitor->TakeNew()) {
+    auto& out = t.samples[metric];
+    out.reserve(points.size());
+    for (const auto& [t_s, v] : points) {
+      // The monitor's clock is the agent's (seconds since it started): map it to Unix time.
+      double unix_s = static_cast<double>(w.first_unix) + static_cast<double>(t_s) - w.first_s;
+      out.push_back(Sample{static_cast<int64_t>(std::llround(unix_s * 1000)), v});
+    }
+  }
+  if (w.stacks) {
+    (void)w.stacks->Poll();
+    t.stacks = w.stacks->TakeFolded();
+  }
+  return t;
+}
+
+std::vector<JobTelemetry> Agent::TakeTelemetry() {
+  std::vector<JobTelemetry> out = std::exchange(finished_telemetry_, {});
+  for (auto& [key, w] : jobs_) out.push_back(TelemetryOf(w));
+  return out;
 }
 
 std::string Agent::Metrics() const {
@@ -153,7 +251,7 @@ std::string Agent::Metrics() const {
       nlohmann::json summary = w.monitor->SummaryJson(false);
       const auto& m = summary["metrics"];
       if (!m.contains(row.series)) continue;
-      out += fmt::format("{}{{job=\"{}\",kind=\"{}\"}} {}\n", row.name, w.job.job_id, w.job.kind,
+      out += fmt::format("{}{{job_id=\"{}\",kind=\"{}\"}} {}\n", row.name, w.job.job_id, w.job.kind,
                          m[row.series]["last"].get<double>());
     }
   }

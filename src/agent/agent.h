@@ -17,7 +17,9 @@
 #include "agent/gpu.h"
 #include "agent/monitor.h"
 #include "agent/proc.h"
+#include "agent/stacks.h"
 #include "core/job.h"
+#include "store/store.h"
 
 namespace rightsize {
 
@@ -51,6 +53,8 @@ std::vector<DiscoveredJob> DiscoverJobs(ProcFs& proc, DiscoveryCache* cache = nu
 struct AgentOptions {
   std::string cluster;             // for the usage records ("" = the node's name)
   size_t max_exported_jobs = 500;  // jobs in /metrics; the rest are counted, not exported
+  bool ship = false;               // keep new samples for TakeTelemetry() (a server to ship to)
+  bool sample_stacks = false;      // sample each job's call stacks (perf events, 49 Hz)
 };
 
 class Agent {
@@ -62,6 +66,13 @@ class Agent {
   // Returns the usage records of the jobs that ended since the last cycle.
   std::vector<JobRecord> Cycle(double now_s, int64_t now_unix);
 
+  // For shipping (options.ship): each running job's record (what the agent knows of it: ids,
+  // user, name and request from its SLURM environment, start) with the samples and stacks
+  // taken since the last call. Sample times are Unix seconds.
+  std::vector<JobTelemetry> TakeTelemetry();
+  // Why stack sampling is off ("" when on or not asked for).
+  const std::string& stacks_note() const { return stacks_note_; }
+
   // Prometheus text exposition format (version 0.0.4).
   std::string Metrics() const;
 
@@ -71,9 +82,14 @@ class Agent {
   struct Watched {
     DiscoveredJob job;
     std::unique_ptr<JobMonitor> monitor;
+    std::unique_ptr<StackSampler> stacks;   // when options.sample_stacks and perf allows it
+    std::map<std::string, int64_t> folded;  // stacks drained since the last TakeTelemetry
+    JobRecord record;                       // identity and request, read once
     double first_s = 0, last_s = 0;
     int64_t first_unix = 0;
   };
+  JobRecord Identify(const DiscoveredJob& job, int64_t first_unix);
+  JobTelemetry TelemetryOf(Watched& w);
   ProcFs* proc_;
   CgroupFs* cgroups_;
   GpuSource* gpu_;
@@ -81,6 +97,8 @@ class Agent {
   std::map<std::string, Watched> jobs_;
   DiscoveryCache cache_;
   int64_t cycles_ = 0, finished_ = 0;
+  std::string stacks_note_;
+  std::vector<JobTelemetry> finished_telemetry_;  // ended jobs' last batch entries
 };
 
 }  // namespace rightsize

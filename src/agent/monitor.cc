@@ -93,6 +93,22 @@ void JobMonitor::Sample(double now_s, const std::vector<int64_t>* pids,
   io_write_ = w;
   Add("io_read_bytes", t, static_cast<double>(r));
   Add("io_write_bytes", t, static_cast<double>(w));
+  // Network: only a job in a namespace of its own (a container, a pod) has traffic that is its
+  // alone; in the host's namespace the counters are the whole node's, so none are reported.
+  if (!tree.empty() && (samples_ - 1) % io_every_ == 0) {
+    // The agent's own namespace is the host's (it runs with the host network, as a daemon or a
+    // DaemonSet with hostNetwork); pid 1's may not be readable in a container.
+    if (!host_netns_) host_netns_ = proc_->NetNamespace(0).value_or("");
+    auto ns = proc_->NetNamespace(tree.front().pid);
+    if (ns && !host_netns_->empty() && *ns != *host_netns_) {
+      if (auto net = proc_->NetDev(tree.front().pid)) {
+        Add("net_rx_bytes", t, static_cast<double>(net->rx_bytes));
+        Add("net_tx_bytes", t, static_cast<double>(net->tx_bytes));
+        Add("net_rx_packets", t, static_cast<double>(net->rx_packets));
+        Add("net_tx_packets", t, static_cast<double>(net->tx_packets));
+      }
+    }
+  }
 
   if (gpu_ && gpu_->available()) {
     auto snap = gpu_->Sample();

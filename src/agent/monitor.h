@@ -46,6 +46,15 @@ class JobMonitor {
     io_every_ = sparse ? 5 : 1;
   }
 
+  // Shipping to a server: with keep_new on, every sample is also kept until TakeNew() hands
+  // it over (per metric, (time on the caller's clock, value)); at most kMaxNew per metric are
+  // kept, the oldest dropped, so a server that is down for long costs bounded memory.
+  void set_keep_new(bool keep) { keep_new_ = keep; }
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> TakeNew() {
+    return std::exchange(new_, {});
+  }
+  static constexpr size_t kMaxNew = 3600;
+
   // The pids of the job seen at the last sample (for the stack sampler).
   const std::set<int64_t>& pids() const { return pids_; }
 
@@ -65,7 +74,14 @@ class JobMonitor {
   std::optional<int64_t> gpu_memory_total_bytes() const { return gpu_total_; }
 
  private:
-  void Add(const std::string& metric, int64_t t_s, double v) { series_[metric].Add(t_s, v); }
+  void Add(const std::string& metric, int64_t t_s, double v) {
+    series_[metric].Add(t_s, v);
+    if (keep_new_) {
+      auto& pending = new_[metric];
+      if (pending.size() >= kMaxNew) pending.erase(pending.begin());
+      pending.emplace_back(t_s, v);
+    }
+  }
 
   ProcFs* proc_;
   CgroupFs* cgroups_;
@@ -73,6 +89,8 @@ class JobMonitor {
   int64_t root_pid_;
   std::string cgroup_path_;
   std::map<std::string, MetricSeries> series_;
+  bool keep_new_ = false;
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> new_;
   // CPU seconds per process at the last sample, keyed by (pid, start time).
   std::map<std::pair<int64_t, int64_t>, double> cpu_seen_;
   std::optional<double> last_t_;
@@ -86,6 +104,7 @@ class JobMonitor {
   std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>> io_seen_;
   std::vector<GpuEvent> gpu_events_;
   int64_t samples_ = 0;
+  std::optional<std::string> host_netns_;  // the agent's network namespace, read once
   int64_t fd_every_ = 1, io_every_ = 1;
 };
 

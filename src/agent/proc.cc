@@ -9,6 +9,8 @@
 #include <map>
 #include <memory>
 
+#include "core/units.h"
+
 namespace rightsize {
 namespace {
 
@@ -218,6 +220,69 @@ std::optional<std::string> ProcFs::Cgroup(int64_t pid) {
     }
   }
   return v1_memory;
+}
+
+std::optional<std::string> ProcFs::NetNamespace(int64_t pid) {
+  std::string path =
+      root_ + "/" + (pid == 0 ? std::string("self") : std::to_string(pid)) + "/ns/net";
+  char buf[128];
+  ssize_t n = readlink(path.c_str(), buf, sizeof buf - 1);
+  if (n <= 0) return std::nullopt;
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+std::optional<NetCounters> ProcFs::NetDev(int64_t pid) {
+  auto text = Read(pid, "net/dev");
+  if (!text) return std::nullopt;
+  NetCounters c;
+  size_t at = 0;
+  int line_no = 0;
+  while (at < text->size()) {
+    size_t end = text->find('\n', at);
+    if (end == std::string::npos) end = text->size();
+    std::string_view line(text->data() + at, end - at);
+    at = end + 1;
+    if (++line_no <= 2) continue;  // two header lines
+    size_t colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    if (Trim(line.substr(0, colon)) == "lo") continue;  // the namespace talking to itself
+    // Receive: bytes packets errs drop fifo frame compressed multicast; then transmit likewise.
+    std::vector<int64_t> v;
+    std::string_view rest = line.substr(colon + 1);
+    while (!rest.empty()) {
+      rest = Trim(rest);
+      size_t sp = rest.find_first_of(" \t");
+      auto field = rest.substr(0, sp);
+      if (field.empty()) break;
+      auto n = ParseInt(field);
+      if (!n || *n < 0 || *n > (int64_t{1} << 60)) {
+        ++rejected_;
+        return std::nullopt;
+      }
+      v.push_back(*n);
+      rest = sp == std::string_view::npos ? std::string_view() : rest.substr(sp);
+    }
+    if (v.size() < 10) {
+      ++rejected_;
+      return std::nullopt;
+    }
+    c.rx_bytes += v[0];
+    c.rx_packets += v[1];
+    c.tx_bytes += v[8];
+    c.tx_packets += v[9];
+  }
+  return c;
+}
+
+std::optional<int64_t> ProcFs::Uid(int64_t pid) {
+  auto text = Read(pid, "status");
+  if (!text) return std::nullopt;
+  size_t at = text->find("\nUid:");
+  if (at == std::string::npos) return std::nullopt;
+  size_t start = text->find_first_not_of(" \t", at + 5);
+  if (start == std::string::npos) return std::nullopt;
+  size_t end = text->find_first_of(" \t\n", start);
+  return ParseInt(std::string_view(*text).substr(start, end - start));
 }
 
 std::optional<int64_t> ProcFs::OpenFiles(int64_t pid) {

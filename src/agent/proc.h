@@ -36,6 +36,11 @@ struct ProcIo {
   std::optional<int64_t> read_bytes, write_bytes;  // storage I/O (read_bytes/write_bytes)
 };
 
+// A network namespace's traffic, summed over its interfaces except loopback (/proc/PID/net/dev).
+struct NetCounters {
+  int64_t rx_bytes = 0, tx_bytes = 0, rx_packets = 0, tx_packets = 0;
+};
+
 class ProcFs {
  public:
   // `root` is "/proc" or a fixture; clock ticks and page size are the kernel's (sysconf).
@@ -49,6 +54,13 @@ class ProcFs {
   std::optional<std::string> Environ(int64_t pid, const std::string& name);
   // The process's cgroup path: the v2 entry ("0::/…"), else the v1 memory controller's.
   std::optional<std::string> Cgroup(int64_t pid);
+  // The process's network namespace ("net:[4026531840]"), when readable; pid 0: this process's.
+  std::optional<std::string> NetNamespace(int64_t pid);
+  // The traffic of the process's network namespace; nullopt when unreadable or malformed
+  // (a line whose counters are not numbers is rejected and counted, not trusted).
+  std::optional<NetCounters> NetDev(int64_t pid);
+  // The real user id (the first field of status's Uid line), when readable.
+  std::optional<int64_t> Uid(int64_t pid);
   // Open file descriptors (entries of /proc/PID/fd), when readable.
   std::optional<int64_t> OpenFiles(int64_t pid);
 

@@ -9,11 +9,13 @@
 #include <atomic>
 #include <chrono>
 #include <ctime>
+#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/shipper.h"
 #include "cli/app.h"
 #include "cli/terminal.h"
 
@@ -22,6 +24,12 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 void Stop(int) { g_stop = true; }
+
+std::string HostName() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return host;
+}
 
 }  // namespace
 
@@ -35,6 +43,10 @@ void AddAgentCommand(CLI::App& app, Context& ctx, Action* action) {
     std::string listen, cluster, proc_root = "/proc", cgroup_root = "/sys/fs/cgroup";
     std::string gpu_library = "libnvidia-ml.so.1";
     size_t max_jobs = 500;
+    std::string server, token, token_file, spool;
+    bool no_spool = false;
+    double ship_interval_s = 5;
+    bool stacks = false;
   };
   auto f = std::make_shared<Flags>();
   cmd->add_option("--interval", f->interval_s, "Seconds between samples (default 1)")
@@ -47,26 +59,88 @@ void AddAgentCommand(CLI::App& app, Context& ctx, Action* action) {
                   "Where the host's /proc is mounted (default /proc; /host/proc in a container)");
   cmd->add_option("--cgroup-root", f->cgroup_root, "Where the cgroup hierarchy is mounted");
   cmd->add_option("--nvml", f->gpu_library, "The NVML library to load (default libnvidia-ml.so.1)");
+  cmd->add_option("--server", f->server,
+                  "Ship live samples, stacks and records to `rightsize serve` at this URL "
+                  "(http://HOST:PORT) instead of writing records to the store");
+  cmd->add_option("--token", f->token,
+                  "Agent token for --server (one of the server's agent_tokens); default "
+                  "$RIGHTSIZE_AGENT_TOKEN. Prefer --token-file: arguments are visible in ps");
+  cmd->add_option("--token-file", f->token_file, "File holding the agent token");
+  cmd->add_option("--spool", f->spool,
+                  "Folder where batches wait until the server has them, across agent restarts "
+                  "(default /var/spool/rightsize as root, else ~/.local/state/rightsize/spool; "
+                  "capped at 256 MiB, oldest dropped)");
+  cmd->add_flag("--no-spool", f->no_spool, "Keep unsent batches in memory only");
+  cmd->add_option("--ship-interval", f->ship_interval_s, "Seconds between batches (default 5)")
+      ->check(CLI::Range(0.2, 3600.0));
+  cmd->add_flag("--stacks", f->stacks,
+                "Sample each job's call stacks (perf events, 49 Hz) for the flame graphs");
   cmd->footer(
       "Usage records go to the store (--db, $RIGHTSIZE_DB or the default store), one per job "
-      "when it ends. The agent runs niced; SIGINT or SIGTERM stops it.");
+      "when it ends; with --server, live samples, stacks and the records go to that server "
+      "instead (queued and retried while it is unreachable). The agent runs niced; SIGINT or "
+      "SIGTERM stops it.");
   cmd->callback([&ctx, action, f] {
     *action = [&ctx, f]() -> int {
       // Never compete with the jobs it watches.
       setpriority(PRIO_PROCESS, 0, 10);
       std::string cluster = f->cluster;
-      if (cluster.empty()) {
-        char host[256] = {};
-        gethostname(host, sizeof(host) - 1);
-        cluster = host;
+      if (cluster.empty()) cluster = HostName();
+      // With --server the records go there; the local store is only opened without it.
+      Store* local = nullptr;
+      std::unique_ptr<Shipper> shipper;
+      if (f->server.empty()) {
+        auto store = ctx.OpenedStore();
+        if (!store.ok()) return Fail(store.status());
+        local = *store;
+      } else {
+        ShipperOptions so;
+        so.url = f->server;
+        so.agent = cluster + "/" + HostName();
+        if (!f->token.empty()) {
+          so.token = f->token;
+        } else if (!f->token_file.empty()) {
+          std::ifstream in(f->token_file);
+          if (!std::getline(in, so.token) || so.token.empty()) {
+            return Fail(
+                Status::NotFound("--token-file: cannot read a token from " + f->token_file));
+          }
+        } else if (const char* t = std::getenv("RIGHTSIZE_AGENT_TOKEN")) {
+          so.token = t;
+        }
+        if (!f->no_spool) {
+          so.spool_dir = f->spool;
+          if (so.spool_dir.empty()) {
+            const char* home = std::getenv("HOME");
+            so.spool_dir = geteuid() == 0 || home == nullptr
+                               ? "/var/spool/rightsize"
+                               : std::string(home) + "/.local/state/rightsize/spool";
+            // One folder per agent identity: two agents never send each other's batches.
+            std::string name = so.agent;
+            for (char& c : name) {
+              if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') c = '_';
+            }
+            so.spool_dir += "/" + name;
+          }
+        }
+        auto s = Shipper::Create(so);
+        if (!s.ok()) return Fail(s.status());
+        shipper = std::move(*s);
+        if (shipper->stats().recovered > 0) {
+          fmt::print(stderr, "rightsize agent: {} unsent batches from {} will be sent first\n",
+                     shipper->stats().recovered, so.spool_dir);
+        }
       }
-      auto store = ctx.OpenedStore();
-      if (!store.ok()) return Fail(store.status());
       ProcFs proc(f->proc_root);
       CgroupFs cgroups(f->cgroup_root);
       std::unique_ptr<GpuSource> gpu = OpenNvml(f->gpu_library);
       if (!gpu->available()) fmt::print(stderr, "rightsize agent: GPU off: {}\n", gpu->status());
-      Agent agent(&proc, &cgroups, gpu.get(), AgentOptions{cluster, f->max_jobs});
+      AgentOptions ao;
+      ao.cluster = cluster;
+      ao.max_exported_jobs = f->max_jobs;
+      ao.ship = shipper != nullptr;
+      ao.sample_stacks = f->stacks;
+      Agent agent(&proc, &cgroups, gpu.get(), ao);
       std::mutex mu;  // guards `agent`: the sampling loop and the HTTP thread both use it
 
       httplib::Server server;
@@ -98,16 +172,30 @@ void AddAgentCommand(CLI::App& app, Context& ctx, Action* action) {
 
       auto start = std::chrono::steady_clock::now();
       int status = kExitOk;
+      bool stacks_warned = false;
+      double next_ship = f->ship_interval_s;
       while (!g_stop) {
         double now =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         std::vector<JobRecord> ended;
+        std::vector<JobTelemetry> batch;
         {
           std::lock_guard lock(mu);
           ended = agent.Cycle(now, std::time(nullptr));
+          if (f->stacks && !agent.stacks_note().empty() && !stacks_warned) {
+            fmt::print(stderr, "rightsize agent: no stacks: {}\n", agent.stacks_note());
+            stacks_warned = true;
+          }
+          if (shipper && now >= next_ship) {
+            batch = agent.TakeTelemetry();
+            next_ship = now + f->ship_interval_s;
+          }
         }
-        if (!ended.empty()) {
-          Status st = (*store)->UpsertJobs(ended);
+        if (shipper && !batch.empty()) {
+          shipper->Enqueue(std::move(batch), static_cast<int64_t>(std::time(nullptr)) * 1000);
+        }
+        if (local != nullptr && !ended.empty()) {
+          Status st = local->UpsertJobs(ended);
           if (!st.ok()) {
             // A store that refuses (disk full, locked) must not stop the watching.
             fmt::print(stderr, "rightsize agent: {} usage records not stored: {}\n", ended.size(),
@@ -123,6 +211,17 @@ void AddAgentCommand(CLI::App& app, Context& ctx, Action* action) {
       if (http.joinable()) {
         server.stop();
         http.join();
+      }
+      if (shipper) {
+        // What the jobs did since the last batch, then a short wait for the queue to drain.
+        {
+          std::lock_guard lock(mu);
+          shipper->Enqueue(agent.TakeTelemetry(), static_cast<int64_t>(std::time(nullptr)) * 1000);
+        }
+        if (!shipper->Flush(5)) {
+          fmt::print(stderr, "rightsize agent: {} batches not delivered: {}\n",
+                     shipper->stats().queued, shipper->stats().last_error);
+        }
       }
       return status;
     };

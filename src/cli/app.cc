@@ -46,6 +46,9 @@ int RunCli(int argc, char** argv) {
   AddDiagnoseCommand(app, ctx, &action);
   AddRunCommand(app, ctx, &action);
   AddAgentCommand(app, ctx, &action);
+  AddAdviseCommand(app, ctx, &action);
+  AddServeCommand(app, ctx, &action);
+  AddSubmitCommand(app, ctx, &action);
 
   // For `run`, the command after "--" is the job's, not ours: keep it away from the parser.
   // Only a "--" among run's own options counts: one after the command word is the command's.

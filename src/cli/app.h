@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "server/server.h"
 #include "store/store.h"
 
 namespace rightsize::cli {
@@ -39,6 +40,15 @@ void AddModelCommands(CLI::App& app, Context& ctx, Action* action);
 void AddDiagnoseCommand(CLI::App& app, Context& ctx, Action* action);
 void AddRunCommand(CLI::App& app, Context& ctx, Action* action);
 void AddAgentCommand(CLI::App& app, Context& ctx, Action* action);
+void AddAdviseCommand(CLI::App& app, Context& ctx, Action* action);
+
+// The folder `advise` and `predict` read a job's code from by default: the script's own.
+std::string DefaultCodeDir(const std::string& script_path);
+void AddServeCommand(CLI::App& app, Context& ctx, Action* action);
+void AddSubmitCommand(CLI::App& app, Context& ctx, Action* action);
+
+// `rightsize predict` for the HTTP API (POST /api/v1/predict): the rightsize.predict/v1 document.
+StatusOr<nlohmann::json> PredictForServer(Store& store, const PredictInput& in);
 
 // Runs the CLI; returns the exit code.
 int RunCli(int argc, char** argv);

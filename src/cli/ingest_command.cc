@@ -5,14 +5,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
 
 #include "cli/app.h"
 #include "cli/terminal.h"
+#include "diagnose/diagnosis.h"
 #include "ingest/clustercockpit.h"
 #include "ingest/ingest.h"
 #include "ingest/sacct.h"
@@ -153,6 +162,270 @@ StatusOr<int> RunToFile(const std::vector<std::string>& argv, const std::string&
   return WEXITSTATUS(status);
 }
 
+// ---- ingest slurm --follow ----
+
+std::atomic<bool> g_stop{false};
+void OnStopSignal(int /*sig*/) { g_stop = true; }
+
+// sacct reads times in the cluster's local zone.
+std::string SacctLocalTime(int64_t t) {
+  auto tt = static_cast<time_t>(t);
+  std::tm tm{};
+  localtime_r(&tt, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+std::string TempPath(const char* what) {
+  return (std::filesystem::temp_directory_path() /
+          fmt::format("rightsize-{}-{}.txt", what, getpid()))
+      .string();
+}
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// End states whose jobs `--follow` ingests (sacct --state), and those it diagnoses.
+constexpr const char* kEndStates = "BF,CA,CD,DL,F,NF,OOM,PR,TO";
+bool IsDiagnosedState(const std::string& state) {
+  std::string base = state.substr(0, state.find(' '));  // "CANCELLED by 0"
+  return base == "FAILED" || base == "OUT_OF_MEMORY" || base == "TIMEOUT" || base == "NODE_FAIL";
+}
+
+// What --follow needs beyond the main sacct columns: where the job ran and what the
+// job_submit.lua hook wrote in its admin comment.
+struct FinishedJob {
+  std::string job_id, job_id_raw, state, name, user, work_dir, admin_comment;
+};
+
+StatusOr<std::vector<FinishedJob>> FinishedJobs(const std::string& sacct, int64_t from,
+                                                int64_t to) {
+  std::string tmp = TempPath("sacct-extra");
+  std::vector<std::string> argv = {
+      sacct,
+      "--parsable2",
+      "--noheader",
+      "--allusers",
+      "--allocations",
+      "--starttime=" + SacctLocalTime(from),
+      "--endtime=" + SacctLocalTime(to),
+      std::string("--state=") + kEndStates,
+      "--format=JobID,JobIDRaw,State,JobName,User,WorkDir,AdminComment"};
+  auto rc = RunToFile(argv, tmp);
+  std::string text = rc.ok() ? ReadWholeFile(tmp) : "";
+  std::filesystem::remove(tmp);
+  if (!rc.ok()) return rc.status();
+  if (*rc != 0) return Status::IoError(fmt::format("{} exited with status {}", sacct, *rc));
+  std::vector<FinishedJob> jobs;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    size_t pos = 0;
+    for (int k = 0; k < 6; ++k) {  // the admin comment, last, may hold '|'
+      size_t bar = line.find('|', pos);
+      if (bar == std::string::npos) break;
+      f.push_back(line.substr(pos, bar - pos));
+      pos = bar + 1;
+    }
+    if (f.size() < 6) continue;
+    jobs.push_back({f[0], f[1], f[2], f[3], f[4], f[5], line.substr(pos)});
+  }
+  return jobs;
+}
+
+// The value of `key=` in the hook's record ("rightsize:v1 mode=advise … out=PATH"); out= runs
+// to the end of the record.
+std::string RecordField(const std::string& record, const std::string& key) {
+  size_t at = record.find(" " + key + "=");
+  if (at == std::string::npos) return "";
+  size_t begin = at + key.size() + 2;
+  size_t end = key == "out" ? record.find("; ", begin) : record.find(' ', begin);
+  return record.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+// The hook's admin-comment record as a small rightsize.predict/v1 document.
+std::optional<nlohmann::json> PredictionFromRecord(const std::string& admin_comment,
+                                                   const std::string& cluster) {
+  size_t at = admin_comment.find("rightsize:v1");
+  if (at == std::string::npos) return std::nullopt;
+  std::string record = " " + admin_comment.substr(at);
+  nlohmann::json targets = nlohmann::json::object();
+  auto target = [&](const char* key, const char* name, const char* unit, double scale) {
+    std::string v = RecordField(record, key);
+    if (v.empty()) return;
+    nlohmann::json t = {{"unit", unit}};
+    const char* names[] = {"p50", "suggested_request", "request"};
+    std::istringstream in(v);
+    std::string item;
+    for (int k = 0; k < 3 && std::getline(in, item, ','); ++k) {
+      char* end = nullptr;
+      double x = std::strtod(item.c_str(), &end);
+      t[names[k]] =
+          item.empty() || end == item.c_str() ? nlohmann::json(nullptr) : nlohmann::json(x * scale);
+    }
+    targets[name] = std::move(t);
+  };
+  target("mem_mb", "peak_memory", "bytes", static_cast<double>(kMiB));
+  target("cpus", "cpu_cores", "cores", 1);
+  target("time_min", "runtime", "s", 60);
+  nlohmann::json changed = nlohmann::json::array();
+  std::istringstream in(RecordField(record, "changed"));
+  std::string item;
+  while (std::getline(in, item, ',')) changed.push_back(item);
+  return nlohmann::json{
+      {"schema", "rightsize.predict/v1"},    {"source", "job_submit.lua"}, {"cluster", cluster},
+      {"mode", RecordField(record, "mode")}, {"changed", changed},         {"targets", targets},
+      {"record", record.substr(1)}};
+}
+
+// SLURM's output file pattern with %j %A %a %x %u %% filled in.
+std::string ResolveOutputPattern(const std::string& pattern, const FinishedJob& j) {
+  std::string array_id, task_id;
+  if (size_t us = j.job_id.find('_'); us != std::string::npos) {
+    array_id = j.job_id.substr(0, us);
+    task_id = j.job_id.substr(us + 1);
+  }
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%' || i + 1 == pattern.size()) {
+      out += pattern[i];
+      continue;
+    }
+    char c = pattern[++i];
+    switch (c) {
+      case 'j':
+        out += j.job_id_raw;
+        break;
+      case 'A':
+        out += array_id.empty() ? j.job_id_raw : array_id;
+        break;
+      case 'a':
+        out += task_id.empty() ? "4294967294" : task_id;
+        break;
+      case 'x':
+        out += j.name;
+        break;
+      case 'u':
+        out += j.user;
+        break;
+      case '%':
+        out += '%';
+        break;
+      default:
+        out += '%';
+        out += c;
+    }
+  }
+  return out;
+}
+
+// The job's output file: the hook's out= record, `scontrol show job` while SLURM still knows
+// the job, the --log-dir, the default slurm-N.out in its working directory. "" when none exists.
+std::string FindJobOutput(const FinishedJob& j, const std::string& scontrol,
+                          const std::string& log_dir) {
+  std::vector<std::string> candidates;
+  if (std::string out = RecordField(" " + j.admin_comment, "out"); !out.empty()) {
+    candidates.push_back(ResolveOutputPattern(out, j));
+  }
+  std::string tmp = TempPath("scontrol");
+  auto rc = RunToFile({scontrol, "show", "job", "--oneliner", j.job_id}, tmp);
+  std::string shown = ReadWholeFile(tmp);
+  std::filesystem::remove(tmp);
+  std::smatch m;
+  static const std::regex kStdOut(R"((?:^|\s)StdOut=(\S+))");
+  if (rc.ok() && *rc == 0 && std::regex_search(shown, m, kStdOut)) candidates.push_back(m[1].str());
+  std::string dashed = j.job_id.find('_') != std::string::npos ? j.job_id : j.job_id_raw;
+  for (const std::string& dir : {log_dir, j.work_dir}) {
+    if (dir.empty()) continue;
+    candidates.push_back(fmt::format("{}/slurm-{}.out", dir, j.job_id_raw));
+    candidates.push_back(fmt::format("{}/slurm-{}.out", dir, dashed));
+  }
+  for (const auto& c : candidates) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(c, ec)) return c;
+  }
+  return "";
+}
+
+struct FollowOptions {
+  std::string sacct, scontrol, log_dir;
+  bool diagnose = true, json = false;
+};
+
+// After a pass: attach the hook's predictions and diagnose the failed jobs not diagnosed yet.
+void AfterPass(Store& store, const FollowOptions& o, int64_t from, int64_t to,
+               std::set<std::string>* done) {
+  auto jobs = FinishedJobs(o.sacct, from, to);
+  if (!jobs.ok()) {
+    fmt::print(stderr, "rightsize: {}\n", jobs.status().message());
+    return;
+  }
+  for (const auto& j : *jobs) {
+    auto job = store.GetJob("", j.job_id);
+    if (!job.ok()) continue;  // not ingested (e.g. no end time yet)
+    if (auto pred = PredictionFromRecord(j.admin_comment, job->cluster)) {
+      if (!store.GetPrediction(job->cluster, j.job_id).ok()) {
+        Status st = store.PutPrediction(
+            {job->cluster, j.job_id, job->submit_time.value_or(0), pred->dump()});
+        if (!st.ok()) fmt::print(stderr, "rightsize: {}: {}\n", j.job_id, st.message());
+      }
+    }
+    if (!o.diagnose || !IsDiagnosedState(j.state) || done->count(j.job_id) > 0) continue;
+    if (store.GetDiagnosis(job->cluster, j.job_id).ok()) {
+      done->insert(j.job_id);
+      continue;
+    }
+    DiagnoseInput input;
+    input.job = *job;
+    if (std::string log = FindJobOutput(j, o.scontrol, o.log_dir); !log.empty()) {
+      input.log_paths.push_back(log);
+    }
+    // The script, while slurmctld still has it, so the fixes can name its lines.
+    std::string script = TempPath(("script-" + j.job_id_raw).c_str());
+    auto rc = RunToFile({o.scontrol, "write", "batch_script", j.job_id, script}, script + ".out");
+    std::filesystem::remove(script + ".out");
+    std::error_code ec;
+    if (rc.ok() && *rc == 0 && std::filesystem::is_regular_file(script, ec)) {
+      input.script_path = script;
+    }
+    auto d = Diagnose(input);
+    if (!input.script_path.empty()) std::filesystem::remove(script);
+    if (!d.ok()) {
+      fmt::print(stderr, "rightsize: diagnose {}: {}\n", j.job_id, d.status().message());
+      continue;
+    }
+    nlohmann::json doc = DiagnosisToJson(*d);
+    StoredDiagnosis stored{job->cluster,
+                           j.job_id,
+                           static_cast<int64_t>(std::time(nullptr)),
+                           std::string(FailureClassName(d->cls)),
+                           d->confidence,
+                           doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
+    Status st = store.PutDiagnosis(stored);
+    if (!st.ok()) {
+      fmt::print(stderr, "rightsize: diagnose {}: {}\n", j.job_id, st.message());
+      continue;
+    }
+    done->insert(j.job_id);
+    std::string fix = d->fixes.empty() ? "" : d->fixes.front().text;
+    if (o.json) {
+      fmt::print("{}\n", nlohmann::json{{"diagnosed", j.job_id},
+                                        {"state", j.state},
+                                        {"class", stored.cls},
+                                        {"confidence", d->confidence},
+                                        {"log", input.log_paths.empty() ? "" : input.log_paths[0]},
+                                        {"fix", fix}}
+                             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    } else {
+      fmt::print("job {} {}: {} ({:.0f}%){}\n", j.job_id, j.state, stored.cls, 100 * d->confidence,
+                 fix.empty() ? "" : ": " + fix);
+    }
+  }
+}
+
 }  // namespace
 
 void AddIngestCommands(CLI::App& app, Context& ctx, Action* action) {
@@ -244,60 +517,108 @@ void AddIngestCommands(CLI::App& app, Context& ctx, Action* action) {
   // ingest slurm
   {
     auto* cmd = ingest->add_subcommand(
-        "slurm", "Run sacct on this cluster for a time window and ingest its output");
-    auto since = std::make_shared<std::string>("14d");
-    auto until = std::make_shared<std::string>();
-    auto sacct = std::make_shared<std::string>("sacct");
+        "slurm",
+        "Run sacct on this cluster for a time window and ingest its output; with --follow, "
+        "keep ingesting the jobs that end and diagnose the failed ones");
+    struct SlurmFlags {
+      std::string since = "14d", until, sacct = "sacct", scontrol = "scontrol", log_dir;
+      bool follow = false, no_diagnose = false;
+      int interval_s = 60, overlap_s = 600, passes = 0;
+    };
+    auto s = std::make_shared<SlurmFlags>();
     auto flags = std::make_shared<CommonFlags>();
-    cmd->add_option("--since", *since, "Start of the window: 14d, 12h, or 2024-01-31")
+    cmd->add_option("--since", s->since, "Start of the window: 14d, 12h, or 2024-01-31")
         ->capture_default_str();
-    cmd->add_option("--until", *until, "End of the window (default: now)");
-    cmd->add_option("--sacct", *sacct, "The sacct program to run")->capture_default_str();
+    cmd->add_option("--until", s->until, "End of the window (default: now)");
+    cmd->add_option("--sacct", s->sacct, "The sacct program to run")->capture_default_str();
+    cmd->add_flag("--follow", s->follow,
+                  "Keep going: every --interval, ingest the jobs that ended since the last pass "
+                  "(the window overlaps the last by --overlap; nothing is stored twice) and "
+                  "diagnose each newly ended FAILED, OUT_OF_MEMORY, TIMEOUT and NODE_FAIL job "
+                  "(stored with it, as `rightsize diagnose JOBID` does). Stops on SIGINT/SIGTERM");
+    cmd->add_option("--interval", s->interval_s, "Seconds between passes (--follow)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 86400));
+    cmd->add_option("--overlap", s->overlap_s,
+                    "Seconds each window reaches back before the previous one ended: slurmdbd "
+                    "records job ends late (--follow)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 30 * 86400));
+    cmd->add_option("--log-dir", s->log_dir,
+                    "Where the jobs' slurm-N.out files are, when neither the job_submit.lua "
+                    "record nor `scontrol show job` says (--follow)");
+    cmd->add_option("--scontrol", s->scontrol, "The scontrol program (--follow)")
+        ->capture_default_str();
+    cmd->add_flag("--no-diagnose", s->no_diagnose, "Do not diagnose failed jobs (--follow)");
+    cmd->add_option("--passes", s->passes, "Stop after this many passes (--follow; 0 = never)");
     AddCommonFlags(cmd, flags.get());
-    cmd->callback([&ctx, action, since, until, sacct, flags] {
-      *action = [&ctx, since, until, sacct, flags]() -> int {
-        int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
-        auto from = ParseTimeSpec(*since, now);
+    cmd->callback([&ctx, action, s, flags] {
+      *action = [&ctx, s, flags]() -> int {
+        auto now_s = [] {
+          return static_cast<int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count());
+        };
+        int64_t now = now_s();
+        auto from = ParseTimeSpec(s->since, now);
         if (!from.ok()) return Fail(from.status().WithContext("--since"));
         int64_t to = now;
-        if (!until->empty()) {
-          auto t = ParseTimeSpec(*until, now);
+        if (!s->until.empty()) {
+          if (s->follow) return Fail(Status::InvalidArgument("--until: not with --follow"));
+          auto t = ParseTimeSpec(s->until, now);
           if (!t.ok()) return Fail(t.status().WithContext("--until"));
           to = *t;
         }
-        // sacct reads times in the cluster's local zone.
-        auto local = [](int64_t t) {
-          auto tt = static_cast<time_t>(t);
-          std::tm tm{};
-          localtime_r(&tt, &tm);
-          return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}", tm.tm_year + 1900,
-                             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        // One pass: sacct for [from, to] into a file, ingested like `ingest sacct`.
+        auto pass = [&](int64_t win_from, int64_t win_to) -> int {
+          std::string tmp = TempPath("sacct");
+          std::vector<std::string> argv = {s->sacct, "--parsable2", "--allusers",
+                                           "--starttime=" + SacctLocalTime(win_from),
+                                           "--endtime=" + SacctLocalTime(win_to)};
+          // Following, only ended jobs: a running job is stored once, when it has ended.
+          if (s->follow) argv.push_back(std::string("--state=") + kEndStates);
+          argv.push_back(std::string("--format=") + kSacctFormat);
+          auto rc = RunToFile(argv, tmp);
+          if (!rc.ok() || *rc != 0) {
+            std::filesystem::remove(tmp);
+            return Fail(
+                rc.ok() ? Status::IoError(fmt::format("{} exited with status {}", s->sacct, *rc))
+                        : rc.status());
+          }
+          int code = IngestFiles(
+              ctx, {tmp}, *flags, true,
+              [] { return std::make_unique<SacctParser>(SacctOptions{}); },
+              [](const std::string&) { return std::string("default"); });
+          std::filesystem::remove(tmp);
+          return code;
         };
-        std::string tmp = (std::filesystem::temp_directory_path() /
-                           fmt::format("rightsize-sacct-{}.psv", getpid()))
-                              .string();
-        std::vector<std::string> argv = {*sacct,
-                                         "--parsable2",
-                                         "--allusers",
-                                         "--starttime=" + local(*from),
-                                         "--endtime=" + local(to),
-                                         std::string("--format=") + kSacctFormat};
-        auto rc = RunToFile(argv, tmp);
-        if (!rc.ok()) {
-          std::filesystem::remove(tmp);
-          return Fail(rc.status());
+        if (!s->follow) return pass(*from, to);
+
+        std::signal(SIGINT, OnStopSignal);
+        std::signal(SIGTERM, OnStopSignal);
+        FollowOptions o{s->sacct, s->scontrol, s->log_dir, !s->no_diagnose, flags->json};
+        std::set<std::string> diagnosed;
+        int64_t win_from = *from;
+        for (int n = 1; !g_stop; ++n) {
+          int64_t win_to = now_s();
+          int code = pass(win_from, win_to);
+          // A failing pass (sacct down, slurmdbd busy) is reported and retried next time.
+          if (code == kExitOk) {
+            // Its own connection, closed after the pass: a read left open on the ingest's
+            // connection would keep an old snapshot and make the next pass's write fail with
+            // "database is locked" while the server writes.
+            auto store = OpenStore(ctx.StorePath());
+            if (!store.ok()) return Fail(store.status());
+            AfterPass(**store, o, win_from, win_to, &diagnosed);
+          }
+          std::fflush(stdout);
+          if (s->passes > 0 && n >= s->passes) return code;
+          if (code == kExitOk) win_from = std::max(win_from, win_to - s->overlap_s);
+          for (int t = 0; t < s->interval_s * 10 && !g_stop; ++t) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          }
         }
-        if (*rc != 0) {
-          std::filesystem::remove(tmp);
-          return Fail(Status::IoError(fmt::format("{} exited with status {}", *sacct, *rc)));
-        }
-        int code = IngestFiles(
-            ctx, {tmp}, *flags, true, [] { return std::make_unique<SacctParser>(SacctOptions{}); },
-            [](const std::string&) { return std::string("default"); });
-        std::filesystem::remove(tmp);
-        return code;
+        return kExitOk;
       };
     });
   }

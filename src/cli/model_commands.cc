@@ -26,6 +26,11 @@
 namespace rightsize::cli {
 
 StatusOr<PriceTable> PricesFor(const std::string& path);
+// advise_command.cc: the GPU memory the job's code needs (p10/p50/p90 per job, "per_gpu",
+// "lines", "text"); nullopt when the code cannot be read or sized.
+std::optional<nlohmann::json> GpuMemoryFromCode(const JobScript& script,
+                                                const std::string& script_path,
+                                                const std::string& code_dir);
 
 namespace {
 
@@ -378,24 +383,49 @@ double RoundUp(Target t, double v) {
 
 struct PredictFlags {
   std::string script, cluster, user, account, partition, prices;
+  std::string code;  // --code: the job's code folder ("" = the script's)
   std::vector<std::string> sbatch_args;
   double risk = 0.01;
   int64_t now = 0;
   bool json = false;
 };
 
-int RunPredict(Context& ctx, const PredictFlags& f) {
-  auto script = ParseJobScriptFile(f.script, f.sbatch_args);
-  if (!script.ok()) return Fail(script.status());
+struct PredictionOutput {  // NOLINT(bugprone-exception-escape): json's move may throw
+  nlohmann::json doc;      // rightsize.predict/v1
+  std::string text;        // what `predict` prints
+  std::string warnings;    // the script's warnings, one per line
+};
+
+// The prediction of one job script as the rightsize.predict/v1 document and as the text
+// `predict` prints. `script_text` is the script itself when it did not come from a file (the
+// HTTP API); f.script then only names it.
+StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
+                                         const std::optional<std::string>& script_text) {
+  auto script = script_text ? ParseJobScript(*script_text, f.sbatch_args)
+                            : ParseJobScriptFile(f.script, f.sbatch_args);
+  if (!script.ok()) return script.status();
+  PredictionOutput result;
+  std::string& text = result.text;
   nlohmann::json warnings = nlohmann::json::array();
   for (const auto& w : script->warnings) {
     warnings.push_back({{"line", w.line}, {"message", w.message}});
-    if (!f.json) fmt::print(stderr, "{}: {}\n", f.script, w.ToString());
+    result.warnings += fmt::format("{}: {}\n", f.script, w.ToString());
   }
-  auto store = ctx.OpenedStore();
-  if (!store.ok()) return Fail(store.status());
-  auto cluster = PickCluster(**store, f.cluster);
-  if (!cluster.ok()) return Fail(cluster.status());
+  // The code's own reading of GPU memory: the prediction on a cold start, else shown beside.
+  std::optional<nlohmann::json> from_code;
+  if (!script_text || !f.code.empty()) from_code = GpuMemoryFromCode(*script, f.script, f.code);
+  auto cluster = PickCluster(store, f.cluster);
+  std::string no_history;
+  if (!cluster.ok() && cluster.status().code() == Status::Code::kNotFound) {
+    // A cluster the store has never seen (a new install, a new cluster): still answer, from
+    // the script and the code alone, and say so.
+    cluster = f.cluster.empty() ? std::string("default") : f.cluster;
+    no_history = fmt::format(
+        "the store has no jobs of cluster {}: no history to learn from, only "
+        "what the script{} says",
+        *cluster, from_code ? " and its code" : "");
+  }
+  if (!cluster.ok()) return cluster.status();
   JobRecord job;
   job.cluster = *cluster;
   job.request = script->request;
@@ -415,10 +445,11 @@ int RunPredict(Context& ctx, const PredictFlags& f) {
 
   std::optional<ModelSet> set;
   nlohmann::json notes = nlohmann::json::array();
-  auto stored = (*store)->GetModel(*cluster, 0);
+  if (!no_history.empty()) notes.push_back(no_history);
+  auto stored = store.GetModel(*cluster, 0);
   if (stored.ok()) {
     auto parsed = ModelSet::Deserialize(stored->blob);
-    if (!parsed.ok()) return Fail(parsed.status());
+    if (!parsed.ok()) return parsed.status();
     set = std::move(*parsed);
     set->version = stored->version;
   } else if (stored.status().code() == Status::Code::kNotFound) {
@@ -427,7 +458,7 @@ int RunPredict(Context& ctx, const PredictFlags& f) {
                     "answers below are the last-two baseline, without intervals",
                     *cluster));
   } else {
-    return Fail(stored.status());
+    return stored.status();
   }
 
   // The past this job's features come from: the user's jobs and the program's.
@@ -443,11 +474,11 @@ int RunPredict(Context& ctx, const PredictFlags& f) {
     } else {
       filter.job_name = job.request.job_name;
     }
-    Status st = (*store)->ScanJobs(filter, [&](const JobRecord& j) {
+    Status st = store.ScanJobs(filter, [&](const JobRecord& j) {
       if (j.end_time && *j.end_time <= now && seen.insert(j.job_id).second) past.push_back(j);
       return true;
     });
-    if (!st.ok()) return Fail(st);
+    if (!st.ok()) return st;
   }
   std::sort(past.begin(), past.end(),
             [](const JobRecord& a, const JobRecord& b) { return *a.end_time < *b.end_time; });
@@ -459,7 +490,7 @@ int RunPredict(Context& ctx, const PredictFlags& f) {
     }
   }
   std::vector<float> row(Layout().cols());
-  history.Features(job, now, set ? set->context : ContextFor(**store, *cluster), row.data());
+  history.Features(job, now, set ? set->context : ContextFor(store, *cluster), row.data());
 
   std::optional<double> gpu_capacity;
   if (job.AllocatedGpus().value_or(0) > 0) {
@@ -482,6 +513,18 @@ int RunPredict(Context& ctx, const PredictFlags& f) {
     tj["unit"] = InfoOf(t).unit;
     tj["request"] = request ? nlohmann::json(*request) : nlohmann::json(nullptr);
     auto it = set ? set->targets.find(t) : decltype(set->targets.end()){};
+    if ((!set || it == set->targets.end()) && t == Target::kGpuMemory && from_code) {
+      for (const char* q : {"p10", "p50", "p90"}) tj[q] = (*from_code)[q];
+      tj["source"] = "code";
+      tj["code"] = *from_code;
+      table += fmt::format("  {:<12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", NameOf(t),
+                           FormatTargetValue(t, (*from_code)["p10"].get<double>()),
+                           FormatTargetValue(t, (*from_code)["p50"].get<double>()),
+                           FormatTargetValue(t, (*from_code)["p90"].get<double>()),
+                           request ? FormatTargetValue(t, *request) : "-", "", "");
+      targets[std::string(NameOf(t))] = std::move(tj);
+      continue;
+    }
     if (!set || it == set->targets.end()) {
       float b = baselines[static_cast<int>(Baseline::kLast2)];
       // Without a model, say only what this cluster's jobs have measured.
@@ -496,7 +539,7 @@ int RunPredict(Context& ctx, const PredictFlags& f) {
     }
     const TargetModel& m = it->second;
     auto p = PredictTarget(m, row.data(), baselines, history.Anchor(job, t, baselines), request);
-    if (!p.ok()) return Fail(p.status());
+    if (!p.ok()) return p.status();
     // Above the request the history holds only jobs stopped there (time limit, OOM kill), so
     // the upper tail is not known beyond it: never suggest more than twice the request, and
     // never more cores than asked for (too few cores slow a job down, they do not kill it).
@@ -528,6 +571,13 @@ int RunPredict(Context& ctx, const PredictFlags& f) {
     tj["history"] = std::array<const char*, 3>{"none", "some", "much"}[p->group];
     if (p->group == 0) new_user = true;
     tj["prob_request_too_small"] = too_small ? nlohmann::json(*too_small) : nlohmann::json(nullptr);
+    if (t == Target::kGpuMemory && from_code) {
+      tj["code"] = *from_code;
+      if (p->group == 0) {  // no history for this job: the code's reading is the prediction
+        for (const char* q : {"p10", "p50", "p90"}) tj[q] = (*from_code)[q];
+        tj["source"] = "code";
+      }
+    }
     // The features that moved this prediction most (SHAP values of the trees).
     std::vector<float> gathered;
     for (int c : m.columns) gathered.push_back(row[c]);
@@ -607,7 +657,7 @@ int RunPredict(Context& ctx, const PredictFlags& f) {
     similar.push_back(std::move(sj));
   }
 
-  if (f.json) {
+  {
     nlohmann::json out = {{"schema", "rightsize.predict/v1"},
                           {"script", f.script},
                           {"cluster", *cluster},
@@ -622,25 +672,58 @@ int RunPredict(Context& ctx, const PredictFlags& f) {
                           {"similar_jobs", similar},
                           {"warnings", warnings},
                           {"notes", notes}};
-    fmt::print("{}\n", out.dump(2));
-    return kExitOk;
+    result.doc = std::move(out);
   }
-  fmt::print("{}: user {}, cluster {}, {}\n", f.script,
-             job.request.user.empty() ? "(unknown)" : job.request.user, *cluster,
-             set ? fmt::format("model version {} ({} jobs)", set->version,
-                               FormatThousands(static_cast<double>(set->jobs), 0))
-                 : std::string("no model"));
-  fmt::print("  {:<12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "", "p10", "p50", "p90",
-             "request", "too small", fmt::format("at {:.1f}%", 100 * f.risk));
-  fmt::print("{}", table);
+  text += fmt::format("{}: user {}, cluster {}, {}\n", f.script,
+                      job.request.user.empty() ? "(unknown)" : job.request.user, *cluster,
+                      set ? fmt::format("model version {} ({} jobs)", set->version,
+                                        FormatThousands(static_cast<double>(set->jobs), 0))
+                          : std::string("no model"));
+  text += fmt::format("  {:<12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "", "p10", "p50",
+                      "p90", "request", "too small", fmt::format("at {:.1f}%", 100 * f.risk));
+  text += table;
+  if (from_code) text += (*from_code)["text"].get<std::string>();
   if (!why_lines.empty()) {
-    fmt::print("why:\n");
-    for (const auto& l : why_lines) fmt::print("{}\n", l);
+    text += "why:\n";
+    for (const auto& l : why_lines) text += l + "\n";
   }
-  if (!similar_text.empty()) fmt::print("similar past jobs:\n{}", similar_text);
-  for (const auto& n : notes) fmt::print("note: {}\n", n.get<std::string>());
+  if (!similar_text.empty()) text += "similar past jobs:\n" + similar_text;
+  for (const auto& n : notes) text += fmt::format("note: {}\n", n.get<std::string>());
+  return result;
+}
+
+int RunPredict(Context& ctx, const PredictFlags& f) {
+  auto store = ctx.OpenedStore();
+  if (!store.ok()) return Fail(store.status());
+  auto out = PredictScript(**store, f, std::nullopt);
+  if (!out.ok()) return Fail(out.status());
+  if (f.json) {
+    fmt::print("{}\n", out->doc.dump(2));
+  } else {
+    fmt::print(stderr, "{}", out->warnings);
+    fmt::print("{}", out->text);
+  }
   return kExitOk;
 }
+
+}  // namespace
+
+StatusOr<nlohmann::json> PredictForServer(Store& store, const PredictInput& in) {
+  PredictFlags f;
+  f.script = in.name.empty() ? "script" : in.name;  // sbatch's job name without -J
+  f.cluster = in.cluster;
+  f.user = in.user;
+  f.account = in.account;
+  f.partition = in.partition;
+  f.sbatch_args = in.args;
+  f.risk = in.risk;
+  f.now = in.now;
+  f.json = true;
+  RS_ASSIGN_OR_RETURN(auto out, PredictScript(store, f, in.script));
+  return std::move(out.doc);
+}
+
+namespace {
 
 void AddPredict(CLI::App& app, Context& ctx, Action* action) {
   auto* cmd = app.add_subcommand(
@@ -660,6 +743,10 @@ void AddPredict(CLI::App& app, Context& ctx, Action* action) {
       ->check(CLI::Range(0.0001, 0.5));
   cmd->add_option("--now", f->now, "Predict as of this Unix time (default: now)");
   cmd->add_option("--prices", f->prices, "Price table, for GPU memory sizes (default: built in)");
+  cmd->add_option("--code", f->code,
+                  "Folder of the job's Python code, read for its GPU memory (default: the "
+                  "script's folder)")
+      ->type_name("DIR");
   cmd->add_flag("--json", f->json, "Print the rightsize.predict/v1 document");
   cmd->callback(
       [&ctx, action, f] { *action = [&ctx, f]() -> int { return RunPredict(ctx, *f); }; });

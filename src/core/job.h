@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "core/status.h"
 #include "core/units.h"
 
 namespace rightsize {
@@ -89,5 +90,11 @@ struct JobRecord {
 
 // The job record as JSON (the stable schema documented in README.md, "Job record").
 void to_json(nlohmann::json& j, const JobRecord& job);
+
+// The reverse, for records that arrive over the wire (agents): the same schema, times as
+// Unix seconds or as to_json writes them; missing or null fields stay unknown. BadInput naming
+// the field ("request.cpus: expected a number, got \"four\"") for a wrong type or an unknown
+// memory scope; cluster and job_id are required.
+StatusOr<JobRecord> JobRecordFromJson(const nlohmann::json& j);
 
 }  // namespace rightsize

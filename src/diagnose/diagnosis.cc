@@ -208,9 +208,11 @@ bool IsWrapperException(std::string_view name) {
 }
 
 // A line printed as a warning or as information did not end the job: its evidence counts half.
+// glog ("W0522 10:14:14"), absl/TensorFlow/XLA ("…16:18:40.113822: W external/x.cc:744]"),
+// Python logging and NCCL INFO.
 bool IsWarningLine(std::string_view text) {
   static const RE2 re(
-      R"re(\b(?:\w*Warning:|WARNING\b|[Ww]arning:|NCCL INFO\b)|\[W |(?:^|[\s:])[IW]\d{4} \d\d:\d\d:\d\d)re");
+      R"re(\b(?:\w*Warning:|WARNING\b|[Ww]arning:|NCCL INFO\b)|\[W |(?:^|[\s:])[IW]\d{4} \d\d:\d\d:\d\d|\d: [IW] [\w/.-]+:\d+\])re");
   return RE2::PartialMatch(text, re);
 }
 
@@ -295,6 +297,9 @@ struct ClassScore {
   std::vector<const Item*> items;
 };
 
+// The most a class supported by a single symptom signature can score: under kMinScore.
+constexpr double kSymptomAloneMax = 0.45;
+
 double Combine(std::map<std::string, double> by_signature) {
   double miss = 1;
   for (const auto& [id, s] : by_signature) miss *= 1 - s;
@@ -326,6 +331,12 @@ std::array<ClassScore, kFailureClassCount> Score(const std::vector<Item>& items)
     auto all = causes[c];
     for (const auto& [id, s] : symptoms[c]) all[id] = std::max(all[id], s);
     classes[c].score = Combine(all);
+    // One kind of symptom alone says that the job died, not why (a BAD TERMINATION banner, a
+    // bare "Killed"): it stays under kMinScore. Two independent ones (the shell's "Killed" and
+    // exit 137) may name the class.
+    if (causes[c].empty() && symptoms[c].size() == 1) {
+      classes[c].score = std::min(classes[c].score, kSymptomAloneMax);
+    }
   }
   for (size_t e = 0; e < classes.size(); ++e) {
     classes[e].adjusted = classes[e].score;
@@ -573,6 +584,17 @@ void HostOomFixes(FixContext& ctx) {
     f.erase("limit_raw");
     f.erase("used_raw");
     f.erase("step_id");
+  }
+  // HTCondor's "memory limit of N megabytes", PBS's "mem Nkb exceeded limit Mkb".
+  for (const auto& [key, unit] : {std::pair<const char*, int64_t>{"limit_mb", int64_t{1} << 20},
+                                  std::pair<const char*, int64_t>{"limit_kb", int64_t{1024}}}) {
+    if (!f.contains(key)) continue;
+    if (!limit) limit = std::atoll(f[key].get<std::string>().c_str()) * unit;
+    f.erase(key);
+  }
+  if (f.contains("used_kb")) {
+    if (!used) used = std::atoll(f["used_kb"].get<std::string>().c_str()) * 1024;
+    f.erase("used_kb");
   }
   if (!limit && job) limit = job->AllocatedMemoryBytes();
   if (!limit && ctx.script) limit = ctx.script->request.memory_bytes;

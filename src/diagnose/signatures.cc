@@ -12,6 +12,9 @@ using K = SignatureKind;
 #define RS_SIZE R"re([0-9][0-9.]*\s?(?:[KMGTP]i?B|bytes|[KMGTP]))re"
 
 // Ordered by class; within a class the most specific first (the first match names the fact).
+// The table is data, one row per wording family: clang-format would re-wrap it differently on
+// every run, so it is left as written.
+// clang-format off
 constexpr Signature
     kSignatures[] =
         {
@@ -45,10 +48,19 @@ constexpr Signature
              R"re(RESOURCE_EXHAUSTED: Out of memory|Out of memory while trying to allocate)re",
              R"re(allocate (?P<tried>)re" RS_SIZE R"re())re"},
             {"cublas_alloc_failed", C::kGpuOom, K::kCause, 0.8,
-             R"re(CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUFFT_ALLOC_FAILED)re", ""},
+             R"re(CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUFFT_ALLOC_FAILED)re",
+             ""},
             {"gpu_fragmentation_hint", C::kGpuOom, K::kCause, 0.5,
              R"re(reserved but unallocated memory is large|If reserved memory is >> allocated memory)re",
              ""},
+            // Every other framework's way of saying the device memory ran out: Julia CUDA.jl
+            // ("Out of GPU memory trying to allocate"), PaddlePaddle ("Out of memory error on
+            // GPU 2. Cannot allocate …"), MATLAB ("Out of memory on device"), MXNet and Kokkos
+            // (cudaMalloc failed), CuPy, ROCm/HIP, vLLM's KV cache.
+            {"gpu_oom_other", C::kGpuOom, K::kCause, 0.93,
+             R"re((?i)out of (?:gpu|device|video) memory|out of memory (?:error )?on (?:gpu|device)|(?:gpu|device|hip|xpu|cuda) out of memory|OutOfGPUMemoryError|cannot allocate \S+ (?:memory )?on (?:gpu|device)|cudaMalloc\w* (?:retry )?failed: out of memory|cupy\.cuda\.memory\.OutOfMemoryError|hipErrorOutOfMemory|No available memory for the cache blocks|failed to allocate \S+ (?:\S+ )?(?:on|from) (?:gpu|device))re",
+             R"re((?i)(?:trying to allocate|cannot allocate|tried to allocate|allocating|failed to allocate) (?P<tried>)re" RS_SIZE
+             R"re())re"},
 
             // ---- host out of memory
             // ----------------------------------------------------------------
@@ -58,7 +70,8 @@ constexpr Signature
             {"slurm_exceeded_memory", C::kHostOom, K::kCause, 0.97,
              R"re(exceeded (?:job )?memory limit)re",
              R"re((?:(?P<step_id>StepId=)\S+ )?exceeded (?:job )?memory limit \((?P<used_raw>\d+) > (?P<limit_raw>\d+)\))re"},
-            {"srun_task_oom", C::kHostOom, K::kCause, 0.95, R"re(task \d+: Out Of Memory)re", ""},
+            {"srun_task_oom", C::kHostOom, K::kCause, 0.95, R"re(task \d+: Out Of Memory)re",
+             ""},
             {"kernel_oom_killer", C::kHostOom, K::kCause, 0.9,
              R"re((?:Memory cgroup out of memory|Out of memory): Kill(?:ed)? process|invoked oom-killer|oom-kill:constraint=)re",
              R"re(Kill(?:ed)? process (?P<pid>\d+) \((?P<process>[^)]+)\))re"},
@@ -75,7 +88,19 @@ constexpr Signature
             {"python_memory_error", C::kHostOom, K::kCause, 0.85,
              R"re((?:^|[\s:\]])MemoryError\b)re", ""},
             {"cpp_bad_alloc", C::kHostOom, K::kCause, 0.8, R"re(std::bad_alloc)re", ""},
-            {"enomem", C::kHostOom, K::kCause, 0.6, R"re(Cannot allocate memory|\bENOMEM\b)re", ""},
+            {"enomem", C::kHostOom, K::kCause, 0.6, R"re(Cannot allocate memory|\bENOMEM\b)re",
+             ""},
+            // The schedulers' and resource managers' own words for a job over its memory:
+            // HTCondor holds, PBS/Torque and LSF kills, Ray's memory monitor, Dask's nanny,
+            // YARN containers, Flux and Kubernetes.
+            {"memory_limit_exceeded", C::kHostOom, K::kCause, 0.93,
+             R"re((?i)(?:gone|went|is|was) over (?:its |the )?(?:cgroup )?memory (?:limit|request)|memory usage (?:\S+ )?exceeded|exceeded (?:its |the |their |allowed |requested )*memory|(?:exceeding|over) (?:the )?memory limits?|TERM_MEMLIMIT|job killed: [pv]?mem \d+\w* exceeded|killed due to memory pressure|running low on memory|exceeded \d+% memory budget|memory (?:limit|budget) (?:was )?(?:exceeded|reached)|ray\.exceptions\.OutOfMemoryError|\boom[-_ ]?kill(?:ed|er|s)?\b|killed by (?:the )?oom|\(OOM\))re",
+             R"re((?i)memory limit of (?P<limit_mb>\d+) (?:megabytes|MB)|mem (?P<used_kb>\d+)kb exceeded limit (?:\d+kb|(?P<limit_kb>\d+)))re"},
+            // Allocation failures as runtimes print them: R, Go, Julia, Fortran (forrtl 41),
+            // MATLAB, LAMMPS, GROMACS, C.
+            {"host_alloc_failed", C::kHostOom, K::kCause, 0.8,
+             R"re(cannot allocate vector of size|fatal error: runtime: out of memory|insufficient virtual memory|OutOfMemoryError\(\)|[Oo]ut of memory\. Type|exceeds maximum array size preference|Not enough memory\b|[Ff]ailed to (?:allocate|malloc|calloc|realloc) \d+ (?:bytes|elements)|[Mm]emory allocation failed|malloc failed|[Uu]nable to allocate (?:memory|\d+ bytes))re",
+             R"re(vector of size (?P<tried>[0-9.]+ [KMG]b))re"},
             {"killed_sigkill", C::kHostOom, K::kSymptom, 0.45,
              R"re(line \d+: +\d+ Killed\b|^Killed\s*$|killed by signal 9\b|signal 9 \(Killed\)|SIGKILL)re",
              ""},
@@ -91,6 +116,12 @@ constexpr Signature
              ""},
             {"slurm_state_timeout", C::kTimeout, K::kCause, 0.8,
              R"re(State=TIMEOUT|\bTIMEOUT\b.*\bTime ?limit)re", ""},
+            // Every scheduler's way of saying the time ran out: Flux ("job.exception
+            // type=timeout … resource allocation expired"), HTCondor ("exceeded allowed job
+            // duration"), SGE (h_rt), PBS cput, LSF CPU limits, Kubernetes deadlines, Cobalt
+            // and Moab wall-clock messages, ulimit -t (SIGXCPU).
+            {"time_limit_exceeded", C::kTimeout, K::kCause, 0.93,
+             R"re((?i)\b(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|cpu[- ]?time|time|job duration)[- ]limit (?:was |has been )?(?:exceeded|reached|expired|hit)\b|\bexceed(?:ed|s|ing) (?:its |the |their |allowed |maximum |max |hard |soft |requested |job |his |her )*(?:wall[- ]?(?:clock[- ]?)?(?:time)?|walltime|run[- ]?time|time[- ]?limit|(?:job )?duration|execution time|cpu[- ]?time)\b|resource allocation expired|\btype=timeout\b|TERM_(?:RUN|CPU)LIMIT|job killed: (?:walltime|cput)|active longer than specified deadline|reached (?:its |the )?(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|time)[- ]?limit|CPU time limit exceeded)re", R"re((?i)duration of (?P<limit>[\d+:]+))re"},
 
             // ---- node failure
             // ----------------------------------------------------------------------
@@ -105,12 +136,27 @@ constexpr Signature
             {"node_not_responding", C::kNodeFailure, K::kCause, 0.7,
              R"re([Nn]odes? \S+ (?:not responding|are DOWN|is DOWN)|NodeNotReady|\bNodeLost\b)re",
              R"re([Nn]odes? (?P<node>[\w.\[\],-]+) (?:not responding|are DOWN|is DOWN))re"},
+            // A node or its daemon lost: Ray ("node … marked dead", "its node has died"),
+            // HTCondor (reconnection failed, job lease expired), Open MPI/PRRTE ("lost
+            // communication with a remote daemon"), LSF, Flux, Kubernetes.
+            {"node_lost", C::kNodeFailure, K::kCause, 0.88,
+             R"re((?i)has been marked (?:as )?dead|\bnode (?:was |is )?marked (?:as )?dead|\bits node (?:has )?died|NodeDiedError|\bnode (?:\S+ )?(?:has )?(?:died|crashed|went down|became unreachable|is unreachable)|lost (?:connection|contact|communication) (?:to|with) (?:the |a )?(?:node|host|remote daemon|job shell|execution host|worker node|broker)|job reconnection failed|JobLeaseDuration.{0,40}expired|can ?not reconnect to|execution host (?:\S+ )?(?:became |is )?(?:unavailable|unreachable)|\bTERM_HOST\b|(?:ORTE|PRTE) daemon has unexpectedly failed|\bnode failure\b|type=node-failure|node\.kubernetes\.io/unreachable)re",
+             R"re((?i)(?:node name: (?P<node>[\w.-]+)|(?:reconnect to|lost contact with) (?:\S+@)?(?P<node2>[\w.-]+)))re"},
+            {"node_disconnected", C::kNodeFailure, K::kSymptom, 0.5,
+             R"re((?i)job disconnected, attempting to reconnect|connection to \S+ closed by remote host|Destination Host Unreachable)re",
+             ""},
 
             // ---- preemption
             // ------------------------------------------------------------------------
-            {"slurm_preemption", C::kPreemption, K::kCause, 0.98, R"re(DUE TO PREEMPTION)re", ""},
+            {"slurm_preemption", C::kPreemption, K::kCause, 0.98, R"re(DUE TO PREEMPTION)re",
+             ""},
             {"preempted", C::kPreemption, K::kCause, 0.85,
              R"re(\bPREEMPTED\b|[Rr]equeued? (?:due to|after|because of) preemption|was preempted|Reason:\s+Preempt|[Ss]pot (?:instance )?(?:interruption|termination notice)|instance is being reclaimed|[Ss]pot ITN|SPOT_ITN|[Ii]nstance will be interrupted|instances\.preempted|in response to imminent node shutdown|\bPreempted by\b)re",
+             ""},
+            // The same in other words: Azure scheduled events ("EventType":"Preempt", "Spot VM
+            // is being evicted"), LSF TERM_PREEMPT, HTCondor evictions, Kueue, GKE.
+            {"preempted_other", C::kPreemption, K::kCause, 0.88,
+             R"re((?i)\b(?:was|been|being|is|were|are) preempted\b|\bevicted \(preempt\)|"EventType": ?"Preempt"|\bTERM_PREEMPT\b|\bspot (?:vm|instance|node|capacity|pod)s? (?:is |was |has been |will be |are )?(?:being )?(?:evicted|reclaimed|interrupted|terminated|preempted)|\b(?:spot|preemptible) (?:instance |vm |node )?(?:eviction|termination|interruption)|\beviction notice\b|\bjob was evicted\b|preempted (?:to|in order to) (?:accommodate|admit))re",
              ""},
 
             // ---- NCCL
@@ -124,9 +170,16 @@ constexpr Signature
             {"dist_timeout", C::kNcclTimeout, K::kCause, 0.5,
              R"re(DistStoreError: .*[Tt]imed? ?out|Socket Timeout|torch\.distributed\.DistNetworkError)re",
              ""},
+            // Horovod's stall inspector, Gloo and other collective libraries timing out.
+            {"collective_timeout_other", C::kNcclTimeout, K::kCause, 0.7,
+             R"re((?i)collective operation timeout|\bNCCL (?:operation )?timed? ?out|Stalled ranks|One or more tensors were submitted to be reduced|\bgloo\b.{0,60}timed? ?out|\bbarrier\b.{0,30}timed? ?out)re",
+             ""},
             {"nccl_error", C::kNcclError, K::kCause, 0.85,
              R"re(NCCL error in:|\bnccl(?:System|Remote|Internal|UnhandledCuda|InvalidUsage)Error\b|DistBackendError: NCCL error|\bnccl\w+(?:\([^)]*\))? failed: (?:unhandled|remote|internal|invalid)|NCCL: unhandled (?:system|cuda) error)re",
              R"re(NCCL error in: (?P<where>[^,]+), (?P<nccl_error>[^,\n]+))re"},
+            {"nccl_error_other", C::kNcclError, K::kCause, 0.8,
+             R"re(NCCL error: |RCCL error|ncclCommInit\w* failed|IBV_WC_\w+_ERR\b|transport retry counter exceeded|Gloo connectFullMesh failed)re",
+             ""},
             {"nccl_ib_error", C::kNcclError, K::kCause, 0.85,
              R"re(NET/IB ?: ?Got completion (?:from peer \S+ )?with (?:error|status=)|NET/Socket : Connection closed by remote peer|NCCL failure)re",
              R"re(with error (?P<ib_error>\d+))re"},
@@ -144,6 +197,14 @@ constexpr Signature
              ""},
             {"gpu_uncorrectable_nvlink", C::kGpuHardware, K::kCause, 0.8,
              R"re(NVLink (?:error|fatal)|uncorrectable NVLink)re", ""},
+            // Xid codes outside the kernel's own line (DCGM, nvidia-smi, Kubernetes device
+            // plugin) and the driver's other words for a GPU that is gone.
+            {"xid_other", C::kGpuHardware, K::kXid, 0.9,
+             R"re(\b(?:Xid|XID)(?: error)?(?: code)?[ :=]+\d+)re",
+             R"re((?:Xid|XID)(?: error)?(?: code)?[ :=]+(?P<xid>\d+))re"},
+            {"gpu_lost_other", C::kGpuHardware, K::kCause, 0.88,
+             R"re((?i)RmInitAdapter failed|GPU requires reset|GPU reset (?:is )?required|uncorrectable (?:ECC|memory|PCIe|NVLink) errors?|AER: (?:Multiple )?Uncorrected \(Fatal\)|NVLink (?:is )?(?:down|inactive)|cudaErrorDevicesUnavailable)re",
+             ""},
 
             // ---- illegal memory access
             // -------------------------------------------------------------
@@ -155,15 +216,32 @@ constexpr Signature
              R"re((?P<kernel_file>[\w./-]+\.cu):(?P<kernel_line>\d+): .*Assertion `(?P<assertion>[^`']+))re"},
             {"cuda_launch_failure", C::kIllegalMemoryAccess, K::kCause, 0.5,
              R"re(unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED)re", ""},
+            // compute-sanitizer/cuda-gdb reports, ROCm's memory access fault, CUDA's own
+            // assert.
+            {"gpu_bad_access_other", C::kIllegalMemoryAccess, K::kCause, 0.9,
+             R"re(CUDA_EXCEPTION_\d+|Warp Illegal Address|Invalid __(?:global|shared|local)__ (?:read|write)|Memory access fault by GPU|hipErrorIllegalAddress|cudaErrorAssert|CUDA_ERROR_ASSERT|cudaErrorMisalignedAddress|cudaErrorLaunchFailure)re",
+             ""},
 
             // ---- segmentation fault
             // ----------------------------------------------------------------
-            {"kernel_segfault", C::kSegfault, K::kCause, 0.92, R"re(segfault at [0-9a-f]+ ip )re",
+            {"kernel_segfault", C::kSegfault, K::kCause, 0.92,
+             R"re(segfault at [0-9a-f]+ ip )re",
              R"re(\b(?P<process>[\w.-]+)\[(?P<pid>\d+)\]: segfault at (?P<address>[0-9a-f]+) ip [0-9a-f]+ sp [0-9a-f]+ error \d+(?: in (?P<object>[^\[\s]+))?)re"},
             {"segmentation_fault", C::kSegfault, K::kCause, 0.88,
              R"re(Segmentation fault|SIGSEGV|[Ss]ignal 11\b|Fatal Python error: Segmentation|Address not mapped)re",
              R"re(Failing at address: (?P<address>0x[0-9a-f]+))re"},
-            {"exit_139", C::kSegfault, K::kSymptom, 0.6, R"re(exit (?:code|status)[: ]+139\b)re",
+            // Native crashes in other words: MATLAB ("Segmentation violation detected"), R
+            // ("caught segfault", "memory not mapped"), gfortran ("invalid memory reference"),
+            // SIGBUS, the kernel's general protection fault, Windows/JVM access violations.
+            {"native_crash", C::kSegfault, K::kCause, 0.88,
+             R"re(Segmentation violation|caught segfault|memory not mapped|invalid memory reference|\bBus error\b|\bSIGBUS\b|general protection fault|EXCEPTION_ACCESS_VIOLATION|[Aa]ccess violation|signal \((?:11|7)\))re",
+             ""},
+            // glibc's heap checks: memory was corrupted by native code before it crashed.
+            {"heap_corruption", C::kSegfault, K::kCause, 0.75,
+             R"re(double free or corruption|free\(\): invalid|malloc\(\): (?:corrupted|memory corruption|unaligned)|corrupted size vs\. prev_size|stack smashing detected)re",
+             ""},
+            // 128 + 11: the shell's report of SIGSEGV, so a cause, if a weak one.
+            {"exit_139", C::kSegfault, K::kCause, 0.6, R"re(exit (?:code|status)[: ]+139\b)re",
              ""},
 
             // ---- MPI abort
@@ -185,6 +263,9 @@ constexpr Signature
             {"quota_exceeded", C::kDiskFull, K::kCause, 0.92,
              R"re(Disk quota exceeded|\[Errno 122\]|\bEDQUOT\b|[Qq]uota exceeded|over (?:disk |block |file )?quota)re",
              R"re(Disk quota exceeded(?:: '(?P<path>[^']+)')?)re"},
+            {"disk_full_other", C::kDiskFull, K::kCause, 0.85,
+             R"re((?i)\bdisk (?:is )?full\b|\b(?:file ?system|device|volume|partition|disk) (?:is )?(?:full|out of space)\b|out of (?:disk|storage) space|not enough (?:free )?(?:disk )?space|insufficient (?:disk|storage) space|exceeded (?:your |the |its )?(?:disk|storage|file|inode|block) (?:quota|limit)|(?:disk|scratch|storage) usage exceeded|file write failed)re",
+             ""},
 
             // ---- missing file
             // ----------------------------------------------------------------------
@@ -203,6 +284,15 @@ constexpr Signature
             {"cannot_open_file", C::kMissingFile, K::kCause, 0.75,
              R"re((?i)(?:cannot|can't|could not|unable to|failed to) (?:open|find|read|load|locate) (?:the )?(?:input |data |config |checkpoint |restart |mesh |parameter )?(?:file|script|directory)|does not exist)re",
              R"re((?i)file[: ]+['"]?(?P<path>[\w./~-]+))re"},
+            // The program itself is missing: Open MPI ("unable to find the specified
+            // executable"), Hydra ("execvp error on file"), containers ("executable file not
+            // found in $PATH"), HTCondor ("Failed to execute"); and other languages' not-found
+            // errors.
+            {"executable_not_found", C::kMissingFile, K::kCause, 0.88,
+             R"re((?i)unable to find the specified executable|could not (?:find|access or execute) (?:an |the )?executable|executable file not found in \$PATH|execvp error on file|failed to execute '|no such file or directory: unknown|exec: \S+: not found)re", R"re((?:Executable: *(?P<path>\S+)|execvp error on file (?P<path2>\S+)|exec: "?(?P<command>[\w./+-]+)"?: executable file not found|[Ff]ailed to execute '(?P<path3>[^']+)'))re"},
+            {"file_not_found_other", C::kMissingFile, K::kCause, 0.8,
+             R"re(FileNotFoundException|NoSuchFileException|\b[Ff]ile not found\b|\bENOENT\b|[Cc]an ?not open file|cannot stat '|[Uu]nable to (?:find|open) (?:file|input|directory))re",
+             R"re((?:[Ff]ile not found\b.*?\bfile[ =:]+['"]?(?P<path>/[\w./~-]+)|(?:[Ff]ile not found:|cannot stat|FileNotFoundException:|NoSuchFileException:) *['"]?(?P<path2>[\w./~-]+)))re"},
 
             // ---- import errors
             // ---------------------------------------------------------------------
@@ -218,6 +308,11 @@ constexpr Signature
              R"re(undefined symbol: (?P<symbol>\S+))re"},
             {"r_package_missing", C::kImportError, K::kCause, 0.9,
              R"re(there is no package called|Package \w+ not found in current path)re", ""},
+            // Other languages' missing modules: Perl, Java, Node, Julia, R, MATLAB toolboxes,
+            // and Python's own "No module named" from `python -m`.
+            {"import_error_other", C::kImportError, K::kCause, 0.85,
+             R"re(No module named ['"]?\w|Can't locate \S+\.pm in @INC|ClassNotFoundException|NoClassDefFoundError|Cannot find module '|is required but does not seem to be installed|package or namespace load failed|symbol lookup error|DLL load failed|Invalid MEX-file|Unrecognized function or variable|[Uu]ndefined function '|could not load (?:library|dynamic library|module) )re",
+             R"re(No module named ['"]?(?P<module>[\w.]+))re"},
             // Lmod: the module that would have put the program on the PATH does not exist.
             {"lmod_unknown_module", C::kMissingFile, K::kSymptom, 0.5,
              R"re(The following module\(s\) are unknown)re", ""},
@@ -241,6 +336,13 @@ constexpr Signature
             {"no_nvidia_driver", C::kDriverMismatch, K::kCause, 0.75,
              R"re(couldn't communicate with the NVIDIA driver|Found no NVIDIA driver on your system)re",
              ""},
+            // PTX, binary and driver-version mismatches in other runtimes: NVHPC/OpenACC
+            // ("cuModuleLoadDataEx returned error 222: Unsupported PTX version"), TensorFlow
+            // (kernel vs DSO version), CuPy/Numba, HIP. Not XLA's "driver's CUDA version is …
+            // older than the ptxas": a warning after which XLA compiles through the driver.
+            {"gpu_binary_mismatch", C::kDriverMismatch, K::kCause, 0.92,
+             R"re((?i)unsupported PTX version|cudaErrorUnsupportedPtxVersion|CUDA_ERROR_NO_BINARY_FOR_GPU|no binary for GPU|cudaErrorNoKernelImageForDevice|invalid device function|cudaErrorInvalidDeviceFunction|CUDA driver version is insufficient|kernel version [\d.]+ does not match DSO version|COMPAT_NOT_SUPPORTED_ON_DEVICE|CUDA_ERROR_INSUFFICIENT_DRIVER|cudaErrorSystemDriverMismatch|requires (?:a )?(?:newer|more recent) (?:NVIDIA |CUDA |GPU )?driver|(?:cuInit|cuModuleLoad\w*) returned error (?:35|209|218|222|803|804)\b|hipErrorNoBinaryForGpu)re",
+             ""},
 
             // ---- data-loader workers
             // ---------------------------------------------------------------
@@ -250,13 +352,25 @@ constexpr Signature
             {"dataloader_shm", C::kDataloaderKilled, K::kCause, 0.85,
              R"re(insufficient shared memory \(shm\)|Unexpected bus error encountered in worker)re",
              ""},
+            {"dataloader_other", C::kDataloaderKilled, K::kCause, 0.88,
+             R"re(DataLoader timed out after|unable to write to file </torch_|[Uu]nable to (?:allocate|open) shared memory|worker \(pid[^)]*\) (?:is killed|exited unexpectedly|died))re",
+             ""},
 
             // ---- NaN / Inf divergence
             // --------------------------------------------------------------
             {"nan_loss", C::kNanDivergence, K::kCause, 0.85,
              R"re((?i)loss (?:is|became|=|:) ?(?:nan|inf)\b|(?i)nan loss|(?i)non-finite loss|(?i)loss is not finite|['"]loss['"]: (?:nan|inf)\b|(?i)\bloss\b.{0,40}\bis (?:nan|inf)\b)re",
              ""},
-            {"nan_detected", C::kNanDivergence, K::kCause, 0.85, R"re(returned nan values|Detected (?:inf|nan|NaN|Inf) or (?:inf|nan|NaN|Inf)|FloatingPointError|Minimum loss scale reached|loss scale already at minimum|tensor contains (?:either )?`?(?:inf|nan)|Tensor had (?:NaN|Inf) values|(?i)\bnon-finite\b|(?i)infinite or nan|(?i)\bfound (?:nan|inf)\b|tensor\(\[+nan\b|(?i)encountered (?:a )?nan|(?i)nan values? detected|(?i)(?:is|became) (?:nan|inf) or (?:nan|inf)|is not finite)re",
+            {"nan_detected", C::kNanDivergence, K::kCause, 0.85,
+             R"re(returned nan values|Detected (?:inf|nan|NaN|Inf) or (?:inf|nan|NaN|Inf)|FloatingPointError|Minimum loss scale reached|loss scale already at minimum|tensor contains (?:either )?`?(?:inf|nan)|Tensor had (?:NaN|Inf) values|(?i)\bnon-finite\b|(?i)infinite or nan|(?i)\bfound (?:nan|inf)\b|tensor\(\[+nan\b|(?i)encountered (?:a )?nan|(?i)nan values? detected|(?i)(?:is|became) (?:nan|inf) or (?:nan|inf)|is not finite)re",
+             ""},
+            // Metrics printed as nan/inf ("train_loss nan", "val_loss=inf"), NaN checks of
+            // other frameworks (PaddlePaddle's "There are NAN or INF", scikit-learn's "Input X
+            // contains NaN", Keras' TerminateOnNaN, check_numerics). A simulation that blows up
+            // (LAMMPS lost atoms, WRF CFL, NAMD atoms too fast) is not here: it ends in the
+            // code's own abort, and the corpus labels it mpi_abort.
+            {"nan_other", C::kNanDivergence, K::kCause, 0.85,
+             R"re((?i)\b\w*loss\w*['"]?\s*[:=]?\s*[-+]?(?:nan|inf)\b|\bcontains (?:nan|inf)|\b(?:nan|inf)s? ?(?:or|and|/) ?(?:nan|inf)\b|\bcheck_?numerics\b|Invalid loss, terminating training|training diverged)re",
              ""},
             {"gradient_overflow", C::kNanDivergence, K::kSymptom, 0.3,
              R"re(Gradient overflow\.\s+Skipping step|OVERFLOW! Rank \d+ Skipping step)re", ""},
@@ -274,6 +388,7 @@ constexpr Signature
              R"re(^(?:\d+: ?)?(?:\[[^\]]*\]:?\s*)?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)(?::\s|$))re",
              R"re((?P<exception>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning))(?::\s*(?P<message>.*))?$)re"},
 };
+// clang-format on
 
 #undef RS_SIZE
 
@@ -286,25 +401,37 @@ struct Explanation {
 
 // Consequences that commonly follow each root cause in the same job's logs.
 constexpr Explanation kExplanations[] = {
-    {C::kGpuOom, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kSegfault}, 4},
+    // Frameworks report a device allocation failure in host words too (Paddle's MemoryError,
+    // Thrust's std::bad_alloc).
+    {C::kGpuOom, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kSegfault, C::kHostOom}, 5},
     {C::kHostOom, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kDataloaderKilled}, 4},
     {C::kTimeout,
      {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kSegfault, C::kDataloaderKilled},
      5},
     {C::kNodeFailure, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError}, 3},
-    {C::kPreemption, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kDataloaderKilled}, 4},
+    // A reclaimed spot VM looks like a lost node to everyone else.
+    {C::kPreemption,
+     {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kDataloaderKilled, C::kNodeFailure},
+     5},
     {C::kNcclError, {C::kMpiAbort, C::kNcclTimeout}, 2},
     {C::kNcclTimeout, {C::kMpiAbort}, 1},
+    // A GPU off the bus also stops the driver answering ("couldn't communicate with the NVIDIA
+    // driver").
     {C::kGpuHardware,
-     {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kIllegalMemoryAccess, C::kSegfault},
-     5},
+     {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kIllegalMemoryAccess, C::kSegfault,
+      C::kDriverMismatch},
+     6},
     {C::kIllegalMemoryAccess, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kSegfault}, 4},
     {C::kSegfault, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError}, 3},
     {C::kDiskFull, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kMissingFile}, 4},
     {C::kMissingFile, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError}, 3},
     {C::kImportError, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kMissingFile}, 4},
     {C::kDriverMismatch, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kImportError}, 4},
-    {C::kDataloaderKilled, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kSegfault}, 4},
+    // A full /dev/shm is what kills the workers ("unable to write to file </torch_…>: No space
+    // left on device").
+    {C::kDataloaderKilled,
+     {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kSegfault, C::kDiskFull},
+     5},
     {C::kNanDivergence, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError}, 3},
 };
 

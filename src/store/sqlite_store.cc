@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 #include <unordered_map>
@@ -80,12 +83,88 @@ CREATE TABLE diagnoses (
   PRIMARY KEY (cluster, job_id)
 ) WITHOUT ROWID;
 )sql",
+    // 3 -> 4: live telemetry from agents (series in chunks, stacks, each agent's last batch),
+    // predictions made at submission, and the index the job list pages by.
+    R"sql(
+CREATE TABLE series_chunks (
+  cluster TEXT NOT NULL, job_id TEXT NOT NULL, metric TEXT NOT NULL,
+  t_start INTEGER NOT NULL, t_end INTEGER NOT NULL, n INTEGER NOT NULL, data BLOB NOT NULL,
+  PRIMARY KEY (cluster, job_id, metric, t_start)
+) WITHOUT ROWID;
+CREATE TABLE stacks (
+  cluster TEXT NOT NULL, job_id TEXT NOT NULL, stack TEXT NOT NULL, count INTEGER NOT NULL,
+  PRIMARY KEY (cluster, job_id, stack)
+) WITHOUT ROWID;
+CREATE TABLE agents (agent TEXT PRIMARY KEY, last_seq INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE predictions (
+  cluster TEXT NOT NULL, job_id TEXT NOT NULL, created_at INTEGER NOT NULL, document TEXT NOT NULL,
+  PRIMARY KEY (cluster, job_id)
+) WITHOUT ROWID;
+CREATE INDEX jobs_by_end ON jobs (coalesce(end_time, 9223372036854775807), id);
+)sql",
 };
 // The indexes `predict` reads a user's and a program's past by (created by migration 2;
 // dropped during a bulk load and rebuilt after it).
 constexpr const char* kSecondaryIndexes =
     "CREATE INDEX IF NOT EXISTS jobs_by_user ON jobs (cluster, user, end_time);"
-    "CREATE INDEX IF NOT EXISTS jobs_by_name ON jobs (cluster, job_name, end_time);";
+    "CREATE INDEX IF NOT EXISTS jobs_by_name ON jobs (cluster, job_name, end_time);"
+    "CREATE INDEX IF NOT EXISTS jobs_by_end ON jobs (coalesce(end_time, 9223372036854775807), id);";
+
+// The job list's sort key: running jobs (no end time) sort as the newest.
+constexpr const char* kListOrderKey = "coalesce(end_time, 9223372036854775807)";
+
+// A chunk holds at most this span of one series, so a read of [from, to] starts its index scan
+// at from - kChunkSpanMs instead of at the job's first sample.
+constexpr int64_t kChunkSpanMs = 600'000;
+constexpr size_t kChunkSamples = 1024;
+
+// Series chunk encoding: per sample, the time as a zigzag varint delta from the previous one
+// (1-2 bytes at 1 Hz), then the value as 8 little-endian bytes (an IEEE double).
+void EncodeChunk(std::span<const Sample> samples, std::string* out) {
+  out->clear();
+  int64_t prev = samples.empty() ? 0 : samples.front().t_ms;
+  for (const Sample& s : samples) {
+    int64_t d = s.t_ms - prev;
+    prev = s.t_ms;
+    uint64_t z = (static_cast<uint64_t>(d) << 1) ^ static_cast<uint64_t>(d >> 63);
+    while (z >= 0x80) {
+      out->push_back(static_cast<char>((z & 0x7f) | 0x80));
+      z >>= 7;
+    }
+    out->push_back(static_cast<char>(z));
+    uint64_t bits;
+    std::memcpy(&bits, &s.value, sizeof bits);
+    for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
+  }
+}
+
+// False for a chunk that is not what EncodeChunk wrote (a damaged file): its samples are
+// skipped rather than misread.
+bool DecodeChunk(const unsigned char* p, size_t size, int64_t t_start,
+                 const std::function<bool(const Sample&)>& fn) {
+  const unsigned char* end = p + size;
+  int64_t t = t_start;
+  while (p < end) {
+    uint64_t z = 0;
+    int shift = 0;
+    while (true) {
+      if (p >= end || shift > 63) return false;
+      uint64_t byte = *p++;
+      z |= (byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) break;
+      shift += 7;
+    }
+    t += static_cast<int64_t>(z >> 1) ^ -static_cast<int64_t>(z & 1);
+    if (end - p < 8) return false;
+    uint64_t bits = 0;
+    for (int i = 0; i < 8; ++i) bits |= static_cast<uint64_t>(p[i]) << (8 * i);
+    p += 8;
+    Sample s{t, 0};
+    std::memcpy(&s.value, &bits, sizeof bits);
+    if (!fn(s)) return true;
+  }
+  return true;
+}
 
 constexpr int kNumMigrations = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kNumMigrations == kSqliteSchemaVersion);
@@ -356,6 +435,8 @@ class SqliteStore final : public Store {
     RS_RETURN_IF_ERROR(Exec("PRAGMA synchronous=NORMAL"));
     // Checkpoint every 64 MiB of WAL rather than every 4 MiB: fewer fsyncs in a large ingest.
     RS_RETURN_IF_ERROR(Exec("PRAGMA wal_autocheckpoint=4096"));
+    // After a checkpoint the WAL file shrinks back to 64 MiB instead of keeping its peak size.
+    RS_RETURN_IF_ERROR(Exec("PRAGMA journal_size_limit=67108864"));
     RS_RETURN_IF_ERROR(Exec("PRAGMA foreign_keys=ON"));
     RS_RETURN_IF_ERROR(Exec("PRAGMA cache_size=-65536"));  // 64 MiB
     sqlite3_busy_timeout(db_.get(), 10000);
@@ -508,8 +589,184 @@ class SqliteStore final : public Store {
   }
 
   Status SetBulkLoad(bool on) override {
-    return Exec(on ? "DROP INDEX IF EXISTS jobs_by_user; DROP INDEX IF EXISTS jobs_by_name;"
+    return Exec(on ? "DROP INDEX IF EXISTS jobs_by_user; DROP INDEX IF EXISTS jobs_by_name; "
+                     "DROP INDEX IF EXISTS jobs_by_end;"
                    : kSecondaryIndexes);
+  }
+
+  StatusOr<JobList> ListJobs(const JobFilter& filter, const JobPage& page) override {
+    auto [where, args] = Where(filter);
+    std::string cond = where;
+    if (page.after) {
+      // The cursor is "<sort key>:<row id>" of the previous page's last job.
+      int64_t key = 0, id = 0;
+      char extra = 0;
+      if (std::sscanf(page.after->c_str(), "%" SCNd64 ":%" SCNd64 "%c", &key, &id, &extra) != 2) {
+        return Status::InvalidArgument(
+            "cursor: expected the next_cursor of a previous page, got '" + *page.after + "'");
+      }
+      int a = static_cast<int>(args.size()) + 1;
+      cond += fmt::format(
+          "{} ({k} < CAST(?{} AS INTEGER) OR ({k} = CAST(?{} AS INTEGER) AND id < "
+          "CAST(?{} AS INTEGER)))",
+          where.empty() ? " WHERE" : " AND", a, a, a + 1, fmt::arg("k", kListOrderKey));
+      args.emplace_back(a, std::to_string(key));
+      args.emplace_back(a + 1, std::to_string(id));
+    }
+    int limit = std::clamp(page.limit, 1, 10000);
+    RS_ASSIGN_OR_RETURN(
+        auto stmt,
+        Prepare(fmt::format("SELECT {}, {}, id FROM jobs{} ORDER BY {} DESC, id "
+                            "DESC LIMIT {}",
+                            kJobColumns, kListOrderKey, cond, kListOrderKey, limit + 1)));
+    BindArgs(stmt.get(), args);
+    JobList out;
+    std::pair<int64_t, int64_t> last{0, 0};  // the last returned row's sort key and id
+    while (true) {
+      int rc = sqlite3_step(stmt.get());
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) return Error("listing jobs");
+      if (static_cast<int>(out.jobs.size()) == limit) {  // one more row exists: another page
+        out.next = fmt::format("{}:{}", last.first, last.second);
+        break;
+      }
+      ReadJob(stmt.get(), out.jobs.emplace_back());
+      last = {sqlite3_column_int64(stmt.get(), kNumJobColumns),
+              sqlite3_column_int64(stmt.get(), kNumJobColumns + 1)};
+    }
+    return out;
+  }
+
+  StatusOr<std::vector<bool>> WriteTelemetryGroup(std::span<const TelemetryWrite> writes) override {
+    RS_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    std::vector<bool> stored;
+    for (const TelemetryWrite& w : writes) {
+      auto st = WriteTelemetryInTransaction(w.agent, w.seq, w.jobs);
+      if (!st.ok()) {
+        (void)Exec("ROLLBACK");
+        (void)LoadClusterIds();
+        return st.status();
+      }
+      stored.push_back(*st);
+    }
+    RS_RETURN_IF_ERROR(Exec("COMMIT"));
+    return stored;
+  }
+
+  StatusOr<bool> WriteTelemetry(const std::string& agent, int64_t seq,
+                                std::span<const JobTelemetry> jobs) override {
+    RS_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    auto st = WriteTelemetryInTransaction(agent, seq, jobs);
+    if (!st.ok() || !*st) {
+      (void)Exec("ROLLBACK");
+      (void)LoadClusterIds();
+      return st;
+    }
+    RS_RETURN_IF_ERROR(Exec("COMMIT"));
+    return true;
+  }
+
+  Status ReadSamples(const std::string& cluster, const std::string& job_id,
+                     const std::string& metric, int64_t from_ms, int64_t to_ms,
+                     const std::function<void(const Sample&)>& fn) override {
+    if (!read_chunks_.get()) {
+      RS_ASSIGN_OR_RETURN(read_chunks_,
+                          Prepare("SELECT t_start, data FROM series_chunks WHERE cluster = ?1 AND "
+                                  "job_id = ?2 AND metric = ?3 AND t_start >= ?4 AND t_start <= "
+                                  "?5 AND t_end >= ?6 ORDER BY t_start"));
+    }
+    sqlite3_stmt* s = read_chunks_.get();
+    sqlite3_reset(s);
+    sqlite3_bind_text(s, 1, cluster.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(s, 2, job_id.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(s, 3, metric.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 4, from_ms > INT64_MIN + kChunkSpanMs ? from_ms - kChunkSpanMs : from_ms);
+    sqlite3_bind_int64(s, 5, to_ms);
+    sqlite3_bind_int64(s, 6, from_ms);
+    while (true) {
+      int rc = sqlite3_step(s);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) return Error("reading samples");
+      int64_t t_start = sqlite3_column_int64(s, 0);
+      const auto* data = static_cast<const unsigned char*>(sqlite3_column_blob(s, 1));
+      size_t n = static_cast<size_t>(sqlite3_column_bytes(s, 1));
+      DecodeChunk(data, n, t_start, [&](const Sample& x) {
+        if (x.t_ms > to_ms) return false;
+        if (x.t_ms >= from_ms) fn(x);
+        return true;
+      });
+    }
+    sqlite3_reset(s);
+    return Status::Ok();
+  }
+
+  StatusOr<std::vector<std::string>> SampleMetrics(const std::string& cluster,
+                                                   const std::string& job_id) override {
+    // One index seek per metric (skip-scan by hand) rather than a walk over every chunk.
+    RS_ASSIGN_OR_RETURN(auto stmt, Prepare("SELECT metric FROM series_chunks WHERE cluster = ?1 "
+                                           "AND job_id = ?2 AND metric > ?3 ORDER BY metric "
+                                           "LIMIT 1"));
+    std::vector<std::string> out;
+    std::string last;
+    while (true) {
+      sqlite3_reset(stmt.get());
+      sqlite3_bind_text(stmt.get(), 1, cluster.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(stmt.get(), 2, job_id.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(stmt.get(), 3, last.c_str(), -1, SQLITE_TRANSIENT);
+      int rc = sqlite3_step(stmt.get());
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) return Error("listing a job's metrics");
+      last = reinterpret_cast<const char*>(sqlite3_column_text(stmt.get(), 0));
+      out.push_back(last);
+    }
+    return out;
+  }
+
+  StatusOr<std::map<std::string, int64_t>> GetStacks(const std::string& cluster,
+                                                     const std::string& job_id) override {
+    RS_ASSIGN_OR_RETURN(auto stmt, Prepare("SELECT stack, count FROM stacks WHERE cluster = ?1 "
+                                           "AND job_id = ?2"));
+    sqlite3_bind_text(stmt.get(), 1, cluster.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(stmt.get(), 2, job_id.c_str(), -1, SQLITE_TRANSIENT);
+    std::map<std::string, int64_t> out;
+    while (true) {
+      int rc = sqlite3_step(stmt.get());
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) return Error("reading stacks");
+      out[reinterpret_cast<const char*>(sqlite3_column_text(stmt.get(), 0))] =
+          sqlite3_column_int64(stmt.get(), 1);
+    }
+    return out;
+  }
+
+  Status PutPrediction(const StoredPrediction& p) override {
+    RS_ASSIGN_OR_RETURN(auto stmt, Prepare("INSERT OR REPLACE INTO predictions (cluster, job_id, "
+                                           "created_at, document) VALUES (?1, ?2, ?3, ?4)"));
+    sqlite3_bind_text(stmt.get(), 1, p.cluster.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(stmt.get(), 2, p.job_id.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(stmt.get(), 3, p.created_at);
+    sqlite3_bind_text(stmt.get(), 4, p.document.c_str(), -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(stmt.get()) != SQLITE_DONE) return Error("storing the prediction");
+    return Status::Ok();
+  }
+
+  StatusOr<StoredPrediction> GetPrediction(const std::string& cluster,
+                                           const std::string& job_id) override {
+    RS_ASSIGN_OR_RETURN(auto stmt, Prepare("SELECT created_at, document FROM predictions WHERE "
+                                           "cluster = ?1 AND job_id = ?2"));
+    sqlite3_bind_text(stmt.get(), 1, cluster.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(stmt.get(), 2, job_id.c_str(), -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(stmt.get());
+    if (rc == SQLITE_DONE) {
+      return Status::NotFound(fmt::format("no prediction for job {} ({})", job_id, cluster));
+    }
+    if (rc != SQLITE_ROW) return Error("reading the prediction");
+    StoredPrediction p;
+    p.cluster = cluster;
+    p.job_id = job_id;
+    p.created_at = sqlite3_column_int64(stmt.get(), 0);
+    p.document = reinterpret_cast<const char*>(sqlite3_column_text(stmt.get(), 1));
+    return p;
   }
 
   StatusOr<int64_t> PutModel(const std::string& cluster, int64_t trained_at, int64_t jobs,
@@ -648,6 +905,72 @@ class SqliteStore final : public Store {
     return flush(true);
   }
 
+  StatusOr<bool> WriteTelemetryInTransaction(const std::string& agent, int64_t seq,
+                                             std::span<const JobTelemetry> jobs) {
+    {
+      RS_ASSIGN_OR_RETURN(auto last, Prepare("SELECT last_seq FROM agents WHERE agent = ?1"));
+      sqlite3_bind_text(last.get(), 1, agent.c_str(), -1, SQLITE_TRANSIENT);
+      int rc = sqlite3_step(last.get());
+      if (rc == SQLITE_ROW && sqlite3_column_int64(last.get(), 0) >= seq) return false;
+      if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Error("reading the agent's last batch");
+      RS_ASSIGN_OR_RETURN(auto put, Prepare("INSERT OR REPLACE INTO agents (agent, last_seq) "
+                                            "VALUES (?1, ?2)"));
+      sqlite3_bind_text(put.get(), 1, agent.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_int64(put.get(), 2, seq);
+      if (sqlite3_step(put.get()) != SQLITE_DONE) return Error("storing the agent's last batch");
+    }
+    if (!put_chunk_.get()) {
+      RS_ASSIGN_OR_RETURN(put_chunk_,
+                          Prepare("INSERT OR REPLACE INTO series_chunks (cluster, job_id, metric, "
+                                  "t_start, t_end, n, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"));
+      RS_ASSIGN_OR_RETURN(add_stack_,
+                          Prepare("INSERT INTO stacks (cluster, job_id, stack, count) VALUES (?1, "
+                                  "?2, ?3, ?4) ON CONFLICT (cluster, job_id, stack) DO UPDATE SET "
+                                  "count = count + excluded.count"));
+    }
+    std::vector<JobRecord> records;
+    std::string blob;
+    for (const JobTelemetry& jt : jobs) {
+      JobRecord existing;
+      RS_ASSIGN_OR_RETURN(bool found, FindJob(jt.job.cluster, jt.job.job_id, &existing));
+      if (!found || existing.source == jt.job.source) records.push_back(jt.job);
+      for (const auto& [metric, samples] : jt.samples) {
+        size_t i = 0;
+        while (i < samples.size()) {
+          size_t j = i + 1;
+          while (j < samples.size() && j - i < kChunkSamples &&
+                 samples[j].t_ms - samples[i].t_ms < kChunkSpanMs) {
+            ++j;
+          }
+          std::span<const Sample> part(samples.data() + i, j - i);
+          EncodeChunk(part, &blob);
+          sqlite3_stmt* s = put_chunk_.get();
+          sqlite3_reset(s);
+          sqlite3_bind_text(s, 1, jt.job.cluster.c_str(), -1, SQLITE_TRANSIENT);
+          sqlite3_bind_text(s, 2, jt.job.job_id.c_str(), -1, SQLITE_TRANSIENT);
+          sqlite3_bind_text(s, 3, metric.c_str(), -1, SQLITE_TRANSIENT);
+          sqlite3_bind_int64(s, 4, part.front().t_ms);
+          sqlite3_bind_int64(s, 5, part.back().t_ms);
+          sqlite3_bind_int64(s, 6, static_cast<int64_t>(part.size()));
+          sqlite3_bind_blob(s, 7, blob.data(), static_cast<int>(blob.size()), SQLITE_STATIC);
+          if (sqlite3_step(s) != SQLITE_DONE) return Error("storing samples");
+          i = j;
+        }
+      }
+      for (const auto& [stack, count] : jt.stacks) {
+        sqlite3_stmt* s = add_stack_.get();
+        sqlite3_reset(s);
+        sqlite3_bind_text(s, 1, jt.job.cluster.c_str(), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(s, 2, jt.job.job_id.c_str(), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(s, 3, stack.c_str(), static_cast<int>(stack.size()), SQLITE_TRANSIENT);
+        sqlite3_bind_int64(s, 4, count);
+        if (sqlite3_step(s) != SQLITE_DONE) return Error("storing stacks");
+      }
+    }
+    RS_RETURN_IF_ERROR(UpsertInTransaction(records));
+    return true;
+  }
+
   // Inserts or replaces one job, probing past ids taken by other jobs (hash collisions).
   Status UpsertOne(const JobRecord& job, int64_t id) {
     for (int probe = 0; probe < kMaxProbes; ++probe, id = NextProbe(id)) {
@@ -669,7 +992,12 @@ class SqliteStore final : public Store {
   // Looks the job up by its key, following the same probe sequence as UpsertOne.
   StatusOr<bool> FindJob(const std::string& cluster, const std::string& job_id, JobRecord* out) {
     auto it = cluster_ids_.find(cluster);
-    if (it == cluster_ids_.end()) return false;
+    if (it == cluster_ids_.end()) {
+      // Another connection (a second server, the agent's) may have added the cluster since.
+      RS_RETURN_IF_ERROR(LoadClusterIds());
+      it = cluster_ids_.find(cluster);
+      if (it == cluster_ids_.end()) return false;
+    }
     int64_t id = JobKey(it->second, job_id);
     for (int probe = 0; probe < kMaxProbes; ++probe, id = NextProbe(id)) {
       sqlite3_stmt* s = find_.get();
@@ -679,6 +1007,9 @@ class SqliteStore final : public Store {
       if (rc == SQLITE_DONE) return false;  // an empty slot ends the probe sequence
       if (rc != SQLITE_ROW) return Error("reading job " + job_id);
       ReadJob(s, *out);
+      // A statement left on a row keeps a read transaction open: the next BEGIN IMMEDIATE
+      // would fail at once ("database is locked") and the WAL could never be reset.
+      sqlite3_reset(s);
       if (out->cluster == cluster && out->job_id == job_id) return true;
       if ((id & kHashedKeyBit) == 0) return false;  // direct keys never collide
     }
@@ -691,6 +1022,12 @@ class SqliteStore final : public Store {
   StatusOr<int64_t> ClusterId(const std::string& name) {
     if (last_cluster_ != nullptr && last_cluster_->first == name) return last_cluster_->second;
     auto it = cluster_ids_.find(name);
+    if (it == cluster_ids_.end()) {
+      // Callers hold the write lock: what the file says now is current, including clusters
+      // that other connections added since this one last looked.
+      RS_RETURN_IF_ERROR(LoadClusterIds());
+      it = cluster_ids_.find(name);
+    }
     if (it == cluster_ids_.end()) {
       int64_t id = static_cast<int64_t>(cluster_ids_.size());
       sqlite3_stmt* s = add_cluster_.get();
@@ -791,6 +1128,16 @@ class SqliteStore final : public Store {
       conds.push_back(fmt::format("end_time < CAST(?{} AS INTEGER)", idx));
       args.emplace_back(idx, std::to_string(*f.ended_until));
     }
+    add_text("state", f.state);
+    if (f.efficiency_below) {
+      int idx = static_cast<int>(args.size()) + 1;
+      conds.push_back(fmt::format(
+          "(cpu_time_s / (elapsed_s * coalesce(alloc_cpus, req_cpus)) < CAST(?{0} AS REAL) OR "
+          "coalesce(peak_rss_bytes, avg_rss_bytes) * 1.0 / coalesce(alloc_mem_bytes, "
+          "req_mem_bytes) < CAST(?{0} AS REAL))",
+          idx));
+      args.emplace_back(idx, fmt::format("{}", *f.efficiency_below));
+    }
     std::string where;
     for (size_t i = 0; i < conds.size(); ++i) where += (i == 0 ? " WHERE " : " AND ") + conds[i];
     return {where, args};
@@ -812,6 +1159,7 @@ class SqliteStore final : public Store {
   BindableStmt replace_many_;  // kRowsPerInsert rows, direct keys
   SqliteStmt add_cluster_;
   SqliteStmt find_;
+  SqliteStmt put_chunk_, add_stack_, read_chunks_;  // prepared on first use
   std::unordered_map<std::string, int64_t> cluster_ids_;
   const std::pair<const std::string, int64_t>* last_cluster_ = nullptr;  // into cluster_ids_
 };

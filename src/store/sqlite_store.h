@@ -47,7 +47,7 @@ class SqliteStmt {
 };
 
 // The schema version this build writes.
-constexpr int kSqliteSchemaVersion = 3;
+constexpr int kSqliteSchemaVersion = 4;
 
 StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path);
 

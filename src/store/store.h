@@ -37,6 +37,42 @@ struct JobFilter {
   // descriptive fields unset (source, group, QOS, memory scope, nodes, node list, I/O, exit
   // code, signal): a 300k-job report reads a third fewer columns.
   bool lean = false;
+  // Only jobs in this outcome state ("RUNNING", "FAILED", …).
+  std::string state;
+  // Only jobs whose CPU or memory efficiency (used / allocated) is known and below this.
+  std::optional<double> efficiency_below;
+};
+
+// A page of ListJobs: newest first (jobs without an end time, i.e. running, first), at most
+// `limit`, after the job the previous page ended with (its cursor).
+struct JobPage {
+  int limit = 100;
+  std::optional<std::string> after;  // opaque cursor from the previous JobList
+};
+struct JobList {
+  std::vector<JobRecord> jobs;
+  std::optional<std::string> next;  // cursor of the next page; nullopt on the last page
+};
+
+// One sample of a job's metric, time in milliseconds since the epoch.
+struct Sample {
+  int64_t t_ms = 0;
+  double value = 0;
+};
+
+// One job's share of an agent's telemetry batch.
+struct JobTelemetry {
+  JobRecord job;  // stored as the job's record unless an accounting source already has it
+  std::map<std::string, std::vector<Sample>> samples;  // metric -> samples, oldest first
+  std::map<std::string, int64_t> stacks;               // folded stack -> samples to add
+};
+
+// A prediction made for a job at submission (rightsize.prediction/v1 JSON), kept with it.
+struct StoredPrediction {
+  std::string cluster;
+  std::string job_id;
+  int64_t created_at = 0;
+  std::string document;
 };
 
 // A trained model set of one cluster (the predictor's serialised form; see model/).
@@ -77,6 +113,9 @@ class Store {
 
   virtual StatusOr<int64_t> CountJobs(const JobFilter& filter) = 0;
 
+  // One page of matching jobs, newest first (see JobPage). InvalidArgument for a bad cursor.
+  virtual StatusOr<JobList> ListJobs(const JobFilter& filter, const JobPage& page) = 0;
+
   // The names of the clusters that have jobs, sorted.
   virtual StatusOr<std::vector<std::string>> Clusters() = 0;
 
@@ -107,6 +146,38 @@ class Store {
   // The job's diagnosis; NotFound if it has none.
   virtual StatusOr<StoredDiagnosis> GetDiagnosis(const std::string& cluster,
                                                  const std::string& job_id) = 0;
+
+  // Stores an agent's telemetry batch in one transaction: job records (a record from another
+  // source, e.g. sacct, is never replaced by the agent's), samples and stack counts. Returns
+  // false and stores nothing when `seq` is not above the last one stored for `agent` (a
+  // replayed or reordered batch).
+  virtual StatusOr<bool> WriteTelemetry(const std::string& agent, int64_t seq,
+                                        std::span<const JobTelemetry> jobs) = 0;
+  // Several agents' batches in ONE transaction (the server's group commit: one commit for
+  // every batch that arrived meanwhile, instead of one each). Element i is false when batch i
+  // was a replay (it stores nothing); an error stores none of them.
+  struct TelemetryWrite {
+    std::string agent;
+    int64_t seq = 0;
+    std::span<const JobTelemetry> jobs;
+  };
+  virtual StatusOr<std::vector<bool>> WriteTelemetryGroup(
+      std::span<const TelemetryWrite> writes) = 0;
+  // Calls `fn` for the job's samples of `metric` with from_ms <= t_ms <= to_ms, oldest first.
+  virtual Status ReadSamples(const std::string& cluster, const std::string& job_id,
+                             const std::string& metric, int64_t from_ms, int64_t to_ms,
+                             const std::function<void(const Sample&)>& fn) = 0;
+  // The metrics the job has samples of, sorted.
+  virtual StatusOr<std::vector<std::string>> SampleMetrics(const std::string& cluster,
+                                                           const std::string& job_id) = 0;
+  // The job's folded stacks with their sample counts (empty when none).
+  virtual StatusOr<std::map<std::string, int64_t>> GetStacks(const std::string& cluster,
+                                                             const std::string& job_id) = 0;
+
+  virtual Status PutPrediction(const StoredPrediction& prediction) = 0;
+  // NotFound when none was stored for the job.
+  virtual StatusOr<StoredPrediction> GetPrediction(const std::string& cluster,
+                                                   const std::string& job_id) = 0;
 };
 
 // Opens (creating and migrating as needed) the store at `location`: a file path for SQLite.

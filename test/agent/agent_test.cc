@@ -95,6 +95,36 @@ TEST(ProcTest, FixtureTreeGivesTheJobsProcessesAndRejectsGarbage) {
   EXPECT_FALSE(proc.Stat(999).has_value());  // gone: not an error
 }
 
+// A pod's network namespace: its interfaces' traffic, loopback left out; a garbled line is
+// rejected, not read as traffic; the real /proc names namespaces so the monitor can tell a job
+// with its own namespace from one that shares the host's (whose counters are the node's).
+TEST(ProcTest, NetworkCountersOfTheJobsNamespace) {
+  Tree t;
+  const char* header =
+      "Inter-|   Receive                                                |  Transmit\n"
+      " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs "
+      "drop fifo colls carrier compressed\n";
+  t.Write("200/net/dev", std::string(header) +
+                             "    lo: 5000 50 0 0 0 0 0 0 5000 50 0 0 0 0 0 0\n"
+                             "  eth0: 1000000 700 0 0 0 0 0 0 250000 300 0 0 0 0 0 0\n"
+                             "  eth1: 24 1 0 0 0 0 0 0 76 2 0 0 0 0 0 0\n");
+  t.Write("201/net/dev", std::string(header) + "  eth0: 12 abc 0 0 0 0 0 0 1 1 0 0 0 0 0 0\n");
+  ProcFs proc(t.path(), 100, 4096);
+  auto net = proc.NetDev(200);
+  ASSERT_TRUE(net.has_value());
+  EXPECT_EQ(net->rx_bytes, 1000024);
+  EXPECT_EQ(net->tx_bytes, 250076);
+  EXPECT_EQ(net->rx_packets, 701);
+  EXPECT_EQ(net->tx_packets, 302);
+  int64_t before = proc.rejected();
+  EXPECT_FALSE(proc.NetDev(201).has_value());
+  EXPECT_EQ(proc.rejected(), before + 1);
+  ProcFs real;
+  auto self = real.NetNamespace(getpid());
+  ASSERT_TRUE(self.has_value());
+  EXPECT_EQ(self->rfind("net:[", 0), 0u) << *self;
+}
+
 TEST(CgroupTest, RecognisesSlurmAndKubernetesJobs) {
   auto v1 = JobFromCgroupPath("/slurm/uid_1000/job_123/step_0/task_0");
   ASSERT_TRUE(v1.has_value());
@@ -194,6 +224,9 @@ TEST(AgentTest, DiscoversSlurmAndKubernetesJobsAndEndsThem) {
   t.Write("30/environ", std::string("SLURM_JOB_ID=33\0HOME=/root\0", 28));
   t.Write("40/stat", StatLine(40, "sshd", 1, 1, 0, 10));
   t.Write("40/cgroup", "0::/system.slice/ssh.service\n");
+  // SLURM's step daemon in the job's cgroup is not the job's work.
+  t.Write("50/stat", StatLine(50, "slurmstepd", 1, 1, 0, 1500));
+  t.Write("50/cgroup", "12:memory:/slurm/uid_1000/job_11/step_0\n");
   ProcFs proc(t.path(), 100, 4096);
   auto jobs = DiscoverJobs(proc);
   std::map<std::string, std::vector<int64_t>> by_key;
@@ -209,7 +242,7 @@ TEST(AgentTest, DiscoversSlurmAndKubernetesJobsAndEndsThem) {
   EXPECT_TRUE(agent.Cycle(0, 1000).empty());
   EXPECT_EQ(agent.jobs(), 3u);
   std::string metrics = agent.Metrics();
-  EXPECT_NE(metrics.find("rightsize_job_memory_bytes{job=\"11\",kind=\"slurm\"} 12288000"),
+  EXPECT_NE(metrics.find("rightsize_job_memory_bytes{job_id=\"11\",kind=\"slurm\"} 12288000"),
             std::string::npos)
       << metrics;
   // The cardinality cap: 3 jobs, 2 exported.

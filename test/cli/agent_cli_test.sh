@@ -26,8 +26,8 @@ done
 if [ -n "$port" ]; then pass "agent listening on $port"; else fail "no port: $(cat "$WORK/agent.err")"; fi
 sleep 1.5
 metrics=$(python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$port/metrics').read().decode())")
-expect_contains "the job is in /metrics" "$metrics" 'rightsize_job_memory_bytes{job="4242",kind="slurm"}'
-mem=$(grep 'rightsize_job_memory_bytes{job="4242"' <<<"$metrics" | awk '{print int($2)}')
+expect_contains "the job is in /metrics" "$metrics" 'rightsize_job_memory_bytes{job_id="4242",kind="slurm"}'
+mem=$(grep 'rightsize_job_memory_bytes{job_id="4242"' <<<"$metrics" | awk '{print int($2)}')
 if [ "$mem" -ge $((200 * 1024 * 1024)) ]; then pass "live memory $mem"; else fail "live memory $mem"; fi
 expect_contains "agent counters" "$metrics" "rightsize_agent_cycles_total"
 wait "$job"

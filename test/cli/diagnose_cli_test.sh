@@ -115,7 +115,7 @@ expect_eq "no job and no log is a usage error" "$RC" 1
 # --- the labelled corpus ------------------------------------------------------------------
 set +e
 python3 "$SRCDIR/scripts/diagnosis_accuracy.py" "$RS" "$TESTDIR/data/failures" \
-  --min dev=0.95 --min holdout=0.95 --min holdout2=0.75 >"$WORK/corpus.out" 2>&1
+  --min dev=0.95 --min holdout=0.95 --min holdout2=0.95 --min holdout3=0.95 >"$WORK/corpus.out" 2>&1
 rc=$?
 set -e
 tail -n 30 "$WORK/corpus.out"

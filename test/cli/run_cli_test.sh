@@ -72,7 +72,7 @@ cat >"$WORK/grow.py" <<'PY'
 import time
 chunks = []
 while True:
-    chunks.append(bytearray(20 * 1024 * 1024))
+    chunks.append(bytearray(10 * 1024 * 1024))  # 1.5 s to the limit: enough samples on a busy machine
     time.sleep(0.1)
 PY
 run_rs run --mem 150M --interval 0.2 --json -- python3 "$WORK/grow.py"

@@ -141,6 +141,31 @@ TEST(SignaturesTest, EverySignatureMatchesItsWording) {
       {"nan_detected",
        "RuntimeError: Function 'MulBackward0' returned nan values in its 0th "
        "output."},
+      {"gpu_oom_other",
+       "mxnet.base.MXNetError: src/storage/pooled_storage_manager.h:161: cudaMalloc retry "
+       "failed: out of memory"},
+      {"memory_limit_exceeded", "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit."},
+      {"host_alloc_failed", "Error: cannot allocate vector of size 12.4 Gb"},
+      {"time_limit_exceeded", "=>> PBS: job killed: cput 360012 exceeded limit 360000"},
+      {"node_lost", "ORTE has lost communication with a remote daemon."},
+      {"node_disconnected", "022 (1.0.0) Job disconnected, attempting to reconnect"},
+      {"preempted_other", "TERM_PREEMPT: job killed after preemption."},
+      {"nccl_error_other", "NET/IB : IBV_WC_RETRY_EXC_ERR: transport retry counter exceeded"},
+      {"collective_timeout_other", "[1]: Stalled ranks: 3: [allreduce.grad_7]"},
+      {"xid_other", "dcgm: Detected XID 79 on GPU 3"},
+      {"gpu_lost_other", "NVRM: RmInitAdapter failed! (0x25:0xffff:1401)"},
+      {"gpu_bad_access_other",
+       "Memory access fault by GPU node-2 (Agent handle: 0x55) on address 0x7f00."},
+      {"native_crash", " *** caught segfault ***"},
+      {"heap_corruption", "double free or corruption (!prev)"},
+      {"disk_full_other", "java.io.IOException: There is not enough space on the disk"},
+      {"executable_not_found",
+       "[proxy:0:0@n001] HYDU_create_process: execvp error on file /home/u/lmp (No such file)"},
+      {"file_not_found_other", "forrtl: severe (29): file not found, unit 10, file /run/INCAR"},
+      {"import_error_other", "Can't locate Bio/SeqIO.pm in @INC (you may need to install it)"},
+      {"gpu_binary_mismatch", "call to cuInit returned error 35: Insufficient driver"},
+      {"dataloader_other", "RuntimeError: DataLoader timed out after 120 seconds"},
+      {"nan_other", "epoch 4 | train_loss inf | val_loss inf"},
   };
   auto sigs = AllSignatures();
   for (const auto& [id, line] : samples) {
@@ -284,6 +309,131 @@ TEST(DiagnoseTest, RootCauseNotTheLoudestLine) {
             "host_oom");
   EXPECT_EQ(ClassOf("RuntimeError: DataLoader worker (pid 99) is killed by signal: Bus error.\n"),
             "dataloader_killed");
+}
+
+// Families, not strings: each class as other schedulers, frameworks and MPI codes word it.
+TEST(DiagnoseTest, OtherSchedulersAndFrameworks) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // GPU memory: MATLAB, Thrust (a host-side bad_alloc that is really the GPU's), ROCm.
+      {"Error using gpuArray\nOut of memory on device. To view more detail about available "
+       "memory on the GPU, use gpuDevice().\n",
+       "gpu_oom"},
+      {"terminate called after throwing an instance of 'thrust::system::detail::bad_alloc'\n"
+       "  what():  std::bad_alloc: cudaErrorMemoryAllocation: out of memory\n",
+       "gpu_oom"},
+      {"torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB\n", "gpu_oom"},
+      // Host memory: LSF, R, Go.
+      {"TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.\n", "host_oom"},
+      {"Error: cannot allocate vector of size 12.4 Gb\nExecution halted\n", "host_oom"},
+      {"fatal error: runtime: out of memory\n", "host_oom"},
+      // Time limits: Grid Engine/Moab wording, PBS CPU time, ulimit -t.
+      {"Job has exceeded its wall clock time limit and was terminated\n", "timeout"},
+      {"=>> PBS: job killed: cput 360012 exceeded limit 360000\n", "timeout"},
+      {"/bin/sh: line 1: 4242 CPU time limit exceeded (core dumped) ./cp2k.psmp\n", "timeout"},
+      // Node failures: Open MPI, Ray (whose NCCL errors follow), LSF.
+      {"ORTE has lost communication with a remote daemon.\n  Remote daemon: [[1234,0],3] on "
+       "node n004\n",
+       "node_failure"},
+      {"The actor is dead because its node has died. Node Id: 9f1e\n"
+       "[rank0]: NCCL error: remote process exited or there was a network error\n"
+       "ncclRemoteError: A call failed possibly due to a network error\n",
+       "node_failure"},
+      {"Job was killed because execution host hpc12 became unreachable (TERM_HOST)\n",
+       "node_failure"},
+      // Preemption: LSF, a reclaimed spot VM that the others see as a lost node.
+      {"TERM_PREEMPT: job killed after preemption.\n", "preemption"},
+      {"Spot instance is being reclaimed, node gke-pool-3 will be terminated\n"
+       "A node has been marked dead: 10.0.0.7; tasks and actors on it are lost.\n",
+       "preemption"},
+      // Native crashes: R, gfortran SIGBUS, glibc's heap checks, MATLAB.
+      {" *** caught segfault ***\naddress 0x10, cause 'memory not mapped'\n", "segfault"},
+      {"Program received signal SIGBUS: Access to an undefined portion of a memory object.\n",
+       "segfault"},
+      {"double free or corruption (!prev)\nline 9: 4242 Aborted (core dumped) ./a.out\n",
+       "segfault"},
+      {"Abnormal termination:\nSegmentation violation\nline 3: 9 Killed matlab -batch run\n",
+       "segfault"},
+      // GPU faults and bad accesses outside the kernel log.
+      {"Jun 1 10:00:00 gpu07 dcgm: Detected XID 79 on GPU 3\n", "gpu_hardware"},
+      {"Memory access fault by GPU node-2 (Agent handle: 0x55) on address 0x7f00. Reason: Page "
+       "not present or supervisor privilege.\n",
+       "illegal_memory_access"},
+      // Files, programs, modules: Java, Fortran, containers, Perl, python -m.
+      {"Exception in thread \"main\" java.io.FileNotFoundException: /data/in.csv (No such file "
+       "or directory)\n",
+       "missing_file"},
+      {"exec: \"torchrun\": executable file not found in $PATH: unknown\n", "missing_file"},
+      {"Can't locate Bio/SeqIO.pm in @INC (you may need to install the Bio::SeqIO module)\n",
+       "import_error"},
+      {"/usr/bin/python3: No module named torch.distributed.run\n", "import_error"},
+      // Driver and binaries: NVHPC/OpenACC, CuPy.
+      {"call to cuInit returned error 35: Insufficient driver\n", "driver_mismatch"},
+      {"cupy.cuda.driver.CUDADriverError: CUDA_ERROR_NO_BINARY_FOR_GPU: no kernel image\n",
+       "driver_mismatch"},
+      // Disk, loaders, divergence.
+      {"java.io.IOException: There is not enough space on the disk\n", "disk_full"},
+      {"RuntimeError: unable to write to file </torch_1234_56789_0>: No space left on device "
+       "(28)\n",
+       "dataloader_killed"},
+      {" 800/1000 [======>...] - loss: nan - accuracy: 0.1\nBatch 800: Invalid loss, "
+       "terminating training\n",
+       "nan_divergence"},
+      {"epoch 4 | train_loss inf | val_loss inf\n", "nan_divergence"},
+      {"ValueError: Input contains NaN, infinity or a value too large for dtype('float64').\n",
+       "nan_divergence"},
+  };
+  for (const auto& [log, want] : cases) EXPECT_EQ(ClassOf(log), want) << log;
+}
+
+TEST(DiagnoseTest, FamiliesCarryTheirFacts) {
+  // HTCondor's limit (MB) and PBS's kill (kB) give --mem; no job record or script needed.
+  Diagnosis condor = FromText(
+      "012 (48213.007.000) Job was held.\n\tJob has gone over memory limit of 8192 megabytes. "
+      "Last measured usage: 8200 megabytes.\n");
+  EXPECT_EQ(condor.cls, FailureClass::kHostOom);
+  EXPECT_EQ(condor.facts.value("memory_limit_bytes", int64_t{0}), int64_t{8} << 30);
+  ASSERT_FALSE(condor.fixes.empty());
+  EXPECT_NE(condor.fixes[0].text.find("--mem=12G"), std::string::npos) << condor.fixes[0].text;
+  Diagnosis pbs = FromText("=>> PBS: job killed: mem 67108864kb exceeded limit 62914560kb\n");
+  EXPECT_EQ(pbs.cls, FailureClass::kHostOom);
+  ASSERT_FALSE(pbs.fixes.empty());
+  EXPECT_NE(pbs.fixes[0].text.find("--mem=96G"), std::string::npos) << pbs.fixes[0].text;
+  // The missing program is named, from Hydra's and a container runtime's wording.
+  Diagnosis hydra = FromText(
+      "[proxy:0:0@n001] HYDU_create_process (lib/utils/launch.c:74): execvp error on file "
+      "/home/u/bin/lmp_mpi (No such file or directory)\n");
+  EXPECT_EQ(hydra.cls, FailureClass::kMissingFile);
+  EXPECT_NE(hydra.summary.find("/home/u/bin/lmp_mpi"), std::string::npos) << hydra.summary;
+  Diagnosis exec = FromText("exec: \"torchrun\": executable file not found in $PATH: unknown\n");
+  EXPECT_EQ(exec.summary, "The command torchrun was not found.");
+  // A Xid from DCGM is read through the catalogue like the kernel's.
+  Diagnosis dcgm = FromText("Jun 1 10:00:00 gpu07 dcgm: Detected XID 79 on GPU 3\n");
+  EXPECT_EQ(dcgm.facts.value("xid", ""), "79");
+  // python -m names the module to install.
+  Diagnosis pym = FromText("/usr/bin/python3: No module named torch.distributed.run\n");
+  bool pip = false;
+  for (const Fix& f : pym.fixes) pip |= f.text.find("pip install torch") != std::string::npos;
+  EXPECT_TRUE(pip);
+}
+
+// A symptom says that the job died, not why: one kind of it alone is not a diagnosis, two
+// independent ones are; and a warning line is not the cause of a crash.
+TEST(DiagnoseTest, WeakEvidenceStaysWeak) {
+  EXPECT_EQ(ClassOf("[1,0]<stderr>:ValueError: Incompatible shapes: [32,10] vs. [32,12]\n"
+                    "Primary job  terminated normally, but 1 process returned\n"
+                    "a non-zero exit code. Per user-direction, the job has been aborted.\n"),
+            "unknown");
+  EXPECT_EQ(ClassOf("line 3: 77 Killed  python x.py\nsrun: error: n1: task 0: Exited with exit "
+                    "code 137\n"),
+            "host_oom");
+  EXPECT_EQ(ClassOf("2024-02-19 16:18:40.113822: W external/xla/gpu/nvptx_compiler.cc:744] "
+                    "CUDA_ERROR_UNSUPPORTED_PTX_VERSION, falling back to the driver\n"
+                    "RuntimeError: CUDA error: an illegal memory access was encountered\n"),
+            "illegal_memory_access");
+  // Hedged lists of possible causes are not evidence for each of them.
+  EXPECT_EQ(ClassOf("Segmentation fault (core dumped)\nTask 3 heartbeat timeout. This indicates "
+                    "that the remote task has failed, got preempted, or crashed unexpectedly.\n"),
+            "segfault");
 }
 
 TEST(DiagnoseTest, UnknownShowsTheLastExceptionAndUserFrame) {

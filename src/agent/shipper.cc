@@ -1,0 +1,226 @@
+#include "agent/shipper.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/units.h"
+
+namespace rightsize {
+
+nlohmann::json TelemetryBatchJson(const std::string& agent, int64_t seq,
+                                  const std::vector<JobTelemetry>& jobs) {
+  nlohmann::json entries = nlohmann::json::array();
+  for (const auto& t : jobs) {
+    nlohmann::json samples = nlohmann::json::object();
+    for (const auto& [metric, points] : t.samples) {
+      nlohmann::json arr = nlohmann::json::array();
+      for (const auto& p : points) {
+        if (std::isfinite(p.value)) arr.push_back({static_cast<double>(p.t_ms) / 1000.0, p.value});
+      }
+      samples[metric] = std::move(arr);
+    }
+    nlohmann::json e = {{"job", t.job}, {"samples", std::move(samples)}};
+    if (!t.stacks.empty()) e["stacks"] = t.stacks;
+    entries.push_back(std::move(e));
+  }
+  return {{"schema", "rightsize.telemetry/v1"}, {"agent", agent}, {"seq", seq}, {"jobs", entries}};
+}
+
+StatusOr<std::unique_ptr<Shipper>> Shipper::Create(ShipperOptions options) {
+  if (options.url.rfind("http://", 0) != 0 && options.url.rfind("https://", 0) != 0) {
+    return Status::InvalidArgument(
+        "--server: expected http://HOST:PORT or https://HOST:PORT, got " + options.url);
+  }
+  while (!options.url.empty() && options.url.back() == '/') options.url.pop_back();
+  std::unique_ptr<Shipper> s(new Shipper(std::move(options)));
+  if (!s->options_.spool_dir.empty()) RS_RETURN_IF_ERROR(s->LoadSpool());
+  s->thread_ = std::thread([p = s.get()] { p->Run(); });
+  return s;
+}
+
+Shipper::Shipper(ShipperOptions options) : options_(std::move(options)) {}
+
+Shipper::~Shipper() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Shipper::Enqueue(std::vector<JobTelemetry> jobs, int64_t now_ms) {
+  if (jobs.empty()) return;
+  std::lock_guard lock(mu_);
+  // Strictly increasing across restarts too (the server keeps each agent's last one).
+  last_seq_ = std::max(last_seq_ + 1, now_ms);
+  Batch b{last_seq_, TelemetryBatchJson(options_.agent, last_seq_, jobs).dump(), ""};
+  Spool(b);
+  queue_.push_back(std::move(b));
+  while (queue_.size() > options_.max_queued) {
+    Forget(queue_.front());
+    queue_.pop_front();
+    ++stats_.dropped;
+  }
+  TrimSpool();
+  stats_.queued = static_cast<int64_t>(queue_.size());
+  cv_.notify_all();
+}
+
+Shipper::Stats Shipper::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+bool Shipper::Flush(double timeout_s) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  std::unique_lock lock(mu_);
+  return cv_.wait_until(lock, until, [&] { return queue_.empty() && !in_flight_; });
+}
+
+void Shipper::Run() {
+  httplib::Client client(options_.url);
+  client.set_compress(true);  // gzip request bodies (Content-Encoding: gzip)
+  auto timeout = std::chrono::duration<double>(options_.timeout_s);
+  client.set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
+  client.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
+  client.set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
+  client.set_keep_alive(true);
+  client.set_tcp_nodelay(true);  // else each batch on a kept-alive connection waits for an ACK
+  httplib::Headers headers;
+  if (!options_.token.empty()) headers.emplace("Authorization", "Bearer " + options_.token);
+  double backoff_s = 1;
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) break;
+    Batch batch = queue_.front();
+    in_flight_ = true;
+    lock.unlock();
+    auto res = client.Post("/api/v1/telemetry", headers, batch.body, "application/json");
+    lock.lock();
+    in_flight_ = false;
+    bool done = false;
+    if (!res) {
+      stats_.last_error =
+          fmt::format("cannot reach {}: {}", options_.url, httplib::to_string(res.error()));
+    } else if (res->status < 300 || res->status == 409 || res->status == 422) {
+      done = true;  // stored (422: the valid part), or already stored
+      ++stats_.sent;
+      if (res->status == 422) stats_.last_error = "server kept part of a batch: " + res->body;
+    } else if (res->status >= 400 && res->status < 500) {
+      done = true;  // retrying would fail the same way
+      ++stats_.dropped;
+      stats_.last_error = fmt::format("server refused a batch ({}): {}", res->status, res->body);
+      fmt::print(stderr, "rightsize agent: {}\n", stats_.last_error);
+    } else {
+      stats_.last_error = fmt::format("server error {}: {}", res->status, res->body);
+    }
+    if (done) {
+      if (!queue_.empty() && queue_.front().seq == batch.seq) {
+        Forget(queue_.front());
+        queue_.pop_front();
+      }
+      backoff_s = 1;
+    } else {
+      ++stats_.failed_attempts;
+      cv_.wait_for(lock, std::chrono::duration<double>(backoff_s), [&] { return stop_; });
+      backoff_s = std::min(backoff_s * 2, 60.0);
+    }
+    stats_.queued = static_cast<int64_t>(queue_.size());
+    cv_.notify_all();
+  }
+}
+
+Status Shipper::LoadSpool() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(options_.spool_dir, ec);
+  if (ec) {
+    return Status::IoError(
+        fmt::format("cannot make the spool folder {}: {}", options_.spool_dir, ec.message()));
+  }
+  std::vector<std::pair<int64_t, fs::path>> files;
+  for (fs::directory_iterator it(options_.spool_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    if (p.extension() == ".tmp") {
+      fs::remove(p, ec);  // a write that a crash interrupted: never sent, never complete
+      continue;
+    }
+    if (p.extension() != ".json") continue;
+    auto seq = ParseInt(p.stem().string());
+    if (seq && *seq > 0) files.emplace_back(*seq, p);
+  }
+  if (ec) {
+    return Status::IoError(
+        fmt::format("cannot read the spool folder {}: {}", options_.spool_dir, ec.message()));
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& [seq, path] : files) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream body;
+    body << in.rdbuf();
+    if (!in && !in.eof()) continue;
+    Batch b{seq, body.str(), path.string()};
+    spool_bytes_ += static_cast<int64_t>(b.body.size());
+    last_seq_ = std::max(last_seq_, seq);
+    queue_.push_back(std::move(b));
+    ++stats_.recovered;
+  }
+  stats_.queued = static_cast<int64_t>(queue_.size());
+  TrimSpool();
+  return Status::Ok();
+}
+
+void Shipper::Spool(Batch& batch) {
+  if (options_.spool_dir.empty()) return;
+  std::string path = fmt::format("{}/{}.json", options_.spool_dir, batch.seq);
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(batch.body.data(), static_cast<std::streamsize>(batch.body.size()));
+    out.flush();
+    if (!out) {
+      ++stats_.spool_errors;
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      return;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    ++stats_.spool_errors;
+    std::filesystem::remove(tmp, ec);
+    return;
+  }
+  batch.file = path;
+  spool_bytes_ += static_cast<int64_t>(batch.body.size());
+}
+
+void Shipper::Forget(const Batch& batch) {
+  if (batch.file.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove(batch.file, ec);
+  spool_bytes_ -= static_cast<int64_t>(batch.body.size());
+}
+
+void Shipper::TrimSpool() {
+  // The oldest batches go first; the one being sent (the front, maybe in flight) too if need
+  // be: the send still completes, its file is just gone.
+  while (spool_bytes_ > options_.max_spool_bytes && !queue_.empty()) {
+    Forget(queue_.front());
+    queue_.pop_front();
+    ++stats_.dropped;
+  }
+  stats_.queued = static_cast<int64_t>(queue_.size());
+}
+
+}  // namespace rightsize

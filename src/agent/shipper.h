@@ -1,0 +1,95 @@
+// Shipper: sends the agent's telemetry to `rightsize serve` (POST /api/v1/telemetry).
+//
+// The sampling loop hands each batch to Enqueue() and goes on; a thread of the shipper posts
+// them in order, gzip-compressed, with the agent's token. A batch's sequence number is fixed
+// when it is made (Unix milliseconds, strictly increasing), so a batch retried after a timeout
+// that had in fact arrived is answered 409 and dropped, never stored twice. When the server is
+// down or answers 5xx the batch stays queued and is retried with backoff; the queue holds at
+// most `max_queued` batches (the oldest dropped and counted), so a long outage costs bounded
+// memory. A 4xx other than 409 (bad token, a batch the server refuses) drops the batch with a
+// log line: retrying it would fail the same way. Thread-safe.
+//
+// With a spool folder, every batch is also a file there (`<seq>.json`, written to a temporary
+// name and renamed, so a crash leaves whole files only) until the server has it; a restarted
+// agent sends what the last one left, in order, before its own batches. The spool is capped in
+// bytes (the oldest batches dropped and counted), so a full disk or a week-long outage cannot
+// grow it without bound. A spool that cannot be written (disk full, permissions) is counted and
+// the batch stays in memory.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/status.h"
+#include "store/store.h"
+
+namespace rightsize {
+
+// The rightsize.telemetry/v1 document of one batch (docs/api.md).
+nlohmann::json TelemetryBatchJson(const std::string& agent, int64_t seq,
+                                  const std::vector<JobTelemetry>& jobs);
+
+struct ShipperOptions {
+  std::string url;    // "http://host:8080" or "https://…"
+  std::string token;  // agent token ("" for an open server)
+  std::string agent;  // this agent's name (the node's host name)
+  size_t max_queued = 720;
+  double timeout_s = 10;
+  std::string spool_dir;  // "" = memory only
+  int64_t max_spool_bytes = int64_t{256} << 20;
+};
+
+class Shipper {
+ public:
+  // InvalidArgument for a bad URL; IoError when the spool folder cannot be made or read.
+  static StatusOr<std::unique_ptr<Shipper>> Create(ShipperOptions options);
+  ~Shipper();  // stops the thread; batches still queued are dropped (counted)
+  Shipper(const Shipper&) = delete;
+  Shipper& operator=(const Shipper&) = delete;
+
+  void Enqueue(std::vector<JobTelemetry> jobs, int64_t now_ms);
+
+  struct Stats {
+    int64_t sent = 0, failed_attempts = 0, dropped = 0, queued = 0;
+    int64_t recovered = 0;     // batches a previous agent left in the spool
+    int64_t spool_errors = 0;  // batches that could not be written to the spool
+    std::string last_error;
+  };
+  Stats stats() const;
+  // Waits until the queue is empty or `timeout_s` passed (tests; shutdown). True when empty.
+  bool Flush(double timeout_s);
+
+ private:
+  explicit Shipper(ShipperOptions options);
+  void Run();
+  struct Batch {
+    int64_t seq = 0;
+    std::string body;  // JSON
+    std::string file;  // its spool file ("" when not spooled)
+  };
+  // Loads what a previous agent left in the spool; the caller holds mu_ (or is the constructor).
+  Status LoadSpool();
+  void Spool(Batch& batch);
+  void Forget(const Batch& batch);
+  void TrimSpool();
+  int64_t spool_bytes_ = 0;
+  ShipperOptions options_;
+  std::string scheme_host_port_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Batch> queue_;
+  bool stop_ = false;
+  bool in_flight_ = false;
+  int64_t last_seq_ = 0;
+  Stats stats_;
+  std::thread thread_;
+};
+
+}  // namespace rightsize

@@ -1,0 +1,160 @@
+// `rightsize advise`: reads a job script and the Python code it runs, estimates the GPU memory
+// the code needs and says, line by line, what to change.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "cli/app.h"
+#include "cli/terminal.h"
+#include "code/advice.h"
+#include "code/analysis.h"
+#include "code/memory_model.h"
+#include "code/report.h"
+#include "ingest/job_script.h"
+
+namespace rightsize::cli {
+
+std::string DefaultCodeDir(const std::string& script_path) {
+  std::filesystem::path dir = std::filesystem::path(script_path).parent_path();
+  return dir.empty() ? std::string(".") : dir.string();
+}
+
+namespace {
+
+struct AdviseFlags {
+  std::string script, code, gpu;
+  std::vector<std::string> sbatch_args;
+  bool json = false;
+};
+
+int RunAdvise(const AdviseFlags& f) {
+  auto script = ParseJobScriptFile(f.script, f.sbatch_args);
+  if (!script.ok()) return Fail(script.status());
+  std::string code_dir = f.code.empty() ? DefaultCodeDir(f.script) : f.code;
+  std::string script_name = std::filesystem::path(f.script).filename().string();
+
+  std::string gpu_name = f.gpu;
+  std::string gpu_from = "--gpu";
+  if (gpu_name.empty() && !script->request.gpu_type.empty()) {
+    gpu_name = script->request.gpu_type;
+    gpu_from = "the script's --gres";
+  }
+  if (gpu_name.empty()) {
+    gpu_name = std::string(code::kDefaultGpu);
+    gpu_from = "default";
+  }
+  auto gpu = code::FindGpu(gpu_name);
+  if (!gpu) {
+    if (!f.gpu.empty()) {
+      std::vector<std::string_view> names;
+      for (const auto& g : code::KnownGpus()) names.push_back(g.name);
+      return Fail(Status::InvalidArgument(
+          fmt::format("--gpu: unknown GPU {} (known: {})", Quote(f.gpu), fmt::join(names, ", "))));
+    }
+    gpu = code::FindGpu(code::kDefaultGpu);
+    gpu_from = fmt::format("default; the script's GPU type {} is not in the table", gpu_name);
+  }
+
+  auto facts = code::AnalyzeJobCode(*script, code_dir, script_name);
+  if (!facts.ok()) return Fail(facts.status());
+  auto estimate = code::EstimateGpuMemory(*facts);
+  std::vector<code::Advice> advice;
+  if (estimate.ok()) advice = code::Advise(*facts, *estimate, *gpu, *script);
+
+  if (f.json) {
+    nlohmann::json out = {
+        {"schema", "rightsize.advise/v1"},
+        {"script", f.script},
+        {"code_dir", code_dir},
+        {"gpu", {{"name", gpu->name}, {"memory_bytes", gpu->memory_bytes}, {"from", gpu_from}}},
+        {"code", code::FactsJson(*facts)},
+        {"gpu_memory", estimate.ok() ? code::EstimateJson(*estimate) : nlohmann::json(nullptr)},
+        {"gpu_memory_undetermined",
+         estimate.ok() ? nlohmann::json(nullptr) : nlohmann::json(estimate.status().message())},
+        {"advice", code::AdviceJson(advice)}};
+    fmt::print("{}\n", out.dump(2));
+    return kExitOk;
+  }
+  fmt::print("{}: {} {} ({}), code in {}\n", f.script,
+             facts->launcher.empty() ? "runs" : facts->launcher, facts->entry,
+             facts->command.ToString(), code_dir);
+  fmt::print("read {} file{}: {}\n", facts->files.size(), facts->files.size() == 1 ? "" : "s",
+             fmt::join(facts->files, ", "));
+  fmt::print("facts:\n{}", code::FactsText(*facts));
+  if (estimate.ok()) {
+    fmt::print("GPU memory per GPU, on {} ({}, {}):\n{}", gpu->name,
+               code::FormatGb(gpu->memory_bytes), gpu_from, code::EstimateText(*estimate));
+  } else {
+    fmt::print("GPU memory: undetermined: {}\n", estimate.status().message());
+  }
+  if (!advice.empty()) {
+    fmt::print("advice:\n");
+    for (const auto& a : advice) fmt::print("  {}\n", a.message);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddAdviseCommand(CLI::App& app, Context& /*ctx*/, Action* action) {
+  auto* cmd = app.add_subcommand(
+      "advise",
+      "Read a job script's Python code: GPU memory it needs (p10/p50/p90, with the lines that "
+      "drive it) and line-level advice");
+  auto f = std::make_shared<AdviseFlags>();
+  cmd->add_option("script", f->script, "The batch script")->required();
+  cmd->add_option("sbatch_args", f->sbatch_args,
+                  "sbatch options after --, which override the script's #SBATCH lines");
+  cmd->add_option("--code", f->code, "Folder of the job's code (default: the script's folder)")
+      ->type_name("DIR");
+  cmd->add_option("--gpu", f->gpu,
+                  "GPU to fit on: H100-80GB, A100-40GB, A100-80GB, H200-141GB, V100-16GB, "
+                  "V100-32GB, L40S-48GB, A10-24GB, T4-16GB, RTX-4090-24GB, … (default: the "
+                  "script's --gres type, else H100-80GB)");
+  cmd->add_flag("--json", f->json, "Print the rightsize.advise/v1 document");
+  cmd->callback([action, f] { *action = [f]() -> int { return RunAdvise(*f); }; });
+}
+
+}  // namespace rightsize::cli
+
+namespace rightsize::cli {
+
+std::optional<nlohmann::json> GpuMemoryFromCode(const JobScript& script,
+                                                const std::string& script_path,
+                                                const std::string& code_dir) {
+  std::string dir = code_dir.empty() ? DefaultCodeDir(script_path) : code_dir;
+  auto facts =
+      code::AnalyzeJobCode(script, dir, std::filesystem::path(script_path).filename().string());
+  if (!facts.ok()) return std::nullopt;
+  auto e = code::EstimateGpuMemory(*facts);
+  if (!e.ok()) return std::nullopt;
+  // The target is per job: every GPU the code uses holds the per-GPU peak.
+  double gpus = e->data_parallel_gpus;
+  std::vector<std::string> lines;
+  std::string text = fmt::format("GPU memory from the code ({} per GPU × {} GPU{}):\n",
+                                 code::FormatGb(e->p50_bytes), gpus, gpus == 1 ? "" : "s");
+  for (const auto& t : e->terms) {
+    if (t.lines.empty()) continue;
+    std::vector<std::string> where;
+    for (const auto& l : t.lines) {
+      where.push_back(l.ToString());
+      if (std::find(lines.begin(), lines.end(), l.ToString()) == lines.end()) {
+        lines.push_back(l.ToString());
+      }
+    }
+    text += fmt::format("  {:<18} {:>9}  from {}\n", t.name, code::FormatGb(t.bytes),
+                        fmt::join(where, ", "));
+  }
+  return nlohmann::json{{"p10", e->p10_bytes * gpus},
+                        {"p50", e->p50_bytes * gpus},
+                        {"p90", e->p90_bytes * gpus},
+                        {"per_gpu", code::EstimateJson(*e)},
+                        {"gpus", gpus},
+                        {"lines", lines},
+                        {"text", text}};
+}
+
+}  // namespace rightsize::cli

@@ -1,0 +1,147 @@
+// `rightsize serve`: the HTTP API, the dashboard and /metrics over one store (docs/api.md).
+#include <fmt/format.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "cli/app.h"
+#include "cli/terminal.h"
+#include "server/server.h"
+
+namespace rightsize::cli {
+
+StatusOr<PriceTable> PricesFor(const std::string& path);
+
+namespace {
+
+// The handler only sets a flag (stop() is not async-signal-safe); a watcher thread acts on it.
+std::atomic<bool> g_stop_serving{false};
+void StopServer(int) { g_stop_serving = true; }
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
+  auto* cmd = app.add_subcommand(
+      "serve",
+      "Serve the HTTP API, the dashboard (open http://HOST:PORT/ in a browser) and Prometheus "
+      "/metrics from the store; agents post their telemetry here");
+  struct Flags {
+    std::string listen = "127.0.0.1:8080", tls_cert, tls_key, config, prices;
+    int threads = 32;
+  };
+  auto f = std::make_shared<Flags>();
+  cmd->add_option(
+      "--listen", f->listen,
+      "HOST:PORT to listen on (default 127.0.0.1:8080; port 0: any free port, printed)");
+  cmd->add_option("--tls-cert", f->tls_cert, "PEM certificate: serve HTTPS (with --tls-key)");
+  cmd->add_option("--tls-key", f->tls_key, "PEM private key of --tls-cert");
+  cmd->add_option("--config", f->config,
+                  "JSON access config: agent_tokens, user_tokens, admins, user_header, "
+                  "max_batch_bytes (docs/api.md). Without it the server is open to anyone who "
+                  "can reach it");
+  cmd->add_option("--prices", f->prices, "Price table JSON (default: the built-in one)");
+  cmd->add_option("--threads", f->threads, "Worker threads (default 32)")
+      ->check(CLI::Range(1, 1024));
+  cmd->footer(
+      "The store is --db (or $RIGHTSIZE_DB or the default store). Endpoints: /healthz, /metrics, "
+      "/api/v1/{telemetry,jobs,predict,report,overview}; see docs/api.md. SIGINT or SIGTERM "
+      "stops the server after the requests in flight.");
+  cmd->callback([&ctx, action, f] {
+    *action = [&ctx, f]() -> int {
+      ServerOptions opts;
+      opts.db = ctx.StorePath();
+      if (!f->config.empty()) {
+        auto cfg = LoadServerConfig(f->config);
+        if (!cfg.ok()) return Fail(cfg.status());
+        opts.config = std::move(*cfg);
+      }
+      auto prices = PricesFor(f->prices);
+      if (!prices.ok()) return Fail(prices.status());
+      opts.prices = std::move(*prices);
+      opts.predict = PredictForServer;
+      ApiServer api(std::move(opts));
+      Status st = api.Init();
+      if (!st.ok()) return Fail(st);
+
+      if (f->tls_cert.empty() != f->tls_key.empty()) {
+        return Fail(Status::InvalidArgument("--tls-cert and --tls-key go together"));
+      }
+      std::unique_ptr<httplib::Server> http;
+      if (!f->tls_cert.empty()) {
+        auto tls = std::make_unique<httplib::SSLServer>(f->tls_cert.c_str(), f->tls_key.c_str());
+        if (!tls->is_valid()) {
+          return Fail(Status::InvalidArgument(
+              fmt::format("cannot use the TLS certificate {} with the key {} (PEM files expected)",
+                          f->tls_cert, f->tls_key)));
+        }
+        http = std::move(tls);
+      } else {
+        http = std::make_unique<httplib::Server>();
+      }
+      int threads = f->threads;
+      http->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+      // Agents keep their connections; a short idle timeout frees threads for others.
+      http->set_keep_alive_timeout(2);
+      // Without it every answer on a kept-alive connection waits ~40 ms for a delayed ACK.
+      http->set_tcp_nodelay(true);
+      // SO_REUSEADDR only: the library's default SO_REUSEPORT would let a second server on
+      // the same port start silently and take half the connections.
+      http->set_socket_options([](socket_t sock) {
+        int yes = 1;
+        setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes),
+                   sizeof(yes));
+      });
+      http->set_payload_max_length(size_t{64} << 20);
+      api.Mount(*http);
+
+      size_t colon = f->listen.rfind(':');
+      if (colon == std::string::npos) {
+        return Fail(Status::InvalidArgument("--listen: expected HOST:PORT, got " + f->listen));
+      }
+      std::string host = f->listen.substr(0, colon);
+      if (host.empty()) host = "0.0.0.0";
+      int port = std::atoi(f->listen.c_str() + colon + 1);
+      if (port == 0) {
+        port = http->bind_to_any_port(host);
+      } else if (!http->bind_to_port(host, port)) {
+        port = -1;
+      }
+      if (port < 0) return Fail(Status::IoError("--listen: cannot listen on " + f->listen));
+      if (!f->config.empty()) {
+        fmt::print(stderr, "rightsize serve: access from {}\n", f->config);
+      } else {
+        fmt::print(stderr,
+                   "rightsize serve: no --config: open to anyone who can connect (everyone is an "
+                   "admin, agents need no token)\n");
+      }
+      fmt::print(stderr, "rightsize serve: {}://{}:{}/ (store {})\n",
+                 f->tls_cert.empty() ? "http" : "https", host, port, ctx.StorePath());
+      fmt::print("listening on {}:{}\n", host, port);
+      std::fflush(stdout);
+      struct sigaction sa {};
+      sa.sa_handler = StopServer;
+      sigaction(SIGINT, &sa, nullptr);
+      sigaction(SIGTERM, &sa, nullptr);
+      std::atomic<bool> done{false};
+      std::thread watcher([&] {
+        while (!done) {
+          if (g_stop_serving) {
+            http->stop();
+            break;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+      });
+      bool ok = http->listen_after_bind();
+      done = true;
+      watcher.join();
+      return ok ? kExitOk : Fail(Status::IoError("the server stopped with an error"));
+    };
+  });
+}
+
+}  // namespace rightsize::cli

@@ -1,0 +1,1738 @@
+#include "code/analysis.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "code/config_file.h"
+#include "code/model_zoo.h"
+#include "code/python_tree.h"
+
+namespace rightsize::code {
+
+namespace fs = std::filesystem;
+
+std::string SourceLine::ToString() const {
+  return line > 0 ? fmt::format("{}:{}", file, line) : file;
+}
+
+std::string_view NameOf(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kMixedFp16:
+      return "fp16 autocast (mixed)";
+    case Precision::kMixedBf16:
+      return "bf16 autocast (mixed)";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kInt8:
+      return "int8 (bitsandbytes)";
+    case Precision::kInt4:
+      return "4-bit (bitsandbytes)";
+  }
+  return "?";
+}
+
+std::string_view NameOf(Optimizer o) {
+  switch (o) {
+    case Optimizer::kAdam:
+      return "Adam/AdamW";
+    case Optimizer::kAdam8bit:
+      return "8-bit Adam";
+    case Optimizer::kSgd:
+      return "SGD";
+    case Optimizer::kSgdMomentum:
+      return "SGD with momentum";
+    case Optimizer::kAdafactor:
+      return "Adafactor";
+  }
+  return "?";
+}
+
+std::string_view NameOf(Checkpointing c) {
+  switch (c) {
+    case Checkpointing::kNone:
+      return "none";
+    case Checkpointing::kSelective:
+      return "selective";
+    case Checkpointing::kFull:
+      return "full";
+  }
+  return "?";
+}
+
+std::string_view NameOf(Architecture a) {
+  switch (a) {
+    case Architecture::kUnknown:
+      return "unknown";
+    case Architecture::kTransformer:
+      return "transformer";
+    case Architecture::kVit:
+      return "vision transformer";
+    case Architecture::kCnn:
+      return "CNN";
+    case Architecture::kMlp:
+      return "MLP";
+  }
+  return "?";
+}
+
+int CodeFacts::DataParallelGpus() const {
+  if (!parallelism.known() || *parallelism.value == "none") return 1;
+  return std::max(1, processes.value.value_or(1));
+}
+
+namespace {
+
+// Evidence ranks: a later, stronger source replaces an earlier, weaker one.
+constexpr int kRankName = 0;      // a variable named like the fact (`batch_size = 32`)
+constexpr int kRankDefault = 1;   // a library's default (HF Trainer: 8 per device)
+constexpr int kRankCall = 2;      // an argument of the call that uses it (DataLoader)
+constexpr int kRankConfig = 3;    // a DeepSpeed/launcher config that overrides the code
+constexpr int kRankLauncher = 4;  // the launcher's own options
+
+template <typename T>
+bool Set(Fact<T>& f, T value, SourceLine where, std::string how, int rank) {
+  if (f.known() && f.rank > rank) return false;
+  f.value = std::move(value);
+  f.where = std::move(where);
+  f.how = std::move(how);
+  f.rank = rank;
+  f.assumed = false;
+  return true;
+}
+
+template <typename T>
+void Assume(Fact<T>& f, T value, std::string how) {
+  if (f.known()) return;
+  f.value = std::move(value);
+  f.how = "assumed: " + std::move(how);
+  f.assumed = true;
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+std::string Collapse(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c != ' ' && c != '\n' && c != '\t' && c != '\r' && c != '\\') out += c;
+  }
+  return out;
+}
+
+std::string_view LastPart(std::string_view dotted) {
+  size_t dot = dotted.rfind('.');
+  return dot == std::string_view::npos ? dotted : dotted.substr(dot + 1);
+}
+
+std::optional<double> ParseNumber(std::string_view text) {
+  std::string t;
+  for (char c : text) {
+    if (c != '_') t += c;
+  }
+  if (t.empty()) return std::nullopt;
+  double v = 0;
+  if (t.size() > 2 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X')) {
+    int64_t i = 0;
+    auto r = std::from_chars(t.data() + 2, t.data() + t.size(), i, 16);
+    if (r.ec != std::errc() || r.ptr != t.data() + t.size()) return std::nullopt;
+    return static_cast<double>(i);
+  }
+  auto r = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (r.ec != std::errc() || r.ptr != t.data() + t.size()) return std::nullopt;
+  return v;
+}
+
+// A value the analysis could work out, with the line it was written on.
+struct Value {
+  enum class Kind { kUnknown, kNone, kBool, kNumber, kString, kName };
+  Kind kind = Kind::kUnknown;
+  double number = 0;
+  std::string text;  // strings, and dotted names such as torch.bfloat16
+  SourceLine origin;
+  std::string how;     // "argparse default", "--lr on the command line", "configs/a.yaml"
+  std::string reason;  // why unknown
+
+  bool known() const { return kind != Kind::kUnknown; }
+  bool IsNumber() const { return kind == Kind::kNumber; }
+  bool Truthy() const {
+    return (kind == Kind::kBool || kind == Kind::kNumber) ? number != 0
+           : kind == Kind::kString                        ? !text.empty()
+                                                          : false;
+  }
+  static Value Unknown(std::string reason) {
+    Value v;
+    v.reason = std::move(reason);
+    return v;
+  }
+};
+
+// A scalar from the command line or a config file: a number, a boolean, null or a string.
+Value FromText(std::string_view text, SourceLine origin, std::string how) {
+  Value v;
+  v.origin = std::move(origin);
+  v.how = std::move(how);
+  std::string lower = Lower(text);
+  if (auto n = ParseNumber(text)) {
+    v.kind = Value::Kind::kNumber;
+    v.number = *n;
+  } else if (lower == "true" || lower == "false") {
+    v.kind = Value::Kind::kBool;
+    v.number = lower == "true" ? 1 : 0;
+  } else if (lower == "null" || lower == "none" || lower == "~") {
+    v.kind = Value::Kind::kNone;
+  } else {
+    v.kind = Value::Kind::kString;
+    v.text = std::string(text);
+  }
+  return v;
+}
+
+// Splits a command's text into words the way a shell would for plain quoting.
+std::vector<std::string> ShellWords(std::string_view text) {
+  std::vector<std::string> words;
+  std::string cur;
+  bool in_word = false;
+  char quote = 0;
+  for (char c : text) {
+    if (quote != 0) {
+      if (c == quote) {
+        quote = 0;
+      } else {
+        cur += c;
+      }
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) words.push_back(std::move(cur));
+      cur.clear();
+      in_word = false;
+    } else {
+      cur += c;
+      in_word = true;
+    }
+  }
+  if (in_word) words.push_back(std::move(cur));
+  return words;
+}
+
+struct ArgparseOption {
+  std::vector<std::string> flags;  // {"--batch_size", "--bs"}
+  std::string dest;
+  TSNode default_node{};
+  bool has_default = false;
+  bool store_true = false, store_false = false;
+  int file = 0;
+  int line = 0;
+};
+
+struct CallSite {
+  std::string callee;  // the function as written, spaces removed: "torch.optim.AdamW"
+  std::string name;    // its last part: "AdamW"
+  TSNode node;
+  int file = 0;
+};
+
+class Analyzer {
+ public:
+  Analyzer(std::string code_dir, std::string script_name)
+      : code_dir_(std::move(code_dir)), script_name_(std::move(script_name)) {}
+
+  StatusOr<CodeFacts> Run(const JobScript& script);
+
+ private:
+  struct File {
+    std::string name;  // relative to the code folder
+    PythonTree tree;
+  };
+  struct Binding {
+    int file;
+    TSNode value;
+  };
+
+  // ---- reading ----
+  Status FindEntry(const JobScript& script);
+  void ReadLauncherOptions(const JobScript& script, const JobScript::Command& cmd);
+  std::optional<std::string> ResolveModule(std::string_view module, int from_file) const;
+  void AddFile(const std::string& rel);
+  void Walk(int file);
+  void OnImport(int file, TSNode node);
+  void OnCall(int file, TSNode node);
+  void Bind(int file, std::string_view name, TSNode value);
+  void ApplyCommandLine();
+  void LoadConfigs();
+
+  // ---- evaluating ----
+  Value Eval(int file, TSNode node, int depth) const;
+  Value EvalName(int file, std::string_view name, int depth) const;
+  Value EvalAttribute(int file, TSNode node, int depth) const;
+  Value EvalCall(int file, TSNode node, int depth) const;
+  Value ArgValue(const ArgparseOption& opt, int depth) const;
+  Value ConfigValueOf(std::string_view dotted) const;
+  TSNode Kw(int file, TSNode call, std::string_view name) const;
+  TSNode Pos(TSNode call, uint32_t index) const;
+  Value KwValue(const CallSite& c, std::string_view name) const;
+  SourceLine Where(int file, TSNode node) const { return {files_[file].name, LineOf(node)}; }
+  SourceLine Where(const CallSite& c) const { return Where(c.file, c.node); }
+  std::string Text(int file, TSNode node) const {
+    return std::string(files_[file].tree.Text(node));
+  }
+
+  // ---- facts ----
+  void Extract();
+  void ExtractFrameworks();
+  void ExtractCall(const CallSite& c);
+  void ExtractModelCall(const CallSite& c);
+  void ExtractConfigs();
+  void ExtractFallbacks();
+  template <typename T>
+  void SetNumber(Fact<T>& f, const Value& v, const SourceLine& use, const std::string& what,
+                 int rank);
+  void Undecided(const std::string& what, const std::string& reason, SourceLine where);
+  void SetTransformer(const TransformerSpec& spec, SourceLine where, const std::string& how,
+                      int rank);
+
+  std::string code_dir_, script_name_;
+  CodeFacts facts_;
+  std::vector<File> files_;
+  std::set<std::string> seen_files_;
+  std::unordered_map<std::string, std::vector<Binding>> bindings_;
+  std::vector<ArgparseOption> options_;
+  std::vector<CallSite> calls_;
+  std::vector<std::pair<std::string, SourceLine>> imports_;
+  std::vector<std::string> config_refs_;  // file names mentioned in strings and arguments
+  std::vector<ConfigFile> configs_;
+  std::set<std::string> loaded_configs_;
+  std::map<std::string, std::pair<std::string, std::string>> cmdline_;  // dest -> (flag, value)
+  std::map<std::string, Undetermined> pending_;                         // what -> why unknown
+  int nn_layer_count_ = 0;  // nn.TransformerEncoder num_layers
+  double linear_params_ = 0, embedding_params_ = 0, transformer_layer_params_ = 0;
+  SourceLine linear_where_, layer_where_;
+  int gpus_requested_ = 0;
+  std::map<std::string, std::string> env_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+Status Analyzer::FindEntry(const JobScript& script) {
+  const JobScript::Command* cmd = script.MainCommand();
+  if (cmd == nullptr) return Status::NotFound("the script runs no command");
+  gpus_requested_ = script.request.gpus.value_or(0);
+  env_ = script.env;
+  // The main command may be a shell helper; the first command that runs Python is the work.
+  const JobScript::Command* python = nullptr;
+  for (const auto& c : script.commands) {
+    bool runs_python =
+        std::find(c.wrappers.begin(), c.wrappers.end(), "python") != c.wrappers.end() ||
+        c.program.ends_with(".py") || c.program.starts_with("-m ");
+    if (runs_python && (python == nullptr || &c == cmd)) python = &c;
+  }
+  if (python == nullptr) {
+    return Status::NotFound(fmt::format("{}:{}: the job runs {}, not a Python program",
+                                        script_name_, cmd->line, cmd->program));
+  }
+  cmd = python;
+  facts_.launcher = cmd->launcher;
+  facts_.command = {script_name_, cmd->line};
+  facts_.args = cmd->args;
+  std::string rel;
+  if (cmd->program.starts_with("-m ")) {
+    std::string module = cmd->program.substr(3);
+    auto found = ResolveModule(module, -1);
+    if (!found) {
+      return Status::NotFound(
+          fmt::format("{}:{}: module {} is not in {}", script_name_, cmd->line, module, code_dir_));
+    }
+    rel = *found;
+  } else {
+    fs::path p(cmd->program);
+    for (const fs::path& candidate : {p, p.filename()}) {
+      if (candidate.is_absolute()) {
+        if (fs::is_regular_file(candidate)) {
+          rel = fs::relative(candidate, code_dir_).string();
+          break;
+        }
+        continue;
+      }
+      if (fs::is_regular_file(fs::path(code_dir_) / candidate)) {
+        rel = candidate.lexically_normal().string();
+        break;
+      }
+    }
+    if (rel.empty()) {
+      return Status::NotFound(
+          fmt::format("{}:{}: {} is not in {}", script_name_, cmd->line, cmd->program, code_dir_));
+    }
+  }
+  facts_.entry = rel;
+  ReadLauncherOptions(script, *cmd);
+  AddFile(rel);
+  return Status::Ok();
+}
+
+void Analyzer::ReadLauncherOptions(const JobScript& script, const JobScript::Command& cmd) {
+  std::vector<std::string> words = ShellWords(cmd.text);
+  SourceLine where = facts_.command;
+  auto int_of = [&](const std::string& s) -> std::optional<int> {
+    std::string v = s;
+    if (v.starts_with("$")) {
+      std::string name = v.substr(1);
+      if (name.starts_with("{") && name.ends_with("}")) name = name.substr(1, name.size() - 2);
+      auto it = env_.find(name);
+      if (it == env_.end()) return std::nullopt;
+      v = it->second;
+    }
+    auto n = ParseNumber(v);
+    if (!n || *n < 1) return std::nullopt;
+    return static_cast<int>(*n);
+  };
+  int per_node = 0, nodes = 1;
+  bool launched = false;
+  for (size_t i = 0; i < words.size(); ++i) {
+    std::string w = words[i];
+    if (w == cmd.program || w.ends_with("/" + cmd.program)) break;
+    std::string value;
+    if (auto eq = w.find('='); eq != std::string::npos && w.starts_with("--")) {
+      value = w.substr(eq + 1);
+      w = w.substr(0, eq);
+    } else if (i + 1 < words.size()) {
+      value = words[i + 1];
+    }
+    std::replace(w.begin(), w.end(), '-', '_');
+    if (w == "__nproc_per_node" || w == "__num_gpus" || w == "__num_processes") {
+      launched = true;
+      if (auto n = int_of(value)) {
+        per_node = *n;
+      } else {
+        Undecided("processes", fmt::format("{} {} is not a number", words[i], value), where);
+      }
+    } else if (w == "__nnodes" || w == "__num_nodes" || w == "__num_machines") {
+      if (auto n = int_of(value)) nodes = *n;
+    } else if (w == "__mixed_precision") {
+      std::string v = Lower(value);
+      if (v == "bf16") {
+        Set(facts_.precision, Precision::kMixedBf16, where,
+            "accelerate launch --mixed_precision bf16", kRankLauncher);
+      }
+      if (v == "fp16") {
+        Set(facts_.precision, Precision::kMixedFp16, where,
+            "accelerate launch --mixed_precision fp16", kRankLauncher);
+      }
+    } else if (w == "__use_fsdp") {
+      Set(facts_.zero_stage, 3, where, "accelerate launch --use_fsdp", kRankLauncher);
+      Set(facts_.parallelism, std::string("FSDP"), where, "accelerate launch --use_fsdp",
+          kRankLauncher);
+    } else if (w == "__zero_stage") {
+      if (auto n = ParseNumber(value)) {
+        Set(facts_.zero_stage, static_cast<int>(*n), where, "accelerate launch --zero_stage",
+            kRankLauncher);
+      }
+    } else if (w == "__deepspeed_config_file") {
+      config_refs_.push_back(value);
+    }
+  }
+  const std::string& l = cmd.launcher;
+  if (l == "torchrun" || l == "deepspeed" || l == "accelerate") {
+    if (per_node == 0 && (l == "deepspeed" || !launched)) {
+      // deepspeed uses every GPU of the node; torchrun and accelerate default to one process.
+      per_node = l == "deepspeed"
+                     ? std::max(1, gpus_requested_ / std::max(1, script.request.nodes.value_or(1)))
+                     : 1;
+      facts_.processes.how = "launcher default";
+    }
+    Set(facts_.processes, per_node * nodes, where,
+        fmt::format("{}: {} per node × {} node{}", l, per_node, nodes, nodes == 1 ? "" : "s"),
+        kRankLauncher);
+  } else if (l == "srun" || l == "mpirun" || l == "mpiexec") {
+    int tasks = script.ntasks.value_or(script.ntasks_per_node.value_or(1) *
+                                       script.request.nodes.value_or(1));
+    Set(facts_.processes, tasks, where,
+        fmt::format("{} starts {} task{}", l, tasks, tasks == 1 ? "" : "s"), kRankLauncher);
+  } else {
+    Set(facts_.processes, 1, where, "one Python process", kRankName);
+  }
+}
+
+std::optional<std::string> Analyzer::ResolveModule(std::string_view module, int from_file) const {
+  std::string path(module);
+  size_t leading_dots = 0;
+  while (leading_dots < path.size() && path[leading_dots] == '.') ++leading_dots;
+  path = path.substr(leading_dots);
+  std::replace(path.begin(), path.end(), '.', '/');
+  std::vector<fs::path> roots;
+  if (from_file >= 0) roots.push_back(fs::path(files_[from_file].name).parent_path());
+  roots.emplace_back("");
+  for (const auto& root : roots) {
+    for (const std::string suffix : {".py", "/__init__.py", "/__main__.py"}) {
+      if (path.empty() && suffix == ".py") continue;
+      fs::path rel = (root / (path + suffix)).lexically_normal();
+      std::error_code ec;
+      if (fs::is_regular_file(fs::path(code_dir_) / rel, ec)) return rel.string();
+    }
+  }
+  return std::nullopt;
+}
+
+void Analyzer::AddFile(const std::string& rel) {
+  if (static_cast<int>(files_.size()) >= kMaxCodeFiles || !seen_files_.insert(rel).second) return;
+  std::ifstream in(fs::path(code_dir_) / rel, std::ios::binary);
+  if (!in) {
+    facts_.parse_errors.push_back(fmt::format("{}: cannot be read", rel));
+    return;
+  }
+  // Read at most one byte past the limit, without zero-filling the limit up front.
+  std::string text;
+  char buf[1 << 16];
+  while (text.size() <= kMaxSourceBytes && in.read(buf, sizeof buf).gcount() > 0) {
+    text.append(buf, static_cast<size_t>(in.gcount()));
+  }
+  auto tree = PythonTree::Parse(std::move(text));
+  if (!tree.ok()) {
+    facts_.parse_errors.push_back(fmt::format("{}: {}", rel, tree.status().message()));
+    return;
+  }
+  for (int line : tree->error_lines()) {
+    facts_.parse_errors.push_back(
+        fmt::format("{}:{}: syntax error; facts come from the rest of the file", rel, line));
+  }
+  files_.push_back({rel, std::move(*tree)});
+  facts_.files.push_back(rel);
+  Walk(static_cast<int>(files_.size()) - 1);
+}
+
+void Analyzer::Walk(int file) {
+  TSTreeCursor cursor = ts_tree_cursor_new(files_[file].tree.Root());
+  bool more = true;
+  while (more) {
+    TSNode n = ts_tree_cursor_current_node(&cursor);
+    std::string_view type = TypeOf(n);
+    if (type == "import_statement" || type == "import_from_statement") {
+      OnImport(file, n);
+    } else if (type == "call") {
+      OnCall(file, n);
+    } else if (type == "assignment") {
+      TSNode left = Field(n, "left");
+      TSNode right = Field(n, "right");
+      if (!ts_node_is_null(right) &&
+          (TypeOf(left) == "identifier" || TypeOf(left) == "attribute")) {
+        Bind(file, files_[file].tree.Text(left), right);
+      }
+    } else if (type == "default_parameter" || type == "typed_default_parameter") {
+      TSNode name = Field(n, "name");
+      TSNode value = Field(n, "value");
+      if (!ts_node_is_null(value)) Bind(file, files_[file].tree.Text(name), value);
+    } else if (type == "string") {
+      std::string_view t = files_[file].tree.Text(n);
+      if (t.size() > 2) {
+        std::string s(t.substr(1, t.size() - 2));
+        if (s.ends_with(".yaml") || s.ends_with(".yml") || s.ends_with(".json")) {
+          config_refs_.push_back(s);
+        }
+      }
+    }
+    if (ts_tree_cursor_goto_first_child(&cursor)) continue;
+    while (!ts_tree_cursor_goto_next_sibling(&cursor)) {
+      if (!ts_tree_cursor_goto_parent(&cursor)) {
+        more = false;
+        break;
+      }
+    }
+  }
+  ts_tree_cursor_delete(&cursor);
+}
+
+void Analyzer::Bind(int file, std::string_view name, TSNode value) {
+  bindings_[Collapse(name)].push_back({file, value});
+}
+
+void Analyzer::OnImport(int file, TSNode node) {
+  std::vector<std::string> modules;
+  TSNode from = Field(node, "module_name");
+  if (!ts_node_is_null(from)) {
+    std::string module = Text(file, from);
+    modules.push_back(module);
+    // `from . import models` and `from pkg import sub` may name modules too.
+    for (uint32_t i = 0; i < NamedCount(node); ++i) {
+      TSNode child = Named(node, i);
+      if (ts_node_eq(child, from) || TypeOf(child) != "dotted_name") continue;
+      std::string sub = Text(file, child);
+      modules.push_back(module.ends_with(".") ? module + sub : module + "." + sub);
+    }
+  } else {
+    for (uint32_t i = 0; i < NamedCount(node); ++i) {
+      TSNode child = Named(node, i);
+      if (TypeOf(child) == "aliased_import") child = Field(child, "name");
+      modules.push_back(Text(file, child));
+    }
+  }
+  for (const auto& m : modules) {
+    imports_.emplace_back(m, Where(file, node));
+    if (auto local = ResolveModule(m, file)) AddFile(*local);
+  }
+}
+
+void Analyzer::OnCall(int file, TSNode node) {
+  TSNode fn = Field(node, "function");
+  CallSite c;
+  c.callee = Collapse(files_[file].tree.Text(fn));
+  c.node = node;
+  c.file = file;
+  calls_.push_back(std::move(c));
+  CallSite& back = calls_.back();
+  back.name = std::string(LastPart(back.callee));
+  if (back.name != "add_argument") return;
+  ArgparseOption opt;
+  opt.file = file;
+  opt.line = LineOf(node);
+  TSNode args = Field(node, "arguments");
+  for (uint32_t i = 0; i < NamedCount(args); ++i) {
+    TSNode a = Named(args, i);
+    if (TypeOf(a) == "string") {
+      std::string_view t = files_[file].tree.Text(a);
+      if (t.size() > 2) opt.flags.emplace_back(t.substr(1, t.size() - 2));
+    } else if (TypeOf(a) == "keyword_argument") {
+      std::string key = Text(file, Field(a, "name"));
+      TSNode value = Field(a, "value");
+      if (key == "default") {
+        opt.default_node = value;
+        opt.has_default = true;
+      } else if (key == "dest") {
+        std::string_view t = files_[file].tree.Text(value);
+        if (t.size() > 2) opt.dest = std::string(t.substr(1, t.size() - 2));
+      } else if (key == "action") {
+        std::string_view t = files_[file].tree.Text(value);
+        opt.store_true = t.find("store_true") != std::string_view::npos;
+        opt.store_false = t.find("store_false") != std::string_view::npos;
+      }
+    }
+  }
+  if (opt.flags.empty()) return;
+  if (opt.dest.empty()) {
+    std::string best = opt.flags[0];
+    for (const auto& f : opt.flags) {
+      if (f.starts_with("--")) {
+        best = f;
+        break;
+      }
+    }
+    while (best.starts_with("-")) best.erase(0, 1);
+    std::replace(best.begin(), best.end(), '-', '_');
+    opt.dest = best;
+  }
+  options_.push_back(std::move(opt));
+}
+
+void Analyzer::ApplyCommandLine() {
+  const auto& args = facts_.args;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (!a.starts_with("-") || a == "-" || a == "--") continue;
+    std::string flag = a, value;
+    bool has_value = false;
+    if (auto eq = a.find('='); eq != std::string::npos) {
+      flag = a.substr(0, eq);
+      value = a.substr(eq + 1);
+      has_value = true;
+    }
+    const ArgparseOption* opt = nullptr;
+    for (const auto& o : options_) {
+      if (std::find(o.flags.begin(), o.flags.end(), flag) != o.flags.end()) opt = &o;
+    }
+    std::string dest;
+    if (opt != nullptr) {
+      dest = opt->dest;
+      if (opt->store_true || opt->store_false) {
+        value = opt->store_true ? "true" : "false";
+        has_value = true;
+      }
+    } else {
+      // Not declared with argparse (HfArgumentParser dataclasses, click, fire): the flag's name.
+      dest = flag;
+      while (dest.starts_with("-")) dest.erase(0, 1);
+      std::replace(dest.begin(), dest.end(), '-', '_');
+    }
+    if (!has_value) {
+      if (i + 1 < args.size() && !args[i + 1].starts_with("--")) {
+        value = args[++i];
+      } else {
+        value = "true";
+      }
+    }
+    cmdline_[dest] = {flag, value};
+    if (value.ends_with(".yaml") || value.ends_with(".yml") || value.ends_with(".json")) {
+      config_refs_.insert(config_refs_.begin(), value);
+    }
+  }
+}
+
+void Analyzer::LoadConfigs() {
+  for (const auto& ref : config_refs_) {
+    if (static_cast<int>(configs_.size()) >= kMaxConfigFiles) break;
+    if (ref.find('{') != std::string::npos) continue;  // an f-string
+    std::vector<fs::path> candidates = {fs::path(ref)};
+    if (!files_.empty()) {
+      candidates.push_back(fs::path(files_[0].name).parent_path() / ref);
+    }
+    for (const auto& c : candidates) {
+      fs::path full = c.is_absolute() ? c : fs::path(code_dir_) / c;
+      std::error_code ec;
+      if (!fs::is_regular_file(full, ec)) continue;
+      std::string shown = c.is_absolute() ? c.string() : c.lexically_normal().string();
+      if (!loaded_configs_.insert(shown).second) break;
+      auto cfg = LoadConfigFile(full.string(), shown);
+      if (cfg.ok()) {
+        configs_.push_back(std::move(*cfg));
+        facts_.files.push_back(shown);
+      } else {
+        facts_.parse_errors.push_back(cfg.status().message());
+      }
+      break;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Evaluating: constant folding over literals, names, argparse options and config files.
+
+constexpr int kMaxDepth = 12;
+
+Value Analyzer::Eval(int file, TSNode node, int depth) const {
+  if (ts_node_is_null(node)) return Value::Unknown("no value");
+  if (depth > kMaxDepth) return Value::Unknown("defined through too many names");
+  std::string_view type = TypeOf(node);
+  std::string_view text = files_[file].tree.Text(node);
+  Value v;
+  v.origin = Where(file, node);
+  if (type == "integer" || type == "float") {
+    auto n = ParseNumber(text);
+    if (!n) return Value::Unknown(fmt::format("{} is not a plain number", text));
+    v.kind = Value::Kind::kNumber;
+    v.number = *n;
+    return v;
+  }
+  if (type == "true" || type == "false") {
+    v.kind = Value::Kind::kBool;
+    v.number = type == "true" ? 1 : 0;
+    return v;
+  }
+  if (type == "none") {
+    v.kind = Value::Kind::kNone;
+    return v;
+  }
+  if (type == "string") {
+    size_t quote = text.find_first_of("'\"");
+    if (quote == std::string_view::npos) return Value::Unknown("not a plain string");
+    std::string_view prefix = text.substr(0, quote);
+    if (prefix.find_first_of("fF") != std::string_view::npos) {
+      return Value::Unknown(fmt::format("{} is an f-string", text));
+    }
+    std::string_view body = text.substr(quote);
+    size_t q = body.starts_with("\"\"\"") || body.starts_with("'''") ? 3 : 1;
+    if (text.size() < quote + 2 * q) return Value::Unknown("not a plain string");
+    v.kind = Value::Kind::kString;
+    v.text = std::string(text.substr(quote + q, text.size() - quote - 2 * q));
+    return v;
+  }
+  if (type == "identifier") return EvalName(file, text, depth);
+  if (type == "attribute") return EvalAttribute(file, node, depth);
+  if (type == "parenthesized_expression") return Eval(file, Named(node, 0), depth + 1);
+  if (type == "unary_operator") {
+    Value inner = Eval(file, Field(node, "argument"), depth + 1);
+    if (inner.IsNumber() && text.starts_with("-")) inner.number = -inner.number;
+    return inner;
+  }
+  if (type == "binary_operator") {
+    Value a = Eval(file, Field(node, "left"), depth + 1);
+    Value b = Eval(file, Field(node, "right"), depth + 1);
+    if (!a.IsNumber() || !b.IsNumber()) {
+      return Value::Unknown(fmt::format("{}: {}", text, !a.known() ? a.reason : b.reason));
+    }
+    std::string_view op = files_[file].tree.Text(Field(node, "operator"));
+    if (op == "+") {
+      a.number += b.number;
+    } else if (op == "-") {
+      a.number -= b.number;
+    } else if (op == "*") {
+      a.number *= b.number;
+    } else if (op == "/" && b.number != 0) {
+      a.number /= b.number;
+    } else if (op == "//" && b.number != 0) {
+      a.number = std::floor(a.number / b.number);
+    } else if (op == "**") {
+      a.number = std::pow(a.number, b.number);
+    } else {
+      return Value::Unknown(fmt::format("{}: operator {} not folded", text, op));
+    }
+    a.how = a.how.empty() ? b.how : a.how;
+    return a;
+  }
+  if (type == "call") return EvalCall(file, node, depth);
+  if (type == "subscript") {
+    // cfg["train"]["batch_size"] -> train.batch_size in a config file.
+    std::vector<std::string> keys;
+    TSNode cur = node;
+    while (TypeOf(cur) == "subscript") {
+      Value key = Eval(file, Field(cur, "subscript"), depth + 1);
+      if (key.kind != Value::Kind::kString) break;
+      keys.insert(keys.begin(), key.text);
+      cur = Field(cur, "value");
+    }
+    std::string_view root = files_[file].tree.Text(cur);
+    if (root.find("environ") != std::string_view::npos) {
+      return Value::Unknown(fmt::format("{} is read from the environment", text));
+    }
+    if (!keys.empty()) {
+      std::string dotted;
+      for (const auto& k : keys) dotted += (dotted.empty() ? "" : ".") + k;
+      Value c = ConfigValueOf(dotted);
+      if (c.known()) return c;
+    }
+    return Value::Unknown(fmt::format("{} is not a constant", text));
+  }
+  if (type == "conditional_expression") {
+    return Value::Unknown(fmt::format("{} depends on a condition", text));
+  }
+  return Value::Unknown(fmt::format("{} is not a constant", text));
+}
+
+Value Analyzer::EvalName(int file, std::string_view name, int depth) const {
+  auto it = bindings_.find(std::string(name));
+  if (it != bindings_.end()) {
+    // The last binding in this file, else in any file (an imported constant).
+    const Binding* pick = nullptr;
+    for (const auto& b : it->second) {
+      if (b.file == file) pick = &b;
+    }
+    if (pick == nullptr) pick = &it->second.back();
+    Value v = Eval(pick->file, pick->value, depth + 1);
+    if (v.known() || it->second.size() == 1) return v;
+    for (auto b = it->second.rbegin(); b != it->second.rend(); ++b) {
+      Value other = Eval(b->file, b->value, depth + 1);
+      if (other.known()) return other;
+    }
+    return v;
+  }
+  for (const auto& o : options_) {
+    if (o.dest == name) return ArgValue(o, depth);
+  }
+  return Value::Unknown(fmt::format("{} is not assigned a constant", name));
+}
+
+Value Analyzer::EvalAttribute(int file, TSNode node, int depth) const {
+  std::string dotted = Collapse(files_[file].tree.Text(node));
+  if (dotted.starts_with("torch.") || dotted.starts_with("jnp.") || dotted.starts_with("tf.")) {
+    Value v;
+    v.kind = Value::Kind::kName;
+    v.text = dotted;
+    v.origin = Where(file, node);
+    return v;
+  }
+  if (bindings_.count(dotted) != 0) return EvalName(file, dotted, depth);
+  std::string_view attr = LastPart(dotted);
+  for (const auto& o : options_) {
+    if (o.dest == attr) return ArgValue(o, depth);
+  }
+  if (auto c = cmdline_.find(std::string(attr)); c != cmdline_.end()) {
+    return FromText(c->second.second, facts_.command,
+                    fmt::format("{} {} on the command line", c->second.first, c->second.second));
+  }
+  // cfg.train.batch_size / self.hparams.batch_size: try the path below the root in the configs.
+  size_t dot = dotted.find('.');
+  std::string rest = dotted.substr(dot + 1);
+  for (std::string path = rest;;) {
+    Value c = ConfigValueOf(path);
+    if (c.known()) return c;
+    size_t d = path.find('.');
+    if (d == std::string::npos) break;
+    path = path.substr(d + 1);
+  }
+  if (bindings_.count(std::string(attr)) != 0 && dotted.starts_with("self.")) {
+    return EvalName(file, attr, depth);
+  }
+  return Value::Unknown(fmt::format("{} is not a constant", dotted));
+}
+
+Value Analyzer::EvalCall(int file, TSNode node, int depth) const {
+  std::string callee = Collapse(files_[file].tree.Text(Field(node, "function")));
+  std::string_view name = LastPart(callee);
+  if (name == "int" || name == "float" || name == "round" || name == "field") {
+    TSNode kw = Kw(file, node, "default");
+    return Eval(file, ts_node_is_null(kw) ? Pos(node, 0) : kw, depth + 1);
+  }
+  if (name == "min" || name == "max") {
+    Value a = Eval(file, Pos(node, 0), depth + 1);
+    Value b = Eval(file, Pos(node, 1), depth + 1);
+    if (a.IsNumber() && b.IsNumber()) {
+      a.number = name == "min" ? std::min(a.number, b.number) : std::max(a.number, b.number);
+      return a;
+    }
+    return Value::Unknown(fmt::format("{} is not a constant", files_[file].tree.Text(node)));
+  }
+  if (name == "get" || name == "getenv") {
+    if (callee.find("environ") != std::string::npos || name == "getenv") {
+      Value d = Eval(file, Pos(node, 1), depth + 1);
+      Value key = Eval(file, Pos(node, 0), depth + 1);
+      if (key.kind == Value::Kind::kString) {
+        if (auto it = env_.find(key.text); it != env_.end()) {
+          return FromText(it->second, facts_.command,
+                          fmt::format("${} set in the script", key.text));
+        }
+      }
+      if (d.known()) d.how = fmt::format("default of ${}", key.text);
+      return d.known() ? d
+                       : Value::Unknown(fmt::format("${} is read from the environment", key.text));
+    }
+    Value key = Eval(file, Pos(node, 0), depth + 1);
+    if (key.kind == Value::Kind::kString) {
+      Value c = ConfigValueOf(key.text);
+      if (c.known()) return c;
+    }
+    return Eval(file, Pos(node, 1), depth + 1);
+  }
+  if (name == "getattr") {
+    return Value::Unknown(fmt::format("{} is looked up at run time", files_[file].tree.Text(node)));
+  }
+  return Value::Unknown(fmt::format("{} is computed at run time", files_[file].tree.Text(node)));
+}
+
+Value Analyzer::ArgValue(const ArgparseOption& opt, int depth) const {
+  if (auto it = cmdline_.find(opt.dest); it != cmdline_.end()) {
+    return FromText(
+        it->second.second, facts_.command,
+        fmt::format("{} {} on the command line, over the argparse default at {}:{}",
+                    it->second.first, it->second.second, files_[opt.file].name, opt.line));
+  }
+  // A config file named by the job that holds the option (the `parser.set_defaults(**cfg)`
+  // pattern) overrides the argparse default.
+  Value c = ConfigValueOf(opt.dest);
+  if (c.known()) return c;
+  if (opt.store_true || opt.store_false) {
+    Value v;
+    v.kind = Value::Kind::kBool;
+    v.number = opt.store_false ? 1 : 0;
+    v.origin = {files_[opt.file].name, opt.line};
+    v.how = "argparse flag not given";
+    return v;
+  }
+  if (!opt.has_default) {
+    return Value::Unknown(fmt::format("{} has no default and is not on the command line",
+                                      opt.flags.empty() ? opt.dest : opt.flags.back()));
+  }
+  Value v = Eval(opt.file, opt.default_node, depth + 1);
+  if (v.known()) v.how = fmt::format("argparse default of {}", opt.flags.back());
+  return v;
+}
+
+Value Analyzer::ConfigValueOf(std::string_view dotted) const {
+  for (const auto& cfg : configs_) {
+    if (auto v = cfg.Find(dotted)) {
+      return FromText(v->text, {cfg.name, v->line}, cfg.name);
+    }
+  }
+  return Value::Unknown(fmt::format("{} is in no config file read", dotted));
+}
+
+TSNode Analyzer::Kw(int file, TSNode call, std::string_view name) const {
+  TSNode args = Field(call, "arguments");
+  for (uint32_t i = 0; i < NamedCount(args); ++i) {
+    TSNode a = Named(args, i);
+    if (TypeOf(a) != "keyword_argument") continue;
+    if (files_[file].tree.Text(Field(a, "name")) == name) return Field(a, "value");
+  }
+  return TSNode{};
+}
+
+TSNode Analyzer::Pos(TSNode call, uint32_t index) const {
+  TSNode args = Field(call, "arguments");
+  uint32_t seen = 0;
+  for (uint32_t i = 0; i < NamedCount(args); ++i) {
+    TSNode a = Named(args, i);
+    std::string_view t = TypeOf(a);
+    if (t == "keyword_argument" || t == "list_splat" || t == "dictionary_splat") continue;
+    if (seen++ == index) return a;
+  }
+  return TSNode{};
+}
+
+Value Analyzer::KwValue(const CallSite& c, std::string_view name) const {
+  TSNode n = Kw(c.file, c.node, name);
+  if (ts_node_is_null(n)) return Value::Unknown("");  // absent: nothing to report
+  return Eval(c.file, n, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Facts
+
+void Analyzer::Undecided(const std::string& what, const std::string& reason, SourceLine where) {
+  pending_[what] = {what, reason, std::move(where)};
+}
+
+template <typename T>
+void Analyzer::SetNumber(Fact<T>& f, const Value& v, const SourceLine& use, const std::string& what,
+                         int rank) {
+  if (!v.IsNumber()) {
+    if ((!v.known() && !v.reason.empty()) || v.kind == Value::Kind::kNone) {
+      if (!f.known() || f.rank < rank) Undecided(what, v.known() ? "None" : v.reason, use);
+    }
+    return;
+  }
+  SourceLine where = v.origin.empty() ? use : v.origin;
+  std::string how = v.how.empty() ? std::string("written in the call") : v.how;
+  if (where.file != use.file || where.line != use.line) {
+    how = how.empty() ? fmt::format("used at {}", use.ToString())
+                      : fmt::format("{}; used at {}", how, use.ToString());
+  }
+  if (Set(f, static_cast<T>(v.number), where, how, rank)) pending_.erase(what);
+}
+
+void Analyzer::SetTransformer(const TransformerSpec& spec, SourceLine where, const std::string& how,
+                              int rank) {
+  if (!Set(facts_.model, std::string(spec.key), where, how, rank)) return;
+  facts_.architecture = Architecture::kTransformer;
+  Set(facts_.layers, spec.layers, where, how, rank);
+  Set(facts_.hidden, spec.hidden, where, how, rank);
+  Set(facts_.heads, spec.heads, where, how, rank);
+  Set(facts_.vocab, spec.vocab, where, how, rank);
+  Set(facts_.ffn, spec.ffn, where, how, rank);
+  Set(facts_.max_positions, spec.max_positions, where, how, rank);
+  Set(facts_.parameters, spec.parameters, where, how, rank);
+  pending_.erase("model");
+  // Hugging Face picks SDPA for these families since transformers 4.36.
+  if (spec.family == "llama" || spec.family == "mistral" || spec.family == "qwen2") {
+    Set(facts_.fused_attention, true, where,
+        fmt::format("transformers uses SDPA attention for {} by default", spec.family),
+        kRankDefault);
+  }
+}
+
+void Analyzer::ExtractFrameworks() {
+  static constexpr std::pair<std::string_view, std::string_view> kFrameworks[] = {
+      {"deepspeed", "DeepSpeed"},
+      {"lightning", "Lightning"},
+      {"pytorch_lightning", "Lightning"},
+      {"accelerate", "HF Accelerate"},
+      {"transformers", "HF Transformers"},
+      {"jax", "JAX"},
+      {"flax", "JAX"},
+      {"tensorflow", "TensorFlow"},
+      {"keras", "TensorFlow"},
+      {"torch", "PyTorch"},
+      {"torchvision", "PyTorch"},
+  };
+  int best = -1;
+  for (const auto& [module, where] : imports_) {
+    std::string_view root = std::string_view(module).substr(0, module.find('.'));
+    for (int i = 0; i < static_cast<int>(std::size(kFrameworks)); ++i) {
+      if (kFrameworks[i].first != root) continue;
+      std::string name(kFrameworks[i].second);
+      if (std::find(facts_.frameworks.begin(), facts_.frameworks.end(), name) ==
+          facts_.frameworks.end()) {
+        facts_.frameworks.push_back(name);
+      }
+      if (best < 0 || i < best) {
+        best = i;
+        facts_.framework = {};
+        Set(facts_.framework, name, where, fmt::format("import {}", module), kRankCall);
+      }
+    }
+  }
+  if (!facts_.framework.known()) {
+    Undecided("framework", "no deep-learning framework is imported", {facts_.entry, 0});
+  }
+}
+
+void Analyzer::ExtractModelCall(const CallSite& c) {
+  std::string_view name = c.name;
+  SourceLine where = Where(c);
+  // Hugging Face configs: GPT2Config(n_layer=…), LlamaConfig(…), AutoConfig.from_pretrained.
+  bool config_ctor = name.ends_with("Config") && name != "BitsAndBytesConfig" &&
+                     name != "LoraConfig" && name != "GenerationConfig" && name != "AutoConfig" &&
+                     name != "PretrainedConfig" && name.find("Quant") == std::string_view::npos;
+  if (config_ctor) {
+    std::string family = Lower(name.substr(0, name.size() - 6));
+    static const std::map<std::string, std::string, std::less<>> kDefaults = {
+        {"gpt2", "gpt2"},          {"llama", "llama-2-7b"},     {"bert", "bert-base"},
+        {"mistral", "mistral-7b"}, {"roberta", "roberta-base"}, {"opt", "opt-125m"}};
+    TransformerSpec spec{};
+    auto d = kDefaults.find(family);
+    if (d != kDefaults.end()) spec = *FindTransformer(d->second);
+    auto pick = [&](std::initializer_list<std::string_view> keys, int64_t* out) {
+      for (auto k : keys) {
+        Value v = KwValue(c, k);
+        if (v.IsNumber()) {
+          *out = static_cast<int64_t>(v.number);
+          return;
+        }
+        if (!ts_node_is_null(Kw(c.file, c.node, k))) {
+          Undecided("model", fmt::format("{}= of {}: {}", k, name, v.reason), where);
+        }
+      }
+    };
+    pick({"n_layer", "num_hidden_layers", "num_layers"}, &spec.layers);
+    pick({"n_embd", "hidden_size", "d_model"}, &spec.hidden);
+    pick({"n_head", "num_attention_heads"}, &spec.heads);
+    pick({"vocab_size"}, &spec.vocab);
+    pick({"n_inner", "intermediate_size", "d_ff"}, &spec.ffn);
+    pick({"n_positions", "max_position_embeddings"}, &spec.max_positions);
+    if (d == kDefaults.end() && (spec.layers == 0 || spec.hidden == 0)) {
+      Undecided("model",
+                fmt::format("{}: an unknown config class without n_layer/hidden_size", name),
+                where);
+      return;
+    }
+    if (spec.ffn == 0) spec.ffn = 4 * spec.hidden;
+    bool gated = family == "llama" || family == "mistral";
+    spec.parameters = TransformerParameters(spec.layers, spec.hidden, spec.ffn, spec.vocab,
+                                            gated ? 0 : spec.max_positions, gated, !gated);
+    spec.family = d != kDefaults.end() ? spec.family : "transformer";
+    std::string label = fmt::format("{}({} layers, hidden {})", name, spec.layers, spec.hidden);
+    std::string how = fmt::format("{} constructor", name);
+    if (Set(facts_.model, label, where, how, kRankConfig)) {
+      spec.key = "";
+      SetTransformer(spec, where, how, kRankConfig);
+      facts_.model.value = label;
+    }
+    return;
+  }
+  if (name == "from_pretrained" || name == "create_model" || name == "get_model") {
+    std::string_view owner = c.callee;
+    if (owner.find("Tokenizer") != std::string_view::npos ||
+        owner.find("Processor") != std::string_view::npos ||
+        owner.find("FeatureExtractor") != std::string_view::npos ||
+        owner.find("ImageProcessor") != std::string_view::npos) {
+      return;
+    }
+    Value id = Eval(c.file, Pos(c.node, 0), 0);
+    if (ts_node_is_null(Pos(c.node, 0))) id = KwValue(c, "pretrained_model_name_or_path");
+    if (id.kind != Value::Kind::kString) {
+      if (!facts_.model.known()) {
+        Undecided("model", fmt::format("the model name is not a constant ({})", id.reason), where);
+      }
+      return;
+    }
+    SourceLine origin = id.origin.empty() ? where : id.origin;
+    std::string how = fmt::format("{}(\"{}\")", c.callee, id.text);
+    if (auto v = FindVisionModel(id.text)) {
+      if (Set(facts_.model, id.text, origin, how, kRankCall)) {
+        facts_.architecture = v->layers > 0 ? Architecture::kVit : Architecture::kCnn;
+        Set(facts_.parameters, v->parameters, origin, how, kRankCall);
+        pending_.erase("model");
+      }
+    } else if (auto spec = FindTransformer(id.text)) {
+      // An explicit config (GPT2Config(…)) describes the model better than its name.
+      if (!facts_.model.known() || facts_.model.rank < kRankConfig) {
+        SetTransformer(*spec, origin, how, kRankCall);
+      }
+      if (c.callee.find("Config") == std::string::npos) {
+        // Config overrides passed to from_pretrained.
+        Value layers = KwValue(c, "n_layer");
+        if (layers.IsNumber()) {
+          Set(facts_.layers, static_cast<int64_t>(layers.number), where, how, kRankCall);
+        }
+      }
+    } else if (!facts_.model.known()) {
+      Undecided("model", fmt::format("{} is not in the table of known model sizes", id.text),
+                origin);
+    }
+    Value dtype = KwValue(c, "torch_dtype");
+    if (dtype.kind != Value::Kind::kName) dtype = KwValue(c, "dtype");
+    if (dtype.kind == Value::Kind::kName) {
+      if (dtype.text.ends_with("bfloat16")) {
+        Set(facts_.precision, Precision::kBf16, where, "torch_dtype=torch.bfloat16", kRankDefault);
+      }
+      if (dtype.text.ends_with("float16") && !dtype.text.ends_with("bfloat16")) {
+        Set(facts_.precision, Precision::kFp16, where, "torch_dtype=torch.float16", kRankDefault);
+      }
+    }
+    if (KwValue(c, "load_in_8bit").Truthy()) {
+      Set(facts_.precision, Precision::kInt8, where, "load_in_8bit=True", kRankConfig);
+    }
+    if (KwValue(c, "load_in_4bit").Truthy()) {
+      Set(facts_.precision, Precision::kInt4, where, "load_in_4bit=True", kRankConfig);
+    }
+    Value attn = KwValue(c, "attn_implementation");
+    if (attn.kind == Value::Kind::kString) {
+      bool fused = attn.text != "eager";
+      Set(facts_.fused_attention, fused, where,
+          fmt::format("attn_implementation=\"{}\"", attn.text), kRankCall);
+    }
+    return;
+  }
+  // torchvision / timm constructors by name.
+  if (auto v = FindVisionModel(name)) {
+    if (Set(facts_.model, std::string(name), where, fmt::format("{}()", c.callee), kRankCall)) {
+      facts_.architecture = v->layers > 0 ? Architecture::kVit : Architecture::kCnn;
+      Set(facts_.parameters, v->parameters, where, fmt::format("{}() size table", name), kRankCall);
+      if (v->layers > 0) {
+        Set(facts_.layers, v->layers, where, "ViT table", kRankCall);
+        Set(facts_.hidden, v->hidden, where, "ViT table", kRankCall);
+        Set(facts_.heads, v->heads, where, "ViT table", kRankCall);
+        Set(facts_.fused_attention, true, where, "torchvision ViT attention uses SDPA",
+            kRankDefault);
+      }
+      pending_.erase("model");
+    }
+    return;
+  }
+  // A model built by name at run time: getattr(models, name)(), models.__dict__[name]().
+  TSNode fn = Field(c.node, "function");
+  if (TypeOf(fn) == "call" || TypeOf(fn) == "subscript") {
+    std::string inner = Collapse(files_[c.file].tree.Text(fn));
+    if (inner.starts_with("getattr(") || inner.find("__dict__[") != std::string::npos) {
+      TSNode arg = TypeOf(fn) == "call" ? Pos(fn, 1) : Field(fn, "subscript");
+      Value chosen = Eval(c.file, arg, 0);
+      if (chosen.kind == Value::Kind::kString) {
+        if (auto v = FindVisionModel(chosen.text)) {
+          std::string how = fmt::format("{} with {} = \"{}\" ({})", inner, Text(c.file, arg),
+                                        chosen.text, chosen.how);
+          if (Set(facts_.model, chosen.text, chosen.origin, how, kRankCall)) {
+            facts_.architecture = v->layers > 0 ? Architecture::kVit : Architecture::kCnn;
+            Set(facts_.parameters, v->parameters, chosen.origin, how, kRankCall);
+            pending_.erase("model");
+          }
+          return;
+        }
+      }
+      if (!facts_.model.known()) {
+        Undecided("model",
+                  fmt::format("built dynamically by {}: {}", inner,
+                              chosen.known() ? "a name not in the size tables" : chosen.reason),
+                  where);
+      }
+    }
+    return;
+  }
+  // Hand-built PyTorch models.
+  if (name == "TransformerEncoderLayer" || name == "TransformerDecoderLayer") {
+    Value d_model =
+        Eval(c.file,
+             ts_node_is_null(Kw(c.file, c.node, "d_model")) ? Pos(c.node, 0)
+                                                            : Kw(c.file, c.node, "d_model"),
+             0);
+    Value nhead = Eval(
+        c.file,
+        ts_node_is_null(Kw(c.file, c.node, "nhead")) ? Pos(c.node, 1) : Kw(c.file, c.node, "nhead"),
+        0);
+    Value ffn = Eval(c.file,
+                     ts_node_is_null(Kw(c.file, c.node, "dim_feedforward"))
+                         ? Pos(c.node, 2)
+                         : Kw(c.file, c.node, "dim_feedforward"),
+                     0);
+    SetNumber(facts_.hidden, d_model, where, "model", kRankCall);
+    SetNumber(facts_.heads, nhead, where, "model", kRankCall);
+    if (ffn.IsNumber()) {
+      SetNumber(facts_.ffn, ffn, where, "model", kRankCall);
+    } else if (!ffn.known() && ts_node_is_null(Kw(c.file, c.node, "dim_feedforward")) &&
+               ts_node_is_null(Pos(c.node, 2))) {
+      Set(facts_.ffn, int64_t{2048}, where, "PyTorch default dim_feedforward=2048", kRankCall);
+    }
+    if (facts_.hidden.known() && facts_.ffn.known()) {
+      auto h = static_cast<double>(*facts_.hidden.value);
+      auto f = static_cast<double>(*facts_.ffn.value);
+      transformer_layer_params_ = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h;
+      layer_where_ = where;
+    }
+    facts_.architecture = Architecture::kTransformer;
+    Set(facts_.fused_attention, true, where,
+        "nn.MultiheadAttention inside nn.Transformer*Layer calls SDPA", kRankDefault);
+    return;
+  }
+  if (name == "TransformerEncoder" || name == "TransformerDecoder") {
+    Value n =
+        Eval(c.file,
+             ts_node_is_null(Kw(c.file, c.node, "num_layers")) ? Pos(c.node, 1)
+                                                               : Kw(c.file, c.node, "num_layers"),
+             0);
+    SetNumber(facts_.layers, n, where, "model", kRankCall);
+    if (facts_.layers.known()) nn_layer_count_ = static_cast<int>(*facts_.layers.value);
+    Set(facts_.model, std::string("nn.") + std::string(name), where, fmt::format("{}()", c.callee),
+        kRankName);
+    return;
+  }
+  if (name == "Embedding" && c.callee.find("nn.") != std::string::npos) {
+    Value n = Eval(c.file, Pos(c.node, 0), 0);
+    Value d = Eval(c.file, Pos(c.node, 1), 0);
+    if (n.IsNumber() && d.IsNumber()) {
+      embedding_params_ += n.number * d.number;
+      if (n.number > 1000) SetNumber(facts_.vocab, n, where, "vocab", kRankCall);
+    }
+    return;
+  }
+  if (name == "Linear" && c.callee.find("nn.") != std::string::npos) {
+    Value a = Eval(c.file, Pos(c.node, 0), 0);
+    Value b = Eval(c.file, Pos(c.node, 1), 0);
+    if (a.IsNumber() && b.IsNumber()) {
+      bool bias = !(KwValue(c, "bias").kind == Value::Kind::kBool && !KwValue(c, "bias").Truthy());
+      linear_params_ += a.number * b.number + (bias ? b.number : 0);
+      if (linear_where_.empty()) linear_where_ = where;
+    } else {
+      Undecided("parameters", fmt::format("nn.Linear size {}", !a.known() ? a.reason : b.reason),
+                where);
+    }
+  }
+}
+
+void Analyzer::ExtractCall(const CallSite& c) {
+  std::string_view name = c.name;
+  SourceLine where = Where(c);
+  ExtractModelCall(c);
+
+  if (name == "DataLoader") {
+    TSNode bs = Kw(c.file, c.node, "batch_size");
+    if (ts_node_is_null(bs)) bs = Pos(c.node, 1);
+    std::string first = Text(c.file, Pos(c.node, 0));
+    bool train = Lower(first).find("train") != std::string::npos;
+    bool eval = Lower(first).find("val") != std::string::npos ||
+                Lower(first).find("test") != std::string::npos;
+    if (!eval) {
+      if (ts_node_is_null(bs)) {
+        Set(facts_.batch_size, int64_t{1}, where, "DataLoader default batch_size=1", kRankDefault);
+      } else {
+        SetNumber(facts_.batch_size, Eval(c.file, bs, 0), where, "batch_size",
+                  train ? kRankCall + 1 : kRankCall);
+      }
+      Value w = KwValue(c, "num_workers");
+      if (w.IsNumber()) {
+        SetNumber(facts_.num_workers, w, where, "num_workers", kRankCall);
+      } else if (!ts_node_is_null(Kw(c.file, c.node, "num_workers"))) {
+        Undecided("num_workers", w.reason, where);
+      }
+    }
+  } else if (name == "TrainingArguments" || name == "SFTConfig" ||
+             name == "Seq2SeqTrainingArguments") {
+    Set(facts_.training, true, where, fmt::format("{}()", name), kRankCall);
+    Value bs = KwValue(c, "per_device_train_batch_size");
+    if (ts_node_is_null(Kw(c.file, c.node, "per_device_train_batch_size"))) {
+      Set(facts_.batch_size, int64_t{8}, where,
+          "TrainingArguments default per_device_train_batch_size=8", kRankDefault);
+    } else {
+      SetNumber(facts_.batch_size, bs, where, "batch_size", kRankCall + 1);
+    }
+    SetNumber(facts_.grad_accum, KwValue(c, "gradient_accumulation_steps"), where, "grad_accum",
+              kRankCall);
+    if (KwValue(c, "bf16").Truthy()) {
+      Set(facts_.precision, Precision::kMixedBf16, where, "TrainingArguments(bf16=True)",
+          kRankCall);
+    }
+    if (KwValue(c, "fp16").Truthy()) {
+      Set(facts_.precision, Precision::kMixedFp16, where, "TrainingArguments(fp16=True)",
+          kRankCall);
+    }
+    if (KwValue(c, "gradient_checkpointing").Truthy()) {
+      Set(facts_.checkpointing, Checkpointing::kFull, where,
+          "TrainingArguments(gradient_checkpointing=True)", kRankCall);
+    }
+    if (KwValue(c, "torch_compile").Truthy()) {
+      Set(facts_.compiled, true, where, "TrainingArguments(torch_compile=True)", kRankCall);
+    }
+    SetNumber(facts_.num_workers, KwValue(c, "dataloader_num_workers"), where, "num_workers",
+              kRankCall);
+    Value optim = KwValue(c, "optim");
+    std::string o = optim.kind == Value::Kind::kString ? Lower(optim.text) : "adamw_torch";
+    Optimizer opt = o.find("8bit") != std::string::npos        ? Optimizer::kAdam8bit
+                    : o.find("adafactor") != std::string::npos ? Optimizer::kAdafactor
+                    : o.find("sgd") != std::string::npos       ? Optimizer::kSgdMomentum
+                                                               : Optimizer::kAdam;
+    Set(facts_.optimizer, opt, where,
+        optim.known() ? fmt::format("TrainingArguments(optim=\"{}\")", o)
+                      : "the HF Trainer's default AdamW",
+        optim.known() ? kRankCall : kRankDefault);
+    Value ds = KwValue(c, "deepspeed");
+    if (ds.kind == Value::Kind::kString) config_refs_.push_back(ds.text);
+    Value fsdp = KwValue(c, "fsdp");
+    if (fsdp.kind == Value::Kind::kString && !fsdp.text.empty()) {
+      int stage = fsdp.text.find("shard_grad_op") != std::string::npos ? 2 : 3;
+      Set(facts_.zero_stage, stage, where, fmt::format("TrainingArguments(fsdp=\"{}\")", fsdp.text),
+          kRankCall);
+      Set(facts_.parallelism, std::string("FSDP"), where, "TrainingArguments(fsdp=…)", kRankCall);
+    }
+    Set(facts_.parallelism, std::string("HF Trainer (DDP)"), where,
+        "the HF Trainer runs DDP over the processes it is launched with", kRankDefault);
+  } else if (name == "Trainer" && (c.callee.find("pl.") != std::string::npos ||
+                                   c.callee.find("L.") != std::string::npos ||
+                                   c.callee.find("lightning") != std::string::npos)) {
+    Set(facts_.training, true, where, "Lightning Trainer", kRankCall);
+    Value precision = KwValue(c, "precision");
+    std::string p = precision.kind == Value::Kind::kNumber ? fmt::format("{}", precision.number)
+                                                           : Lower(precision.text);
+    if (p.starts_with("bf16")) {
+      Set(facts_.precision,
+          p.find("true") != std::string::npos ? Precision::kBf16 : Precision::kMixedBf16, where,
+          fmt::format("Trainer(precision={})", Text(c.file, Kw(c.file, c.node, "precision"))),
+          kRankCall);
+    } else if (p.starts_with("16")) {
+      Set(facts_.precision,
+          p.find("true") != std::string::npos ? Precision::kFp16 : Precision::kMixedFp16, where,
+          fmt::format("Trainer(precision={})", Text(c.file, Kw(c.file, c.node, "precision"))),
+          kRankCall);
+    }
+    SetNumber(facts_.grad_accum, KwValue(c, "accumulate_grad_batches"), where, "grad_accum",
+              kRankCall);
+    Value devices = KwValue(c, "devices");
+    Value strategy = KwValue(c, "strategy");
+    std::string s = Lower(strategy.text);
+    if (devices.IsNumber() && devices.number > 1 && facts_.launcher == "python") {
+      Set(facts_.processes, static_cast<int>(devices.number), where,
+          fmt::format("Trainer(devices={}) spawns one process per device", devices.number),
+          kRankLauncher);
+    } else if (devices.kind == Value::Kind::kNumber && devices.number == -1) {
+      Set(facts_.processes, std::max(1, gpus_requested_), where, "Trainer(devices=-1): every GPU",
+          kRankLauncher);
+    }
+    if (s.find("fsdp") != std::string::npos) {
+      Set(facts_.zero_stage, 3, where, fmt::format("Trainer(strategy=\"{}\")", s), kRankCall);
+    } else if (s.find("deepspeed_stage_") != std::string::npos) {
+      Set(facts_.zero_stage, s[s.find("deepspeed_stage_") + 16] - '0', where,
+          fmt::format("Trainer(strategy=\"{}\")", s), kRankCall);
+    }
+    if ((devices.IsNumber() && (devices.number > 1 || devices.number == -1)) || !s.empty() ||
+        (facts_.processes.value.value_or(1) > 1)) {
+      Set(facts_.parallelism, s.empty() ? std::string("Lightning (DDP)") : "Lightning " + s, where,
+          "Lightning Trainer", kRankCall);
+    }
+  } else if (name == "Accelerator") {
+    Value mp = KwValue(c, "mixed_precision");
+    if (mp.text == "bf16") {
+      Set(facts_.precision, Precision::kMixedBf16, where, "Accelerator(mixed_precision=\"bf16\")",
+          kRankCall);
+    }
+    if (mp.text == "fp16") {
+      Set(facts_.precision, Precision::kMixedFp16, where, "Accelerator(mixed_precision=\"fp16\")",
+          kRankCall);
+    }
+    SetNumber(facts_.grad_accum, KwValue(c, "gradient_accumulation_steps"), where, "grad_accum",
+              kRankCall);
+    Set(facts_.parallelism, std::string("Accelerate (DDP)"), where,
+        "Accelerator() wraps the model for the processes launched", kRankCall);
+  } else if (name == "autocast") {
+    Value enabled = KwValue(c, "enabled");
+    if (enabled.kind == Value::Kind::kBool && !enabled.Truthy()) return;
+    Value dtype = KwValue(c, "dtype");
+    bool bf16 = dtype.text.ends_with("bfloat16");
+    Set(facts_.precision, bf16 ? Precision::kMixedBf16 : Precision::kMixedFp16, where,
+        fmt::format("{}({})", c.callee, bf16 ? "dtype=torch.bfloat16" : "float16"), kRankCall);
+  } else if (name == "GradScaler") {
+    Set(facts_.precision, Precision::kMixedFp16, where, "GradScaler (fp16 AMP)", kRankDefault);
+  } else if (name == "half" || name == "bfloat16") {
+    Set(facts_.precision, name == "half" ? Precision::kFp16 : Precision::kBf16, where,
+        fmt::format(".{}() on the model", name), kRankDefault);
+  } else if (name == "to" && c.callee.find('.') != std::string::npos) {
+    std::string args = Text(c.file, Field(c.node, "arguments"));
+    if (args.find("torch.bfloat16") != std::string::npos) {
+      Set(facts_.precision, Precision::kBf16, where, ".to(torch.bfloat16)", kRankDefault);
+    }
+    if (args.find("torch.float16") != std::string::npos ||
+        args.find("torch.half") != std::string::npos) {
+      Set(facts_.precision, Precision::kFp16, where, ".to(torch.float16)", kRankDefault);
+    }
+  } else if (name == "BitsAndBytesConfig") {
+    if (KwValue(c, "load_in_4bit").Truthy()) {
+      Set(facts_.precision, Precision::kInt4, where, "BitsAndBytesConfig(load_in_4bit=True)",
+          kRankConfig);
+    }
+    if (KwValue(c, "load_in_8bit").Truthy()) {
+      Set(facts_.precision, Precision::kInt8, where, "BitsAndBytesConfig(load_in_8bit=True)",
+          kRankConfig);
+    }
+  } else if (name == "Adam" || name == "AdamW" || name == "FusedAdam" ||
+             name == "DeepSpeedCPUAdam" || name == "Lamb" || name == "LAMB" || name == "NAdam" ||
+             name == "RAdam") {
+    Set(facts_.optimizer, Optimizer::kAdam, where, fmt::format("{}()", c.callee), kRankCall);
+    Set(facts_.training, true, where, fmt::format("{}()", c.callee), kRankCall);
+  } else if (name.find("8bit") != std::string_view::npos &&
+             name.find("Adam") != std::string_view::npos) {
+    Set(facts_.optimizer, Optimizer::kAdam8bit, where, fmt::format("{}()", c.callee), kRankCall);
+    Set(facts_.training, true, where, fmt::format("{}()", c.callee), kRankCall);
+  } else if (name == "SGD") {
+    TSNode m = Kw(c.file, c.node, "momentum");
+    if (ts_node_is_null(m)) m = Pos(c.node, 2);
+    Value mv = Eval(c.file, m, 0);
+    bool momentum = ts_node_is_null(m) ? false : (!mv.IsNumber() || mv.number > 0);
+    Set(facts_.optimizer, momentum ? Optimizer::kSgdMomentum : Optimizer::kSgd, where,
+        fmt::format("SGD({})", momentum ? "momentum" : "no momentum"), kRankCall);
+    Set(facts_.training, true, where, "SGD()", kRankCall);
+  } else if (name == "Adafactor") {
+    Set(facts_.optimizer, Optimizer::kAdafactor, where, "Adafactor()", kRankCall);
+    Set(facts_.training, true, where, "Adafactor()", kRankCall);
+  } else if (name == "RMSprop" || name == "Adagrad" || name == "Lion") {
+    Set(facts_.optimizer, Optimizer::kSgdMomentum, where,
+        fmt::format("{}() keeps one state per parameter", name), kRankCall);
+    Set(facts_.training, true, where, fmt::format("{}()", name), kRankCall);
+  } else if (name == "backward" || (name == "fit" && c.callee != "fit") ||
+             (name == "train" && c.callee.find("trainer") != std::string::npos)) {
+    Set(facts_.training, true, where, fmt::format("{}()", c.callee), kRankDefault);
+  } else if (name == "gradient_checkpointing_enable" || name == "apply_activation_checkpointing" ||
+             name == "checkpoint_sequential" ||
+             (name == "checkpoint" && (c.callee.find("utils.checkpoint") != std::string::npos ||
+                                       c.callee == "checkpoint"))) {
+    Set(facts_.checkpointing, Checkpointing::kFull, where, fmt::format("{}()", c.callee),
+        kRankCall);
+  } else if (name == "scaled_dot_product_attention" || name == "flash_attn_func") {
+    Set(facts_.fused_attention, true, where, fmt::format("{}()", c.callee), kRankCall);
+  } else if (name == "DistributedDataParallel" || name == "DDP") {
+    Set(facts_.parallelism, std::string("DDP"), where, fmt::format("{}()", c.callee), kRankCall);
+  } else if (name == "FullyShardedDataParallel" || name == "FSDP" || name == "fully_shard") {
+    Set(facts_.parallelism, std::string("FSDP"), where, fmt::format("{}()", c.callee), kRankCall);
+    std::string args = Text(c.file, Field(c.node, "arguments"));
+    int stage = args.find("SHARD_GRAD_OP") != std::string::npos ? 2
+                : args.find("NO_SHARD") != std::string::npos    ? 0
+                                                                : 3;
+    Set(facts_.zero_stage, stage, where, stage == 3 ? "FSDP full shard" : "FSDP sharding_strategy",
+        kRankCall);
+    if (args.find("CPUOffload") != std::string::npos) {
+      Set(facts_.optimizer_offload, true, where, "FSDP CPUOffload", kRankCall);
+    }
+  } else if (name == "DataParallel") {
+    Set(facts_.parallelism, std::string("DataParallel"), where,
+        "nn.DataParallel: one process, every visible GPU", kRankCall);
+    Set(facts_.processes, std::max(1, gpus_requested_), where,
+        "nn.DataParallel replicates onto every GPU", kRankCall);
+  } else if (name == "initialize" && c.callee.find("deepspeed") != std::string::npos) {
+    Set(facts_.parallelism, std::string("DeepSpeed"), where, "deepspeed.initialize()", kRankCall);
+    Set(facts_.training, true, where, "deepspeed.initialize()", kRankDefault);
+    Value cfg = KwValue(c, "config");
+    if (cfg.kind != Value::Kind::kString) cfg = KwValue(c, "config_params");
+    if (cfg.kind == Value::Kind::kString) config_refs_.push_back(cfg.text);
+  } else if (name == "init_process_group") {
+    Set(facts_.parallelism, std::string("torch.distributed"), where, "init_process_group()",
+        kRankDefault);
+  } else if (name == "spawn" && c.callee.find("mp") != std::string::npos) {
+    Value n = KwValue(c, "nprocs");
+    SetNumber(facts_.processes, n, where, "processes", kRankLauncher);
+  } else if (name == "compile" && c.callee.starts_with("torch")) {
+    Set(facts_.compiled, true, where, "torch.compile()", kRankCall);
+  }
+  // Sequence length and image size from the calls that fix them.
+  for (std::string_view key :
+       {"max_length", "max_seq_length", "block_size", "seq_len", "max_len"}) {
+    TSNode n = Kw(c.file, c.node, key);
+    if (ts_node_is_null(n) || name == "generate") continue;
+    SetNumber(facts_.seq_len, Eval(c.file, n, 0), where, "seq_len", kRankCall);
+  }
+  if (name == "RandomResizedCrop" || name == "Resize" || name == "CenterCrop" ||
+      name == "RandomCrop") {
+    TSNode size = Kw(c.file, c.node, "size");
+    if (ts_node_is_null(size)) size = Pos(c.node, 0);
+    Value v = Eval(c.file, size, 0);
+    if (v.IsNumber()) {
+      SetNumber(facts_.image_size, v, where, "image_size",
+                name == "RandomResizedCrop" || name == "RandomCrop" ? kRankCall + 1 : kRankCall);
+    }
+  }
+}
+
+void Analyzer::ExtractConfigs() {
+  // DeepSpeed's JSON: the launcher-level truth about batch, precision, ZeRO and the optimizer.
+  for (const auto& cfg : configs_) {
+    auto get = [&](const char* key) -> std::optional<ConfigValue> {
+      auto it = cfg.values.find(key);
+      if (it == cfg.values.end()) return std::nullopt;
+      return it->second;
+    };
+    bool deepspeed = get("zero_optimization.stage") || get("train_micro_batch_size_per_gpu") ||
+                     get("train_batch_size");
+    if (!deepspeed) continue;
+    auto where = [&](const ConfigValue& v) { return SourceLine{cfg.name, v.line}; };
+    if (auto v = get("zero_optimization.stage")) {
+      if (auto n = ParseNumber(v->text)) {
+        Set(facts_.zero_stage, static_cast<int>(*n), where(*v),
+            fmt::format("{}: zero_optimization.stage", cfg.name), kRankConfig);
+      }
+    }
+    if (auto v = get("zero_optimization.offload_optimizer.device"); v && v->text != "none") {
+      Set(facts_.optimizer_offload, true, where(*v), "offload_optimizer.device=" + v->text,
+          kRankConfig);
+    }
+    if (auto v = get("train_micro_batch_size_per_gpu")) {
+      SetNumber(facts_.batch_size,
+                FromText(v->text, where(*v), cfg.name + ": train_micro_batch_size_per_gpu"),
+                where(*v), "batch_size", kRankConfig);
+    }
+    if (auto v = get("gradient_accumulation_steps")) {
+      SetNumber(facts_.grad_accum, FromText(v->text, where(*v), cfg.name), where(*v), "grad_accum",
+                kRankConfig);
+    }
+    if (auto v = get("bf16.enabled"); v && Lower(v->text) == "true") {
+      Set(facts_.precision, Precision::kMixedBf16, where(*v), cfg.name + ": bf16.enabled",
+          kRankConfig);
+    }
+    if (auto v = get("fp16.enabled"); v && Lower(v->text) == "true") {
+      Set(facts_.precision, Precision::kMixedFp16, where(*v), cfg.name + ": fp16.enabled",
+          kRankConfig);
+    }
+    if (auto v = get("optimizer.type")) {
+      std::string t = Lower(v->text);
+      Optimizer o = t.find("sgd") != std::string::npos ? Optimizer::kSgdMomentum : Optimizer::kAdam;
+      Set(facts_.optimizer, o, where(*v), cfg.name + ": optimizer.type " + v->text, kRankConfig);
+      Set(facts_.training, true, where(*v), cfg.name + ": optimizer", kRankDefault);
+    }
+    if (auto v = get("activation_checkpointing.partition_activations")) {
+      Set(facts_.checkpointing, Checkpointing::kFull, where(*v),
+          cfg.name + ": activation_checkpointing", kRankDefault);
+    }
+    Set(facts_.parallelism, std::string("DeepSpeed"), SourceLine{cfg.name, 1}, cfg.name,
+        kRankDefault);
+  }
+}
+
+void Analyzer::ExtractFallbacks() {
+  auto named = [&](std::initializer_list<std::string_view> names, auto& fact, const char* what) {
+    if (fact.known()) return;
+    for (auto n : names) {
+      for (const auto& o : options_) {
+        if (o.dest != n) continue;
+        Value v = ArgValue(o, 0);
+        SetNumber(fact, v, SourceLine{files_[o.file].name, o.line}, what, kRankName);
+        if (fact.known()) return;
+      }
+      auto it = bindings_.find(std::string(n));
+      if (it == bindings_.end()) {
+        std::string upper(n);  // module constants: SEQ_LEN = 512
+        std::transform(upper.begin(), upper.end(), upper.begin(),
+                       [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+        it = bindings_.find(upper);
+      }
+      if (it == bindings_.end()) continue;
+      const Binding& b = it->second.back();
+      SetNumber(fact, Eval(b.file, b.value, 0), Where(b.file, b.value), what, kRankName);
+      if (fact.known()) return;
+      Value c = ConfigValueOf(n);
+      if (c.known()) SetNumber(fact, c, c.origin, what, kRankName);
+      if (fact.known()) return;
+    }
+  };
+  named({"batch_size", "per_device_train_batch_size", "micro_batch_size", "train_batch_size", "bs"},
+        facts_.batch_size, "batch_size");
+  named({"block_size", "seq_len", "seq_length", "max_seq_length", "max_length", "context_length",
+         "max_len", "sequence_length"},
+        facts_.seq_len, "seq_len");
+  named({"image_size", "img_size", "input_size", "resolution", "crop_size"}, facts_.image_size,
+        "image_size");
+  named({"gradient_accumulation_steps", "grad_accum", "accumulation_steps", "accum_steps",
+         "grad_accum_steps"},
+        facts_.grad_accum, "grad_accum");
+  named({"num_workers", "workers", "dataloader_num_workers"}, facts_.num_workers, "num_workers");
+
+  // A hand-built model: the layers found, summed.
+  if (!facts_.parameters.known()) {
+    double total = linear_params_ + embedding_params_ +
+                   transformer_layer_params_ * std::max(1, nn_layer_count_);
+    if (total > 0) {
+      SourceLine where = !layer_where_.empty() ? layer_where_ : linear_where_;
+      Set(facts_.parameters, total, where,
+          transformer_layer_params_ > 0
+              ? "nn.Transformer layers × num_layers + nn.Linear/nn.Embedding"
+              : "sum of nn.Linear layers",
+          kRankName);
+      if (facts_.architecture == Architecture::kUnknown) facts_.architecture = Architecture::kMlp;
+      if (!facts_.model.known()) {
+        Set(facts_.model,
+            std::string(transformer_layer_params_ > 0 ? "custom transformer" : "custom MLP"), where,
+            "nn layers found in the source", kRankName);
+      }
+      pending_.erase("model");
+      pending_.erase("parameters");
+    } else if (!facts_.model.known() && pending_.count("model") == 0) {
+      Undecided("model", "no known model constructor, from_pretrained name or nn layer found",
+                {facts_.entry, 0});
+    }
+  }
+  if (facts_.architecture == Architecture::kTransformer && !facts_.seq_len.known() &&
+      facts_.max_positions.known()) {
+    Assume(facts_.seq_len, *facts_.max_positions.value,
+           fmt::format("the model's maximum context ({}), as no max_length/block_size was found",
+                       *facts_.max_positions.value));
+  }
+  if ((facts_.architecture == Architecture::kCnn || facts_.architecture == Architecture::kVit) &&
+      !facts_.image_size.known()) {
+    Assume(facts_.image_size, int64_t{224}, "224×224, the torchvision default");
+  }
+  if (!facts_.training.known()) {
+    if (facts_.optimizer.known()) {
+      Set(facts_.training, true, facts_.optimizer.where, "an optimizer", kRankDefault);
+    } else {
+      Set(facts_.training, false, {facts_.entry, 0},
+          "no optimizer, backward() or trainer found: inference", kRankName);
+    }
+  }
+  if (*facts_.training.value && !facts_.optimizer.known()) {
+    Assume(facts_.optimizer, Optimizer::kAdam, "AdamW, as the optimizer was not found");
+    Undecided("optimizer", "training, but no optimizer constructor was found",
+              facts_.training.where);
+  }
+  if (!facts_.precision.known()) {
+    Set(facts_.precision, Precision::kFp32, {facts_.entry, 0},
+        "no autocast, .half(), torch_dtype or bf16 flag found", kRankName);
+  }
+  if (!facts_.checkpointing.known()) {
+    Set(facts_.checkpointing, Checkpointing::kNone, {facts_.entry, 0},
+        "no activation checkpointing found", kRankName);
+  }
+  if (!facts_.zero_stage.known()) {
+    Set(facts_.zero_stage, 0, {facts_.entry, 0}, "no ZeRO or FSDP sharding found", kRankName);
+  }
+  if (!facts_.grad_accum.known()) {
+    Assume(facts_.grad_accum, int64_t{1}, "no gradient accumulation found");
+  }
+  if (!facts_.compiled.known()) {
+    Set(facts_.compiled, false, {facts_.entry, 0}, "no torch.compile found", kRankName);
+  }
+  if (!facts_.parallelism.known()) {
+    Set(facts_.parallelism, std::string("none"), {facts_.entry, 0},
+        "no DDP, FSDP, DeepSpeed, Accelerate, Lightning or DataParallel found", kRankName);
+  }
+  if (!facts_.batch_size.known() && facts_.training.value.value_or(false) &&
+      pending_.count("batch_size") == 0) {
+    Undecided("batch_size", "no DataLoader batch_size or trainer batch size found",
+              {facts_.entry, 0});
+  }
+}
+
+void Analyzer::Extract() {
+  ExtractFrameworks();
+  ExtractConfigs();
+  for (const auto& c : calls_) ExtractCall(c);
+  LoadConfigs();  // configs named by calls (deepspeed=…) found during the pass
+  ExtractConfigs();
+  ExtractFallbacks();
+  for (auto& [what, u] : pending_) facts_.undetermined.push_back(std::move(u));
+}
+
+StatusOr<CodeFacts> Analyzer::Run(const JobScript& script) {
+  RS_RETURN_IF_ERROR(FindEntry(script));
+  ApplyCommandLine();
+  LoadConfigs();
+  Extract();
+  return std::move(facts_);
+}
+
+}  // namespace
+
+StatusOr<CodeFacts> AnalyzeJobCode(const JobScript& script, const std::string& code_dir,
+                                   const std::string& script_name) {
+  std::error_code ec;
+  if (!fs::is_directory(code_dir, ec)) {
+    return Status::NotFound(fmt::format("code folder {} does not exist", code_dir));
+  }
+  Analyzer analyzer(code_dir, script_name);
+  return analyzer.Run(script);
+}
+
+}  // namespace rightsize::code

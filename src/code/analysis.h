@@ -1,0 +1,119 @@
+// Code analysis: what a job's Python source says about the resources it will need.
+//
+// From a parsed job script, AnalyzeJobCode finds the entry program (`python train.py …`,
+// `torchrun`, `accelerate launch`, `deepspeed`, `srun python -m pkg.mod`) and its arguments,
+// parses it and the local modules it imports with tree-sitter (a real Python parser), reads the
+// YAML/JSON config files it names, and resolves argparse defaults against the command line.
+// It extracts, each with the file:line that decided it: the framework, the model and its size,
+// batch size, sequence length / image size, precision, optimizer, gradient accumulation,
+// activation checkpointing, ZeRO stage / FSDP, the processes and GPUs used, data-loader
+// workers and torch.compile. What cannot be known without running the code (a model chosen by
+// getattr, a value from the environment) is listed in `undetermined` with the reason.
+//
+// Nothing is executed or imported. Bounded: at most kMaxCodeFiles Python files and
+// kMaxConfigFiles config files, each at most kMaxSourceBytes. A file that does not parse
+// gives the facts of its well-formed parts and a note in parse_errors; it never fails the
+// analysis. Failure: NotFound when the script runs no Python program or its file is not in
+// the code folder. Pure functions; thread-safe (each call owns its parsers and trees).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "ingest/job_script.h"
+
+namespace rightsize::code {
+
+// A place in the job's files: "train.py:42", "configs/ds.json:7", "job.sbatch:12".
+struct SourceLine {
+  std::string file;  // relative to the code folder (or the script's name)
+  int line = 0;      // 1-based; 0 when the fact was assumed rather than read
+  bool empty() const { return file.empty(); }
+  std::string ToString() const;
+};
+
+// One extracted fact: the value (nullopt when undetermined), the line that decided it and how.
+template <typename T>
+struct Fact {
+  std::optional<T> value;
+  SourceLine where;
+  std::string how;       // "argparse default, --batch_size 16 on the command line", "assumed: …"
+  bool assumed = false;  // a default filled in rather than read: widens the estimate
+  int rank = -1;         // which kind of evidence set it; stronger evidence replaces weaker
+  bool known() const { return value.has_value(); }
+};
+
+enum class Precision {
+  kFp32,       // no autocast, no half weights
+  kMixedFp16,  // autocast/AMP with float16 (fp32 master weights)
+  kMixedBf16,  // autocast/AMP with bfloat16
+  kFp16,       // weights and activations in float16 (`.half()`, torch_dtype)
+  kBf16,       // weights and activations in bfloat16
+  kInt8,       // bitsandbytes 8-bit weights
+  kInt4,       // bitsandbytes 4-bit weights
+};
+enum class Optimizer { kAdam, kAdam8bit, kSgd, kSgdMomentum, kAdafactor };
+enum class Checkpointing { kNone, kSelective, kFull };
+enum class Architecture { kUnknown, kTransformer, kVit, kCnn, kMlp };
+
+std::string_view NameOf(Precision p);
+std::string_view NameOf(Optimizer o);
+std::string_view NameOf(Checkpointing c);
+std::string_view NameOf(Architecture a);
+
+struct Undetermined {
+  std::string what;    // "model", "batch_size"
+  std::string reason;  // "built with getattr(models, os.environ['ARCH'])"
+  SourceLine where;
+};
+
+struct CodeFacts {
+  // The program.
+  std::string launcher;                   // "torchrun", "python", "deepspeed", …
+  SourceLine command;                     // the script line that runs it
+  std::string entry;                      // "train.py", relative to the code folder
+  std::vector<std::string> args;          // the program's own arguments
+  std::vector<std::string> files;         // Python and config files read, in order
+  std::vector<std::string> parse_errors;  // "models.py:12: syntax error; facts from the rest"
+
+  std::vector<std::string> frameworks;  // every one imported: "PyTorch", "HF Transformers", …
+  Fact<std::string> framework;          // the one that drives training
+
+  Architecture architecture = Architecture::kUnknown;
+  Fact<std::string> model;  // "gpt2-medium", "resnet50", "nn.TransformerEncoder", "LlamaConfig"
+  Fact<int64_t> layers, hidden, heads, vocab, ffn, max_positions;
+  Fact<double> parameters;
+  Fact<int64_t> batch_size;  // per GPU (the micro-batch)
+  Fact<int64_t> seq_len;
+  Fact<int64_t> image_size;
+  Fact<Precision> precision;
+  Fact<bool> training;  // an optimizer, backward() or a trainer: else inference
+  Fact<Optimizer> optimizer;
+  Fact<int64_t> grad_accum;
+  Fact<Checkpointing> checkpointing;
+  Fact<bool> fused_attention;  // SDPA / FlashAttention: no s² attention scores kept
+  Fact<int> zero_stage;        // 0 none; 1, 2, 3 (FSDP full shard counts as 3)
+  Fact<bool> optimizer_offload;
+  Fact<std::string> parallelism;  // "DDP", "FSDP", "DeepSpeed", "Accelerate", "Lightning", …
+  Fact<int> processes;            // processes the launcher starts, all nodes together
+  Fact<int> num_workers;
+  Fact<bool> compiled;
+  std::vector<Undetermined> undetermined;
+
+  // GPUs the code spreads work over: the processes when it is written for data parallelism,
+  // else 1.
+  int DataParallelGpus() const;
+};
+
+inline constexpr int kMaxCodeFiles = 200;
+inline constexpr int kMaxConfigFiles = 16;
+
+// `code_dir` is the folder the job's code is in (the script's folder by default);
+// `script_name` is how to name the script in source lines.
+StatusOr<CodeFacts> AnalyzeJobCode(const JobScript& script, const std::string& code_dir,
+                                   const std::string& script_name);
+
+}  // namespace rightsize::code

@@ -1,0 +1,1044 @@
+#include "server/server.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "core/units.h"
+#include "report/render.h"
+#include "report/waste.h"
+#include "server/assets.h"
+
+namespace rightsize {
+
+namespace {
+
+using Query = std::multimap<std::string, std::string>;
+
+ApiServer::Reply Error(int status, const std::string& message) {
+  return {status, nlohmann::json{{"error", message}}.dump(), "application/json"};
+}
+
+ApiServer::Reply Json(const nlohmann::json& j, int status = 200) {
+  return {status, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+          "application/json"};
+}
+
+// The HTTP status for a failed Status.
+int HttpStatus(const Status& st) {
+  switch (st.code()) {
+    case Status::Code::kNotFound:
+      return 404;
+    case Status::Code::kBadInput:
+    case Status::Code::kInvalidArgument:
+      return 400;
+    default:
+      return 500;
+  }
+}
+
+std::string Param(const Query& q, const std::string& key) {
+  auto it = q.find(key);
+  return it == q.end() ? std::string() : it->second;
+}
+
+// A time parameter: Unix seconds, an age ("14d") or a date ("2024-01-31").
+StatusOr<std::optional<int64_t>> TimeParam(const Query& q, const std::string& key, int64_t now) {
+  std::string v = Param(q, key);
+  if (v.empty()) return std::optional<int64_t>();
+  if (auto n = ParseDouble(v)) return std::optional<int64_t>(static_cast<int64_t>(*n));
+  auto t = ParseTimeSpec(v, now);
+  if (!t.ok()) {
+    return Status::BadInput(
+        fmt::format("{}: expected Unix seconds, an age like 14d or a date "
+                    "like 2024-01-31, got '{}'",
+                    key, v));
+  }
+  return std::optional<int64_t>(*t);
+}
+
+nlohmann::json OrNull(std::optional<double> v) {
+  return v && std::isfinite(*v) ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+struct Efficiency {
+  std::optional<double> cpu, memory, gpu, time;
+};
+
+Efficiency EfficiencyOf(const JobRecord& j) {
+  Efficiency e;
+  double elapsed = j.usage.elapsed_s.value_or(0);
+  if (elapsed > 0 && j.usage.cpu_time_s && j.AllocatedCpus().value_or(0) > 0) {
+    e.cpu = *j.usage.cpu_time_s / (elapsed * *j.AllocatedCpus());
+  }
+  auto peak = j.usage.peak_rss_bytes ? j.usage.peak_rss_bytes : j.usage.avg_rss_bytes;
+  if (peak && j.AllocatedMemoryBytes().value_or(0) > 0) {
+    e.memory = static_cast<double>(*peak) / static_cast<double>(*j.AllocatedMemoryBytes());
+  }
+  if (j.usage.gpu_util_pct && j.AllocatedGpus().value_or(0) > 0) {
+    e.gpu = *j.usage.gpu_util_pct / 100.0;
+  }
+  if (elapsed > 0 && j.request.time_limit_s.value_or(0) > 0) {
+    e.time = elapsed / static_cast<double>(*j.request.time_limit_s);
+  }
+  return e;
+}
+
+nlohmann::json EfficiencyJson(const Efficiency& e) {
+  return {{"cpu", OrNull(e.cpu)},
+          {"memory", OrNull(e.memory)},
+          {"gpu", OrNull(e.gpu)},
+          {"time", OrNull(e.time)}};
+}
+
+template <typename T>
+nlohmann::json OrNullT(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+// One row of the job list: what a table of jobs shows.
+nlohmann::json JobRow(const JobRecord& j, int64_t now) {
+  Efficiency e = EfficiencyOf(j);
+  std::optional<double> elapsed = j.usage.elapsed_s;
+  if (!elapsed && j.start_time && !j.end_time) elapsed = static_cast<double>(now - *j.start_time);
+  return {{"cluster", j.cluster},
+          {"job_id", j.job_id},
+          {"user", j.request.user},
+          {"account", j.request.account},
+          {"partition", j.request.partition},
+          {"name", j.request.job_name},
+          {"state", j.outcome.state},
+          {"source", j.source},
+          {"start_time", OrNullT(j.start_time)},
+          {"end_time", OrNullT(j.end_time)},
+          {"elapsed_s", OrNull(elapsed)},
+          {"cpus", OrNullT(j.AllocatedCpus())},
+          {"cpu_efficiency", OrNull(e.cpu)},
+          {"memory_bytes", OrNullT(j.AllocatedMemoryBytes())},
+          {"peak_memory_bytes", OrNullT(j.usage.peak_rss_bytes)},
+          {"memory_efficiency", OrNull(e.memory)},
+          {"gpus", OrNullT(j.AllocatedGpus())},
+          {"gpu_type", j.GpuType()},
+          {"gpu_util_pct", OrNullT(j.usage.gpu_util_pct)},
+          {"peak_gpu_memory_bytes", OrNullT(j.usage.peak_gpu_memory_bytes)}};
+}
+
+std::string Base64UrlEncode(std::string_view in) {
+  static const char* kChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string out;
+  uint32_t buf = 0;
+  int bits = 0;
+  for (unsigned char c : in) {
+    buf = (buf << 8) | c;
+    bits += 8;
+    while (bits >= 6) {
+      out.push_back(kChars[(buf >> (bits - 6)) & 63]);
+      bits -= 6;
+    }
+  }
+  if (bits > 0) out.push_back(kChars[(buf << (6 - bits)) & 63]);
+  return out;
+}
+
+std::optional<std::string> Base64UrlDecode(std::string_view in) {
+  std::string out;
+  uint32_t buf = 0;
+  int bits = 0;
+  for (char c : in) {
+    int v;
+    if (c >= 'A' && c <= 'Z') {
+      v = c - 'A';
+    } else if (c >= 'a' && c <= 'z') {
+      v = c - 'a' + 26;
+    } else if (c >= '0' && c <= '9') {
+      v = c - '0' + 52;
+    } else if (c == '-') {
+      v = 62;
+    } else if (c == '_') {
+      v = 63;
+    } else {
+      return std::nullopt;
+    }
+    buf = (buf << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      out.push_back(static_cast<char>((buf >> (bits - 8)) & 0xff));
+      bits -= 8;
+    }
+  }
+  return out;
+}
+
+// A Prometheus label value: backslash, double quote and newline escaped.
+std::string LabelValue(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// The metric's limit for a job: what it holds of that resource.
+std::optional<double> LimitOf(const JobRecord& j, const std::string& metric,
+                              const PriceTable& prices) {
+  if (metric == "cpu_cores") return j.AllocatedCpus();
+  if (metric == "memory_bytes" || metric == "cgroup_memory_bytes") {
+    auto m = j.AllocatedMemoryBytes();
+    return m ? std::optional<double>(static_cast<double>(*m)) : std::nullopt;
+  }
+  if (metric == "gpu_util_pct") return 100.0;
+  if (metric == "gpu_memory_bytes") {
+    int gpus = j.AllocatedGpus().value_or(0);
+    double gb = prices.GpuMemoryGb(j.GpuType());
+    if (gpus > 0 && gb > 0) return gpus * gb * static_cast<double>(kGiB);  // "40 GB" A100: 40 GiB
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+StatusOr<ServerConfig> LoadServerConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("cannot read the config file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status::BadInput(path + ": expected a JSON object (see docs/api.md, \"Access\")");
+  }
+  ServerConfig c;
+  c.open = false;
+  auto strings = [&](const char* key, std::set<std::string>* out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end()) return Status::Ok();
+    if (!it->is_array()) {
+      return Status::BadInput(fmt::format("{}: {}: expected a list of strings", path, key));
+    }
+    for (const auto& v : *it) {
+      if (!v.is_string() || v.get<std::string>().empty()) {
+        return Status::BadInput(
+            fmt::format("{}: {}: expected non-empty strings, got {}", path, key, v.dump()));
+      }
+      out->insert(v.get<std::string>());
+    }
+    return Status::Ok();
+  };
+  RS_RETURN_IF_ERROR(strings("agent_tokens", &c.agent_tokens));
+  RS_RETURN_IF_ERROR(strings("admins", &c.admins));
+  if (auto it = j.find("user_tokens"); it != j.end()) {
+    if (!it->is_object()) {
+      return Status::BadInput(path + ": user_tokens: expected {\"token\": \"user\"}");
+    }
+    for (const auto& [token, user] : it->items()) {
+      if (token.empty() || !user.is_string() || user.get<std::string>().empty()) {
+        return Status::BadInput(path + ": user_tokens: expected non-empty token -> user name");
+      }
+      c.user_tokens[token] = user.get<std::string>();
+    }
+  }
+  if (auto it = j.find("user_header"); it != j.end()) {
+    if (!it->is_string()) return Status::BadInput(path + ": user_header: expected a header name");
+    c.user_header = it->get<std::string>();
+  }
+  if (auto it = j.find("max_batch_bytes"); it != j.end()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 1024) {
+      return Status::BadInput(path + ": max_batch_bytes: expected a whole number >= 1024");
+    }
+    c.max_batch_bytes = it->get<size_t>();
+  }
+  for (const auto& [key, value] : j.items()) {
+    static const std::set<std::string> kKnown = {"agent_tokens", "user_tokens", "admins",
+                                                 "user_header", "max_batch_bytes"};
+    if (!kKnown.count(key)) {
+      return Status::BadInput(
+          fmt::format("{}: unknown setting '{}' (known: agent_tokens, "
+                      "user_tokens, admins, user_header, max_batch_bytes)",
+                      path, key));
+    }
+  }
+  return c;
+}
+
+// A store connection from the pool, returned to it when the lease ends.
+class ApiServer::StoreLease {
+ public:
+  StoreLease(ApiServer* server, std::unique_ptr<Store> store)
+      : server_(server), store_(std::move(store)) {}
+  ~StoreLease() {
+    if (store_) server_->Release(std::move(store_));
+  }
+  StoreLease(const StoreLease&) = delete;
+  StoreLease& operator=(const StoreLease&) = delete;
+  Store& operator*() { return *store_; }
+  Store* operator->() { return store_.get(); }
+
+ private:
+  ApiServer* server_;
+  std::unique_ptr<Store> store_;
+};
+
+#define RS_LEASE(lease)                                                   \
+  auto lease##_or = Acquire();                                            \
+  if (!lease##_or.ok()) return Error(500, lease##_or.status().message()); \
+  StoreLease lease(this, std::move(*lease##_or))
+
+struct ApiServer::PendingWrite {
+  const TelemetryBatch* batch = nullptr;
+  bool done = false;
+  StatusOr<bool> result = false;
+};
+
+ApiServer::ApiServer(ServerOptions options) : options_(std::move(options)) {}
+
+ApiServer::~ApiServer() {
+  {
+    std::lock_guard lock(write_mu_);
+    stop_writer_ = true;
+  }
+  write_cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+}
+
+Status ApiServer::Init() {
+  RS_ASSIGN_OR_RETURN(auto store, OpenStore(options_.db));
+  Release(std::move(store));
+  writer_ = std::thread([this] { WriterLoop(); });
+  return Status::Ok();
+}
+
+StatusOr<bool> ApiServer::Write(const TelemetryBatch& batch, bool* busy) {
+  PendingWrite w;
+  w.batch = &batch;
+  std::unique_lock lock(write_mu_);
+  if (!writer_.joinable()) return Status::Internal("the server was not initialised");
+  if (writes_.size() >= kMaxQueuedWrites) {
+    *busy = true;
+    return Status::IoError("the server is busy storing other batches: retry later");
+  }
+  writes_.push_back(&w);
+  write_cv_.notify_all();
+  write_cv_.wait(lock, [&] { return w.done; });
+  return std::move(w.result);
+}
+
+void ApiServer::WriterLoop() {
+  std::unique_ptr<Store> store;
+  std::unique_lock lock(write_mu_);
+  while (true) {
+    write_cv_.wait(lock, [&] { return stop_writer_ || !writes_.empty(); });
+    if (writes_.empty() && stop_writer_) break;
+    // Everything that queued up while the last transaction ran, bounded so that one commit
+    // never holds the lock for long.
+    std::vector<PendingWrite*> group;
+    while (!writes_.empty() && group.size() < 512) {
+      group.push_back(writes_.front());
+      writes_.pop_front();
+    }
+    lock.unlock();
+    std::vector<Store::TelemetryWrite> batch;
+    for (PendingWrite* w : group) batch.push_back({w->batch->agent, w->batch->seq, w->batch->jobs});
+    StatusOr<std::vector<bool>> stored = Status::Internal("no store");
+    if (!store) {
+      auto opened = OpenStore(options_.db);
+      if (opened.ok()) {
+        store = std::move(*opened);
+      } else {
+        stored = opened.status();
+      }
+    }
+    if (store) stored = store->WriteTelemetryGroup(batch);
+    lock.lock();
+    for (size_t i = 0; i < group.size(); ++i) {
+      group[i]->result =
+          stored.ok() ? StatusOr<bool>((*stored)[i]) : StatusOr<bool>(stored.status());
+      group[i]->done = true;
+    }
+    write_cv_.notify_all();
+  }
+}
+
+StatusOr<std::unique_ptr<Store>> ApiServer::Acquire() {
+  {
+    std::lock_guard lock(pool_mu_);
+    if (!pool_.empty()) {
+      auto s = std::move(pool_.back());
+      pool_.pop_back();
+      return s;
+    }
+  }
+  return OpenStore(options_.db);
+}
+
+void ApiServer::Release(std::unique_ptr<Store> store) {
+  std::lock_guard lock(pool_mu_);
+  if (pool_.size() < 64) pool_.push_back(std::move(store));
+}
+
+int64_t ApiServer::Now() const {
+  return options_.now_s ? options_.now_s() : static_cast<int64_t>(std::time(nullptr));
+}
+
+ApiServer::Caller ApiServer::Identify(
+    const std::function<std::string(const std::string&)>& header) const {
+  Caller c;
+  const ServerConfig& cfg = options_.config;
+  std::string auth = header("Authorization");
+  std::string token;
+  if (auth.rfind("Bearer ", 0) == 0) token = std::string(Trim(auth.substr(7)));
+  if (!cfg.user_header.empty()) c.user = header(cfg.user_header);
+  if (cfg.open) {
+    c.known = c.admin = c.agent = true;
+    return c;
+  }
+  if (!token.empty()) {
+    if (cfg.agent_tokens.count(token)) c.agent = true;
+    if (auto it = cfg.user_tokens.find(token); it != cfg.user_tokens.end()) c.user = it->second;
+  }
+  c.known = !c.user.empty();
+  c.admin = c.known && cfg.admins.count(c.user) > 0;
+  return c;
+}
+
+StatusOr<JobRecord> ApiServer::VisibleJob(Store& store, const Caller& who,
+                                          const std::string& cluster, const std::string& id) {
+  auto job = store.GetJob(cluster, id);
+  if (!job.ok()) return job.status();
+  if (!who.admin && job->request.user != who.user) {
+    // The same answer as for a job that does not exist: ids are not a way to probe.
+    return Status::NotFound(fmt::format("no job {}", id));
+  }
+  return job;
+}
+
+ApiServer::Reply ApiServer::Health() {
+  auto store = Acquire();
+  if (!store.ok()) {
+    return Json({{"status", "unavailable"}, {"error", store.status().message()}}, 503);
+  }
+  StoreLease lease(this, std::move(*store));
+  auto n = lease->CountJobs({});
+  if (!n.ok()) return Json({{"status", "unavailable"}, {"error", n.status().message()}}, 503);
+  return Json({{"status", "ok"}, {"version", RIGHTSIZE_VERSION}, {"jobs", *n}});
+}
+
+ApiServer::Reply ApiServer::Telemetry(const Caller& who, const std::string& body) {
+  auto reject = [&](int status, const std::string& reason, const std::string& msg) {
+    std::lock_guard lock(metrics_mu_);
+    ++rejected_[reason];
+    return Error(status, msg);
+  };
+  if (!who.agent) {
+    return reject(401, "unauthorized",
+                  "an agent token is required (Authorization: Bearer <token from agent_tokens>)");
+  }
+  auto batch = DecodeTelemetry(body, options_.limits);
+  if (!batch.ok()) return reject(400, "malformed", batch.status().message());
+  bool busy = false;
+  auto stored = Write(*batch, &busy);
+  if (!stored.ok()) {
+    // 503: the agent keeps the batch and retries with backoff.
+    if (busy) {
+      std::lock_guard lock(metrics_mu_);
+      ++rejected_["busy"];
+    }
+    return Error(busy ? 503 : 500, stored.status().message());
+  }
+  if (!*stored) {
+    return reject(409, "replayed",
+                  fmt::format("batch {} of agent {} was already received (each batch's seq must "
+                              "be above the last one's)",
+                              batch->seq, batch->agent));
+  }
+  samples_ += batch->samples;
+  ++batches_;
+  nlohmann::json rejected = nlohmann::json::array();
+  for (const auto& r : batch->rejected) rejected.push_back({{"path", r.path}, {"error", r.error}});
+  nlohmann::json out = {
+      {"accepted",
+       {{"jobs", batch->jobs.size()}, {"samples", batch->samples}, {"stacks", batch->stacks}}},
+      {"rejected", rejected}};
+  if (batch->rejected.empty()) return Json(out);
+  {
+    std::lock_guard lock(metrics_mu_);
+    rejected_["invalid_entry"] += static_cast<int64_t>(batch->rejected.size());
+  }
+  out["error"] = fmt::format("{} of {} job entries rejected", batch->rejected.size(),
+                             batch->rejected.size() + batch->jobs.size());
+  return Json(out, 422);
+}
+
+ApiServer::Reply ApiServer::Jobs(const Caller& who, const Query& q) {
+  int64_t now = Now();
+  JobFilter f;
+  f.cluster = Param(q, "cluster");
+  f.user = Param(q, "user");
+  f.account = Param(q, "account");
+  f.state = Param(q, "state");
+  for (char& c : f.state) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (!who.admin) {
+    if (!f.user.empty() && f.user != who.user) return Json({{"jobs", nlohmann::json::array()}});
+    f.user = who.user;
+  }
+  auto since = TimeParam(q, "since", now);
+  if (!since.ok()) return Error(400, since.status().message());
+  auto until = TimeParam(q, "until", now);
+  if (!until.ok()) return Error(400, until.status().message());
+  f.ended_since = *since;
+  f.ended_until = *until;
+  if (std::string e = Param(q, "efficiency_below"); !e.empty()) {
+    auto v = ParseDouble(e);
+    if (!v || *v < 0) {
+      return Error(400, "efficiency_below: expected a number from 0 to 1, got '" + e + "'");
+    }
+    f.efficiency_below = *v;
+  }
+  JobPage page;
+  if (std::string l = Param(q, "limit"); !l.empty()) {
+    auto v = ParseInt(l);
+    if (!v || *v < 1 || *v > 1000) return Error(400, "limit: expected 1 to 1000, got '" + l + "'");
+    page.limit = static_cast<int>(*v);
+  }
+  if (std::string c = Param(q, "cursor"); !c.empty()) {
+    auto raw = Base64UrlDecode(c);
+    if (!raw) return Error(400, "cursor: expected the next_cursor of a previous page");
+    page.after = *raw;
+  }
+  RS_LEASE(store);
+  // Running jobs have no end time: since/until select them by start time instead.
+  auto list = store->ListJobs(f, page);
+  if (!list.ok()) return Error(HttpStatus(list.status()), list.status().message());
+  if ((f.ended_since || f.ended_until) && !page.after &&
+      (f.state.empty() || f.state == "RUNNING")) {
+    JobFilter running = f;
+    running.ended_since.reset();
+    running.ended_until.reset();
+    running.state = "RUNNING";
+    auto r = store->ListJobs(running, JobPage{1000, std::nullopt});
+    if (!r.ok()) return Error(500, r.status().message());
+    std::vector<JobRecord> live;
+    for (auto& j : r->jobs) {
+      if (j.end_time || !j.start_time) continue;
+      if (f.ended_since && *j.start_time < *f.ended_since) continue;
+      if (f.ended_until && *j.start_time >= *f.ended_until) continue;
+      live.push_back(std::move(j));
+    }
+    list->jobs.insert(list->jobs.begin(), live.begin(), live.end());
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& j : list->jobs) rows.push_back(JobRow(j, now));
+  nlohmann::json out = {{"jobs", rows}};
+  if (list->next) out["next_cursor"] = Base64UrlEncode(*list->next);
+  return Json(out);
+}
+
+ApiServer::Reply ApiServer::Job(const Caller& who, const std::string& cluster,
+                                const std::string& id) {
+  RS_LEASE(store);
+  auto job = VisibleJob(*store, who, cluster, id);
+  if (!job.ok()) return Error(HttpStatus(job.status()), job.status().message());
+  nlohmann::json out = {{"job", *job}, {"efficiency", EfficiencyJson(EfficiencyOf(*job))}};
+  out["summary"] = JobRow(*job, Now());
+  auto pred = store->GetPrediction(job->cluster, job->job_id);
+  out["prediction"] = nullptr;
+  if (pred.ok()) {
+    auto doc = nlohmann::json::parse(pred->document, nullptr, false);
+    if (!doc.is_discarded()) out["prediction"] = doc;
+  }
+  auto diag = store->GetDiagnosis(job->cluster, job->job_id);
+  out["diagnosis"] = nullptr;
+  if (diag.ok()) {
+    auto doc = nlohmann::json::parse(diag->document, nullptr, false);
+    if (!doc.is_discarded()) out["diagnosis"] = doc;
+  }
+  auto metrics = store->SampleMetrics(job->cluster, job->job_id);
+  if (!metrics.ok()) return Error(500, metrics.status().message());
+  out["metrics"] = *metrics;
+  auto stacks = store->GetStacks(job->cluster, job->job_id);
+  out["has_stacks"] = stacks.ok() && !stacks->empty();
+  return Json(out);
+}
+
+ApiServer::Reply ApiServer::Series(const Caller& who, const std::string& cluster,
+                                   const std::string& id, const Query& q) {
+  RS_LEASE(store);
+  auto job = VisibleJob(*store, who, cluster, id);
+  if (!job.ok()) return Error(HttpStatus(job.status()), job.status().message());
+  std::vector<std::string> metrics;
+  if (std::string m = Param(q, "metric"); !m.empty()) {
+    std::stringstream ss(m);
+    std::string one;
+    while (std::getline(ss, one, ',')) {
+      if (!one.empty()) metrics.push_back(one);
+    }
+  } else {
+    auto all = store->SampleMetrics(job->cluster, job->job_id);
+    if (!all.ok()) return Error(500, all.status().message());
+    metrics = *all;
+  }
+  int64_t now = Now();
+  auto num = [&](const char* key) -> StatusOr<std::optional<double>> {
+    std::string v = Param(q, key);
+    if (v.empty()) return std::optional<double>();
+    auto d = ParseDouble(v);
+    if (!d || !std::isfinite(*d) || *d < 0 || *d > 1e10) {
+      return Status::BadInput(
+          fmt::format("{}: expected Unix seconds (or seconds for step), got '{}'", key, v));
+    }
+    return std::optional<double>(*d);
+  };
+  auto from = num("from");
+  auto to = num("to");
+  auto step = num("step");
+  for (auto* s : {&from, &to, &step}) {
+    if (!s->ok()) return Error(400, s->status().message());
+  }
+  double t0 = from->value_or(static_cast<double>(job->start_time.value_or(0)));
+  double t1 = to->value_or(static_cast<double>(job->end_time.value_or(now) + 60));
+  if (t1 < t0) return Error(400, "to: must not be before from");
+  double st = step->value_or(0);
+  if (st <= 0) st = std::max(1.0, std::ceil((t1 - t0) / 1000.0));
+  if ((t1 - t0) / st > 100000) {
+    return Error(400, "step: too small for the range (at most 100,000 points)");
+  }
+  auto from_ms = static_cast<int64_t>(t0 * 1000), to_ms = static_cast<int64_t>(t1 * 1000);
+  nlohmann::json series = nlohmann::json::object(), limits = nlohmann::json::object();
+  for (const auto& m : metrics) {
+    nlohmann::json points = nlohmann::json::array();
+    int64_t bucket = INT64_MIN, n = 0;
+    double sum = 0, max = 0;
+    auto flush = [&] {
+      if (n > 0) {
+        points.push_back(
+            {t0 + static_cast<double>(bucket) * st, sum / static_cast<double>(n), max});
+      }
+    };
+    Status s =
+        store->ReadSamples(job->cluster, job->job_id, m, from_ms, to_ms, [&](const Sample& x) {
+          auto b =
+              static_cast<int64_t>(std::floor((static_cast<double>(x.t_ms) / 1000.0 - t0) / st));
+          if (b != bucket) {
+            flush();
+            bucket = b;
+            n = 0;
+            sum = 0;
+            max = x.value;
+          }
+          ++n;
+          sum += x.value;
+          max = std::max(max, x.value);
+        });
+    if (!s.ok()) return Error(500, s.message());
+    flush();
+    series[m] = std::move(points);
+    if (auto l = LimitOf(*job, m, options_.prices)) limits[m] = *l;
+  }
+  return Json({{"from", t0}, {"to", t1}, {"step", st}, {"series", series}, {"limits", limits}});
+}
+
+ApiServer::Reply ApiServer::Stacks(const Caller& who, const std::string& cluster,
+                                   const std::string& id, bool json) {
+  RS_LEASE(store);
+  auto job = VisibleJob(*store, who, cluster, id);
+  if (!job.ok()) return Error(HttpStatus(job.status()), job.status().message());
+  auto stacks = store->GetStacks(job->cluster, job->job_id);
+  if (!stacks.ok()) return Error(500, stacks.status().message());
+  if (json) {
+    int64_t total = 0;
+    for (const auto& [s, n] : *stacks) total += n;
+    return Json({{"stacks", *stacks}, {"samples", total}});
+  }
+  std::string out;
+  for (const auto& [s, n] : *stacks) out += fmt::format("{} {}\n", s, n);
+  return {200, out, "text/plain; charset=utf-8"};
+}
+
+ApiServer::Reply ApiServer::Predict(const Caller& who, const std::string& body) {
+  if (!options_.predict) return Error(501, "this server has no predictor");
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Error(400, "expected a JSON object with \"script\"");
+  }
+  PredictInput in;
+  auto text = [&](const char* key, std::string* out) -> bool {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return true;
+    if (!it->is_string()) return false;
+    *out = it->get<std::string>();
+    return true;
+  };
+  std::string job_id;
+  for (auto [key, out] :
+       std::initializer_list<std::pair<const char*, std::string*>>{{"script", &in.script},
+                                                                   {"name", &in.name},
+                                                                   {"cluster", &in.cluster},
+                                                                   {"user", &in.user},
+                                                                   {"account", &in.account},
+                                                                   {"partition", &in.partition},
+                                                                   {"job_id", &job_id}}) {
+    if (!text(key, out)) return Error(400, fmt::format("{}: expected a string", key));
+  }
+  if (in.script.empty()) return Error(400, "script: required (the job script's text)");
+  if (auto it = j.find("args"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) return Error(400, "args: expected a list of strings");
+    for (const auto& a : *it) {
+      if (!a.is_string()) return Error(400, "args: expected a list of strings");
+      in.args.push_back(a.get<std::string>());
+    }
+  }
+  if (auto it = j.find("risk"); it != j.end() && !it->is_null()) {
+    if (!it->is_number() || it->get<double>() <= 0 || it->get<double>() >= 0.5) {
+      return Error(400, "risk: expected a number between 0 and 0.5");
+    }
+    in.risk = it->get<double>();
+  }
+  if (!who.admin) {
+    if (!in.user.empty() && in.user != who.user) {
+      return Error(403, "you may only predict your own jobs");
+    }
+    in.user = who.user;
+  }
+  in.now = Now();
+  RS_LEASE(store);
+  auto pred = options_.predict(*store, in);
+  if (!pred.ok()) return Error(HttpStatus(pred.status()), pred.status().message());
+  if (!job_id.empty()) {
+    StoredPrediction p;
+    p.cluster = pred->value("cluster", in.cluster);
+    p.job_id = job_id;
+    p.created_at = in.now;
+    p.document = pred->dump();
+    Status st = store->PutPrediction(p);
+    if (!st.ok()) return Error(500, st.message());
+  }
+  return Json(*pred);
+}
+
+namespace {
+
+// The report of the jobs `who` may see.
+StatusOr<WasteReport> ReportFor(Store& store, const ApiServer::Caller& who,
+                                const ReportOptions& opts, const PriceTable& prices) {
+  if (who.admin) return BuildWasteReport(store, opts, prices);
+  std::vector<JobRecord> jobs;
+  JobFilter f;
+  f.cluster = opts.cluster;
+  f.user = who.user;
+  f.ended_since = opts.since;
+  f.ended_until = opts.until;
+  RS_RETURN_IF_ERROR(store.ScanJobs(f, [&](const JobRecord& j) {
+    jobs.push_back(j);
+    return true;
+  }));
+  return BuildWasteReport(jobs, opts, prices);
+}
+
+}  // namespace
+
+ApiServer::Reply ApiServer::Report(const Caller& who, const Query& q) {
+  int64_t now = Now();
+  ReportOptions opts;
+  auto since = TimeParam(q, "since", now);
+  if (!since.ok()) return Error(400, since.status().message());
+  auto until = TimeParam(q, "until", now);
+  if (!until.ok()) return Error(400, until.status().message());
+  opts.since = since->value_or(now - int64_t{14} * 86400);
+  opts.until = *until;
+  opts.by = Param(q, "by");
+  opts.cluster = Param(q, "cluster");
+  RS_LEASE(store);
+  auto report = ReportFor(*store, who, opts, options_.prices);
+  if (!report.ok()) return Error(HttpStatus(report.status()), report.status().message());
+  return Json(RenderJson(*report));
+}
+
+ApiServer::Reply ApiServer::Overview(const Caller& who) { return OverviewOf(who, true); }
+
+ApiServer::Reply ApiServer::OverviewOf(const Caller& who, bool with_waste) {
+  int64_t now = Now();
+  RS_LEASE(store);
+  auto clusters = store->Clusters();
+  if (!clusters.ok()) return Error(500, clusters.status().message());
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& cluster : *clusters) {
+    JobFilter f;
+    f.cluster = cluster;
+    f.state = "RUNNING";
+    if (!who.admin) f.user = who.user;
+    auto running = store->ListJobs(f, JobPage{10000, std::nullopt});
+    if (!running.ok()) return Error(500, running.status().message());
+    double a_cpus = 0, a_mem = 0, a_gpus = 0, a_gmem = 0, u_cpus = 0, u_mem = 0, u_gpus = 0,
+           u_gmem = 0;
+    int64_t n = 0;
+    for (const auto& j : running->jobs) {
+      if (j.end_time) continue;
+      ++n;
+      a_cpus += j.AllocatedCpus().value_or(0);
+      a_mem += static_cast<double>(j.AllocatedMemoryBytes().value_or(0));
+      int gpus = j.AllocatedGpus().value_or(0);
+      a_gpus += gpus;
+      a_gmem += gpus * options_.prices.GpuMemoryGb(j.GpuType()) * static_cast<double>(kGiB);
+      auto last = [&](const char* metric) {
+        double v = 0;
+        (void)store->ReadSamples(j.cluster, j.job_id, metric, (now - 120) * 1000,
+                                 now * 1000 + 60000, [&](const Sample& s) { v = s.value; });
+        return v;
+      };
+      u_cpus += last("cpu_cores");
+      u_mem += last("memory_bytes");
+      if (gpus > 0) {
+        u_gpus += gpus * last("gpu_util_pct") / 100.0;
+        u_gmem += last("gpu_memory_bytes");
+      }
+    }
+    nlohmann::json c = {{"cluster", cluster},
+                        {"running_jobs", n},
+                        {"now",
+                         {{"allocated",
+                           {{"cpus", a_cpus},
+                            {"memory_bytes", a_mem},
+                            {"gpus", a_gpus},
+                            {"gpu_memory_bytes", a_gmem}}},
+                          {"used",
+                           {{"cpus", u_cpus},
+                            {"memory_bytes", u_mem},
+                            {"gpus", u_gpus},
+                            {"gpu_memory_bytes", u_gmem}}}}}};
+    for (auto [name, since] : {std::pair<const char*, int64_t>{"today", now - now % 86400},
+                               {"week", now - int64_t{7} * 86400}}) {
+      ReportOptions opts;
+      opts.cluster = cluster;
+      opts.since = since;
+      opts.until = now + 1;
+      opts.top_n = 5;
+      auto r = ReportFor(*store, who, opts, options_.prices);
+      if (!r.ok()) return Error(500, r.status().message());
+      nlohmann::json top = nlohmann::json::array();
+      for (const auto& g : r->top_wasters) {
+        top.push_back({{"user", g.key},
+                       {"jobs", g.jobs},
+                       {"wasted_dollars", g.wasted_dollars},
+                       {"wasted_gpu_hours", g.wasted_gpu_hours},
+                       {"wasted_core_hours", g.wasted_core_hours}});
+      }
+      c[name] = {{"jobs", r->jobs},
+                 {"wasted_gpu_hours", OrNull(r->gpu.wasted)},
+                 {"wasted_core_hours", OrNull(r->cpu.wasted)},
+                 {"wasted_gb_hours", OrNull(r->memory.wasted)},
+                 {"wasted_dollars", OrNull(r->cost.wasted_dollars)},
+                 {"top_wasters", top}};
+    }
+    out.push_back(std::move(c));
+  }
+  return Json({{"clusters", out}, {"user", who.user}, {"admin", who.admin}});
+}
+
+void ApiServer::Count(const std::string& route, int status, double seconds) {
+  std::lock_guard lock(metrics_mu_);
+  ++requests_[{route, status}];
+  seconds_[route] += seconds;
+}
+
+std::string ApiServer::Metrics() {
+  std::string out;
+  {
+    std::lock_guard lock(metrics_mu_);
+    out +=
+        "# HELP rightsize_http_requests_total HTTP requests by route and status.\n"
+        "# TYPE rightsize_http_requests_total counter\n";
+    for (const auto& [key, n] : requests_) {
+      out += fmt::format("rightsize_http_requests_total{{route=\"{}\",code=\"{}\"}} {}\n",
+                         key.first, key.second, n);
+    }
+    out +=
+        "# HELP rightsize_http_request_seconds_total Time spent answering, by route.\n"
+        "# TYPE rightsize_http_request_seconds_total counter\n";
+    for (const auto& [route, s] : seconds_) {
+      out += fmt::format("rightsize_http_request_seconds_total{{route=\"{}\"}} {}\n", route, s);
+    }
+    out +=
+        "# HELP rightsize_telemetry_rejected_total Telemetry batches or entries refused, by "
+        "reason.\n# TYPE rightsize_telemetry_rejected_total counter\n";
+    for (const char* reason :
+         {"unauthorized", "malformed", "too_large", "replayed", "invalid_entry"}) {
+      auto it = rejected_.find(reason);
+      out += fmt::format("rightsize_telemetry_rejected_total{{reason=\"{}\"}} {}\n", reason,
+                         it == rejected_.end() ? 0 : it->second);
+    }
+  }
+  out += fmt::format(
+      "# HELP rightsize_telemetry_samples_total Samples stored from agents.\n"
+      "# TYPE rightsize_telemetry_samples_total counter\nrightsize_telemetry_samples_total {}\n"
+      "# HELP rightsize_telemetry_batches_total Agent batches stored.\n"
+      "# TYPE rightsize_telemetry_batches_total counter\nrightsize_telemetry_batches_total {}\n",
+      samples_.load(), batches_.load());
+  Caller admin;
+  admin.admin = admin.known = true;
+  Reply ov = OverviewOf(admin, false);
+  if (ov.status == 200) {
+    auto j = nlohmann::json::parse(ov.body, nullptr, false);
+    std::string running;
+    std::map<std::string, std::string> by_metric;  // metric name -> its sample lines
+    for (const auto& c : j["clusters"]) {
+      std::string name = LabelValue(c["cluster"].get<std::string>());
+      running += fmt::format("rightsize_running_jobs{{cluster=\"{}\"}} {}\n", name,
+                             c["running_jobs"].get<int64_t>());
+      for (const char* r : {"cpus", "memory_bytes", "gpus", "gpu_memory_bytes"}) {
+        for (const char* what : {"allocated", "used"}) {
+          by_metric[fmt::format("rightsize_{}_{}", what, r)] +=
+              fmt::format("rightsize_{}_{}{{cluster=\"{}\"}} {}\n", what, r, name,
+                          c["now"][what][r].get<double>());
+        }
+      }
+    }
+    out +=
+        "# HELP rightsize_running_jobs Jobs running now.\n# TYPE rightsize_running_jobs gauge\n" +
+        running;
+    for (const auto& [metric, lines] : by_metric) {
+      bool held = metric.rfind("rightsize_allocated_", 0) == 0;
+      out += fmt::format("# HELP {} What running jobs {} now.\n# TYPE {} gauge\n{}", metric,
+                         held ? "hold" : "use", metric, lines);
+    }
+  }
+  return out;
+}
+
+void ApiServer::Mount(httplib::Server& http) {
+  auto caller = [this](const httplib::Request& req) {
+    return Identify([&](const std::string& name) { return req.get_header_value(name); });
+  };
+  auto send = [this](const std::string& route, httplib::Response& res, const Reply& r,
+                     std::chrono::steady_clock::time_point start) {
+    res.status = r.status;
+    res.set_content(r.body, r.content_type.c_str());
+    Count(route, r.status,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  };
+  // Wraps a handler: identifies the caller, refuses unknown people, turns exceptions into 500.
+  auto route = [=, this](std::string name, bool people,
+                         std::function<Reply(const httplib::Request&, const Caller&)> fn) {
+    return [=, this](const httplib::Request& req, httplib::Response& res) {
+      auto start = std::chrono::steady_clock::now();
+      Caller who = caller(req);
+      Reply r;
+      if (people && !who.known) {
+        r = Error(401, options_.config.user_header.empty()
+                           ? "who are you? send Authorization: Bearer <token from user_tokens>"
+                           : "who are you? the " + options_.config.user_header +
+                                 " header (set by the proxy) or a user token is required");
+      } else {
+        try {
+          r = fn(req, who);
+        } catch (const std::exception& e) {
+          r = Error(500, std::string("internal error: ") + e.what());
+        }
+      }
+      send(name, res, r, start);
+    };
+  };
+  auto query = [](const httplib::Request& req) {
+    return Query(req.params.begin(), req.params.end());
+  };
+
+  http.Get("/healthz",
+           route("/healthz", false, [this](const auto&, const auto&) { return Health(); }));
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(Metrics(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  // Telemetry: read through a content receiver so that a (decompressed) body over the cap is
+  // counted and discarded as it streams instead of being held whole.
+  http.Post("/api/v1/telemetry", [this, caller, send](const httplib::Request& req,
+                                                      httplib::Response& res,
+                                                      const httplib::ContentReader& reader) {
+    auto start = std::chrono::steady_clock::now();
+    std::string body;
+    bool too_large = false;
+    size_t cap = options_.config.max_batch_bytes;
+    reader([&](const char* data, size_t n) {
+      if (body.size() + n > cap) {
+        too_large = true;
+        body.clear();
+        body.shrink_to_fit();
+      }
+      if (!too_large) body.append(data, n);
+      return true;
+    });
+    Reply r;
+    if (too_large) {
+      {
+        std::lock_guard lock(metrics_mu_);
+        ++rejected_["too_large"];
+      }
+      r = Error(413, fmt::format("the batch is over {} bytes (after decompression): send smaller "
+                                 "batches (max_batch_bytes)",
+                                 cap));
+    } else {
+      try {
+        r = Telemetry(caller(req), body);
+      } catch (const std::exception& e) {
+        r = Error(500, std::string("internal error: ") + e.what());
+      }
+    }
+    send("/api/v1/telemetry", res, r, start);
+  });
+  http.Get("/api/v1/jobs",
+           route("/api/v1/jobs", true, [this, query](const auto& req, const auto& who) {
+             return Jobs(who, query(req));
+           }));
+  http.Get(R"(/api/v1/jobs/([^/]+)/([^/]+)/series)",
+           route("/api/v1/jobs/series", true, [this, query](const auto& req, const auto& who) {
+             return Series(who, req.matches[1], req.matches[2], query(req));
+           }));
+  http.Get(R"(/api/v1/jobs/([^/]+)/([^/]+)/stacks)",
+           route("/api/v1/jobs/stacks", true, [this](const auto& req, const auto& who) {
+             return Stacks(who, req.matches[1], req.matches[2],
+                           req.get_param_value("format") == "json");
+           }));
+  http.Get(R"(/api/v1/jobs/([^/]+)/([^/]+))",
+           route("/api/v1/jobs/job", true, [this](const auto& req, const auto& who) {
+             return Job(who, req.matches[1], req.matches[2]);
+           }));
+  http.Get(R"(/api/v1/jobs/([^/]+))",
+           route("/api/v1/jobs/job", true, [this](const auto& req, const auto& who) {
+             return Job(who, "", req.matches[1]);
+           }));
+  http.Post("/api/v1/predict",
+            route("/api/v1/predict", true,
+                  [this](const auto& req, const auto& who) { return Predict(who, req.body); }));
+  http.Get("/api/v1/report",
+           route("/api/v1/report", true, [this, query](const auto& req, const auto& who) {
+             return Report(who, query(req));
+           }));
+  http.Get("/api/v1/overview",
+           route("/api/v1/overview", true,
+                 [this](const auto&, const auto& who) { return Overview(who); }));
+  http.Get("/api/.*", route("/api/other", false, [](const auto& req, const auto&) {
+             return Error(404, "no such endpoint: " + req.path + " (see docs/api.md)");
+           }));
+  http.Get("/(.*)", [](const httplib::Request& req, httplib::Response& res) {
+    const auto& assets = EmbeddedAssets();
+    auto it = assets.find(req.path);
+    if (it == assets.end()) it = assets.find("/");  // the app routes by #hash; / for anything else
+    if (it == assets.end()) {
+      res.status = 404;
+      res.set_content("the dashboard was not built into this binary", "text/plain");
+      return;
+    }
+    res.set_header("Cache-Control", "no-cache");
+    res.set_content(std::string(it->second.data), std::string(it->second.content_type).c_str());
+  });
+}
+
+}  // namespace rightsize

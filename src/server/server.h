@@ -1,0 +1,147 @@
+// ApiServer: the HTTP API, the dashboard and the Prometheus exposition of `rightsize serve`
+// (docs/api.md is the contract).
+//
+// Stateless apart from its store: every request reads or writes the store, so several servers
+// can share one. Requests run on cpp-httplib's worker threads; each takes a Store connection
+// from a small pool (a Store is single-threaded; SQLite's WAL lets the readers run while one
+// writes). Access (ServerConfig): agents post telemetry with a token; people are known by a
+// header that a reverse proxy sets or by a token, see their own jobs, and admins see all.
+// Bad input gets a 4xx with {"error": …} and a counter in /metrics; a handler never throws
+// into the HTTP library (an unexpected exception is a 500 with its message).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/status.h"
+#include "report/prices.h"
+#include "server/telemetry.h"
+#include "store/store.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace rightsize {
+
+struct ServerConfig {
+  bool open = true;  // no config file: no authentication, everyone is an admin
+  std::set<std::string> agent_tokens;
+  std::map<std::string, std::string> user_tokens;  // token -> user name
+  std::set<std::string> admins;
+  std::string user_header;  // e.g. "X-Remote-User", set by the site's reverse proxy
+  size_t max_batch_bytes = size_t{16} << 20;
+};
+
+// Reads the JSON config file (docs/api.md, "Access"). BadInput naming the field.
+StatusOr<ServerConfig> LoadServerConfig(const std::string& path);
+
+// What POST /api/v1/predict passes on to the predictor.
+struct PredictInput {
+  std::string script;
+  std::string name;               // the script's file name (the job name when -J is not given)
+  std::vector<std::string> args;  // sbatch's own arguments
+  std::string cluster, user, account, partition;
+  double risk = 0.01;
+  int64_t now = 0;
+};
+using PredictFn = std::function<StatusOr<nlohmann::json>(Store&, const PredictInput&)>;
+
+struct ServerOptions {
+  std::string db;  // the store's location
+  ServerConfig config;
+  PriceTable prices;
+  PredictFn predict;               // null: /api/v1/predict answers 501
+  std::function<int64_t()> now_s;  // the clock (tests set it); default: the system clock
+  TelemetryLimits limits;
+};
+
+class ApiServer {
+ public:
+  explicit ApiServer(ServerOptions options);
+  ~ApiServer();
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
+
+  // Opens one store connection (so a bad --db fails at start, not at the first request).
+  Status Init();
+  // Adds every route to `http`.
+  void Mount(httplib::Server& http);
+
+  // The handlers, without HTTP (the load benchmark and the tests call them directly).
+  struct Reply {
+    int status = 200;
+    std::string body;
+    std::string content_type = "application/json";
+  };
+  struct Caller {
+    std::string user;  // "" when unknown
+    bool admin = false;
+    bool agent = false;
+    bool known = false;  // identified somehow (or the server is open)
+  };
+  Reply Telemetry(const Caller& who, const std::string& body);
+  Reply Jobs(const Caller& who, const std::multimap<std::string, std::string>& query);
+  Reply Job(const Caller& who, const std::string& cluster, const std::string& id);
+  Reply Series(const Caller& who, const std::string& cluster, const std::string& id,
+               const std::multimap<std::string, std::string>& query);
+  Reply Stacks(const Caller& who, const std::string& cluster, const std::string& id, bool json);
+  Reply Predict(const Caller& who, const std::string& body);
+  Reply Report(const Caller& who, const std::multimap<std::string, std::string>& query);
+  Reply Overview(const Caller& who);
+  Reply Health();
+  std::string Metrics();
+
+  // Who is calling, from the headers (Authorization: Bearer, the proxy's user header).
+  Caller Identify(const std::function<std::string(const std::string&)>& header) const;
+
+ private:
+  class StoreLease;
+  StatusOr<std::unique_ptr<Store>> Acquire();
+  void Release(std::unique_ptr<Store> store);
+  // The job if it exists and `who` may see it.
+  StatusOr<JobRecord> VisibleJob(Store& store, const Caller& who, const std::string& cluster,
+                                 const std::string& id);
+  void Count(const std::string& route, int status, double seconds);
+  Reply OverviewOf(const Caller& who, bool with_waste);
+  int64_t Now() const;
+
+  // Group commit: request threads hand their decoded batches to one writer thread, which
+  // stores everything that arrived meanwhile in one transaction (SQLite has one writer anyway;
+  // many threads each committing would queue on its lock and sleep in its busy handler).
+  struct PendingWrite;
+  static constexpr size_t kMaxQueuedWrites = 2048;  // beyond: 503, the agents retry later
+  // `busy` is set when the queue is full (the caller answers 503).
+  StatusOr<bool> Write(const TelemetryBatch& batch, bool* busy);
+  void WriterLoop();
+
+  ServerOptions options_;
+  std::mutex write_mu_;
+  std::condition_variable write_cv_;
+  std::deque<PendingWrite*> writes_;
+  bool stop_writer_ = false;
+  std::thread writer_;
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<Store>> pool_;
+
+  std::mutex metrics_mu_;
+  std::map<std::pair<std::string, int>, int64_t> requests_;  // (route, status) -> count
+  std::map<std::string, double> seconds_;                    // route -> total seconds
+  std::map<std::string, int64_t> rejected_;                  // reason -> batches or entries
+  std::atomic<int64_t> samples_{0}, batches_{0};
+};
+
+}  // namespace rightsize

@@ -1,0 +1,141 @@
+// The analytical GPU-memory model against figures worked out by hand (the arithmetic is in the
+// comments), and the advice it drives.
+#include "code/memory_model.h"
+
+#include <gtest/gtest.h>
+
+#include "code/advice.h"
+#include "ingest/job_script.h"
+
+namespace rightsize::code {
+namespace {
+
+std::string Dir(const std::string& name) {
+  return std::string(RIGHTSIZE_TEST_DATA_DIR) + "/data/code/" + name;
+}
+
+struct Analysed {
+  JobScript script;
+  CodeFacts facts;
+  MemoryEstimate estimate;
+};
+
+Analysed AnalyseFixture(const std::string& name) {
+  Analysed a;
+  auto script = ParseJobScriptFile(Dir(name) + "/train.sh");
+  EXPECT_TRUE(script.ok());
+  a.script = *script;
+  auto facts = AnalyzeJobCode(a.script, Dir(name), "train.sh");
+  EXPECT_TRUE(facts.ok()) << facts.status().ToString();
+  a.facts = *facts;
+  auto e = EstimateGpuMemory(a.facts);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  if (e.ok()) a.estimate = *e;
+  return a;
+}
+
+double Term(const MemoryEstimate& e, const std::string& name) {
+  for (const auto& t : e.terms) {
+    if (t.name == name) return t.bytes;
+  }
+  return -1;
+}
+
+constexpr double kCtx = 500.0 * 1024 * 1024;  // 524,288,000
+
+TEST(MemoryModelTest, Gpt2MediumFp32AdamEagerAttention) {
+  Analysed a = AnalyseFixture("gpt2_finetune");
+  const MemoryEstimate& e = a.estimate;
+  // fp32 Adam: 4 + 4 + 8 = 16 B/param × 354.8M = 5.6768 GB, on one GPU (no DDP).
+  EXPECT_DOUBLE_EQ(Term(e, "weights"), 354.8e6 * 4);
+  EXPECT_DOUBLE_EQ(Term(e, "gradients"), 354.8e6 * 4);
+  EXPECT_DOUBLE_EQ(Term(e, "optimizer states"), 354.8e6 * 8);
+  // Activations, eager attention: L·s·b·h·(34 + 5·a·s/h) × 2 (fp32)
+  //   = 24 · 1024 · 16 · 1024 · (34 + 5·16·1024/1024 = 114) · 2 = 91,804,925,952.
+  EXPECT_DOUBLE_EQ(Term(e, "activations"), 91804925952.0);
+  // Logits: b·s·V·4·2 = 16 · 1024 · 50257 · 8 = 6,587,285,504.
+  EXPECT_DOUBLE_EQ(Term(e, "logits"), 6587285504.0);
+  // p50 = context + 1.1 × (5,676,800,000 + 98,392,211,456) = 115,000,200,601.6.
+  EXPECT_NEAR(e.p50_bytes, 115000200601.6, 1.0);
+  EXPECT_LT(e.p10_bytes, e.p50_bytes);
+  EXPECT_GT(e.p90_bytes, e.p50_bytes);
+}
+
+TEST(MemoryModelTest, ResNet50Fp32SgdMomentum) {
+  Analysed a = AnalyseFixture("resnet50");
+  const MemoryEstimate& e = a.estimate;
+  // SGD with momentum, fp32: 4 + 4 + 4 = 12 B/param × 25.56M = 306.72 MB.
+  EXPECT_DOUBLE_EQ(Term(e, "weights") + Term(e, "gradients") + Term(e, "optimizer states"),
+                   25.56e6 * 12);
+  // 105 MB per 224² image (fp32) × 256 images = 26.88 GB.
+  EXPECT_DOUBLE_EQ(Term(e, "activations"), 105e6 * 256);
+  // p50 = context + 1.1 × 27,186,720,000 = 30,429,680,000.
+  EXPECT_NEAR(e.p50_bytes, kCtx + 1.1 * (306.72e6 + 26.88e9), 1.0);
+}
+
+TEST(MemoryModelTest, LlamaZero3OverEightGpus) {
+  Analysed a = AnalyseFixture("llama_zero3");
+  const MemoryEstimate& e = a.estimate;
+  EXPECT_EQ(e.data_parallel_gpus, 8);
+  // Mixed-precision Adam: 2 + 2 + 12 = 16 B/param, all three sharded by ZeRO-3 over 8 GPUs:
+  // 16 × 6,738.4M / 8 = 13,476,800,000.
+  EXPECT_NEAR(Term(e, "weights"), 2 * 6738.4e6 / 8, 1e-3);
+  EXPECT_NEAR(Term(e, "gradients"), 2 * 6738.4e6 / 8, 1e-3);
+  EXPECT_NEAR(Term(e, "optimizer states"), 12 * 6738.4e6 / 8, 1e-3);
+  // Full checkpointing with SDPA: L·2·s·b·h + one layer's 34·s·b·h recomputed
+  //   = 32·2·33,554,432 + 34·33,554,432 = 3,288,334,336 (s=2048, b=4, h=4096, bf16).
+  EXPECT_DOUBLE_EQ(Term(e, "activations"), 3288334336.0);
+  // Logits: 4 · 2048 · 32000 · 8 = 2,097,152,000.
+  EXPECT_DOUBLE_EQ(Term(e, "logits"), 2097152000.0);
+  // p50 = context + 1.1 × (13,476,800,000 + 5,385,486,336) = 21,272,802,969.6.
+  EXPECT_NEAR(e.p50_bytes, 21272802969.6, 1.0);
+}
+
+TEST(MemoryModelTest, LightningDdpKeepsGradientBuckets) {
+  Analysed a = AnalyseFixture("lightning");
+  const MemoryEstimate& e = a.estimate;
+  // bf16 mixed Adam 16 B × 51,714,304 = 827,428,864; DDP buckets 2 B × P = 103,428,608.
+  EXPECT_DOUBLE_EQ(Term(e, "DDP gradient buckets"), 2 * 51714304.0);
+  // SDPA: 6 · 34 · s·b·h = 6 · 34 · 512·32·512 = 1,711,276,032; logits 32·512·32000·8.
+  EXPECT_DOUBLE_EQ(Term(e, "activations"), 1711276032.0);
+  EXPECT_DOUBLE_EQ(Term(e, "logits"), 4194304000.0);
+  EXPECT_NEAR(e.p50_bytes, kCtx + 1.1 * (930857472.0 + 5905580032.0), 1.0);
+}
+
+TEST(MemoryModelTest, UndeterminedModelSaysWhy) {
+  auto script = ParseJobScriptFile(Dir("dynamic_model") + "/train.sh");
+  ASSERT_TRUE(script.ok());
+  auto facts = AnalyzeJobCode(*script, Dir("dynamic_model"), "train.sh");
+  ASSERT_TRUE(facts.ok());
+  auto e = EstimateGpuMemory(*facts);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("getattr"), std::string::npos) << e.status().message();
+}
+
+TEST(AdviceTest, Gpt2OnA100SaysWhatToChangeAndUnusedGpus) {
+  Analysed a = AnalyseFixture("gpt2_finetune");
+  auto gpu = FindGpu(a.script.request.gpu_type);  // --gres=gpu:a100:4
+  ASSERT_TRUE(gpu);
+  EXPECT_EQ(gpu->name, "A100-80GB");
+  auto advice = Advise(a.facts, a.estimate, *gpu, a.script);
+  std::string all;
+  for (const auto& x : advice) all += x.kind + ": " + x.message + "\n";
+  ASSERT_GE(advice.size(), 3u) << all;
+  EXPECT_EQ(advice[0].kind, "out_of_memory");
+  EXPECT_EQ(advice[0].where.ToString(), "train.sh:8");
+  EXPECT_NE(advice[0].message.find("batch_size=16 needs ≈ 107 GiB"), std::string::npos) << all;
+  EXPECT_NE(advice[0].message.find("activation checkpointing (−"), std::string::npos) << all;
+  EXPECT_NE(all.find("you request 4 GPUs but the code uses 1"), std::string::npos) << all;
+  EXPECT_NE(all.find("num_workers=32 with --cpus-per-task=8"), std::string::npos) << all;
+  EXPECT_GT(advice[0].effect_bytes, 0);
+}
+
+TEST(AdviceTest, GpuTable) {
+  EXPECT_EQ(FindGpu("h100")->name, "H100-80GB");
+  EXPECT_EQ(FindGpu("A100-40GB")->name, "A100-40GB");
+  EXPECT_EQ(FindGpu("v100-16gb")->name, "V100-16GB");
+  EXPECT_FALSE(FindGpu("tpu-v4"));
+}
+
+}  // namespace
+}  // namespace rightsize::code

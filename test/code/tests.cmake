@@ -1,0 +1,3 @@
+rightsize_add_test(code_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/analysis_test.cc ${CMAKE_CURRENT_LIST_DIR}/memory_model_test.cc
+  DEPS rightsize::code)

@@ -1,0 +1,330 @@
+// The server's pieces without HTTP: decoding agents' batches, the store's telemetry tables,
+// and the API handlers' answers (visibility, series buckets). The HTTP path, access config,
+// TLS and a real agent are in test/cli/serve_cli_test.sh.
+#include "server/server.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/job.h"
+#include "server/telemetry.h"
+#include "store/store.h"
+
+namespace rightsize {
+namespace {
+
+std::string TempDb(const char* name) {
+  auto p = std::filesystem::temp_directory_path() /
+           (std::string("rightsize-server-test-") + name + "-" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(p);
+  std::filesystem::remove(p.string() + "-wal");
+  std::filesystem::remove(p.string() + "-shm");
+  return p.string();
+}
+
+TEST(JobRecordFromJson, RoundTripsWhatToJsonWrites) {
+  JobRecord j;
+  j.cluster = "c";
+  j.job_id = "12_3";
+  j.start_time = 1700000000;
+  j.end_time = 1700003600;
+  j.request.user = "alice";
+  j.request.cpus = 4;
+  j.request.memory_bytes = int64_t{8} << 30;
+  j.request.memory_scope = MemoryScope::kPerNode;
+  j.usage.peak_rss_bytes = int64_t{3} << 30;
+  j.usage.cpu_time_s = 1234.5;
+  j.outcome.state = "COMPLETED";
+  j.outcome.exit_code = 0;
+  auto back = JobRecordFromJson(nlohmann::json(j));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(nlohmann::json(*back), nlohmann::json(j));
+}
+
+TEST(JobRecordFromJson, NamesTheWrongField) {
+  auto j = nlohmann::json::parse(R"({"cluster":"c","job_id":"1","request":{"cpus":"four"}})");
+  auto r = JobRecordFromJson(j);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("request.cpus: expected a number"), std::string::npos)
+      << r.status().message();
+  j = nlohmann::json::parse(R"({"cluster":"c","job_id":"1","usage":{"peak_memory_bytes":1e30}})");
+  r = JobRecordFromJson(j);
+  ASSERT_FALSE(r.ok());  // would overflow int64: refused, not undefined behaviour
+  EXPECT_NE(r.status().message().find("usage.peak_memory_bytes"), std::string::npos);
+  EXPECT_FALSE(JobRecordFromJson(nlohmann::json::parse(R"({"job_id":"1"})")).ok());
+}
+
+TEST(DecodeTelemetry, KeepsValidEntriesAndSaysWhereTheOthersWentWrong) {
+  auto b = DecodeTelemetry(R"({"schema":"rightsize.telemetry/v1","agent":"n1","seq":3,"jobs":[
+    {"job":{"cluster":"c","job_id":"1"},"samples":{"cpu_cores":[[100.5,2],[99,1]]},
+     "stacks":{"a;b":3}},
+    {"job":{"cluster":"c","job_id":"2"},"samples":{"cpu_cores":[[100,null]]}},
+    {"job":{"cluster":"c","job_id":"3"},"stacks":{"a;b":-1}},
+    {"job":{"cluster":"c","job_id":"4"},"samples":{"bad name!":[]}},
+    {"job":{"cluster":"c","job_id":"5"},"samples":{"m":[[1700000000000,1]]}}]})");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->agent, "n1");
+  EXPECT_EQ(b->seq, 3);
+  ASSERT_EQ(b->jobs.size(), 1u);
+  const auto& s = b->jobs[0].samples.at("cpu_cores");
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].t_ms, 99000);  // sorted by time
+  EXPECT_EQ(s[1].t_ms, 100500);
+  EXPECT_EQ(b->jobs[0].job.source, "agent");
+  EXPECT_EQ(b->samples, 2);
+  ASSERT_EQ(b->rejected.size(), 4u);
+  EXPECT_EQ(b->rejected[0].path, "jobs[1].samples.cpu_cores[0]");
+  EXPECT_EQ(b->rejected[1].path, "jobs[2].stacks[\"a;b\"]");
+  EXPECT_EQ(b->rejected[2].path, "jobs[3].samples");
+  // Milliseconds where seconds belong: a unit mistake, not a date in the year 55,000.
+  EXPECT_EQ(b->rejected[3].path, "jobs[4].samples.m[0]");
+}
+
+TEST(DecodeTelemetry, RefusesWhatIsNotABatch) {
+  for (const char* body :
+       {"", "[]", "{", R"({"schema":"x"})",
+        R"({"schema":"rightsize.telemetry/v1","seq":1,"jobs":[]})",
+        R"({"schema":"rightsize.telemetry/v1","agent":"a","seq":0,"jobs":[]})",
+        R"({"schema":"rightsize.telemetry/v1","agent":"a","seq":1,"jobs":{}})"}) {
+    auto b = DecodeTelemetry(body);
+    EXPECT_FALSE(b.ok()) << body;
+    if (!b.ok()) EXPECT_EQ(b.status().code(), Status::Code::kBadInput) << body;
+  }
+  TelemetryLimits small;
+  small.max_jobs = 2;
+  auto b = DecodeTelemetry(
+      R"({"schema":"rightsize.telemetry/v1","agent":"a","seq":1,"jobs":[{},{},{}]})", small);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("at most 2"), std::string::npos);
+}
+
+// 100,000 nested brackets: refused before parsing (dumping such a value for an error message
+// once overflowed the stack and took the server down).
+TEST(DecodeTelemetry, RefusesDeepNestingWithoutRecursing) {
+  std::string deep(100000, '[');
+  deep += std::string(100000, ']');
+  auto b = DecodeTelemetry(deep);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("nests"), std::string::npos);
+  std::string in_sample = R"({"schema":"rightsize.telemetry/v1","agent":"a","seq":1,"jobs":[)"
+                          R"({"job":{"cluster":"c","job_id":"1"},"samples":{"m":[[1,)" +
+                          std::string(20, '[') + std::string(20, ']') + "]]}}]}";
+  b = DecodeTelemetry(in_sample);  // within the depth limit: the entry is rejected, named
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_EQ(b->rejected.size(), 1u);
+  EXPECT_NE(b->rejected[0].error.find("an array"), std::string::npos) << b->rejected[0].error;
+}
+
+JobTelemetry Running(const std::string& id, const std::string& user, int64_t t0_s, int n) {
+  JobTelemetry t;
+  t.job.cluster = "c";
+  t.job.job_id = id;
+  t.job.source = "agent";
+  t.job.request.user = user;
+  t.job.request.cpus = 4;
+  t.job.start_time = t0_s;
+  t.job.outcome.state = "RUNNING";
+  for (int i = 0; i < n; ++i) {
+    t.samples["cpu_cores"].push_back(Sample{(t0_s + i) * 1000, static_cast<double>(i % 5)});
+  }
+  return t;
+}
+
+TEST(StoreTelemetry, SeriesComeBackExactlyAcrossChunksAndRanges) {
+  auto store = OpenStore(TempDb("series"));
+  ASSERT_TRUE(store.ok());
+  // 2 h at 1 Hz: 7,200 samples, split into 10-minute chunks.
+  std::vector<JobTelemetry> jobs = {Running("1", "alice", 1'700'000'000, 7200)};
+  auto ok = (*store)->WriteTelemetry("n1", 1, jobs);
+  ASSERT_TRUE(ok.ok() && *ok);
+  std::vector<Sample> got;
+  auto read = [&](int64_t from_s, int64_t to_s) {
+    got.clear();
+    ASSERT_TRUE((*store)
+                    ->ReadSamples("c", "1", "cpu_cores", from_s * 1000, to_s * 1000,
+                                  [&](const Sample& s) { got.push_back(s); })
+                    .ok());
+  };
+  read(0, 2'000'000'000);
+  ASSERT_EQ(got.size(), 7200u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].t_ms, (1'700'000'000 + static_cast<int64_t>(i)) * 1000);
+    ASSERT_EQ(got[i].value, static_cast<double>(i % 5));
+  }
+  read(1'700'003'000, 1'700'003'009);  // inside a chunk that starts before `from`
+  ASSERT_EQ(got.size(), 10u);
+  EXPECT_EQ(got.front().t_ms, 1'700'003'000'000);
+  auto metrics = (*store)->SampleMetrics("c", "1");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_EQ(*metrics, std::vector<std::string>{"cpu_cores"});
+}
+
+TEST(StoreTelemetry, ReplaysAreRefusedAndStoreNothing) {
+  auto store = OpenStore(TempDb("replay"));
+  ASSERT_TRUE(store.ok());
+  std::vector<JobTelemetry> jobs = {Running("1", "alice", 1000, 3)};
+  jobs[0].stacks["main;spin"] = 5;
+  ASSERT_TRUE(*(*store)->WriteTelemetry("n1", 10, jobs));
+  ASSERT_FALSE(*(*store)->WriteTelemetry("n1", 10, jobs));
+  ASSERT_FALSE(*(*store)->WriteTelemetry("n1", 9, jobs));
+  ASSERT_TRUE(*(*store)->WriteTelemetry("n2", 1, jobs));  // another agent's own numbering
+  auto stacks = (*store)->GetStacks("c", "1");
+  ASSERT_TRUE(stacks.ok());
+  EXPECT_EQ(stacks->at("main;spin"), 10);  // n1 once + n2 once, not the refused replays
+}
+
+TEST(StoreTelemetry, AnAccountingRecordIsNotReplacedByTheAgents) {
+  auto store = OpenStore(TempDb("merge"));
+  ASSERT_TRUE(store.ok());
+  JobRecord acct;
+  acct.cluster = "c";
+  acct.job_id = "1";
+  acct.source = "sacct";
+  acct.outcome.state = "COMPLETED";
+  ASSERT_TRUE((*store)->UpsertJobs(std::vector<JobRecord>{acct}).ok());
+  std::vector<JobTelemetry> jobs = {Running("1", "alice", 1000, 3)};
+  ASSERT_TRUE(*(*store)->WriteTelemetry("n1", 1, jobs));
+  auto j = (*store)->GetJob("c", "1");
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ(j->source, "sacct");
+  EXPECT_EQ(j->outcome.state, "COMPLETED");
+  int n = 0;
+  ASSERT_TRUE(
+      (*store)->ReadSamples("c", "1", "cpu_cores", 0, INT64_MAX, [&](const Sample&) { ++n; }).ok());
+  EXPECT_EQ(n, 3);  // the samples are still the job's
+}
+
+// The server's pool holds several connections: a cluster one of them added must be visible to
+// the others, and two of them adding clusters must not hand out the same id.
+TEST(StoreTelemetry, ConnectionsSeeEachOthersClusters) {
+  std::string db = TempDb("conns");
+  auto a = OpenStore(db);
+  auto b = OpenStore(db);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<JobTelemetry> x = {Running("1", "alice", 1000, 1)};
+  x[0].job.cluster = "x";
+  ASSERT_TRUE(*(*a)->WriteTelemetry("n", 1, x));
+  EXPECT_TRUE((*b)->GetJob("x", "1").ok());
+  JobRecord y, z;
+  y.cluster = "y";
+  y.job_id = "1";
+  z.cluster = "z";
+  z.job_id = "1";
+  ASSERT_TRUE((*b)->UpsertJobs(std::vector<JobRecord>{y}).ok());
+  ASSERT_TRUE((*a)->UpsertJobs(std::vector<JobRecord>{z}).ok());
+  for (const char* c : {"x", "y", "z"}) {
+    auto j = (*a)->GetJob(c, "1");
+    ASSERT_TRUE(j.ok()) << c;
+    EXPECT_EQ(j->cluster, c);
+  }
+}
+
+// Two connections taking turns writing the same job (the server's writer and an agent-side
+// writer, or two servers): no "database is locked" from a read transaction left open.
+TEST(StoreTelemetry, ConnectionsTakeTurnsWritingTheSameJob) {
+  std::string db = TempDb("turns");
+  auto a = OpenStore(db);
+  auto b = OpenStore(db);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int i = 1; i <= 20; ++i) {
+    std::vector<JobTelemetry> jobs = {Running("1", "alice", 1000 + i * 10, 5)};
+    Store& s = i % 2 ? **a : **b;
+    auto ok = s.WriteTelemetry(i % 2 ? "a" : "b", i, jobs);
+    ASSERT_TRUE(ok.ok()) << "write " << i << ": " << ok.status().ToString();
+    ASSERT_TRUE(*ok);
+  }
+  int n = 0;
+  ASSERT_TRUE(
+      (*a)->ReadSamples("c", "1", "cpu_cores", 0, INT64_MAX, [&](const Sample&) { ++n; }).ok());
+  EXPECT_EQ(n, 20 * 5);
+}
+
+TEST(StoreTelemetry, ListJobsPagesNewestFirstWithRunningOnTop) {
+  auto store = OpenStore(TempDb("list"));
+  ASSERT_TRUE(store.ok());
+  std::vector<JobRecord> ended;
+  for (int i = 0; i < 25; ++i) {
+    JobRecord r;
+    r.cluster = "c";
+    r.job_id = std::to_string(i);
+    r.end_time = 1000 + i;
+    r.request.user = i % 2 ? "bob" : "alice";
+    ended.push_back(r);
+  }
+  ASSERT_TRUE((*store)->UpsertJobs(ended).ok());
+  std::vector<JobTelemetry> live = {Running("live", "alice", 5000, 1)};
+  ASSERT_TRUE(*(*store)->WriteTelemetry("n1", 1, live));
+  std::vector<std::string> order;
+  JobPage page;
+  page.limit = 7;
+  for (int pages = 0; pages < 10; ++pages) {
+    auto list = (*store)->ListJobs({}, page);
+    ASSERT_TRUE(list.ok()) << list.status().ToString();
+    for (const auto& j : list->jobs) order.push_back(j.job_id);
+    if (!list->next) break;
+    page.after = list->next;
+  }
+  ASSERT_EQ(order.size(), 26u);
+  EXPECT_EQ(order[0], "live");
+  EXPECT_EQ(order[1], "24");
+  EXPECT_EQ(order[25], "0");
+  JobFilter f;
+  f.user = "bob";
+  auto bob = (*store)->ListJobs(f, JobPage{100, std::nullopt});
+  ASSERT_TRUE(bob.ok());
+  EXPECT_EQ(bob->jobs.size(), 12u);
+  page.after = "garbage";
+  EXPECT_FALSE((*store)->ListJobs({}, page).ok());
+}
+
+TEST(ApiServer, PeopleSeeTheirOwnJobsAndAdminsAll) {
+  ServerOptions o;
+  o.db = TempDb("api");
+  o.config.open = false;
+  o.config.user_tokens = {{"t-alice", "alice"}, {"t-ops", "ops"}};
+  o.config.admins = {"ops"};
+  o.now_s = [] { return int64_t{5000}; };
+  ApiServer api(o);
+  ASSERT_TRUE(api.Init().ok());
+  auto store = OpenStore(o.db);
+  std::vector<JobTelemetry> jobs = {Running("a1", "alice", 4000, 100),
+                                    Running("b1", "bob", 4000, 100)};
+  ASSERT_TRUE(*(*store)->WriteTelemetry("n", 1, jobs));
+  auto who = [&](const std::string& token) {
+    return api.Identify(
+        [&](const std::string& h) { return h == "Authorization" ? "Bearer " + token : ""; });
+  };
+  auto alice = who("t-alice"), ops = who("t-ops"), nobody = who("nope");
+  EXPECT_TRUE(alice.known);
+  EXPECT_FALSE(alice.admin);
+  EXPECT_TRUE(ops.admin);
+  EXPECT_FALSE(nobody.known);
+  EXPECT_EQ(api.Job(alice, "c", "a1").status, 200);
+  EXPECT_EQ(api.Job(alice, "c", "b1").status, 404);
+  EXPECT_EQ(api.Job(ops, "c", "b1").status, 200);
+  auto list = nlohmann::json::parse(api.Jobs(alice, {}).body);
+  ASSERT_EQ(list["jobs"].size(), 1u);
+  EXPECT_EQ(list["jobs"][0]["job_id"], "a1");
+  EXPECT_EQ(nlohmann::json::parse(api.Jobs(ops, {}).body)["jobs"].size(), 2u);
+  // 100 samples 0,1,2,3,4,0,… from t=4000 in steps of 10 s: every bucket has mean 2, max 4.
+  auto series = nlohmann::json::parse(
+      api.Series(alice, "c", "a1",
+                 {{"metric", "cpu_cores"}, {"from", "4000"}, {"to", "4099"}, {"step", "10"}})
+          .body);
+  const auto& pts = series["series"]["cpu_cores"];
+  ASSERT_EQ(pts.size(), 10u);
+  for (const auto& p : pts) {
+    EXPECT_DOUBLE_EQ(p[1].get<double>(), 2.0);
+    EXPECT_DOUBLE_EQ(p[2].get<double>(), 4.0);
+  }
+  EXPECT_EQ(series["limits"]["cpu_cores"], 4.0);
+  auto overview = nlohmann::json::parse(api.Overview(ops).body);
+  EXPECT_EQ(overview["clusters"][0]["running_jobs"], 2);
+  EXPECT_DOUBLE_EQ(overview["clusters"][0]["now"]["allocated"]["cpus"].get<double>(), 8.0);
+  EXPECT_EQ(nlohmann::json::parse(api.Overview(alice).body)["clusters"][0]["running_jobs"], 1);
+}
+
+}  // namespace
+}  // namespace rightsize
