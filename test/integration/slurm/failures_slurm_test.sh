@@ -96,9 +96,23 @@ NODE=$(hostname -s)
 nf=$(sbatch --parsable -J rs_nf --no-requeue -t 5 --mem=100M -o "$WORK/slurm-%j.out" \
   --wrap "echo computing; sleep 120")
 for _ in $(seq 1 40); do [ "$(squeue -h -j "$nf" -o %T)" = RUNNING ] && break; sleep 0.5; done
-scontrol update nodename="$NODE" state=down reason=rightsize-node-fail-test
+# slurmctld refuses a state change while the node is still completing earlier jobs
+# ("Invalid node state specified"): retry for a few seconds.
+down=""
+for _ in $(seq 1 40); do
+  if scontrol update nodename="$NODE" state=down reason=rightsize-node-fail-test 2>/dev/null; then
+    down=yes
+    break
+  fi
+  sleep 0.5
+done
+expect_eq "the node could be set down under the running job" "$down" yes
 wait_jobs 60 "$nf"
-scontrol update nodename="$NODE" state=resume
+for _ in $(seq 1 40); do
+  scontrol update nodename="$NODE" state=resume 2>/dev/null && break
+  sinfo -h -n "$NODE" -o %t | grep -q '^idle' && break  # already back
+  sleep 0.5
+done
 for _ in $(seq 1 20); do  # slurmdbd records the end a little later
   [ "$(sacct -X -n -P -j "$nf" -o State)" = NODE_FAIL ] && break
   sleep 0.5
