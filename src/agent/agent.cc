@@ -129,8 +129,16 @@ std::vector<JobRecord> Agent::Cycle(double now_s, int64_t now_unix) {
       (void)w.stacks->Poll();  // a bad ring record is resynchronised; the samples go on
     }
     w.job = std::move(job);
+    bool first = w.monitor->samples() == 0;
     w.monitor->Sample(now_s, &w.job.pids, &w.job.stats);
     w.last_s = now_s;
+    if (first) {
+      // Dated from its oldest process, not from when this agent first saw it.
+      double before = now_s - w.monitor->started_s().value_or(now_s);
+      w.first_s = now_s - before;
+      w.first_unix = now_unix - static_cast<int64_t>(std::llround(before));
+      w.record.start_time = w.first_unix;
+    }
     if (!w.record.request.memory_bytes && w.monitor->memory_limit_bytes()) {
       w.record.request.memory_bytes = w.monitor->memory_limit_bytes();
     }

@@ -19,7 +19,7 @@
 #include "agent/proc.h"
 #include "agent/stacks.h"
 #include "core/job.h"
-#include "store/store.h"
+#include "core/telemetry.h"
 
 namespace rightsize {
 

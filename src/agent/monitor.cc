@@ -30,7 +30,9 @@ void JobMonitor::Sample(double now_s, const std::vector<int64_t>* pids,
     tree = proc_->Tree(root_pid_);
   }
   pids_.clear();
+  const bool first = !last_t_;
   double cpu_delta = 0;
+  double cpu_before = 0;  // first sample: what the processes did before we saw them
   int64_t rss = 0, threads = 0, open_files = 0;
   std::map<std::pair<int64_t, int64_t>, double> cpu_now;
   for (const ProcStat& p : tree) {
@@ -39,7 +41,11 @@ void JobMonitor::Sample(double now_s, const std::vector<int64_t>* pids,
     double cpu = p.user_s + p.system_s;
     auto seen = cpu_seen_.find(key);
     // A process first seen now did its work since the last sample (or since it started).
-    cpu_delta += seen == cpu_seen_.end() ? (last_t_ ? cpu : 0) : std::max(0.0, cpu - seen->second);
+    if (first) {
+      cpu_before += cpu;
+    } else {
+      cpu_delta += seen == cpu_seen_.end() ? cpu : std::max(0.0, cpu - seen->second);
+    }
     cpu_now[key] = cpu;
     rss += p.rss_bytes;
     threads += p.threads;
@@ -71,12 +77,19 @@ void JobMonitor::Sample(double now_s, const std::vector<int64_t>* pids,
         // two samples: better than the per-process sum.
         if (cgroup_cpu_last_ && last_t_ && now_s > *last_t_) {
           cpu_delta = std::max(0.0, *c->cpu_s - *cgroup_cpu_last_);
+        } else if (first) {
+          cpu_before = std::max(cpu_before, *c->cpu_s);  // since the job's cgroup was made
         }
         cgroup_cpu_last_ = c->cpu_s;
       }
     }
   }
-  if (last_t_ && now_s > *last_t_) Add("cpu_cores", t, cpu_delta / (now_s - *last_t_));
+  if (first) {
+    StartAt(now_s, tree, cpu_before);
+  } else if (now_s > *last_t_) {
+    cpu_total_ += cpu_delta;
+    Add("cpu_cores", t, cpu_delta / (now_s - *last_t_));
+  }
   last_t_ = now_s;
   // The cgroup's figure includes the page cache; the processes' RSS is what they hold.
   Add("memory_bytes", t, static_cast<double>(rss));
@@ -147,14 +160,36 @@ void JobMonitor::Sample(double now_s, const std::vector<int64_t>* pids,
   }
 }
 
+void JobMonitor::StartAt(double now_s, const std::vector<ProcStat>& tree, double cpu_before) {
+  // The job began when its oldest process did: the agent finds a job up to a cycle late, or
+  // long after it started when the agent itself was restarted.
+  std::optional<double> age;
+  if (auto uptime = tree.empty() ? std::nullopt : proc_->Uptime()) {
+    for (const ProcStat& p : tree) {
+      if (auto a = proc_->AgeS(p, *uptime)) age = std::max(age.value_or(0), *a);
+    }
+  }
+  started_s_ = now_s - age.value_or(0);
+  cpu_total_ += cpu_before;
+  if (!age || *age < 0.5 || cpu_before <= 0) return;
+  // What the job did before it was seen, as its mean rate over that span, one point a second
+  // so the series integrates to it. A span longer than kMaxBackfillS (an agent restarted under
+  // a long job) stays a gap in the series: its shape is unknown; the total still counts it.
+  if (*age > kMaxBackfillS) return;
+  double rate = cpu_before / *age;
+  auto n = static_cast<int64_t>(std::llround(*age));
+  auto t = static_cast<int64_t>(std::floor(now_s));
+  for (int64_t i = std::max<int64_t>(n, 1) - 1; i >= 0; --i) Add("cpu_cores", t - i, rate);
+}
+
 ResourceUsage JobMonitor::Usage(double elapsed_s, std::optional<double> cpu_time_s,
                                 std::optional<int64_t> max_process_rss_bytes) const {
   ResourceUsage u;
   u.elapsed_s = elapsed_s;
   if (cpu_time_s) {
     u.cpu_time_s = cpu_time_s;
-  } else if (auto it = series_.find("cpu_cores"); it != series_.end() && !it->second.empty()) {
-    u.cpu_time_s = it->second.mean() * elapsed_s;
+  } else if (samples_ > 0) {
+    u.cpu_time_s = cpu_total_;
   }
   // The largest of what each source saw: the cgroup's peak is exact; a single process's peak
   // (wait4) is exact for it; the sampled sum may miss a short spike but sees the whole tree.

@@ -55,6 +55,16 @@ class JobMonitor {
   }
   static constexpr size_t kMaxNew = 3600;
 
+  // When the job started on the caller's clock: its oldest process's start, read at the first
+  // sample (that sample's time when the start is unknown). nullopt before any sample.
+  std::optional<double> started_s() const { return started_s_; }
+  // CPU seconds the job used, from its processes' start: what it did before the first sample
+  // counts too (the cgroup's total when it has one, else its processes').
+  double cpu_seconds() const { return cpu_total_; }
+  // Longest span before the first sample filled in the cores series (see StartAt).
+  static constexpr double kMaxBackfillS = 600;
+  int64_t samples() const { return samples_; }
+
   // The pids of the job seen at the last sample (for the stack sampler).
   const std::set<int64_t>& pids() const { return pids_; }
 
@@ -74,6 +84,7 @@ class JobMonitor {
   std::optional<int64_t> gpu_memory_total_bytes() const { return gpu_total_; }
 
  private:
+  void StartAt(double now_s, const std::vector<ProcStat>& tree, double cpu_before);
   void Add(const std::string& metric, int64_t t_s, double v) {
     series_[metric].Add(t_s, v);
     if (keep_new_) {
@@ -93,7 +104,8 @@ class JobMonitor {
   std::map<std::string, std::vector<std::pair<int64_t, double>>> new_;
   // CPU seconds per process at the last sample, keyed by (pid, start time).
   std::map<std::pair<int64_t, int64_t>, double> cpu_seen_;
-  std::optional<double> last_t_;
+  std::optional<double> last_t_, started_s_;
+  double cpu_total_ = 0;
   std::optional<double> cgroup_cpu_last_;
   std::set<int64_t> pids_;
   std::set<int> gpu_devices_;

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <map>
@@ -103,7 +104,10 @@ ProcFs::ProcFs(std::string root, int64_t clock_ticks, int64_t page_bytes)
       page_bytes_(page_bytes > 0 ? page_bytes : sysconf(_SC_PAGESIZE)) {}
 
 std::optional<std::string> ProcFs::Read(int64_t pid, const char* file, size_t max_bytes) {
-  std::string path = root_ + "/" + std::to_string(pid) + "/" + file;
+  return ReadPath(root_ + "/" + std::to_string(pid) + "/" + file, max_bytes);
+}
+
+std::optional<std::string> ProcFs::ReadPath(const std::string& path, size_t max_bytes) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;  // gone, or not ours to read
   std::string out;
@@ -272,6 +276,26 @@ std::optional<NetCounters> ProcFs::NetDev(int64_t pid) {
     c.tx_packets += v[9];
   }
   return c;
+}
+
+std::optional<double> ProcFs::Uptime() {
+  auto text = ReadPath(root_ + "/uptime", 256);
+  if (!text) return std::nullopt;
+  double v = 0;
+  const char* end = text->data() + text->size();
+  auto [p, ec] = std::from_chars(text->data(), end, v);
+  if (ec != std::errc() || p == text->data() || v < 0 || v > kMaxCpuSeconds) {
+    ++rejected_;
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<double> ProcFs::AgeS(const ProcStat& st, double uptime_s) const {
+  double started = static_cast<double>(st.start_ticks) / static_cast<double>(clock_ticks_);
+  // A start after the uptime is a clock or fixture mismatch, not a process from the future.
+  if (started > uptime_s + 1) return std::nullopt;
+  return std::max(0.0, uptime_s - started);
 }
 
 std::optional<int64_t> ProcFs::Uid(int64_t pid) {

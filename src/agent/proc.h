@@ -64,6 +64,11 @@ class ProcFs {
   // Open file descriptors (entries of /proc/PID/fd), when readable.
   std::optional<int64_t> OpenFiles(int64_t pid);
 
+  // Seconds since boot (/proc/uptime), the clock processes' start times count on.
+  std::optional<double> Uptime();
+  // How long ago the process started, given Uptime(); nullopt when its start is after it.
+  std::optional<double> AgeS(const ProcStat& st, double uptime_s) const;
+
   // `root` and every descendant alive now (children found through ppid).
   std::vector<ProcStat> Tree(int64_t root);
 
@@ -72,6 +77,7 @@ class ProcFs {
 
  private:
   std::optional<std::string> Read(int64_t pid, const char* file, size_t max_bytes = 64 << 10);
+  std::optional<std::string> ReadPath(const std::string& path, size_t max_bytes);
   std::string root_;
   int64_t clock_ticks_;
   int64_t page_bytes_;

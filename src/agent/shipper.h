@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "store/store.h"
+#include "core/telemetry.h"
 
 namespace rightsize {
 

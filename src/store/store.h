@@ -21,6 +21,7 @@
 
 #include "core/job.h"
 #include "core/status.h"
+#include "core/telemetry.h"
 
 namespace rightsize {
 
@@ -52,19 +53,6 @@ struct JobPage {
 struct JobList {
   std::vector<JobRecord> jobs;
   std::optional<std::string> next;  // cursor of the next page; nullopt on the last page
-};
-
-// One sample of a job's metric, time in milliseconds since the epoch.
-struct Sample {
-  int64_t t_ms = 0;
-  double value = 0;
-};
-
-// One job's share of an agent's telemetry batch.
-struct JobTelemetry {
-  JobRecord job;  // stored as the job's record unless an accounting source already has it
-  std::map<std::string, std::vector<Sample>> samples;  // metric -> samples, oldest first
-  std::map<std::string, int64_t> stacks;               // folded stack -> samples to add
 };
 
 // A prediction made for a job at submission (rightsize.prediction/v1 JSON), kept with it.

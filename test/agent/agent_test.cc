@@ -255,6 +255,8 @@ TEST(AgentTest, DiscoversSlurmAndKubernetesJobsAndEndsThem) {
   EXPECT_EQ(ended[0].cluster, "node1");
   EXPECT_EQ(ended[0].source, "agent");
   EXPECT_EQ(ended[0].usage.peak_rss_bytes, 300 * 4096);
+  // No /proc/uptime in this tree: the job is dated from when the agent first saw it.
+  EXPECT_EQ(ended[0].start_time, 1000);
   EXPECT_EQ(agent.jobs(), 2u);
   EXPECT_TRUE(agent.Cycle(6, 1006).empty());
 }
@@ -290,6 +292,56 @@ TEST(MonitorTest, CpuCoresAndMemoryOfTheTree) {
   auto j = m.SummaryJson(false);
   EXPECT_DOUBLE_EQ(j["metrics"]["cpu_cores"]["peak"].get<double>(), 1.5);
   EXPECT_EQ(j["metrics"]["processes"]["last"].get<double>(), 2);
+}
+
+// The agent sees a job up to a cycle after it started: what it did before counts, and the job
+// is dated from its oldest process (processes start at 123.45 s after boot in StatLine).
+TEST(MonitorTest, CpuUsedBeforeTheFirstSampleCounts) {
+  Tree t;
+  t.Write("uptime", "133.45 250.00\n");  // the job is 10 s old at the first sample
+  t.Write("201/stat", StatLine(201, "work", 1, 100, 0, 256));
+  ProcFs proc(t.path(), 100, 4096);
+  JobMonitor m(&proc, nullptr, nullptr, 201, "");
+  m.Sample(50);
+  ASSERT_TRUE(m.started_s().has_value());
+  EXPECT_NEAR(*m.started_s(), 40, 1e-6);
+  t.Write("201/stat", StatLine(201, "work", 1, 400, 0, 256));
+  m.Sample(52);
+  EXPECT_NEAR(m.cpu_seconds(), 4.0, 1e-9);
+  ResourceUsage u = m.Usage(12, std::nullopt, std::nullopt);
+  ASSERT_TRUE(u.cpu_time_s.has_value());
+  EXPECT_NEAR(*u.cpu_time_s, 4.0, 1e-9);
+  // The cores series integrates to the same total: 10 points of 0.1 core, then 1.5 cores.
+  double integral = 0;
+  auto j = m.SummaryJson(true);
+  for (const auto& p : j["metrics"]["cpu_cores"]["points"]) integral += p[1].get<double>();
+  EXPECT_NEAR(integral, 1.0 + 1.5, 1e-9);
+  EXPECT_EQ(j["metrics"]["cpu_cores"]["points"].size(), 11u);
+}
+
+// Restarted under a day-old job, the agent dates it right and counts its CPU, but leaves the
+// series before its first sample empty rather than invent a shape for it.
+TEST(MonitorTest, ARestartedAgentDatesTheJobFromItsStart) {
+  Tree t;
+  t.Write("uptime", "86523.45 0\n");
+  t.Write("10/stat", StatLine(10, "python", 1, 8640000, 0, 256));
+  t.Write("10/cgroup", "0::/user.slice\n");
+  t.Write("10/environ", std::string("SLURM_JOB_ID=7\0", 15));
+  ProcFs proc(t.path(), 100, 4096);
+  JobMonitor m(&proc, nullptr, nullptr, 10, "");
+  m.Sample(0);
+  EXPECT_NEAR(*m.started_s(), -86400, 1e-6);
+  EXPECT_NEAR(m.cpu_seconds(), 86400, 1e-6);
+  EXPECT_FALSE(m.SummaryJson(false)["metrics"].contains("cpu_cores"));
+
+  Agent agent(&proc, nullptr, nullptr, AgentOptions{"node1", 2});
+  EXPECT_TRUE(agent.Cycle(3, 200000).empty());
+  fs::remove_all(t.path() + "/10");
+  auto ended = agent.Cycle(4, 200001);
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].start_time, 200000 - 86400);
+  EXPECT_EQ(ended[0].end_time, 200000);
+  EXPECT_NEAR(ended[0].usage.cpu_time_s.value_or(0), 86400, 1e-6);
 }
 
 }  // namespace

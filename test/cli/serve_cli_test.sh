@@ -240,13 +240,13 @@ time.sleep(4)
   wait "$agent" || true
   ip link del "rsv$$" 2>/dev/null || true
   ip netns del "$ns"
-  tx=$(json_get "$(curl -s "${ALICE[@]}" "$URL/api/v1/jobs/c1/9003/series?metric=net_tx_bytes")" \
-    "max([p[2] for p in d['series']['net_tx_bytes']] or [0])")
+  net=$(curl -s "${ALICE[@]}" "$URL/api/v1/jobs/c1/9003/series?metric=net_tx_bytes")
+  tx=$(json_get "$net" "max([p[2] for p in d.get('series', {}).get('net_tx_bytes', [])] or [0])")
   # 2,000 datagrams of 1,000 bytes: at least 2,000,000 bytes on the wire (plus headers).
   if python3 -c "import sys; sys.exit(0 if 2000000 <= $tx < 2300000 else 1)"; then
     pass "the job's own network traffic ($tx bytes sent)"
   else
-    fail "net_tx_bytes $tx; $(tail -3 "$WORK/agent4.err")"
+    fail "net_tx_bytes $tx; server: ${net:0:300}; agent: $(tail -3 "$WORK/agent4.err")"
   fi
 else
   echo "skip: cannot make a network namespace here (needs root with CAP_NET_ADMIN)"
