@@ -17,6 +17,7 @@
 #include "agent/agent.h"
 #include "agent/shipper.h"
 #include "cli/app.h"
+#include "cli/listen.h"
 #include "cli/terminal.h"
 
 namespace rightsize::cli {
@@ -146,23 +147,13 @@ void AddAgentCommand(CLI::App& app, Context& ctx, Action* action) {
       httplib::Server server;
       std::thread http;
       if (!f->listen.empty()) {
-        size_t colon = f->listen.rfind(':');
-        if (colon == std::string::npos) {
-          return Fail(Status::InvalidArgument("--listen: expected HOST:PORT, got " + f->listen));
-        }
-        std::string host = f->listen.substr(0, colon);
-        int port = std::atoi(f->listen.c_str() + colon + 1);
         server.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
           std::lock_guard lock(mu);
           res.set_content(agent.Metrics(), "text/plain; version=0.0.4");
         });
-        if (port == 0) {
-          port = server.bind_to_any_port(host.empty() ? "0.0.0.0" : host);
-        } else if (!server.bind_to_port(host.empty() ? "0.0.0.0" : host, port)) {
-          port = -1;
-        }
-        if (port < 0) return Fail(Status::IoError("--listen: cannot listen on " + f->listen));
-        fmt::print(stderr, "rightsize agent: /metrics on {}:{}\n", host, port);
+        auto bound = BindListen(server, f->listen);
+        if (!bound.ok()) return Fail(bound.status());
+        fmt::print(stderr, "rightsize agent: /metrics on {}:{}\n", bound->host, bound->port);
         http = std::thread([&server] { server.listen_after_bind(); });
       }
       struct sigaction sa {};

@@ -6,11 +6,14 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "model/model_cache.h"
 #include "server/server.h"
 #include "store/store.h"
 
@@ -45,10 +48,23 @@ void AddAdviseCommand(CLI::App& app, Context& ctx, Action* action);
 // The folder `advise` and `predict` read a job's code from by default: the script's own.
 std::string DefaultCodeDir(const std::string& script_path);
 void AddServeCommand(CLI::App& app, Context& ctx, Action* action);
+
+// `ingest slurm`: sacct over [from, to] into the store; following, a pass every interval_s
+// over what ended since the last (overlapping by overlap_s) with the failed jobs diagnosed,
+// until `stop` (or `passes`). `serve --follow-slurm` runs it in a thread of its own.
+struct SlurmIngestOptions {
+  std::string sacct = "sacct", scontrol = "scontrol", log_dir, cluster;
+  bool follow = false, diagnose = true, json = false, strict = false;
+  int interval_s = 60, overlap_s = 600, passes = 0;
+};
+int IngestSlurm(Context& ctx, const SlurmIngestOptions& o, int64_t from, int64_t to,
+                const std::atomic<bool>& stop);
 void AddSubmitCommand(CLI::App& app, Context& ctx, Action* action);
 
 // `rightsize predict` for the HTTP API (POST /api/v1/predict): the rightsize.predict/v1 document.
-StatusOr<nlohmann::json> PredictForServer(Store& store, const PredictInput& in);
+// `models`, when given, keeps the deserialised models between calls (the server's).
+StatusOr<nlohmann::json> PredictForServer(Store& store, const PredictInput& in,
+                                          ModelCache* models = nullptr);
 
 // Runs the CLI; returns the exit code.
 int RunCli(int argc, char** argv);

@@ -167,6 +167,12 @@ StatusOr<int> RunToFile(const std::vector<std::string>& argv, const std::string&
 std::atomic<bool> g_stop{false};
 void OnStopSignal(int /*sig*/) { g_stop = true; }
 
+int64_t NowS() {
+  return static_cast<int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count());
+}
+
 // sacct reads times in the cluster's local zone.
 std::string SacctLocalTime(int64_t t) {
   auto tt = static_cast<time_t>(t);
@@ -554,12 +560,7 @@ void AddIngestCommands(CLI::App& app, Context& ctx, Action* action) {
     AddCommonFlags(cmd, flags.get());
     cmd->callback([&ctx, action, s, flags] {
       *action = [&ctx, s, flags]() -> int {
-        auto now_s = [] {
-          return static_cast<int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
-                                          std::chrono::system_clock::now().time_since_epoch())
-                                          .count());
-        };
-        int64_t now = now_s();
+        int64_t now = NowS();
         auto from = ParseTimeSpec(s->since, now);
         if (!from.ok()) return Fail(from.status().WithContext("--since"));
         int64_t to = now;
@@ -569,59 +570,77 @@ void AddIngestCommands(CLI::App& app, Context& ctx, Action* action) {
           if (!t.ok()) return Fail(t.status().WithContext("--until"));
           to = *t;
         }
-        // One pass: sacct for [from, to] into a file, ingested like `ingest sacct`.
-        auto pass = [&](int64_t win_from, int64_t win_to) -> int {
-          std::string tmp = TempPath("sacct");
-          std::vector<std::string> argv = {s->sacct, "--parsable2", "--allusers",
-                                           "--starttime=" + SacctLocalTime(win_from),
-                                           "--endtime=" + SacctLocalTime(win_to)};
-          // Following, only ended jobs: a running job is stored once, when it has ended.
-          if (s->follow) argv.push_back(std::string("--state=") + kEndStates);
-          argv.push_back(std::string("--format=") + kSacctFormat);
-          auto rc = RunToFile(argv, tmp);
-          if (!rc.ok() || *rc != 0) {
-            std::filesystem::remove(tmp);
-            return Fail(
-                rc.ok() ? Status::IoError(fmt::format("{} exited with status {}", s->sacct, *rc))
-                        : rc.status());
-          }
-          int code = IngestFiles(
-              ctx, {tmp}, *flags, true,
-              [] { return std::make_unique<SacctParser>(SacctOptions{}); },
-              [](const std::string&) { return std::string("default"); });
-          std::filesystem::remove(tmp);
-          return code;
-        };
-        if (!s->follow) return pass(*from, to);
-
-        std::signal(SIGINT, OnStopSignal);
-        std::signal(SIGTERM, OnStopSignal);
-        FollowOptions o{s->sacct, s->scontrol, s->log_dir, !s->no_diagnose, flags->json};
-        std::set<std::string> diagnosed;
-        int64_t win_from = *from;
-        for (int n = 1; !g_stop; ++n) {
-          int64_t win_to = now_s();
-          int code = pass(win_from, win_to);
-          // A failing pass (sacct down, slurmdbd busy) is reported and retried next time.
-          if (code == kExitOk) {
-            // Its own connection, closed after the pass: a read left open on the ingest's
-            // connection would keep an old snapshot and make the next pass's write fail with
-            // "database is locked" while the server writes.
-            auto store = OpenStore(ctx.StorePath());
-            if (!store.ok()) return Fail(store.status());
-            AfterPass(**store, o, win_from, win_to, &diagnosed);
-          }
-          std::fflush(stdout);
-          if (s->passes > 0 && n >= s->passes) return code;
-          if (code == kExitOk) win_from = std::max(win_from, win_to - s->overlap_s);
-          for (int t = 0; t < s->interval_s * 10 && !g_stop; ++t) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-          }
+        SlurmIngestOptions o;
+        o.sacct = s->sacct;
+        o.scontrol = s->scontrol;
+        o.log_dir = s->log_dir;
+        o.cluster = flags->cluster;
+        o.follow = s->follow;
+        o.diagnose = !s->no_diagnose;
+        o.json = flags->json;
+        o.strict = flags->strict;
+        o.interval_s = s->interval_s;
+        o.overlap_s = s->overlap_s;
+        o.passes = s->passes;
+        if (s->follow) {
+          std::signal(SIGINT, OnStopSignal);
+          std::signal(SIGTERM, OnStopSignal);
         }
-        return kExitOk;
+        return IngestSlurm(ctx, o, *from, to, g_stop);
       };
     });
   }
+}
+
+int IngestSlurm(Context& ctx, const SlurmIngestOptions& o, int64_t from, int64_t to,
+                const std::atomic<bool>& stop) {
+  CommonFlags flags{o.cluster, o.strict, o.json};
+  // One pass: sacct for [from, to] into a file, ingested like `ingest sacct`.
+  auto pass = [&](int64_t win_from, int64_t win_to) -> int {
+    std::string tmp = TempPath("sacct");
+    std::vector<std::string> argv = {o.sacct, "--parsable2", "--allusers",
+                                     "--starttime=" + SacctLocalTime(win_from),
+                                     "--endtime=" + SacctLocalTime(win_to)};
+    // Following, only ended jobs: a running job is stored once, when it has ended.
+    if (o.follow) argv.push_back(std::string("--state=") + kEndStates);
+    argv.push_back(std::string("--format=") + kSacctFormat);
+    auto rc = RunToFile(argv, tmp);
+    if (!rc.ok() || *rc != 0) {
+      std::filesystem::remove(tmp);
+      return Fail(rc.ok() ? Status::IoError(fmt::format("{} exited with status {}", o.sacct, *rc))
+                          : rc.status());
+    }
+    int code = IngestFiles(
+        ctx, {tmp}, flags, true, [] { return std::make_unique<SacctParser>(SacctOptions{}); },
+        [](const std::string&) { return std::string("default"); });
+    std::filesystem::remove(tmp);
+    return code;
+  };
+  if (!o.follow) return pass(from, to);
+
+  FollowOptions fo{o.sacct, o.scontrol, o.log_dir, o.diagnose, o.json};
+  std::set<std::string> diagnosed;
+  int64_t win_from = from;
+  for (int n = 1; !stop; ++n) {
+    int64_t win_to = NowS();
+    int code = pass(win_from, win_to);
+    // A failing pass (sacct down, slurmdbd busy) is reported and retried next time.
+    if (code == kExitOk) {
+      // Its own connection, closed after the pass: a read left open on the ingest's
+      // connection would keep an old snapshot and make the next pass's write fail with
+      // "database is locked" while the server writes.
+      auto store = OpenStore(ctx.StorePath());
+      if (!store.ok()) return Fail(store.status());
+      AfterPass(**store, fo, win_from, win_to, &diagnosed);
+    }
+    std::fflush(stdout);
+    if (o.passes > 0 && n >= o.passes) return code;
+    if (code == kExitOk) win_from = std::max(win_from, win_to - o.overlap_s);
+    for (int t = 0; t < o.interval_s * 10 && !stop; ++t) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  return kExitOk;
 }
 
 }  // namespace rightsize::cli

@@ -8,6 +8,8 @@
 #include <ctime>
 #include <filesystem>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -400,7 +402,8 @@ struct PredictionOutput {  // NOLINT(bugprone-exception-escape): json's move may
 // `predict` prints. `script_text` is the script itself when it did not come from a file (the
 // HTTP API); f.script then only names it.
 StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
-                                         const std::optional<std::string>& script_text) {
+                                         const std::optional<std::string>& script_text,
+                                         ModelCache* models = nullptr) {
   auto script = script_text ? ParseJobScript(*script_text, f.sbatch_args)
                             : ParseJobScriptFile(f.script, f.sbatch_args);
   if (!script.ok()) return script.status();
@@ -443,23 +446,36 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
   int64_t now = f.now > 0 ? f.now : static_cast<int64_t>(std::time(nullptr));
   job.submit_time = now;
 
-  std::optional<ModelSet> set;
   nlohmann::json notes = nlohmann::json::array();
   if (!no_history.empty()) notes.push_back(no_history);
-  auto stored = store.GetModel(*cluster, 0);
-  if (stored.ok()) {
-    auto parsed = ModelSet::Deserialize(stored->blob);
-    if (!parsed.ok()) return parsed.status();
-    set = std::move(*parsed);
-    set->version = stored->version;
-  } else if (stored.status().code() == Status::Code::kNotFound) {
+  auto load = [&]() -> StatusOr<ModelSet> {
+    RS_ASSIGN_OR_RETURN(auto stored, store.GetModel(*cluster, 0));
+    RS_ASSIGN_OR_RETURN(auto parsed, ModelSet::Deserialize(stored.blob));
+    parsed.version = stored.version;
+    return parsed;
+  };
+  // The model: from the cache when the caller keeps one (the server), else read now.
+  std::shared_ptr<const ModelSet> held;
+  std::unique_lock<std::mutex> predicting;
+  auto version = store.LatestModelVersion(*cluster);
+  if (version.ok()) {
+    if (models != nullptr) {
+      RS_ASSIGN_OR_RETURN(auto entry, models->Get(*cluster, *version, load));
+      held = entry.set;
+      predicting = std::unique_lock<std::mutex>(*entry.mu);
+    } else {
+      RS_ASSIGN_OR_RETURN(auto parsed, load());
+      held = std::make_shared<const ModelSet>(std::move(parsed));
+    }
+  } else if (version.status().code() == Status::Code::kNotFound) {
     notes.push_back(
         fmt::format("no model for cluster {} yet (run `rightsize train`): the "
                     "answers below are the last-two baseline, without intervals",
                     *cluster));
   } else {
-    return stored.status();
+    return version.status();
   }
+  const ModelSet* set = held.get();
 
   // The past this job's features come from: the user's jobs and the program's.
   std::vector<JobRecord> past;
@@ -708,7 +724,8 @@ int RunPredict(Context& ctx, const PredictFlags& f) {
 
 }  // namespace
 
-StatusOr<nlohmann::json> PredictForServer(Store& store, const PredictInput& in) {
+StatusOr<nlohmann::json> PredictForServer(Store& store, const PredictInput& in,
+                                          ModelCache* models) {
   PredictFlags f;
   f.script = in.name.empty() ? "script" : in.name;  // sbatch's job name without -J
   f.cluster = in.cluster;
@@ -719,7 +736,7 @@ StatusOr<nlohmann::json> PredictForServer(Store& store, const PredictInput& in) 
   f.risk = in.risk;
   f.now = in.now;
   f.json = true;
-  RS_ASSIGN_OR_RETURN(auto out, PredictScript(store, f, in.script));
+  RS_ASSIGN_OR_RETURN(auto out, PredictScript(store, f, in.script, models));
   return std::move(out.doc);
 }
 

@@ -5,11 +5,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <memory>
 #include <thread>
 
 #include "cli/app.h"
+#include "cli/listen.h"
 #include "cli/terminal.h"
+#include "core/units.h"
 #include "server/server.h"
 
 namespace rightsize::cli {
@@ -32,6 +35,9 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
   struct Flags {
     std::string listen = "127.0.0.1:8080", tls_cert, tls_key, config, prices;
     int threads = 32;
+    bool follow_slurm = false;
+    SlurmIngestOptions slurm;
+    std::string follow_since = "1d";
   };
   auto f = std::make_shared<Flags>();
   cmd->add_option(
@@ -46,6 +52,23 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
   cmd->add_option("--prices", f->prices, "Price table JSON (default: the built-in one)");
   cmd->add_option("--threads", f->threads, "Worker threads (default 32)")
       ->check(CLI::Range(1, 1024));
+  cmd->add_flag("--follow-slurm", f->follow_slurm,
+                "Also run `rightsize ingest slurm --follow` in the server: ingest the jobs that "
+                "end from sacct and diagnose the failed ones (instead of a separate service); "
+                "each pass and diagnosis is a JSON line on stdout");
+  cmd->add_option("--follow-since", f->follow_since,
+                  "How far back the first sacct pass reaches (--follow-slurm; a restarted server "
+                  "catches up; nothing is stored twice)")
+      ->capture_default_str();
+  cmd->add_option("--follow-interval", f->slurm.interval_s, "Seconds between sacct passes")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
+  cmd->add_option("--sacct", f->slurm.sacct, "The sacct program (--follow-slurm)")
+      ->capture_default_str();
+  cmd->add_option("--scontrol", f->slurm.scontrol, "The scontrol program (--follow-slurm)")
+      ->capture_default_str();
+  cmd->add_option("--log-dir", f->slurm.log_dir,
+                  "Where jobs' slurm-N.out files are when nothing else says (--follow-slurm)");
   cmd->footer(
       "The store is --db (or $RIGHTSIZE_DB or the default store). Endpoints: /healthz, /metrics, "
       "/api/v1/{telemetry,jobs,predict,report,overview}; see docs/api.md. SIGINT or SIGTERM "
@@ -59,10 +82,16 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
         if (!cfg.ok()) return Fail(cfg.status());
         opts.config = std::move(*cfg);
       }
+      auto follow_from = ParseTimeSpec(f->follow_since, std::time(nullptr));
+      if (!follow_from.ok()) return Fail(follow_from.status().WithContext("--follow-since"));
       auto prices = PricesFor(f->prices);
       if (!prices.ok()) return Fail(prices.status());
       opts.prices = std::move(*prices);
-      opts.predict = PredictForServer;
+      // Each cluster's model is read once per version, not once per prediction.
+      auto models = std::make_shared<ModelCache>();
+      opts.predict = [models](Store& store, const PredictInput& in) {
+        return PredictForServer(store, in, models.get());
+      };
       ApiServer api(std::move(opts));
       Status st = api.Init();
       if (!st.ok()) return Fail(st);
@@ -98,19 +127,9 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
       http->set_payload_max_length(size_t{64} << 20);
       api.Mount(*http);
 
-      size_t colon = f->listen.rfind(':');
-      if (colon == std::string::npos) {
-        return Fail(Status::InvalidArgument("--listen: expected HOST:PORT, got " + f->listen));
-      }
-      std::string host = f->listen.substr(0, colon);
-      if (host.empty()) host = "0.0.0.0";
-      int port = std::atoi(f->listen.c_str() + colon + 1);
-      if (port == 0) {
-        port = http->bind_to_any_port(host);
-      } else if (!http->bind_to_port(host, port)) {
-        port = -1;
-      }
-      if (port < 0) return Fail(Status::IoError("--listen: cannot listen on " + f->listen));
+      auto bound = BindListen(*http, f->listen);
+      if (!bound.ok()) return Fail(bound.status());
+      const auto& [host, port] = *bound;
       if (!f->config.empty()) {
         fmt::print(stderr, "rightsize serve: access from {}\n", f->config);
       } else {
@@ -136,9 +155,20 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
       });
+      std::thread follower;
+      if (f->follow_slurm) {
+        f->slurm.follow = true;
+        f->slurm.json = true;  // one JSON line per pass and per diagnosis, after "listening on"
+        follower = std::thread([&ctx, f, from = *follow_from] {
+          int code = IngestSlurm(ctx, f->slurm, from, 0, g_stop_serving);
+          if (code != kExitOk) fmt::print(stderr, "rightsize serve: the sacct follower stopped\n");
+        });
+      }
       bool ok = http->listen_after_bind();
       done = true;
+      g_stop_serving = true;  // the follower too, when the server stopped on its own
       watcher.join();
+      if (follower.joinable()) follower.join();
       return ok ? kExitOk : Fail(Status::IoError("the server stopped with an error"));
     };
   });

@@ -137,6 +137,11 @@ class ApiServer {
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Store>> pool_;
 
+  // The overview's waste figures per (cluster, viewer: "*" for admins), with when made.
+  static constexpr int64_t kWasteCacheS = 60;
+  std::mutex waste_mu_;
+  std::map<std::pair<std::string, std::string>, std::pair<int64_t, nlohmann::json>> waste_cache_;
+
   std::mutex metrics_mu_;
   std::map<std::pair<std::string, int>, int64_t> requests_;  // (route, status) -> count
   std::map<std::string, double> seconds_;                    // route -> total seconds

@@ -828,6 +828,17 @@ class SqliteStore final : public Store {
     return m;
   }
 
+  StatusOr<int64_t> LatestModelVersion(const std::string& cluster) override {
+    RS_ASSIGN_OR_RETURN(auto stmt, Prepare("SELECT max(version) FROM models WHERE cluster = ?1"));
+    sqlite3_bind_text(stmt.get(), 1, cluster.c_str(), -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(stmt.get()) != SQLITE_ROW) return Error("reading the model version");
+    if (sqlite3_column_type(stmt.get(), 0) == SQLITE_NULL) {
+      return Status::NotFound(
+          fmt::format("no model for cluster {} in {}: run `rightsize train`", cluster, path_));
+    }
+    return sqlite3_column_int64(stmt.get(), 0);
+  }
+
   Status PutDiagnosis(const StoredDiagnosis& d) override {
     RS_ASSIGN_OR_RETURN(auto stmt, Prepare("INSERT OR REPLACE INTO diagnoses (cluster, job_id, "
                                            "created_at, class, confidence, document) VALUES "

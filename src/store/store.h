@@ -128,6 +128,8 @@ class Store {
                                      const std::string& blob) = 0;
   // The newest model of the cluster (version 0) or the given version; NotFound if none.
   virtual StatusOr<StoredModel> GetModel(const std::string& cluster, int64_t version) = 0;
+  // The newest model's version, without reading the model; NotFound if none.
+  virtual StatusOr<int64_t> LatestModelVersion(const std::string& cluster) = 0;
 
   // Stores (replacing) the diagnosis of a job; the job need not be stored yet.
   virtual Status PutDiagnosis(const StoredDiagnosis& diagnosis) = 0;

@@ -316,4 +316,9 @@ expect_contains "a missing config file is named" "$ERR" "/nonexistent.json"
 echo '{"admins": "ops"}' >"$WORK/bad.json"
 run_rs serve --config "$WORK/bad.json"
 expect_contains "a wrong config field is named" "$ERR" "admins: expected a list of strings"
+run_rs serve --listen 127.0.0.1:http
+expect_eq "a --listen without a port number" "$RC" 1
+expect_contains "says what --listen expects" "$ERR" "expected HOST:PORT"
+run_rs serve --follow-slurm --follow-since yesterday-ish
+expect_contains "a bad --follow-since is named" "$ERR" "--follow-since"
 finish

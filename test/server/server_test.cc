@@ -326,5 +326,50 @@ TEST(ApiServer, PeopleSeeTheirOwnJobsAndAdminsAll) {
   EXPECT_EQ(nlohmann::json::parse(api.Overview(alice).body)["clusters"][0]["running_jobs"], 1);
 }
 
+// Dashboards poll the overview: what is running now is live, the day's and week's waste (which
+// reads every job that ended in them) is recomputed at most once a minute.
+TEST(ApiServer, OverviewWasteIsAtMostAMinuteOldAndRunningJobsAreLive) {
+  ServerOptions o;
+  o.db = TempDb("overview");
+  auto clock = std::make_shared<int64_t>(100000);
+  o.now_s = [clock] { return *clock; };
+  ApiServer api(o);
+  ASSERT_TRUE(api.Init().ok());
+  auto store = OpenStore(o.db);
+  ASSERT_TRUE(store.ok());
+  auto finished = [](const std::string& id, int64_t end) {
+    JobRecord j;
+    j.cluster = "c";
+    j.job_id = id;
+    j.request.user = "alice";
+    j.request.cpus = 8;
+    j.alloc.cpus = 8;
+    j.start_time = end - 3600;
+    j.end_time = end;
+    j.usage.elapsed_s = 3600;
+    j.usage.cpu_time_s = 3600;
+    j.outcome.state = "COMPLETED";
+    return j;
+  };
+  std::vector<JobRecord> first = {finished("f1", 99000)};
+  ASSERT_TRUE((*store)->UpsertJobs(first).ok());
+  ApiServer::Caller ops;
+  ops.known = ops.admin = true;
+  auto week_jobs = [&] {
+    auto j = nlohmann::json::parse(api.Overview(ops).body);
+    return j["clusters"][0]["week"]["jobs"].get<int64_t>();
+  };
+  EXPECT_EQ(week_jobs(), 1);
+  std::vector<JobRecord> second = {finished("f2", 99500)};
+  ASSERT_TRUE((*store)->UpsertJobs(second).ok());
+  std::vector<JobTelemetry> running = {Running("r1", "alice", 99990, 5)};
+  ASSERT_TRUE(*(*store)->WriteTelemetry("n", 1, running));
+  auto now = nlohmann::json::parse(api.Overview(ops).body);
+  EXPECT_EQ(now["clusters"][0]["running_jobs"], 1);  // live
+  EXPECT_EQ(now["clusters"][0]["week"]["jobs"], 1);  // the minute-old figure
+  *clock += 61;
+  EXPECT_EQ(week_jobs(), 2);
+}
+
 }  // namespace
 }  // namespace rightsize

@@ -3,7 +3,8 @@
 # the kernel OOM-kills a job over its --mem), watched end to end:
 #   - `rightsize agent --server` finds the jobs by their cgroup v1 paths and measures a job with
 #     a known peak memory and CPU use, and an array of them;
-#   - `rightsize ingest slurm --follow` runs while the jobs end: it stores each job once and
+#   - the server follows sacct in-process (`serve --follow-slurm`, the same code as `rightsize
+#     ingest slurm --follow`) while the jobs end: it stores each job once and
 #     diagnoses each failure (OOM kill, time limit, segfault, node failure) from the job's output
 #     file, which the job_submit.lua record names; the diagnosis is what `rightsize diagnose`,
 #     `rightsize job` and the dashboard's API show, with a concrete fix.
@@ -12,9 +13,9 @@ set -euo pipefail
 source "$2/cli/lib.sh" "$@"
 source "$TESTDIR/integration/slurm/lib_e2e.sh"
 CLUSTER_SH=$TESTDIR/integration/slurm/cluster.sh
-SERVER="" AGENT="" FOLLOW=""
+SERVER="" AGENT=""
 cleanup() {
-  for p in $FOLLOW $AGENT $SERVER; do stop_pid "$p"; done
+  for p in $AGENT $SERVER; do stop_pid "$p"; done
   rm -f /etc/slurm/rightsize.conf
   scontrol update nodename="$(hostname -s)" state=resume 2>/dev/null || true
   # our jobs must not outlive the cluster: slurmctld would recover them at the next start
@@ -27,12 +28,10 @@ trap cleanup EXIT
 hook_conf "mode = off"
 SLURM_CGROUP=v1 RS_JOB_SUBMIT_LUA=$SRCDIR/deploy/slurm/job_submit.lua bash "$CLUSTER_SH" up
 cd "$WORK"
-start_server
+# The server diagnoses the jobs as they end, following sacct in-process.
+start_server --follow-slurm --follow-since 10m --follow-interval 3
 start_agent
 hook_conf "server = $URL" "budget_ms = 200" "mode = advise"
-# Diagnoses while the jobs end, as an operator runs it.
-"$RS" ingest slurm --since 10m --follow --interval 3 --json >follow.out 2>follow.err &
-FOLLOW=$!
 
 # The job of known use first, alone on the node (2 CPUs), then the failures and an array.
 write_work_script work.sbatch 10
@@ -118,16 +117,15 @@ for _ in $(seq 1 20); do  # slurmdbd records the end a little later
   sleep 0.5
 done
 expect_eq "the job's state" "$(sacct -X -n -P -j "$nf" -o State)" NODE_FAIL
-# the follower's next passes (every 3 s; slurmdbd records ends a little late)
+# the server's next sacct passes (every 3 s; slurmdbd records ends a little late)
 # (the accounting database may hold failed jobs of earlier runs too: wait for ours)
 for _ in $(seq 1 60); do
   n=0
-  for j in "$tl" "$oom" "$segv" "$nf"; do grep -q "\"diagnosed\":\"$j\"" follow.out && n=$((n + 1)); done
+  for j in "$tl" "$oom" "$segv" "$nf"; do grep -q "\"diagnosed\":\"$j\"" "$WORK/serve.out" && n=$((n + 1)); done
   [ "$n" -eq 4 ] && break
   sleep 1
 done
-stop_pid "$FOLLOW"; FOLLOW=""
-echo "--- follow.out"; grep diagnosed follow.out || true
+echo "--- the server's diagnoses"; grep diagnosed "$WORK/serve.out" || true
 
 check_diag() { # check_diag WHAT JOBID CLASS FIX-NEEDLE
   local body

@@ -1,9 +1,10 @@
 # Helpers for the SLURM end-to-end tests (sourced after test/cli/lib.sh): a rightsize server and
 # agent next to the test cluster, the job_submit.lua settings, waiting for jobs.
 
-# start_server: `rightsize serve` on a free port of the test store; sets $SERVER (pid), $URL.
+# start_server [ARGS]: `rightsize serve ARGS` on a free port of the test store; sets $SERVER
+# (pid), $URL.
 start_server() {
-  "$RS" serve --listen 127.0.0.1:0 >"$WORK/serve.out" 2>"$WORK/serve.err" &
+  "$RS" serve --listen 127.0.0.1:0 "$@" >"$WORK/serve.out" 2>"$WORK/serve.err" &
   SERVER=$!
   local port=""
   for _ in $(seq 1 100); do
