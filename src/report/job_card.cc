@@ -227,6 +227,8 @@ Card BuildCard(const JobRecord& job, const PriceTable& prices) {
       c.advice.push_back(fmt::format(
           "Time: this job hit its {} limit; it needed more, so ask for more (or checkpoint).",
           FormatDuration(*c.limit_s)));
+    } else if (!job.end_time) {
+      // Still running: how long it will run is not known yet.
     } else if (want < *c.limit_s) {
       c.suggested_limit_s = want;
       c.time_flag = "--time=" + FormatDuration(want);
@@ -242,6 +244,10 @@ Card BuildCard(const JobRecord& job, const PriceTable& prices) {
   }
   if (!ran) c.unknown.push_back("elapsed time");
 
+  if (!job.end_time && ran) {
+    // A running job's figures are its use so far; its peak may still grow.
+    for (std::string& a : c.advice) a = "So far: " + a;
+  }
   if (alloc_known) c.alloc_usd = alloc_usd;
   if (used_known) {
     c.used_usd = used_usd;
@@ -271,6 +277,10 @@ std::string RenderJobCardText(const JobRecord& job, const PriceTable& prices) {
   if (job.outcome.exit_code) out += fmt::format(", exit code {}", *job.outcome.exit_code);
   if (job.start_time) out += ", started " + FormatTimestamp(*job.start_time);
   if (job.end_time) out += ", ended " + FormatTimestamp(*job.end_time);
+  if (!job.end_time && c.elapsed_s) {
+    out += fmt::format("\n  running for {}: use so far, from the agent's samples",
+                       FormatDuration(*c.elapsed_s));
+  }
   out += "\n\n";
 
   auto mem = [](std::optional<int64_t> b) { return b ? FormatMemory(*b) : "unknown"; };

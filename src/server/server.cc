@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/units.h"
+#include "report/live.h"
 #include "report/render.h"
 #include "report/waste.h"
 #include "server/assets.h"
@@ -549,7 +550,10 @@ ApiServer::Reply ApiServer::Job(const Caller& who, const std::string& cluster,
   RS_LEASE(store);
   auto job = VisibleJob(*store, who, cluster, id);
   if (!job.ok()) return Error(HttpStatus(job.status()), job.status().message());
-  nlohmann::json out = {{"job", *job}, {"efficiency", EfficiencyJson(EfficiencyOf(*job))}};
+  // A running job's efficiency is its use so far, from its samples.
+  auto live = WithUsageSoFar(*store, *job, Now());
+  if (!live.ok()) return Error(500, live.status().message());
+  nlohmann::json out = {{"job", *job}, {"efficiency", EfficiencyJson(EfficiencyOf(*live))}};
   out["summary"] = JobRow(*job, Now());
   auto pred = store->GetPrediction(job->cluster, job->job_id);
   out["prediction"] = nullptr;

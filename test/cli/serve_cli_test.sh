@@ -166,6 +166,17 @@ busy=$(json_get "$(curl -s "${ALICE[@]}" "$URL/api/v1/jobs/c1/9001/series?metric
   "max(p[2] for p in d['series']['cpu_cores'])")
 # A spinning process shows as busy even on a loaded machine (the exact total is checked below).
 if python3 -c "import sys; sys.exit(0 if $busy > 0.2 else 1)"; then pass "a busy core shows ($busy)"; else fail "cpu_cores max $busy"; fi
+# `rightsize job` on the running job: its efficiency so far, from the same samples.
+run_rs --db "$WORK/serve.db" job 9001 --cluster c1 --json
+expect_eq "rightsize job on a running job" "$RC" 0
+eff=$(json_get "$OUT" 'd["cpu"]["efficiency"]')
+now_cores=$(json_get "$OUT" 'd["live"]["cores_last_minute"]')
+# one spinning process on the 2 CPUs it holds: about half, less on a loaded machine
+if python3 -c "import sys; sys.exit(0 if 0.1 < $eff <= 0.6 and $now_cores > 0.2 else 1)"; then
+  pass "its CPU efficiency so far ($eff) and cores now ($now_cores)"
+else fail "running job card: efficiency $eff, cores now $now_cores"; fi
+run_rs --db "$WORK/serve.db" job 9001 --cluster c1
+expect_contains "the card says the figures are so far" "$OUT" "use so far, from the agent's samples"
 wait "$job"
 hot=""
 for _ in $(seq 1 20); do

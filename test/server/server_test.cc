@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/job.h"
+#include "report/live.h"
 #include "server/telemetry.h"
 #include "store/store.h"
 
@@ -90,7 +91,9 @@ TEST(DecodeTelemetry, RefusesWhatIsNotABatch) {
         R"({"schema":"rightsize.telemetry/v1","agent":"a","seq":1,"jobs":{}})"}) {
     auto b = DecodeTelemetry(body);
     EXPECT_FALSE(b.ok()) << body;
-    if (!b.ok()) EXPECT_EQ(b.status().code(), Status::Code::kBadInput) << body;
+    if (!b.ok()) {
+      EXPECT_EQ(b.status().code(), Status::Code::kBadInput) << body;
+    }
   }
   TelemetryLimits small;
   small.max_jobs = 2;
@@ -369,6 +372,49 @@ TEST(ApiServer, OverviewWasteIsAtMostAMinuteOldAndRunningJobsAreLive) {
   EXPECT_EQ(now["clusters"][0]["week"]["jobs"], 1);  // the minute-old figure
   *clock += 61;
   EXPECT_EQ(week_jobs(), 2);
+}
+
+// A running job has no accounting record yet: its page shows its efficiency so far, from the
+// samples (here 4 CPUs held for 100 s, cores 0,1,2,3,4,0,… a second: 2 cores on average).
+TEST(ApiServer, ARunningJobsEfficiencyIsItsUseSoFar) {
+  ServerOptions o;
+  o.db = TempDb("live");
+  o.now_s = [] { return int64_t{4100}; };
+  ApiServer api(o);
+  ASSERT_TRUE(api.Init().ok());
+  auto store = OpenStore(o.db);
+  ASSERT_TRUE(store.ok());
+  std::vector<JobTelemetry> jobs = {Running("a1", "alice", 4000, 100)};
+  jobs[0].job.alloc.cpus = 4;
+  for (int i = 0; i < 100; ++i) {
+    jobs[0].samples["memory_bytes"].push_back(Sample{(4000 + i) * 1000, i == 50 ? 3e9 : 1e9});
+  }
+  ASSERT_TRUE(*(*store)->WriteTelemetry("n", 1, jobs));
+  ApiServer::Caller ops;
+  ops.known = ops.admin = true;
+  auto page = nlohmann::json::parse(api.Job(ops, "c", "a1").body);
+  ASSERT_TRUE(page["efficiency"]["cpu"].is_number()) << page.dump();
+  EXPECT_NEAR(page["efficiency"]["cpu"].get<double>(), 0.5, 1e-9);
+
+  auto job = (*store)->GetJob("c", "a1");
+  ASSERT_TRUE(job.ok());
+  LiveUsage live;
+  auto so_far = WithUsageSoFar(**store, *job, 4100, &live);
+  ASSERT_TRUE(so_far.ok());
+  EXPECT_EQ(so_far->usage.peak_rss_bytes, int64_t{3000000000});
+  EXPECT_NEAR(so_far->usage.cpu_time_s.value_or(0), 200, 1e-9);
+  EXPECT_NEAR(so_far->usage.elapsed_s.value_or(0), 100, 1e-9);
+  EXPECT_EQ(live.as_of_s, 4099);
+  EXPECT_EQ(live.memory_bytes_now, int64_t{1000000000});
+  // The last minute: 60 samples of 0..4, mean 2.
+  EXPECT_NEAR(live.cores_now.value_or(0), 2.0, 1e-9);
+  // An agent that was down for ten minutes: the gap counts no CPU.
+  std::vector<JobTelemetry> later = {Running("a1", "alice", 4700, 1)};
+  later[0].samples["cpu_cores"] = {Sample{4700 * 1000, 4.0}};
+  ASSERT_TRUE(*(*store)->WriteTelemetry("n", 2, later));
+  auto gap = UsageSoFar(**store, *job, 4701);
+  ASSERT_TRUE(gap.ok());
+  EXPECT_NEAR(gap->so_far.cpu_time_s.value_or(0), 200, 1e-9);
 }
 
 }  // namespace

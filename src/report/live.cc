@@ -1,0 +1,101 @@
+#include "report/live.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+namespace rightsize {
+
+StatusOr<LiveUsage> UsageSoFar(Store& store, const JobRecord& job, int64_t now_s) {
+  LiveUsage live;
+  int64_t from_ms = job.start_time.value_or(0) * 1000;
+  int64_t to_ms = std::numeric_limits<int64_t>::max();
+  int64_t newest_ms = 0;
+  // The cores series: each sample is the rate over the interval that ends at it.
+  double cpu_s = 0, last_minute = 0;
+  int64_t prev_ms = -1, n = 0, minute_n = 0;
+  std::vector<std::pair<int64_t, double>> cores;
+  RS_RETURN_IF_ERROR(
+      store.ReadSamples(job.cluster, job.job_id, "cpu_cores", from_ms, to_ms,
+                        [&](const Sample& s) { cores.emplace_back(s.t_ms, s.value); }));
+  // The first sample's interval is unknown: the typical spacing of the others stands for it.
+  int64_t typical_ms = 1000;
+  if (cores.size() >= 2) {
+    std::vector<int64_t> gaps;
+    for (size_t i = 1; i < cores.size(); ++i) gaps.push_back(cores[i].first - cores[i - 1].first);
+    std::nth_element(gaps.begin(), gaps.begin() + static_cast<ptrdiff_t>(gaps.size() / 2),
+                     gaps.end());
+    typical_ms = std::max<int64_t>(1, gaps[gaps.size() / 2]);
+  }
+  for (const auto& [t_ms, v] : cores) {
+    int64_t dt = prev_ms < 0 ? typical_ms : t_ms - prev_ms;
+    if (dt > 0 && dt <= kMaxGapS * 1000) cpu_s += v * static_cast<double>(dt) / 1000;
+    prev_ms = t_ms;
+    ++n;
+    newest_ms = std::max(newest_ms, t_ms);
+  }
+  if (n > 0) {
+    live.so_far.cpu_time_s = cpu_s;
+    for (const auto& [t_ms, v] : cores) {
+      if (t_ms > newest_ms - 60000) {
+        last_minute += v;
+        ++minute_n;
+      }
+    }
+    live.cores_now = last_minute / static_cast<double>(minute_n);
+  }
+  // Memory, GPU: largest and mean of what was sampled.
+  auto stats = [&](const char* metric, double* peak, double* mean, double* last) -> StatusOr<bool> {
+    double sum = 0, mx = 0, newest = 0;
+    int64_t count = 0, at = -1;
+    RS_RETURN_IF_ERROR(
+        store.ReadSamples(job.cluster, job.job_id, metric, from_ms, to_ms, [&](const Sample& s) {
+          sum += s.value;
+          mx = std::max(mx, s.value);
+          ++count;
+          if (s.t_ms >= at) {
+            at = s.t_ms;
+            newest = s.value;
+          }
+        }));
+    if (count == 0) return false;
+    newest_ms = std::max(newest_ms, at);
+    *peak = mx;
+    *mean = sum / static_cast<double>(count);
+    if (last) *last = newest;
+    return true;
+  };
+  double peak = 0, mean = 0, last = 0;
+  RS_ASSIGN_OR_RETURN(bool mem, stats("memory_bytes", &peak, &mean, &last));
+  if (mem) {
+    live.so_far.peak_rss_bytes = static_cast<int64_t>(peak);
+    live.so_far.avg_rss_bytes = static_cast<int64_t>(mean);
+    live.memory_bytes_now = static_cast<int64_t>(last);
+  }
+  RS_ASSIGN_OR_RETURN(bool util, stats("gpu_util_pct", &peak, &mean, nullptr));
+  if (util) live.so_far.gpu_util_pct = mean;
+  RS_ASSIGN_OR_RETURN(bool gmem, stats("gpu_memory_bytes", &peak, &mean, nullptr));
+  if (gmem) live.so_far.peak_gpu_memory_bytes = static_cast<int64_t>(peak);
+  live.as_of_s = newest_ms / 1000;
+  if (job.start_time && now_s > *job.start_time) {
+    live.so_far.elapsed_s = static_cast<double>(now_s - *job.start_time);
+  }
+  return live;
+}
+
+StatusOr<JobRecord> WithUsageSoFar(Store& store, JobRecord job, int64_t now_s, LiveUsage* live) {
+  if (job.end_time) return job;
+  RS_ASSIGN_OR_RETURN(LiveUsage l, UsageSoFar(store, job, now_s));
+  ResourceUsage& u = job.usage;
+  const ResourceUsage& s = l.so_far;
+  if (!u.elapsed_s) u.elapsed_s = s.elapsed_s;
+  if (!u.cpu_time_s) u.cpu_time_s = s.cpu_time_s;
+  if (!u.peak_rss_bytes) u.peak_rss_bytes = s.peak_rss_bytes;
+  if (!u.avg_rss_bytes) u.avg_rss_bytes = s.avg_rss_bytes;
+  if (!u.gpu_util_pct) u.gpu_util_pct = s.gpu_util_pct;
+  if (!u.peak_gpu_memory_bytes) u.peak_gpu_memory_bytes = s.peak_gpu_memory_bytes;
+  if (live) *live = l;
+  return job;
+}
+
+}  // namespace rightsize
