@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "diagnose/diagnosis.h"
 #include "model/model_cache.h"
 #include "server/server.h"
 #include "store/store.h"
@@ -48,6 +49,11 @@ void AddAdviseCommand(CLI::App& app, Context& ctx, Action* action);
 // The folder `advise` and `predict` read a job's code from by default: the script's own.
 std::string DefaultCodeDir(const std::string& script_path);
 void AddServeCommand(CLI::App& app, Context& ctx, Action* action);
+
+// What the agents stored about a job, for its diagnosis: the memory series of its last ten
+// minutes, its GPU memory peak, how long before its end the node went silent, its hottest
+// stacks. nullopt when there is nothing.
+StatusOr<std::optional<Telemetry>> StoredTelemetry(Store& store, const JobRecord& job);
 
 // `ingest slurm`: sacct over [from, to] into the store; following, a pass every interval_s
 // over what ended since the last (overlapping by overlap_s) with the failed jobs diagnosed,

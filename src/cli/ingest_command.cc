@@ -386,6 +386,8 @@ void AfterPass(Store& store, const FollowOptions& o, int64_t from, int64_t to,
     }
     DiagnoseInput input;
     input.job = *job;
+    // What the agent saw, when it ran on the job's node: the memory trend, silence, stacks.
+    if (auto tel = StoredTelemetry(store, *job); tel.ok()) input.telemetry = std::move(*tel);
     if (std::string log = FindJobOutput(j, o.scontrol, o.log_dir); !log.empty()) {
       input.log_paths.push_back(log);
     }

@@ -173,6 +173,12 @@ void TelemetryItems(const Telemetry& t, std::vector<Item>* items) {
         fmt::format("GPU memory reached {} of {}", HumanSize(*t.gpu_memory_peak_bytes),
                     HumanSize(*t.gpu_memory_total_bytes)));
   }
+  // Silence is weak alone (an agent restarted, a node rebooted cleanly): a symptom.
+  if (t.silent_before_end_s && *t.silent_before_end_s >= kSilentNodeS) {
+    add(C::kNodeFailure, SignatureKind::kSymptom, 0.45, "node_stopped_reporting",
+        fmt::format("the node's agent stopped reporting {} before the job ended",
+                    FormatDuration(*t.silent_before_end_s)));
+  }
   for (const auto& [device, xid] : t.xids) {
     const XidInfo* info = FindXid(static_cast<int>(xid));
     bool app = info && info->cause == XidCause::kApplication;
@@ -1183,6 +1189,34 @@ Diagnosis DiagnoseScans(std::vector<LogScan> scans, const DiagnoseInput& input) 
     if (input.job->outcome.exit_code) d.facts["exit_code"] = *input.job->outcome.exit_code;
     if (input.job->outcome.signal) d.facts["signal"] = *input.job->outcome.signal;
   }
+  if (input.telemetry) {
+    const Telemetry& t = *input.telemetry;
+    if (t.silent_before_end_s) d.facts["agent_silent_before_end_s"] = *t.silent_before_end_s;
+    // Where the job spent its time (a rank stuck in a collective, a loader, a loop): the
+    // innermost frames of its hottest stacks, with their share of the samples.
+    int64_t total = 0;
+    for (const auto& [stack, n] : t.hottest_stacks) total += n;
+    nlohmann::json hot = nlohmann::json::array();
+    for (const auto& [stack, n] : t.hottest_stacks) {
+      if (hot.size() >= 3 || total <= 0) break;
+      std::vector<std::string> frames;
+      for (size_t at = 0; at <= stack.size();) {
+        size_t semi = stack.find(';', at);
+        if (semi == std::string::npos) semi = stack.size();
+        frames.push_back(stack.substr(at, semi - at));
+        at = semi + 1;
+      }
+      std::string inner;
+      for (size_t k = frames.size(); k > 0 && frames.size() - k < 3; --k) {
+        inner += (inner.empty() ? "" : " < ") + frames[k - 1];
+      }
+      hot.push_back(
+          {{"frames", inner},
+           {"share",
+            std::round(1000.0 * static_cast<double>(n) / static_cast<double>(total)) / 1000.0}});
+    }
+    if (!hot.empty()) d.facts["hottest_stacks"] = hot;
+  }
 
   FixContext ctx{input, script, hints, scans, d.facts, d.fixes, "", ""};
   if (known) {
@@ -1360,6 +1394,11 @@ std::string RenderDiagnosisText(const Diagnosis& d) {
         fmt::format("where: {}{}\n", d.facts["user_frame"].get<std::string>(),
                     d.facts.contains("user_code") ? "  " + d.facts["user_code"].get<std::string>()
                                                   : std::string());
+  }
+  if (d.facts.contains("hottest_stacks")) {
+    const auto& top = d.facts["hottest_stacks"][0];
+    out += fmt::format("doing: {} ({:.0f}% of the stack samples)\n",
+                       top["frames"].get<std::string>(), 100 * top["share"].get<double>());
   }
   if (!d.fixes.empty()) {
     out += "fix:\n";

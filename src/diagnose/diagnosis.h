@@ -36,6 +36,11 @@ struct Telemetry {
   std::vector<std::pair<double, double>> memory;  // (seconds, bytes), oldest first
   std::optional<int64_t> gpu_memory_peak_bytes, gpu_memory_total_bytes;
   std::vector<std::pair<int, int64_t>> xids;  // (device, Xid) seen by NVML
+  // How long before the job's end its node's agent last reported (a node that hung or lost
+  // power stops reporting before the job is declared dead); unset when unknown.
+  std::optional<double> silent_before_end_s;
+  // Where the job spent its time: folded stacks with their sample counts, hottest first.
+  std::vector<std::pair<std::string, int64_t>> hottest_stacks;
 };
 
 struct DiagnoseInput {
@@ -89,6 +94,8 @@ struct Diagnosis {
 };
 
 inline constexpr double kMinScore = 0.5;
+// An agent silent this long before the job ended is evidence the node failed under it.
+inline constexpr double kSilentNodeS = 120;
 
 StatusOr<Diagnosis> Diagnose(const DiagnoseInput& input);
 // The same from logs already scanned (tests, the server).

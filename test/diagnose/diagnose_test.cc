@@ -555,6 +555,42 @@ TEST(DiagnoseTest, JobRecordAloneIsEvidence) {
   EXPECT_EQ(DiagnoseScans({}, input).cls, FailureClass::kUnknown);
 }
 
+// What the agent stored: a node that went silent long before the job was declared failed is
+// a ranked cause (with a log line that says nothing more, it decides); the job's hottest stack
+// says what it was doing.
+TEST(DiagnoseTest, TelemetryNamesASilentNodeAndWhatTheJobWasDoing) {
+  DiagnoseInput input;
+  JobRecord job;
+  job.outcome.state = "FAILED";
+  job.outcome.exit_code = 1;
+  job.alloc.node_list = "gpu017";
+  input.job = job;
+  Telemetry t;
+  t.silent_before_end_s = 420;
+  t.hottest_stacks = {{"python;train;all_reduce;ncclKernel", 90}, {"python;load", 10}};
+  input.telemetry = t;
+  Diagnosis d = FromText("srun: error: gpu017: task 0: Exited with exit code 1\n", input);
+  bool ranked = false;
+  for (const Cause& c : d.causes) {
+    if (c.cls != FailureClass::kNodeFailure) continue;
+    for (const Evidence& e : c.evidence) {
+      ranked |= e.text.find("stopped reporting 00:07:00 before") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(ranked) << DiagnosisToJson(d).dump(1);
+  EXPECT_EQ(d.facts["agent_silent_before_end_s"], 420.0);
+  ASSERT_TRUE(d.facts.contains("hottest_stacks"));
+  EXPECT_EQ(d.facts["hottest_stacks"][0]["frames"], "ncclKernel < all_reduce < train");
+  EXPECT_DOUBLE_EQ(d.facts["hottest_stacks"][0]["share"].get<double>(), 0.9);
+  EXPECT_NE(RenderDiagnosisText(d).find("doing: ncclKernel < all_reduce < train (90%"),
+            std::string::npos);
+  // A job that ended while its agent was still reporting: no such cause.
+  t.silent_before_end_s = 3;
+  input.telemetry = t;
+  Diagnosis quiet = FromText("srun: error: gpu017: task 0: Exited with exit code 1\n", input);
+  for (const Cause& c : quiet.causes) EXPECT_NE(c.cls, FailureClass::kNodeFailure);
+}
+
 TEST(DiagnoseTest, GpuHardwareUsesTheXidCatalogue) {
   Diagnosis d = FromText(
       "Mar  3 10:00:01 gpu017 kernel: NVRM: Xid (PCI:0000:b3:00): 79, pid='<unknown>', "
