@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -130,7 +131,25 @@ std::optional<std::string> ProcFs::ReadPath(const std::string& path, size_t max_
   return out;
 }
 
-std::vector<int64_t> ProcFs::Pids() const {
+ProcFs::~ProcFs() {
+  for (const auto& [pid, fd] : stat_fds_) close(fd);
+}
+
+void ProcFs::set_keep_stat_open(bool keep) {
+  keep_stat_open_ = keep;
+  rlimit lim{};
+  size_t cap = kMaxOpenStats;
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
+    cap = std::min<size_t>(cap, lim.rlim_cur / 4);
+  }
+  max_open_stats_ = keep ? cap : 0;
+  if (!keep) {
+    for (const auto& [pid, fd] : stat_fds_) close(fd);
+    stat_fds_.clear();
+  }
+}
+
+std::vector<int64_t> ProcFs::Pids() {
   std::vector<int64_t> pids;
   std::unique_ptr<DIR, DirCloser> dir(opendir(root_.c_str()));
   if (!dir) return pids;
@@ -140,11 +159,59 @@ std::vector<int64_t> ProcFs::Pids() const {
       pids.push_back(*pid);
     }
   }
+  if (!stat_fds_.empty()) {
+    std::vector<int64_t> sorted = pids;
+    std::sort(sorted.begin(), sorted.end());
+    for (auto it = stat_fds_.begin(); it != stat_fds_.end();) {
+      if (std::binary_search(sorted.begin(), sorted.end(), it->first)) {
+        ++it;
+      } else {
+        close(it->second);
+        it = stat_fds_.erase(it);
+      }
+    }
+  }
   return pids;
 }
 
+std::optional<std::string> ProcFs::ReadStat(int64_t pid) {
+  if (max_open_stats_ == 0) return Read(pid, "stat", 4096);
+  auto it = stat_fds_.find(pid);
+  if (it != stat_fds_.end()) {
+    char buf[4096];
+    ssize_t n;
+    do {
+      n = pread(it->second, buf, sizeof(buf), 0);
+    } while (n < 0 && errno == EINTR);
+    if (n > 0 && static_cast<size_t>(n) < sizeof(buf))
+      return std::string(buf, static_cast<size_t>(n));
+    // The process it was opened for is gone (its pid may be someone else's now): read afresh.
+    close(it->second);
+    stat_fds_.erase(it);
+  }
+  std::string path = root_ + "/" + std::to_string(pid) + "/stat";
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buf[4096];
+  ssize_t n;
+  do {
+    n = pread(fd, buf, sizeof(buf), 0);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0 || static_cast<size_t>(n) >= sizeof(buf)) {
+    close(fd);
+    if (n >= static_cast<ssize_t>(sizeof(buf))) ++rejected_;
+    return std::nullopt;
+  }
+  if (stat_fds_.size() < max_open_stats_) {
+    stat_fds_[pid] = fd;
+  } else {
+    close(fd);
+  }
+  return std::string(buf, static_cast<size_t>(n));
+}
+
 std::optional<ProcStat> ProcFs::Stat(int64_t pid) {
-  auto text = Read(pid, "stat", 4096);
+  auto text = ReadStat(pid);
   if (!text) return std::nullopt;
   auto st = ParseProcStat(*text, clock_ticks_, page_bytes_);
   if (!st || st->pid != pid) {

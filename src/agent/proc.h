@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace rightsize {
@@ -46,8 +47,18 @@ class ProcFs {
   // `root` is "/proc" or a fixture; clock ticks and page size are the kernel's (sysconf).
   explicit ProcFs(std::string root = "/proc", int64_t clock_ticks = 0, int64_t page_bytes = 0);
 
-  std::vector<int64_t> Pids() const;
+  ~ProcFs();
+  ProcFs(const ProcFs&) = delete;
+  ProcFs& operator=(const ProcFs&) = delete;
+
+  // Lists the processes; with keep_stat_open, also closes the kept stat files of those gone.
+  std::vector<int64_t> Pids();
   std::optional<ProcStat> Stat(int64_t pid);
+  // The agent reads every process's stat every second: keeping each file open and re-reading
+  // it from the start saves the path walk, open and close of each read (at most kMaxOpenStats
+  // files, and never more than a quarter of the process's file limit).
+  void set_keep_stat_open(bool keep);
+  static constexpr size_t kMaxOpenStats = 4096;
   std::optional<ProcMemory> Memory(int64_t pid, bool with_pss = false);
   std::optional<ProcIo> Io(int64_t pid);
   // One variable of the process's initial environment (SLURM_JOB_ID), when readable.
@@ -78,7 +89,11 @@ class ProcFs {
  private:
   std::optional<std::string> Read(int64_t pid, const char* file, size_t max_bytes = 64 << 10);
   std::optional<std::string> ReadPath(const std::string& path, size_t max_bytes);
+  std::optional<std::string> ReadStat(int64_t pid);
   std::string root_;
+  bool keep_stat_open_ = false;
+  size_t max_open_stats_ = 0;
+  std::unordered_map<int64_t, int> stat_fds_;  // pid -> open /proc/PID/stat
   int64_t clock_ticks_;
   int64_t page_bytes_;
   int64_t rejected_ = 0;

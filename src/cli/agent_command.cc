@@ -133,6 +133,7 @@ void AddAgentCommand(CLI::App& app, Context& ctx, Action* action) {
         }
       }
       ProcFs proc(f->proc_root);
+      proc.set_keep_stat_open(true);  // one pread per process per cycle, no open/close
       CgroupFs cgroups(f->cgroup_root);
       std::unique_ptr<GpuSource> gpu = OpenNvml(f->gpu_library);
       if (!gpu->available()) fmt::print(stderr, "rightsize agent: GPU off: {}\n", gpu->status());

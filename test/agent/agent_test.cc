@@ -1,6 +1,8 @@
 #include "agent/agent.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -123,6 +125,33 @@ TEST(ProcTest, NetworkCountersOfTheJobsNamespace) {
   auto self = real.NetNamespace(getpid());
   ASSERT_TRUE(self.has_value());
   EXPECT_EQ(self->rfind("net:[", 0), 0u) << *self;
+}
+
+// The agent keeps each process's stat file open between cycles: the figures still move, and a
+// process that exits (its pid possibly reused) is read as gone, not as its old self.
+TEST(ProcTest, KeptOpenStatFilesStayCurrentAndForgetExitedProcesses) {
+  ProcFs proc;
+  proc.set_keep_stat_open(true);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    volatile double x = 0;
+    for (;;) x = x + 1;  // spins until killed
+  }
+  auto first = proc.Stat(child);
+  ASSERT_TRUE(first.has_value());
+  usleep(300000);
+  auto second = proc.Stat(child);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_GT(second->user_s + second->system_s, first->user_s + first->system_s);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_FALSE(proc.Stat(child).has_value());
+  auto self = proc.Stat(getpid());
+  ASSERT_TRUE(self.has_value());
+  EXPECT_EQ(self->pid, getpid());
+  (void)proc.Pids();  // closes what is gone; still reads the living
+  EXPECT_TRUE(proc.Stat(getpid()).has_value());
 }
 
 TEST(CgroupTest, RecognisesSlurmAndKubernetesJobs) {
