@@ -572,6 +572,9 @@ def render_notes(doc, scored, placeholder_of):
         for n in notes:
             doc.add(f"- {n}")
         doc.add("")
+    doc.add("## Code analysis", "",
+            "The analytical GPU-memory estimate read from a job's source is measured against "
+            "real PyTorch runs in [accuracy-code.md](accuracy-code.md) (bench/corpus/).", "")
 
 
 def main():
