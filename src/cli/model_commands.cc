@@ -519,7 +519,7 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
   nlohmann::json targets = nlohmann::json::object();
   std::string table;
   std::vector<std::string> why_lines;
-  bool new_user = false;
+  std::vector<std::string> unmeasured;  // targets the user's finished jobs never measured
   for (Target t : kAllTargets) {
     bool gpu_target = t == Target::kGpuMemory || t == Target::kGpuUtil;
     if (gpu_target && job.AllocatedGpus().value_or(0) == 0) continue;
@@ -585,7 +585,7 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
     tj["p90"] = bound(p->Quantile(0.9));
     tj["suggested_request"] = bound(suggested);
     tj["history"] = std::array<const char*, 3>{"none", "some", "much"}[p->group];
-    if (p->group == 0) new_user = true;
+    if (p->group == 0) unmeasured.emplace_back(NameOf(t));
     tj["prob_request_too_small"] = too_small ? nlohmann::json(*too_small) : nlohmann::json(nullptr);
     if (t == Target::kGpuMemory && from_code) {
       tj["code"] = *from_code;
@@ -629,11 +629,22 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
                          t == Target::kGpuUtil ? "-" : FormatTargetValue(t, suggested));
     targets[std::string(NameOf(t))] = std::move(tj);
   }
-  if (new_user) {
-    notes.push_back(fmt::format(
-        "user {} has no finished jobs with these measurements in cluster {}: the intervals are "
-        "those of users the cluster had not seen before, and wider",
-        job.request.user.empty() ? "(unknown)" : job.request.user, *cluster));
+  if (!unmeasured.empty()) {
+    // A user with finished jobs that did not measure a target (CPU cores of jobs under a
+    // minute) is told which, not that they have no jobs at all.
+    bool has_jobs = std::any_of(past.begin(), past.end(), [&](const JobRecord& j) {
+      return j.request.user == job.request.user;
+    });
+    std::string user = job.request.user.empty() ? "(unknown)" : job.request.user;
+    notes.push_back(
+        has_jobs ? fmt::format("the finished jobs of user {} in cluster {} never measured {}: "
+                               "{} intervals are those of users the cluster had not seen "
+                               "before, and wider",
+                               user, *cluster, fmt::join(unmeasured, " or "),
+                               unmeasured.size() == 1 ? "its" : "their")
+                 : fmt::format("user {} has no finished jobs in cluster {}: the intervals are "
+                               "those of users the cluster had not seen before, and wider",
+                               user, *cluster));
   }
 
   // The most similar past jobs: same user and name, then same user and request, then the

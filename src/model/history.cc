@@ -48,8 +48,10 @@ float Median(std::vector<float> v) {
 
 std::string RequestSignature(const JobRecord& job) {
   const ResourceRequest& r = job.request;
+  // No GPUs written (sacct without gres/gpu) and zero GPUs (a parsed script) are the same
+  // request: told apart, a script never found the history of its own past runs.
   return fmt::format("{}|{}|{}|{}", r.time_limit_s.value_or(-1), r.cpus.value_or(-1),
-                     r.memory_bytes.value_or(-1), r.gpus.value_or(-1));
+                     r.memory_bytes.value_or(-1), r.gpus.value_or(0));
 }
 
 std::string_view NameOf(Baseline b) {
@@ -206,7 +208,7 @@ void History::Features(const JobRecord& job, int64_t now, const ClusterContext& 
   put(log_of(r.time_limit_s));
   put(log_of(job.AllocatedCpus()));
   put(log_of(job.AllocatedMemoryBytes()));
-  put(job.AllocatedGpus() ? std::optional<double>(*job.AllocatedGpus()) : std::nullopt);
+  put(static_cast<double>(job.AllocatedGpus().value_or(0)));  // none listed: none
   put(r.nodes ? std::optional<double>(std::log1p(*r.nodes)) : std::nullopt);
   int64_t day_s = ((now % 86400) + 86400) % 86400;
   put(static_cast<double>(day_s) / 3600.0);

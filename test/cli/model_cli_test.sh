@@ -33,6 +33,9 @@ expect_eq "a probability" "$(json_get "$OUT" '0 <= d["targets"]["runtime"]["prob
 expect_eq "suggestion in whole minutes" "$(json_get "$OUT" 'd["targets"]["runtime"]["suggested_request"] % 60')" 0.0
 expect_eq "says why" "$(json_get "$OUT" 'len(d["targets"]["runtime"]["why"]) > 0')" True
 expect_eq "similar jobs are the user's" "$(json_get "$OUT" 'all(j["user"] == "user8" for j in d["similar_jobs"]) and len(d["similar_jobs"]) == 3')" True
+run_rs predict "$SCRIPTS/mpi_job.sh" --user user8
+if grep -q "had not seen before" <<<"$OUT"; then fail "a user with history is called new: $OUT"
+else pass "a user with history is not called new"; fi
 
 # sbatch options after -- override the script, as sbatch does.
 run_rs predict "$SCRIPTS/mpi_job.sh" --user user8 --json -- --time=30
@@ -45,6 +48,25 @@ expect_eq "new user exits 0" "$RC" 0
 expect_contains "new user is told" "$OUT" "has no finished jobs"
 run_rs predict "$SCRIPTS/mpi_job.sh" --user nobody-here --json
 expect_eq "new user's history" "$(json_get "$OUT" 'd["targets"]["runtime"]["history"]')" none
+
+# A job run 60 times with steady use (sacct, as the SLURM tests ingest it), submitted again as
+# a script: predicted near its past use, under its request, and its user is not called new.
+(
+  export RIGHTSIZE_DB=$WORK/repeated.db
+  python3 "$TESTDIR/integration/slurm/make_history.py" rstest root rs_work 60 310 1.9 20 >"$WORK/h.psv"
+  "$RS" ingest sacct "$WORK/h.psv" >/dev/null && "$RS" train >/dev/null
+  printf '#!/bin/bash\n#SBATCH -J rs_work\n#SBATCH --mem=2G\n#SBATCH -c 2\n#SBATCH -t 60\nsleep 1\n' >"$WORK/work.sbatch"
+  "$RS" predict "$WORK/work.sbatch" --user root --cluster rstest --risk 0.05 --json >"$WORK/repeated.json"
+)
+OUT=$(cat "$WORK/repeated.json")
+expect_eq "repeated job: memory p50 within 10% of the 310 MiB it used" \
+  "$(json_get "$OUT" 'abs(d["targets"]["peak_memory"]["p50"] / (310 * 2**20) - 1) < 0.1')" True
+expect_eq "repeated job: p90 and suggestion cover the use, under the 2 GiB request" \
+  "$(json_get "$OUT" '310 * 2**20 <= d["targets"]["peak_memory"]["p90"] <= d["targets"]["peak_memory"]["suggested_request"] < 2 * 2**30')" True
+expect_eq "repeated job: run time p50 within 20% of its 20 s" \
+  "$(json_get "$OUT" 'abs(d["targets"]["runtime"]["p50"] / 20 - 1) < 0.2')" True
+expect_eq "repeated job: the user is not called new" \
+  "$(json_get "$OUT" 'any("has no finished jobs" in n for n in d["notes"])')" False
 
 # Bad input: a binary file is a clear error; bad values are warnings with line numbers.
 run_rs predict "$SCRIPTS/binary.bin"

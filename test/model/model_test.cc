@@ -143,6 +143,138 @@ TEST(ReplayTest, TooFewJobsIsAClearError) {
   EXPECT_NE(r.status().message().find("too few"), std::string::npos);
 }
 
+// One user's job run `runs` times, each asking for 2 GiB, 2 CPUs and an hour and using about
+// 310 MiB, 1.9 cores and 20 s (a few percent of noise), among four times as many jobs of other
+// users with other sizes; as sacct stores them (no GPUs listed, the allocation beside the
+// request), ending 10 minutes apart before `now`.
+constexpr double kRepeatedPeakBytes = 310.0 * 1024 * 1024;
+constexpr double kRepeatedRuntimeS = 20;
+
+std::vector<JobRecord> RepeatedJobAmongOthers(int runs, int64_t now) {
+  struct Kind {
+    std::string user, name;
+    double peak_bytes, cores, runtime_s;
+    int64_t mem_bytes;
+    double cpus;
+    int64_t limit_s;
+  };
+  std::vector<Kind> kinds = {
+      {"root", "rs_work", kRepeatedPeakBytes, 1.9, kRepeatedRuntimeS, 2048LL << 20, 2, 3600}};
+  for (int k = 0; k < 8; ++k) {
+    int64_t mem = (512LL << 20) << (k % 4 + 1);
+    kinds.push_back({"user" + std::to_string(k % 4), "other" + std::to_string(k),
+                     static_cast<double>(mem) * kRepeatedPeakBytes / (2048.0 * 1024 * 1024),
+                     1.0 + k % 2, 30.0 * (k + 1), mem, 1.0 + k % 2 + (k % 3 == 0 ? 1 : 0),
+                     60LL * 5 * (k + 2)});
+  }
+  std::vector<int> order(runs, 0);
+  for (int i = 0; i < 4 * runs; ++i) order.push_back(1 + i % 8);
+  std::mt19937 rng(7);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::uniform_real_distribution<double> noise(0.95, 1.05);
+  std::vector<JobRecord> out;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Kind& k = kinds[order[i]];
+    JobRecord j;
+    j.cluster = "c";
+    j.job_id = std::to_string(900000 + i);
+    j.request.user = k.user;
+    j.request.job_name = k.name;
+    j.request.partition = "debug";
+    j.request.time_limit_s = k.limit_s;
+    j.request.cpus = k.cpus;
+    j.request.memory_bytes = k.mem_bytes;
+    j.alloc.cpus = k.cpus;
+    j.alloc.memory_bytes = k.mem_bytes;
+    double run = std::max(1.0, std::round(k.runtime_s * noise(rng)));
+    j.end_time = now - static_cast<int64_t>(order.size() - i) * 600;
+    j.start_time = *j.end_time - static_cast<int64_t>(run);
+    j.submit_time = *j.start_time - 5;
+    j.usage.elapsed_s = run;
+    j.usage.cpu_time_s = run * std::min(k.cores, k.cpus) * noise(rng);
+    j.usage.peak_rss_bytes = static_cast<int64_t>(k.peak_bytes * noise(rng));
+    j.outcome.state = "COMPLETED";
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+// The next submission of the repeated job, as a parsed job script gives it: the request only,
+// and zero GPUs written out.
+JobRecord NextSubmission(int64_t now) {
+  JobRecord j;
+  j.cluster = "c";
+  j.request.user = "root";
+  j.request.job_name = "rs_work";
+  j.request.time_limit_s = 3600;
+  j.request.cpus = 2;
+  j.request.memory_bytes = 2048LL << 20;
+  j.request.gpus = 0;
+  j.submit_time = now;
+  return j;
+}
+
+TEST(HistoryTest, AScriptFindsThePastRunsSacctStored) {
+  const int64_t now = 1700000000;
+  auto past = RepeatedJobAmongOthers(10, now);
+  History h;
+  for (const auto& j : past) h.AddFinished(j);
+  JobRecord next = NextSubmission(now);
+  const JobRecord& stored = *std::find_if(
+      past.begin(), past.end(), [](const JobRecord& j) { return j.request.user == "root"; });
+  // No GPUs listed (sacct) and zero GPUs (a script) are the same request.
+  EXPECT_EQ(RequestSignature(next), RequestSignature(stored));
+  std::vector<float> row(Layout().cols());
+  h.Features(next, now, {}, row.data());
+  EXPECT_FLOAT_EQ(row[Column("user_name_request_jobs")], std::log1p(10.0f));
+  EXPECT_NEAR(row[Column("peak_memory.user_name_request_median")], std::log(kRepeatedPeakBytes),
+              0.05);
+  EXPECT_FLOAT_EQ(row[Column("req_gpus")], 0.0f);
+}
+
+TEST(PredictorTest, ARepeatedJobIsPredictedNearWhatItUsedAndUnderItsRequest) {
+  const int64_t now = 1700000000;
+  const int runs = 60;
+  auto jobs = RepeatedJobAmongOthers(runs, now);
+  // What `predict` reads from the store: the finished jobs, in order of end time.
+  History history;
+  for (const auto& j : jobs) history.AddFinished(j);
+  Dataset d = BuildDataset(jobs, {});
+  std::vector<size_t> rows(d.rows());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = i;
+  JobRecord next = NextSubmission(now);
+  std::vector<float> row(Layout().cols());
+  history.Features(next, now, {}, row.data());
+  for (auto [t, used] : {std::pair{Target::kPeakMemory, kRepeatedPeakBytes},
+                         std::pair{Target::kRuntime, kRepeatedRuntimeS}}) {
+    SCOPED_TRACE(std::string(NameOf(t)));
+    auto m = TrainTarget(d, t, rows, {});
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    auto request = TargetRequest(next, t);
+    ASSERT_TRUE(request.has_value());
+    auto baselines = history.Baselines(next, now, t);
+    auto p = PredictTarget(*m, row.data(), baselines, history.Anchor(next, t, baselines), request);
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    // The user has run it many times: the tight intervals of users with history ("much"), so
+    // `predict` does not call them a new user.
+    EXPECT_EQ(p->group, 2);
+    // Near what every past run used, not the request and not half of it.
+    EXPECT_NEAR(p->point, used, 0.1 * used);
+    // The 90th percentile covers what a run uses, the suggestion at 5 % risk what nine past
+    // runs in ten used, and both are far under the request.
+    std::vector<double> past;
+    for (const auto& j : jobs) {
+      if (j.request.user == "root") past.push_back(*TargetValue(j, t));
+    }
+    std::sort(past.begin(), past.end());
+    ASSERT_EQ(past.size(), static_cast<size_t>(runs));
+    EXPECT_GE(p->Quantile(0.9), used);
+    double suggested = p->Suggest(0.05);
+    EXPECT_GE(suggested, past[past.size() * 9 / 10]);
+    EXPECT_LT(suggested, 0.5 * *request);
+  }
+}
+
 TEST(ModelSetTest, AStoredModelPredictsWhatTheTrainedOneDid) {
   auto jobs = SyntheticCluster(3000, 7);
   History history;
