@@ -182,6 +182,28 @@ struct Value {
   }
 };
 
+// Python's truth of a value the analysis knows; nullopt when it is unknown.
+std::optional<bool> TruthOf(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::kUnknown:
+      return std::nullopt;
+    case Value::Kind::kNone:
+      return false;
+    case Value::Kind::kName:
+      return true;  // torch.bfloat16 and other objects
+    default:
+      return v.Truthy();
+  }
+}
+
+Value BoolValue(bool b, SourceLine origin) {
+  Value v;
+  v.kind = Value::Kind::kBool;
+  v.number = b ? 1 : 0;
+  v.origin = std::move(origin);
+  return v;
+}
+
 // A scalar from the command line or a config file: a number, a boolean, null or a string.
 Value FromText(std::string_view text, SourceLine origin, std::string how) {
   Value v;
@@ -264,7 +286,15 @@ class Analyzer {
   struct Binding {
     int file;
     TSNode value;
+    // A parameter's default: the function (or, for __init__, the class) whose call sites may
+    // pass a value for it, and the parameter's position there (-1 when keyword-only or *args).
+    std::string owner;
+    int position = -1;
+    bool field = false;  // a class attribute: a dataclass field (`n_embd: int = 768`)
   };
+  // Whether a call or statement runs, as far as its if/elif/else and `x if c else y`
+  // conditions can be evaluated.
+  enum class Reach { kRuns, kDead, kConditional };
 
   // ---- reading ----
   Status FindEntry(const JobScript& script);
@@ -275,6 +305,8 @@ class Analyzer {
   void OnImport(int file, TSNode node);
   void OnCall(int file, TSNode node);
   void Bind(int file, std::string_view name, TSNode value);
+  void BindDefault(int file, TSNode param);
+  void BindField(int file, TSNode assignment);
   void ApplyCommandLine();
   void LoadConfigs();
 
@@ -283,6 +315,11 @@ class Analyzer {
   Value EvalName(int file, std::string_view name, int depth) const;
   Value EvalAttribute(int file, TSNode node, int depth) const;
   Value EvalCall(int file, TSNode node, int depth) const;
+  Value EvalComparison(int file, TSNode node, int depth) const;
+  Value EvalDictLookup(int file, TSNode dict, const Value& key, TSNode fallback, int depth) const;
+  Value PassedArgument(const Binding& b, std::string_view name, int depth) const;
+  Reach ReachOf(int file, TSNode node, std::string* condition, int depth = 0) const;
+  Reach FunctionReach(int file, TSNode function, std::string* condition, int depth) const;
   Value ArgValue(const ArgparseOption& opt, int depth) const;
   Value ConfigValueOf(std::string_view dotted) const;
   TSNode Kw(int file, TSNode call, std::string_view name) const;
@@ -301,12 +338,17 @@ class Analyzer {
   void ExtractModelCall(const CallSite& c);
   void ExtractConfigs();
   void ExtractFallbacks();
+  void ResolveVocabulary();
   template <typename T>
   void SetNumber(Fact<T>& f, const Value& v, const SourceLine& use, const std::string& what,
                  int rank);
   void Undecided(const std::string& what, const std::string& reason, SourceLine where);
   void SetTransformer(const TransformerSpec& spec, SourceLine where, const std::string& how,
                       int rank);
+  // Set, for a call under a condition the analysis could not evaluate (branch_condition_):
+  // the fact is marked assumed and does not replace one read outside any such branch.
+  template <typename T>
+  void SetInBranch(Fact<T>& f, T value, SourceLine where, const std::string& how, int rank);
 
   std::string code_dir_, script_name_;
   CodeFacts facts_;
@@ -321,6 +363,12 @@ class Analyzer {
   std::set<std::string> loaded_configs_;
   std::map<std::string, std::pair<std::string, std::string>> cmdline_;  // dest -> (flag, value)
   std::map<std::string, Undetermined> pending_;                         // what -> why unknown
+  std::string branch_condition_;  // the undecided condition around the call being read
+  // FunctionReach by (file, start byte of the definition): whether its call sites run.
+  mutable std::map<std::pair<int, uint32_t>, std::pair<Reach, std::string>> function_reach_;
+  std::vector<std::pair<Value, SourceLine>> embedding_rows_;  // nn.Embedding sizes over 1000
+  std::vector<double> linear_outputs_;                        // nn.Linear out_features
+  bool tied_head_ = false;  // F.linear(x, emb.weight): logits over an embedding's rows
   int nn_layer_count_ = 0;  // nn.TransformerEncoder num_layers
   double linear_params_ = 0, embedding_params_ = 0, transformer_layer_params_ = 0;
   SourceLine linear_where_, layer_where_;
@@ -533,11 +581,10 @@ void Analyzer::Walk(int file) {
       if (!ts_node_is_null(right) &&
           (TypeOf(left) == "identifier" || TypeOf(left) == "attribute")) {
         Bind(file, files_[file].tree.Text(left), right);
+        BindField(file, n);
       }
     } else if (type == "default_parameter" || type == "typed_default_parameter") {
-      TSNode name = Field(n, "name");
-      TSNode value = Field(n, "value");
-      if (!ts_node_is_null(value)) Bind(file, files_[file].tree.Text(name), value);
+      BindDefault(file, n);
     } else if (type == "string") {
       std::string_view t = files_[file].tree.Text(n);
       if (t.size() > 2) {
@@ -560,6 +607,62 @@ void Analyzer::Walk(int file) {
 
 void Analyzer::Bind(int file, std::string_view name, TSNode value) {
   bindings_[Collapse(name)].push_back({file, value});
+}
+
+void Analyzer::BindField(int file, TSNode assignment) {
+  // `class GPTConfig: n_embd: int = 768` (a dataclass): GPTConfig(n_embd=…) may pass a value.
+  TSNode stmt = ts_node_parent(assignment);
+  TSNode body = ts_node_is_null(stmt) ? stmt : ts_node_parent(stmt);
+  TSNode cls = ts_node_is_null(body) ? body : ts_node_parent(body);
+  if (ts_node_is_null(cls) || TypeOf(cls) != "class_definition" ||
+      TypeOf(Field(assignment, "left")) != "identifier") {
+    return;
+  }
+  auto& list = bindings_[Collapse(Text(file, Field(assignment, "left")))];
+  list.back().owner = Text(file, Field(cls, "name"));
+  list.back().field = true;
+  int index = 0;
+  for (uint32_t i = 0; i < NamedCount(body); ++i) {
+    TSNode s = Named(body, i);
+    if (ts_node_eq(s, stmt)) {
+      list.back().position = index;
+      break;
+    }
+    if (TypeOf(s) == "expression_statement" && TypeOf(Named(s, 0)) == "assignment") ++index;
+  }
+}
+
+void Analyzer::BindDefault(int file, TSNode param) {
+  TSNode name = Field(param, "name");
+  TSNode value = Field(param, "value");
+  if (ts_node_is_null(value) || ts_node_is_null(name)) return;
+  Binding b{file, value};
+  TSNode params = ts_node_parent(param);
+  TSNode fn = ts_node_parent(params);
+  if (!ts_node_is_null(fn) && TypeOf(fn) == "function_definition") {
+    b.owner = Text(file, Field(fn, "name"));
+    // A method's call sites name its class (`Model(d_model=…)`) and do not pass self.
+    TSNode up = ts_node_parent(fn);
+    if (!ts_node_is_null(up) && TypeOf(up) == "decorated_definition") up = ts_node_parent(up);
+    TSNode cls = ts_node_is_null(up) ? up : ts_node_parent(up);
+    bool method = !ts_node_is_null(cls) && TypeOf(cls) == "class_definition";
+    if (method && b.owner == "__init__") b.owner = Text(file, Field(cls, "name"));
+    int index = method ? -1 : 0;
+    for (uint32_t i = 0; i < NamedCount(params); ++i) {
+      TSNode p = Named(params, i);
+      std::string_view t = TypeOf(p);
+      if (t == "list_splat_pattern" || t == "dictionary_splat_pattern" ||
+          t == "keyword_separator") {
+        break;
+      }
+      if (ts_node_eq(p, param)) {
+        b.position = index;
+        break;
+      }
+      ++index;
+    }
+  }
+  bindings_[Collapse(files_[file].tree.Text(name))].push_back(std::move(b));
 }
 
 void Analyzer::OnImport(int file, TSNode node) {
@@ -784,6 +887,13 @@ Value Analyzer::Eval(int file, TSNode node, int depth) const {
     return a;
   }
   if (type == "call") return EvalCall(file, node, depth);
+  if (type == "subscript" && TypeOf(Field(node, "value")) == "dictionary") {
+    Value key = Eval(file, Field(node, "subscript"), depth + 1);
+    if (!key.known()) return Value::Unknown(fmt::format("{}: {}", text, key.reason));
+    Value found = EvalDictLookup(file, Field(node, "value"), key, TSNode{}, depth);
+    return found.kind == Value::Kind::kNone ? Value::Unknown(fmt::format("{}: no such key", text))
+                                            : found;
+  }
   if (type == "subscript") {
     // cfg["train"]["batch_size"] -> train.batch_size in a config file.
     std::vector<std::string> keys;
@@ -807,14 +917,104 @@ Value Analyzer::Eval(int file, TSNode node, int depth) const {
     return Value::Unknown(fmt::format("{} is not a constant", text));
   }
   if (type == "conditional_expression") {
-    return Value::Unknown(fmt::format("{} depends on a condition", text));
+    // `a if cond else b`: named children are a, cond, b.
+    auto truth = TruthOf(Eval(file, Named(node, 1), depth + 1));
+    if (!truth) return Value::Unknown(fmt::format("{} depends on a condition", text));
+    return Eval(file, Named(node, *truth ? 0 : 2), depth + 1);
+  }
+  if (type == "comparison_operator") return EvalComparison(file, node, depth);
+  if (type == "not_operator") {
+    auto truth = TruthOf(Eval(file, Field(node, "argument"), depth + 1));
+    if (!truth) return Value::Unknown(fmt::format("{} is not a constant", text));
+    return BoolValue(!*truth, v.origin);
+  }
+  if (type == "boolean_operator") {
+    // Python's `and`/`or` give one of their operands; a known deciding side is enough.
+    Value a = Eval(file, Field(node, "left"), depth + 1);
+    std::string_view op = files_[file].tree.Text(Field(node, "operator"));
+    auto ta = TruthOf(a);
+    if (ta && (op == "and" ? !*ta : *ta)) return a;
+    Value b = Eval(file, Field(node, "right"), depth + 1);
+    if (ta) return b;
+    auto tb = TruthOf(b);
+    if (tb && op == "and" && !*tb) return b;
+    if (tb && op == "or" && *tb) return b;
+    return Value::Unknown(fmt::format("{}: {}", text, a.reason));
   }
   return Value::Unknown(fmt::format("{} is not a constant", text));
+}
+
+Value Analyzer::EvalComparison(int file, TSNode node, int depth) const {
+  std::string_view text = files_[file].tree.Text(node);
+  if (NamedCount(node) != 2) return Value::Unknown(fmt::format("{} is not folded", text));
+  TSNode left = Named(node, 0), right = Named(node, 1);
+  uint32_t start = ts_node_start_byte(node);
+  std::string op = Collapse(text.substr(ts_node_end_byte(left) - start,
+                                        ts_node_start_byte(right) - ts_node_end_byte(left)));
+  Value a = Eval(file, left, depth + 1);
+  if (!a.known()) return Value::Unknown(fmt::format("{}: {}", text, a.reason));
+  auto same = [](const Value& x, const Value& y) {
+    if (x.kind != y.kind) return false;
+    if (x.kind == Value::Kind::kNumber || x.kind == Value::Kind::kBool) return x.number == y.number;
+    return x.kind == Value::Kind::kNone || x.text == y.text;
+  };
+  if (op == "in" || op == "notin") {
+    std::string_view rt = TypeOf(right);
+    if (rt != "tuple" && rt != "list" && rt != "set") {
+      return Value::Unknown(fmt::format("{} is not folded", text));
+    }
+    bool found = false;
+    for (uint32_t i = 0; i < NamedCount(right); ++i) {
+      Value e = Eval(file, Named(right, i), depth + 1);
+      if (!e.known()) return Value::Unknown(fmt::format("{}: {}", text, e.reason));
+      found = found || same(a, e);
+    }
+    return BoolValue(op == "in" ? found : !found, a.origin);
+  }
+  Value b = Eval(file, right, depth + 1);
+  if (!b.known()) return Value::Unknown(fmt::format("{}: {}", text, b.reason));
+  if (op == "==" || op == "is") return BoolValue(same(a, b), a.origin);
+  if (op == "!=" || op == "isnot") return BoolValue(!same(a, b), a.origin);
+  if (a.IsNumber() && b.IsNumber()) {
+    if (op == "<") return BoolValue(a.number < b.number, a.origin);
+    if (op == "<=") return BoolValue(a.number <= b.number, a.origin);
+    if (op == ">") return BoolValue(a.number > b.number, a.origin);
+    if (op == ">=") return BoolValue(a.number >= b.number, a.origin);
+  }
+  return Value::Unknown(fmt::format("{}: operator {} not folded", text, op));
+}
+
+Value Analyzer::EvalDictLookup(int file, TSNode dict, const Value& key, TSNode fallback,
+                               int depth) const {
+  for (uint32_t i = 0; i < NamedCount(dict); ++i) {
+    TSNode pair = Named(dict, i);
+    if (TypeOf(pair) != "pair") {
+      return Value::Unknown("a dictionary built with ** is not folded");
+    }
+    Value k = Eval(file, Field(pair, "key"), depth + 1);
+    if (!k.known()) return Value::Unknown(k.reason);
+    bool match = k.kind == key.kind &&
+                 (k.kind == Value::Kind::kString ? k.text == key.text : k.number == key.number);
+    if (match) return Eval(file, Field(pair, "value"), depth + 1);
+  }
+  if (ts_node_is_null(fallback)) {
+    Value none;
+    none.kind = Value::Kind::kNone;
+    none.origin = Where(file, dict);
+    return none;
+  }
+  return Eval(file, fallback, depth + 1);
 }
 
 Value Analyzer::EvalName(int file, std::string_view name, int depth) const {
   auto it = bindings_.find(std::string(name));
   if (it != bindings_.end()) {
+    // A value passed for a parameter at a call site wins over the parameter's default.
+    for (const auto& b : it->second) {
+      if (b.owner.empty()) continue;
+      Value passed = PassedArgument(b, name, depth);
+      if (passed.known()) return passed;
+    }
     // The last binding in this file, else in any file (an imported constant).
     const Binding* pick = nullptr;
     for (const auto& b : it->second) {
@@ -833,6 +1033,25 @@ Value Analyzer::EvalName(int file, std::string_view name, int depth) const {
     if (o.dest == name) return ArgValue(o, depth);
   }
   return Value::Unknown(fmt::format("{} is not assigned a constant", name));
+}
+
+Value Analyzer::PassedArgument(const Binding& b, std::string_view name, int depth) const {
+  for (const auto& c : calls_) {
+    if (c.name != b.owner || depth > kMaxDepth) continue;
+    TSNode arg = Kw(c.file, c.node, name);
+    if (ts_node_is_null(arg) && b.position >= 0) {
+      arg = Pos(c.node, static_cast<uint32_t>(b.position));
+    }
+    if (ts_node_is_null(arg)) continue;
+    Value v = Eval(c.file, arg, depth + 1);
+    if (!v.known()) continue;
+    std::string passed = fmt::format("{}={} passed to {}() at {}", name, Text(c.file, arg),
+                                     c.callee, Where(c).ToString());
+    v.how = v.how.empty() ? passed : fmt::format("{}; {}", v.how, passed);
+    if (v.origin.empty()) v.origin = Where(c);
+    return v;
+  }
+  return Value::Unknown(fmt::format("no call of {}() passes {}", b.owner, name));
 }
 
 Value Analyzer::EvalAttribute(int file, TSNode node, int depth) const {
@@ -863,8 +1082,10 @@ Value Analyzer::EvalAttribute(int file, TSNode node, int depth) const {
     if (d == std::string::npos) break;
     path = path.substr(d + 1);
   }
-  if (bindings_.count(std::string(attr)) != 0 && dotted.starts_with("self.")) {
-    return EvalName(file, attr, depth);
+  if (auto b = bindings_.find(std::string(attr)); b != bindings_.end()) {
+    bool field =
+        std::any_of(b->second.begin(), b->second.end(), [](const Binding& x) { return x.field; });
+    if (dotted.starts_with("self.") || field) return EvalName(file, attr, depth);
   }
   return Value::Unknown(fmt::format("{} is not a constant", dotted));
 }
@@ -900,6 +1121,22 @@ Value Analyzer::EvalCall(int file, TSNode node, int depth) const {
                        : Value::Unknown(fmt::format("${} is read from the environment", key.text));
     }
     Value key = Eval(file, Pos(node, 0), depth + 1);
+    // {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+    TSNode fn = Field(node, "function");
+    TSNode owner = TypeOf(fn) == "attribute" ? Field(fn, "object") : TSNode{};
+    int owner_file = file;
+    if (!ts_node_is_null(owner) && TypeOf(owner) == "identifier") {
+      auto b = bindings_.find(std::string(files_[file].tree.Text(owner)));
+      if (b != bindings_.end() && TypeOf(b->second.back().value) == "dictionary") {
+        owner_file = b->second.back().file;
+        owner = b->second.back().value;
+      }
+    }
+    if (!ts_node_is_null(owner) && TypeOf(owner) == "dictionary") {
+      if (!key.known()) return Value::Unknown(fmt::format("the key of .get(): {}", key.reason));
+      if (owner_file != file) return Value::Unknown("a dictionary in another file");
+      return EvalDictLookup(file, owner, key, Pos(node, 1), depth);
+    }
     if (key.kind == Value::Kind::kString) {
       Value c = ConfigValueOf(key.text);
       if (c.known()) return c;
@@ -1000,6 +1237,107 @@ void Analyzer::SetNumber(Fact<T>& f, const Value& v, const SourceLine& use, cons
                       : fmt::format("{}; used at {}", how, use.ToString());
   }
   if (Set(f, static_cast<T>(v.number), where, how, rank)) pending_.erase(what);
+}
+
+template <typename T>
+void Analyzer::SetInBranch(Fact<T>& f, T value, SourceLine where, const std::string& how,
+                           int rank) {
+  if (branch_condition_.empty()) {
+    Set(f, std::move(value), std::move(where), how, rank);
+    return;
+  }
+  if (f.known() && !f.assumed && f.rank >= rank) return;
+  if (Set(f, std::move(value), std::move(where),
+          fmt::format("assumed: {}, under `{}`, which could not be evaluated", how,
+                      branch_condition_),
+          rank)) {
+    f.assumed = true;
+  }
+}
+
+Analyzer::Reach Analyzer::FunctionReach(int file, TSNode function, std::string* condition,
+                                        int depth) const {
+  auto key = std::make_pair(file, ts_node_start_byte(function));
+  if (auto it = function_reach_.find(key); it != function_reach_.end()) {
+    if (condition->empty()) *condition = it->second.second;
+    return it->second.first;
+  }
+  // Unknown while it is being worked out, so that recursion ends.
+  function_reach_[key] = {Reach::kRuns, ""};
+  std::string name = Text(file, Field(function, "name"));
+  bool called = false, runs = false, conditional = false;
+  std::string why;
+  for (const auto& c : calls_) {
+    if (c.name != name || name.starts_with("__")) continue;
+    called = true;
+    std::string cond;
+    Reach r = ReachOf(c.file, c.node, &cond, depth + 1);
+    if (r == Reach::kRuns) {
+      runs = true;
+      break;
+    }
+    if (r == Reach::kConditional && !conditional) {
+      conditional = true;
+      why = cond;
+    }
+  }
+  // A function never called by name here (forward, a callback, an entry point) is taken to run.
+  Reach reach = !called || runs ? Reach::kRuns : conditional ? Reach::kConditional : Reach::kDead;
+  if (reach != Reach::kConditional) why.clear();
+  function_reach_[key] = {reach, why};
+  if (condition->empty()) *condition = why;
+  return reach;
+}
+
+Analyzer::Reach Analyzer::ReachOf(int file, TSNode node, std::string* condition, int depth) const {
+  Reach reach = Reach::kRuns;
+  auto decide = [&](TSNode cond, bool wanted) {
+    // `if __name__ == "__main__":` guards the program itself.
+    std::optional<bool> truth = Text(file, cond).find("__name__") != std::string::npos
+                                    ? std::optional<bool>(true)
+                                    : TruthOf(Eval(file, cond, 0));
+    if (!truth) {
+      if (condition->empty()) *condition = Collapse(Text(file, cond));
+      reach = reach == Reach::kDead ? reach : Reach::kConditional;
+      return;
+    }
+    if (*truth != wanted) reach = Reach::kDead;
+  };
+  TSNode child = node;
+  for (TSNode up = ts_node_parent(node); !ts_node_is_null(up) && reach != Reach::kDead;
+       child = up, up = ts_node_parent(up)) {
+    std::string_view type = TypeOf(up);
+    if (type == "if_statement") {
+      TSNode cond = Field(up, "condition");
+      if (ts_node_eq(child, Field(up, "consequence"))) {
+        decide(cond, true);
+      } else if (!ts_node_eq(child, cond)) {
+        // In an elif or else: every earlier condition was false.
+        decide(cond, false);
+        for (uint32_t i = 0; i < NamedCount(up) && reach != Reach::kDead; ++i) {
+          TSNode clause = Named(up, i);
+          if (ts_node_eq(clause, child)) break;
+          if (TypeOf(clause) == "elif_clause") decide(Field(clause, "condition"), false);
+        }
+      }
+    } else if (type == "elif_clause" && ts_node_eq(child, Field(up, "consequence"))) {
+      decide(Field(up, "condition"), true);
+    } else if (type == "conditional_expression" && NamedCount(up) == 3) {
+      if (ts_node_eq(child, Named(up, 0))) decide(Named(up, 1), true);
+      if (ts_node_eq(child, Named(up, 2))) decide(Named(up, 1), false);
+    } else if (type == "function_definition") {
+      // A function's body runs where it is called: `f(x) if args.grad_ckpt else g(x)`.
+      if (depth < 3) {
+        Reach called = FunctionReach(file, up, condition, depth);
+        if (called == Reach::kDead) reach = Reach::kDead;
+        if (called == Reach::kConditional && reach == Reach::kRuns) reach = called;
+      }
+      break;
+    } else if (type == "class_definition") {
+      break;
+    }
+  }
+  return reach;
 }
 
 void Analyzer::SetTransformer(const TransformerSpec& spec, SourceLine where, const std::string& how,
@@ -1271,8 +1609,14 @@ void Analyzer::ExtractModelCall(const CallSite& c) {
     Value d = Eval(c.file, Pos(c.node, 1), 0);
     if (n.IsNumber() && d.IsNumber()) {
       embedding_params_ += n.number * d.number;
-      if (n.number > 1000) SetNumber(facts_.vocab, n, where, "vocab", kRankCall);
+      // A vocabulary only if an output layer computes logits over it (ResolveVocabulary).
+      if (n.number > 1000) embedding_rows_.emplace_back(n, where);
     }
+    return;
+  }
+  if (name == "linear" && !ts_node_is_null(Pos(c.node, 1)) &&
+      Text(c.file, Pos(c.node, 1)).ends_with(".weight")) {
+    tied_head_ = true;  // F.linear(x, self.wte.weight): a head tied to the embedding
     return;
   }
   if (name == "Linear" && c.callee.find("nn.") != std::string::npos) {
@@ -1281,6 +1625,7 @@ void Analyzer::ExtractModelCall(const CallSite& c) {
     if (a.IsNumber() && b.IsNumber()) {
       bool bias = !(KwValue(c, "bias").kind == Value::Kind::kBool && !KwValue(c, "bias").Truthy());
       linear_params_ += a.number * b.number + (bias ? b.number : 0);
+      linear_outputs_.push_back(b.number);
       if (linear_where_.empty()) linear_where_ = where;
     } else {
       Undecided("parameters", fmt::format("nn.Linear size {}", !a.known() ? a.reason : b.reason),
@@ -1422,19 +1767,51 @@ void Analyzer::ExtractCall(const CallSite& c) {
     Set(facts_.parallelism, std::string("Accelerate (DDP)"), where,
         "Accelerator() wraps the model for the processes launched", kRankCall);
   } else if (name == "autocast") {
-    Value enabled = KwValue(c, "enabled");
-    if (enabled.kind == Value::Kind::kBool && !enabled.Truthy()) return;
-    Value dtype = KwValue(c, "dtype");
-    bool bf16 = dtype.text.ends_with("bfloat16");
-    Set(facts_.precision, bf16 ? Precision::kMixedBf16 : Precision::kMixedFp16, where,
-        fmt::format("{}({})", c.callee, bf16 ? "dtype=torch.bfloat16" : "float16"), kRankCall);
+    if (TruthOf(KwValue(c, "enabled")) == false) return;
+    TSNode dtype_node = Kw(c.file, c.node, "dtype");
+    if (ts_node_is_null(dtype_node)) dtype_node = Pos(c.node, 1);  // autocast("cuda", torch.…)
+    Value dtype = Eval(c.file, dtype_node, 0);
+    if (!ts_node_is_null(dtype_node) && !dtype.known()) {
+      // Not fp16 by default: a wrong guess halves the activations the estimate counts.
+      Undecided("precision",
+                fmt::format("{}(dtype={}): {}", c.callee, Text(c.file, dtype_node), dtype.reason),
+                where);
+      return;
+    }
+    std::string device = KwValue(c, "device_type").text;
+    if (device.empty()) device = Eval(c.file, Pos(c.node, 0), 0).text;
+    bool bf16 = dtype.kind == Value::Kind::kName
+                    ? dtype.text.ends_with("bfloat16")
+                    : device == "cpu";  // autocast's default: bf16 on CPU, fp16 on CUDA
+    if (dtype.kind == Value::Kind::kName && dtype.text.ends_with("float32")) return;
+    SetInBranch(facts_.precision, bf16 ? Precision::kMixedBf16 : Precision::kMixedFp16, where,
+                fmt::format("{}({})", c.callee,
+                            dtype.kind == Value::Kind::kName ? "dtype=" + dtype.text
+                            : bf16                           ? "CPU default bfloat16"
+                                                             : "default float16"),
+                kRankCall);
   } else if (name == "GradScaler") {
-    Set(facts_.precision, Precision::kMixedFp16, where, "GradScaler (fp16 AMP)", kRankDefault);
+    TSNode enabled_node = Kw(c.file, c.node, "enabled");
+    auto enabled = TruthOf(KwValue(c, "enabled"));
+    if (enabled == false) return;
+    if (!ts_node_is_null(enabled_node) && !enabled) {
+      Undecided(
+          "precision",
+          fmt::format("GradScaler(enabled={}) could not be evaluated", Text(c.file, enabled_node)),
+          where);
+      return;
+    }
+    SetInBranch(facts_.precision, Precision::kMixedFp16, where, "GradScaler (fp16 AMP)",
+                kRankDefault);
   } else if (name == "half" || name == "bfloat16") {
     Set(facts_.precision, name == "half" ? Precision::kFp16 : Precision::kBf16, where,
         fmt::format(".{}() on the model", name), kRankDefault);
   } else if (name == "to" && c.callee.find('.') != std::string::npos) {
     std::string args = Text(c.file, Field(c.node, "arguments"));
+    // `.to(torch.bfloat16 if args.precision == "bf16-pure" else torch.float16)`: the one taken.
+    TSNode dtype_node = Kw(c.file, c.node, "dtype");
+    Value dtype = Eval(c.file, ts_node_is_null(dtype_node) ? Pos(c.node, 0) : dtype_node, 0);
+    if (dtype.kind == Value::Kind::kName) args = dtype.text;
     if (args.find("torch.bfloat16") != std::string::npos) {
       Set(facts_.precision, Precision::kBf16, where, ".to(torch.bfloat16)", kRankDefault);
     }
@@ -1454,26 +1831,28 @@ void Analyzer::ExtractCall(const CallSite& c) {
   } else if (name == "Adam" || name == "AdamW" || name == "FusedAdam" ||
              name == "DeepSpeedCPUAdam" || name == "Lamb" || name == "LAMB" || name == "NAdam" ||
              name == "RAdam") {
-    Set(facts_.optimizer, Optimizer::kAdam, where, fmt::format("{}()", c.callee), kRankCall);
+    SetInBranch(facts_.optimizer, Optimizer::kAdam, where, fmt::format("{}()", c.callee),
+                kRankCall);
     Set(facts_.training, true, where, fmt::format("{}()", c.callee), kRankCall);
   } else if (name.find("8bit") != std::string_view::npos &&
              name.find("Adam") != std::string_view::npos) {
-    Set(facts_.optimizer, Optimizer::kAdam8bit, where, fmt::format("{}()", c.callee), kRankCall);
+    SetInBranch(facts_.optimizer, Optimizer::kAdam8bit, where, fmt::format("{}()", c.callee),
+                kRankCall);
     Set(facts_.training, true, where, fmt::format("{}()", c.callee), kRankCall);
   } else if (name == "SGD") {
     TSNode m = Kw(c.file, c.node, "momentum");
     if (ts_node_is_null(m)) m = Pos(c.node, 2);
     Value mv = Eval(c.file, m, 0);
     bool momentum = ts_node_is_null(m) ? false : (!mv.IsNumber() || mv.number > 0);
-    Set(facts_.optimizer, momentum ? Optimizer::kSgdMomentum : Optimizer::kSgd, where,
-        fmt::format("SGD({})", momentum ? "momentum" : "no momentum"), kRankCall);
+    SetInBranch(facts_.optimizer, momentum ? Optimizer::kSgdMomentum : Optimizer::kSgd, where,
+                fmt::format("SGD({})", momentum ? "momentum" : "no momentum"), kRankCall);
     Set(facts_.training, true, where, "SGD()", kRankCall);
   } else if (name == "Adafactor") {
-    Set(facts_.optimizer, Optimizer::kAdafactor, where, "Adafactor()", kRankCall);
+    SetInBranch(facts_.optimizer, Optimizer::kAdafactor, where, "Adafactor()", kRankCall);
     Set(facts_.training, true, where, "Adafactor()", kRankCall);
   } else if (name == "RMSprop" || name == "Adagrad" || name == "Lion") {
-    Set(facts_.optimizer, Optimizer::kSgdMomentum, where,
-        fmt::format("{}() keeps one state per parameter", name), kRankCall);
+    SetInBranch(facts_.optimizer, Optimizer::kSgdMomentum, where,
+                fmt::format("{}() keeps one state per parameter", name), kRankCall);
     Set(facts_.training, true, where, fmt::format("{}()", name), kRankCall);
   } else if (name == "backward" || (name == "fit" && c.callee != "fit") ||
              (name == "train" && c.callee.find("trainer") != std::string::npos)) {
@@ -1482,8 +1861,8 @@ void Analyzer::ExtractCall(const CallSite& c) {
              name == "checkpoint_sequential" ||
              (name == "checkpoint" && (c.callee.find("utils.checkpoint") != std::string::npos ||
                                        c.callee == "checkpoint"))) {
-    Set(facts_.checkpointing, Checkpointing::kFull, where, fmt::format("{}()", c.callee),
-        kRankCall);
+    SetInBranch(facts_.checkpointing, Checkpointing::kFull, where, fmt::format("{}()", c.callee),
+                kRankCall);
   } else if (name == "scaled_dot_product_attention" || name == "flash_attn_func") {
     Set(facts_.fused_attention, true, where, fmt::format("{}()", c.callee), kRankCall);
   } else if (name == "DistributedDataParallel" || name == "DDP") {
@@ -1535,6 +1914,18 @@ void Analyzer::ExtractCall(const CallSite& c) {
       SetNumber(facts_.image_size, v, where, "image_size",
                 name == "RandomResizedCrop" || name == "RandomCrop" ? kRankCall + 1 : kRankCall);
     }
+  }
+}
+
+void Analyzer::ResolveVocabulary() {
+  // A text classifier embeds a large vocabulary but never computes b·s·V logits: only an
+  // embedding whose rows an nn.Linear (or a tied F.linear) produces is a vocabulary.
+  for (const auto& [rows, where] : embedding_rows_) {
+    bool head = tied_head_ || std::find(linear_outputs_.begin(), linear_outputs_.end(),
+                                        rows.number) != linear_outputs_.end();
+    if (!head) continue;
+    SetNumber(facts_.vocab, rows, where, "vocab", kRankCall);
+    return;
   }
 }
 
@@ -1677,9 +2068,16 @@ void Analyzer::ExtractFallbacks() {
     Undecided("optimizer", "training, but no optimizer constructor was found",
               facts_.training.where);
   }
-  if (!facts_.precision.known()) {
+  if (!facts_.precision.known() && pending_.count("precision") != 0) {
+    // The larger of the readings: fp32 keeps every activation at 4 bytes.
+    Assume(
+        facts_.precision, Precision::kFp32,
+        fmt::format("fp32, as the precision could not be read ({})", pending_["precision"].reason));
+  } else if (!facts_.precision.known()) {
     Set(facts_.precision, Precision::kFp32, {facts_.entry, 0},
         "no autocast, .half(), torch_dtype or bf16 flag found", kRankName);
+  } else {
+    pending_.erase("precision");
   }
   if (!facts_.checkpointing.known()) {
     Set(facts_.checkpointing, Checkpointing::kNone, {facts_.entry, 0},
@@ -1708,7 +2106,15 @@ void Analyzer::ExtractFallbacks() {
 void Analyzer::Extract() {
   ExtractFrameworks();
   ExtractConfigs();
-  for (const auto& c : calls_) ExtractCall(c);
+  for (const auto& c : calls_) {
+    std::string condition;
+    Reach reach = ReachOf(c.file, c.node, &condition);
+    if (reach == Reach::kDead) continue;
+    branch_condition_ = reach == Reach::kConditional ? condition : "";
+    ExtractCall(c);
+  }
+  branch_condition_.clear();
+  ResolveVocabulary();
   LoadConfigs();  // configs named by calls (deepspeed=…) found during the pass
   ExtractConfigs();
   ExtractFallbacks();

@@ -264,8 +264,10 @@ StatusOr<MemoryEstimate> EstimateGpuMemory(const CodeFacts& f) {
                      {}});
 
   bool assumed = f.seq_len.assumed || f.image_size.assumed || f.optimizer.assumed ||
-                 !e.assumptions.empty() || f.architecture == Architecture::kMlp;
-  for (const auto* fact : {&f.seq_len.how, &f.image_size.how, &f.optimizer.how}) {
+                 f.precision.assumed || f.checkpointing.assumed || !e.assumptions.empty() ||
+                 f.architecture == Architecture::kMlp;
+  for (const auto* fact : {&f.seq_len.how, &f.image_size.how, &f.optimizer.how, &f.precision.how,
+                           &f.checkpointing.how}) {
     if (fact->starts_with("assumed")) e.assumptions.push_back(*fact);
   }
   double widen = assumed ? 1.5 : 1.0;

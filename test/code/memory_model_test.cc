@@ -20,12 +20,12 @@ struct Analysed {
   MemoryEstimate estimate;
 };
 
-Analysed AnalyseFixture(const std::string& name) {
+Analysed AnalyseFixture(const std::string& name, const std::string& script_name = "train.sh") {
   Analysed a;
-  auto script = ParseJobScriptFile(Dir(name) + "/train.sh");
+  auto script = ParseJobScriptFile(Dir(name) + "/" + script_name);
   EXPECT_TRUE(script.ok());
   a.script = *script;
-  auto facts = AnalyzeJobCode(a.script, Dir(name), "train.sh");
+  auto facts = AnalyzeJobCode(a.script, Dir(name), script_name);
   EXPECT_TRUE(facts.ok()) << facts.status().ToString();
   a.facts = *facts;
   auto e = EstimateGpuMemory(a.facts);
@@ -135,6 +135,78 @@ TEST(AdviceTest, GpuTable) {
   EXPECT_EQ(FindGpu("A100-40GB")->name, "A100-40GB");
   EXPECT_EQ(FindGpu("v100-16gb")->name, "V100-16GB");
   EXPECT_FALSE(FindGpu("tpu-v4"));
+}
+
+// Precision, optimizer and checkpointing chosen by flags among branches that are all in the
+// source: only the branches the command line takes count.
+TEST(MemoryModelTest, BranchesOnFlagsFollowTheCommandLine) {
+  Analysed fp32 = AnalyseFixture("amp_flags");
+  const CodeFacts& f = fp32.facts;
+  // amp_dtype = {...}.get("fp32") is None: the autocast branch is dead, GradScaler is disabled.
+  EXPECT_EQ(f.precision.value, Precision::kFp32);
+  EXPECT_FALSE(f.precision.assumed);
+  // --optimizer sgd: the elif branch, not the AdamW of the else that comes last.
+  EXPECT_EQ(f.optimizer.value, Optimizer::kSgdMomentum);
+  EXPECT_FALSE(f.optimizer.assumed);
+  EXPECT_EQ(f.optimizer.where.ToString(), "train.py:54");
+  // --grad_ckpt not given: checkpoint() behind `if self.grad_ckpt` does not run.
+  EXPECT_EQ(f.checkpointing.value, Checkpointing::kNone);
+  EXPECT_EQ(f.hidden.value, 256);
+  // The head is nn.Linear(d_model, vocab_size): the logits are counted.
+  EXPECT_EQ(f.vocab.value, 8000);
+  EXPECT_GT(Term(fp32.estimate, "logits"), 0);
+
+  Analysed bf16 = AnalyseFixture("amp_flags", "train_bf16.sh");
+  const CodeFacts& g = bf16.facts;
+  EXPECT_EQ(g.precision.value, Precision::kMixedBf16);
+  EXPECT_EQ(g.precision.where.ToString(), "train.py:58");
+  EXPECT_EQ(g.optimizer.value, Optimizer::kAdam);  // the else branch: --optimizer adamw
+  EXPECT_FALSE(g.optimizer.assumed);
+  // `self.grad_ckpt and self.training`: the flag is on, self.training cannot be evaluated.
+  EXPECT_EQ(g.checkpointing.value, Checkpointing::kFull);
+  EXPECT_TRUE(g.checkpointing.assumed);
+  EXPECT_NE(g.checkpointing.how.find("self.training"), std::string::npos) << g.checkpointing.how;
+  // Half the bytes per activation and 2·s·b·h per layer: well under the fp32 run's.
+  EXPECT_LT(Term(bf16.estimate, "activations"), Term(fp32.estimate, "activations") / 4);
+}
+
+// An autocast dtype that cannot be evaluated is not read as fp16, and a GradScaler switched
+// off says nothing about the precision.
+TEST(MemoryModelTest, UnknownAutocastDtypeIsAssumedNotFp16) {
+  Analysed a = AnalyseFixture("unknown_dtype");
+  const CodeFacts& f = a.facts;
+  EXPECT_EQ(f.precision.value, Precision::kFp32);
+  EXPECT_TRUE(f.precision.assumed);
+  bool listed = false;
+  for (const auto& u : f.undetermined) {
+    if (u.what == "precision") {
+      listed = true;
+      EXPECT_NE(u.reason.find("AMP_DTYPE"), std::string::npos) << u.reason;
+      EXPECT_EQ(u.where.ToString(), "train.py:15");
+    }
+  }
+  EXPECT_TRUE(listed);
+  // The assumption widens the range.
+  EXPECT_FALSE(a.estimate.assumptions.empty());
+}
+
+// A text classifier: keyword arguments of the call beat the class's defaults, and a large
+// embedding without an output layer over it is no vocabulary of logits.
+TEST(MemoryModelTest, TextClassifierReadsCallSiteArgumentsAndNoLogits) {
+  Analysed a = AnalyseFixture("text_classifier");
+  const CodeFacts& f = a.facts;
+  // TextTransformer(d_model=args.d_model, …): 256 (argparse default), not the 512 default.
+  EXPECT_EQ(f.hidden.value, 256);
+  EXPECT_NE(f.hidden.how.find("passed to TextTransformer()"), std::string::npos) << f.hidden.how;
+  EXPECT_EQ(f.heads.value, 4);
+  EXPECT_EQ(f.ffn.value, 1024);
+  EXPECT_EQ(f.layers.value, 6);
+  EXPECT_FALSE(f.vocab.known());
+  EXPECT_EQ(Term(a.estimate, "logits"), -1);
+  // checkpoint() sits in a function called only when --grad_ckpt is given, and it is not.
+  EXPECT_EQ(f.checkpointing.value, Checkpointing::kNone);
+  // 34·s·b·h per layer (fused attention) × 2 for fp32: 6 · 34 · 512 · 8 · 256 · 2.
+  EXPECT_DOUBLE_EQ(Term(a.estimate, "activations"), 427819008.0);
 }
 
 }  // namespace
