@@ -183,8 +183,9 @@ std::optional<std::string> ProcFs::ReadStat(int64_t pid) {
     do {
       n = pread(it->second, buf, sizeof(buf), 0);
     } while (n < 0 && errno == EINTR);
-    if (n > 0 && static_cast<size_t>(n) < sizeof(buf))
+    if (n > 0 && static_cast<size_t>(n) < sizeof(buf)) {
       return std::string(buf, static_cast<size_t>(n));
+    }
     // The process it was opened for is gone (its pid may be someone else's now): read afresh.
     close(it->second);
     stat_fds_.erase(it);
