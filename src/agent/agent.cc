@@ -149,6 +149,9 @@ std::vector<JobRecord> Agent::Cycle(double now_s, int64_t now_unix) {
       ++it;
       continue;
     }
+    // Its processes are gone, but its cgroup may still be there (SLURM removes it a little
+    // later): the CPU the job used after the last sample is in its counter.
+    it->second.monitor->Finish(now_s);
     const Watched& w = it->second;
     JobRecord r;
     r.cluster = options_.cluster;

@@ -182,6 +182,19 @@ void JobMonitor::StartAt(double now_s, const std::vector<ProcStat>& tree, double
   for (int64_t i = std::max<int64_t>(n, 1) - 1; i >= 0; --i) Add("cpu_cores", t - i, rate);
 }
 
+void JobMonitor::Finish(double now_s) {
+  if (!cgroups_ || cgroup_path_.empty() || !cgroup_cpu_last_ || !last_t_ || now_s <= *last_t_) {
+    return;
+  }
+  auto c = cgroups_->Read(cgroup_path_);
+  if (!c || !c->cpu_s || *c->cpu_s <= *cgroup_cpu_last_) return;
+  double delta = *c->cpu_s - *cgroup_cpu_last_;
+  cpu_total_ += delta;
+  Add("cpu_cores", static_cast<int64_t>(std::floor(now_s)), delta / (now_s - *last_t_));
+  cgroup_cpu_last_ = c->cpu_s;
+  last_t_ = now_s;
+}
+
 ResourceUsage JobMonitor::Usage(double elapsed_s, std::optional<double> cpu_time_s,
                                 std::optional<int64_t> max_process_rss_bytes) const {
   ResourceUsage u;

@@ -65,6 +65,10 @@ class JobMonitor {
   static constexpr double kMaxBackfillS = 600;
   int64_t samples() const { return samples_; }
 
+  // The job's processes are gone: reads its cgroup's CPU counter once more (when the cgroup
+  // still exists) so the CPU used between the last sample and the exit is not lost.
+  void Finish(double now_s);
+
   // The pids of the job seen at the last sample (for the stack sampler).
   const std::set<int64_t>& pids() const { return pids_; }
 

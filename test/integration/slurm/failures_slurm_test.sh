@@ -73,11 +73,13 @@ cat "slurm-$work.out"
 truth_mem=$(($(truth "slurm-$work.out" parent_hwm_bytes) + $(truth "slurm-$work.out" child_hwm_bytes)))
 # The follower may store the sacct record (end time) before the agent's last batches land:
 # read the series until it stops growing.
-last=""
+# (three equal reads a second apart: on a loaded machine a batch can take over a second)
+last="" same=0
 for _ in $(seq 1 30); do
   api "/api/v1/jobs/rstest/$work/series?metric=memory_bytes,cpu_cores"
   now=$(json_get "${BODY:-{\}}" 'sum(p[1] for p in d.get("series", {}).get("cpu_cores", []))')
-  [ -n "$last" ] && [ "$now" = "$last" ] && [ "$now" != 0 ] && break
+  if [ -n "$last" ] && [ "$now" = "$last" ] && [ "$now" != 0 ]; then same=$((same + 1)); else same=0; fi
+  [ "$same" -ge 2 ] && break
   last=$now
   sleep 1
 done
