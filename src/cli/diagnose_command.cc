@@ -39,12 +39,10 @@ StatusOr<std::optional<Telemetry>> StoredTelemetry(Store& store, const JobRecord
     t.gpu_memory_peak_bytes = static_cast<int64_t>(gpu_peak);
     any = true;
     // The job's GPU memory is summed over its GPUs: its capacity is theirs, by model.
-    int gpus = job.AllocatedGpus().value_or(0);
     auto prices = PricesFor("");
-    if (gpus > 0 && prices.ok()) {
-      double gb = prices->GpuMemoryGb(job.GpuType());
-      if (gb > 0) t.gpu_memory_total_bytes = static_cast<int64_t>(gpus * gb * 1e9);
-    }
+    double bytes =
+        prices.ok() ? prices->GpuMemoryBytes(job.GpuType(), job.AllocatedGpus().value_or(0)) : 0;
+    if (bytes > 0) t.gpu_memory_total_bytes = static_cast<int64_t>(bytes);
   }
   if (job.end_time && newest_ms >= 0) {
     t.silent_before_end_s = std::max(0.0, static_cast<double>(end_ms - newest_ms) / 1000);

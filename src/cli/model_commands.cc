@@ -512,8 +512,8 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
   if (job.AllocatedGpus().value_or(0) > 0) {
     auto prices = PricesFor(f.prices);
     if (prices.ok()) {
-      double gb = prices->GpuMemoryGb(job.GpuType());
-      if (gb > 0) gpu_capacity = gb * 1e9;
+      double bytes = prices->GpuMemoryBytes(job.GpuType(), 1);  // one GPU's, as the request
+      if (bytes > 0) gpu_capacity = bytes;
     }
   }
   nlohmann::json targets = nlohmann::json::object();

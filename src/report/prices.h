@@ -53,6 +53,10 @@ struct PriceTable {
   // GiB of memory per GPU of this type: the smallest size that holds `at_least_gb` (a job's
   // observed peak per GPU), or 0 when the type is unknown or no size of it is that large.
   double GpuMemoryGb(std::string_view gpu_type, double at_least_gb = 0) const;
+  // Bytes of memory of `gpus` GPUs of this type ("80 GB" cards hold 80 GiB); 0 when unknown.
+  double GpuMemoryBytes(std::string_view gpu_type, int gpus) const {
+    return gpus > 0 ? gpus * GpuMemoryGb(gpu_type) * 1073741824.0 : 0;
+  }
 };
 
 // Parses a price table from JSON text; `name` (a file path or "<builtin>") prefixes errors:

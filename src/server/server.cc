@@ -202,9 +202,8 @@ std::optional<double> LimitOf(const JobRecord& j, const std::string& metric,
   }
   if (metric == "gpu_util_pct") return 100.0;
   if (metric == "gpu_memory_bytes") {
-    int gpus = j.AllocatedGpus().value_or(0);
-    double gb = prices.GpuMemoryGb(j.GpuType());
-    if (gpus > 0 && gb > 0) return gpus * gb * static_cast<double>(kGiB);  // "40 GB" A100: 40 GiB
+    double bytes = prices.GpuMemoryBytes(j.GpuType(), j.AllocatedGpus().value_or(0));
+    if (bytes > 0) return bytes;
   }
   return std::nullopt;
 }
@@ -793,7 +792,7 @@ ApiServer::Reply ApiServer::OverviewOf(const Caller& who, bool with_waste) {
       a_mem += static_cast<double>(j.AllocatedMemoryBytes().value_or(0));
       int gpus = j.AllocatedGpus().value_or(0);
       a_gpus += gpus;
-      a_gmem += gpus * options_.prices.GpuMemoryGb(j.GpuType()) * static_cast<double>(kGiB);
+      a_gmem += options_.prices.GpuMemoryBytes(j.GpuType(), gpus);
       auto last = [&](const char* metric) {
         double v = 0;
         (void)store->ReadSamples(j.cluster, j.job_id, metric, (now - 120) * 1000,

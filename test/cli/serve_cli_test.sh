@@ -303,18 +303,18 @@ http GET /
 expect_eq "the dashboard" "$CODE" 200
 expect_contains "is HTML" "$BODY" "<html"
 
-# --- diagnosis from what the agent stored: GPU memory at the card's capacity (an H100, 80 GB
-# = 74.51 GiB) before a failure
+# --- diagnosis from what the agent stored: GPU memory at the card's capacity (an H100: 80 GiB)
+# before a failure
 gpu_job="{\"job\":{\"cluster\":\"c1\",\"job_id\":\"106\",\"start_time\":$((now - 700)),\"end_time\":$((now - 100)),
   \"request\":{\"user\":\"alice\",\"cpus\":8,\"gpus\":1,\"gpu_type\":\"h100\"},
   \"outcome\":{\"state\":\"FAILED\",\"exit_code\":1}},
-  \"samples\":{\"gpu_memory_bytes\":[[$((now - 300)),60000000000],[$((now - 200)),79500000000],[$((now - 101)),79600000000]]}}"
+  \"samples\":{\"gpu_memory_bytes\":[[$((now - 300)),60000000000],[$((now - 200)),85000000000],[$((now - 101)),85400000000]]}}"
 batch 21 "$gpu_job" >"$WORK/b21.json"
 http POST /api/v1/telemetry "${AGENT[@]}" --data-binary @"$WORK/b21.json"
 expect_eq "a failed GPU job's telemetry" "$CODE" 200
 run_rs --db "$WORK/serve.db" diagnose 106 --cluster c1 --json --no-save
 expect_contains "the diagnosis reads the stored GPU memory against the card's capacity" "$OUT" \
-  "GPU memory reached 74.13 GiB of 74.51 GiB"
+  "GPU memory reached 79.53 GiB of 80.00 GiB"
 
 kill -TERM "$SERVER"
 set +e
