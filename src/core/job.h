@@ -34,6 +34,8 @@ struct ResourceRequest {
   std::string group;
   std::string job_name;
   std::string qos;
+
+  bool operator==(const ResourceRequest&) const = default;
 };
 
 // What the scheduler reserved for the job (what others could not use).
@@ -44,6 +46,8 @@ struct Allocation {
   std::string gpu_type;
   std::optional<int> nodes;
   std::string node_list;
+
+  bool operator==(const Allocation&) const = default;
 };
 
 // What the job really used.
@@ -56,6 +60,8 @@ struct ResourceUsage {
   std::optional<int64_t> peak_gpu_memory_bytes;  // per job, all its GPUs together
   std::optional<int64_t> io_read_bytes;
   std::optional<int64_t> io_write_bytes;
+
+  bool operator==(const ResourceUsage&) const = default;
 };
 
 // How the job ended.
@@ -63,6 +69,8 @@ struct JobOutcome {
   std::string state;  // COMPLETED, FAILED, TIMEOUT, OUT_OF_MEMORY, CANCELLED, …
   std::optional<int> exit_code;
   std::optional<int> signal;
+
+  bool operator==(const JobOutcome&) const = default;
 };
 
 struct JobRecord {
@@ -76,6 +84,9 @@ struct JobRecord {
   ResourceUsage usage;
   JobOutcome outcome;
   std::string source;  // "sacct", "swf", "agent", …
+
+  // Field by field; the store skips rewriting a record that has not changed.
+  bool operator==(const JobRecord&) const = default;
 
   // The allocation when the scheduler reported one, else the request.
   std::optional<double> AllocatedCpus() const { return alloc.cpus ? alloc.cpus : request.cpus; }

@@ -297,6 +297,9 @@ class ApiServer::StoreLease {
 
 struct ApiServer::PendingWrite {
   const TelemetryBatch* batch = nullptr;
+  // Its own: one shared condition variable woke every waiting request thread at each commit,
+  // and the context switches cost more than the writes.
+  std::condition_variable cv;
   bool done = false;
   StatusOr<bool> result = false;
 };
@@ -329,8 +332,8 @@ StatusOr<bool> ApiServer::Write(const TelemetryBatch& batch, bool* busy) {
     return Status::IoError("the server is busy storing other batches: retry later");
   }
   writes_.push_back(&w);
-  write_cv_.notify_all();
-  write_cv_.wait(lock, [&] { return w.done; });
+  write_cv_.notify_one();  // only the writer waits on it
+  w.cv.wait(lock, [&] { return w.done; });
   return std::move(w.result);
 }
 
@@ -365,8 +368,9 @@ void ApiServer::WriterLoop() {
       group[i]->result =
           stored.ok() ? StatusOr<bool>((*stored)[i]) : StatusOr<bool>(stored.status());
       group[i]->done = true;
+      // Under the lock: once woken, the request thread returns and its PendingWrite is gone.
+      group[i]->cv.notify_one();
     }
-    write_cv_.notify_all();
   }
 }
 

@@ -918,17 +918,25 @@ class SqliteStore final : public Store {
 
   StatusOr<bool> WriteTelemetryInTransaction(const std::string& agent, int64_t seq,
                                              std::span<const JobTelemetry> jobs) {
-    {
-      RS_ASSIGN_OR_RETURN(auto last, Prepare("SELECT last_seq FROM agents WHERE agent = ?1"));
-      sqlite3_bind_text(last.get(), 1, agent.c_str(), -1, SQLITE_TRANSIENT);
-      int rc = sqlite3_step(last.get());
-      if (rc == SQLITE_ROW && sqlite3_column_int64(last.get(), 0) >= seq) return false;
-      if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Error("reading the agent's last batch");
-      RS_ASSIGN_OR_RETURN(auto put, Prepare("INSERT OR REPLACE INTO agents (agent, last_seq) "
+    if (!last_seq_.get()) {
+      RS_ASSIGN_OR_RETURN(last_seq_, Prepare("SELECT last_seq FROM agents WHERE agent = ?1"));
+      RS_ASSIGN_OR_RETURN(put_seq_, Prepare("INSERT OR REPLACE INTO agents (agent, last_seq) "
                                             "VALUES (?1, ?2)"));
-      sqlite3_bind_text(put.get(), 1, agent.c_str(), -1, SQLITE_TRANSIENT);
-      sqlite3_bind_int64(put.get(), 2, seq);
-      if (sqlite3_step(put.get()) != SQLITE_DONE) return Error("storing the agent's last batch");
+    }
+    {
+      sqlite3_stmt* last = last_seq_.get();
+      sqlite3_reset(last);
+      sqlite3_bind_text(last, 1, agent.c_str(), -1, SQLITE_TRANSIENT);
+      int rc = sqlite3_step(last);
+      bool replayed = rc == SQLITE_ROW && sqlite3_column_int64(last, 0) >= seq;
+      sqlite3_reset(last);
+      if (replayed) return false;
+      if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Error("reading the agent's last batch");
+      sqlite3_stmt* put = put_seq_.get();
+      sqlite3_reset(put);
+      sqlite3_bind_text(put, 1, agent.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_int64(put, 2, seq);
+      if (sqlite3_step(put) != SQLITE_DONE) return Error("storing the agent's last batch");
     }
     if (!put_chunk_.get()) {
       RS_ASSIGN_OR_RETURN(put_chunk_,
@@ -944,7 +952,11 @@ class SqliteStore final : public Store {
     for (const JobTelemetry& jt : jobs) {
       JobRecord existing;
       RS_ASSIGN_OR_RETURN(bool found, FindJob(jt.job.cluster, jt.job.job_id, &existing));
-      if (!found || existing.source == jt.job.source) records.push_back(jt.job);
+      // A running job's record is the same in every batch: rewriting it (and its three
+      // indexes) each time was most of the cost of a small batch.
+      if (!found || (existing.source == jt.job.source && !(existing == jt.job))) {
+        records.push_back(jt.job);
+      }
       for (const auto& [metric, samples] : jt.samples) {
         size_t i = 0;
         while (i < samples.size()) {
@@ -1170,7 +1182,7 @@ class SqliteStore final : public Store {
   BindableStmt replace_many_;  // kRowsPerInsert rows, direct keys
   SqliteStmt add_cluster_;
   SqliteStmt find_;
-  SqliteStmt put_chunk_, add_stack_, read_chunks_;  // prepared on first use
+  SqliteStmt put_chunk_, add_stack_, read_chunks_, last_seq_, put_seq_;  // prepared on first use
   std::unordered_map<std::string, int64_t> cluster_ids_;
   const std::pair<const std::string, int64_t>* last_cluster_ = nullptr;  // into cluster_ids_
 };

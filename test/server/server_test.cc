@@ -199,6 +199,35 @@ TEST(StoreTelemetry, AnAccountingRecordIsNotReplacedByTheAgents) {
   EXPECT_EQ(n, 3);  // the samples are still the job's
 }
 
+// Every batch of a running job carries the same record, which the store does not rewrite; the
+// record that comes when the job ends must still replace it, in the same group commit too.
+TEST(StoreTelemetry, TheEndRecordReplacesTheRunningOneAfterIdenticalBatches) {
+  auto store = OpenStore(TempDb("ends"));
+  ASSERT_TRUE(store.ok());
+  JobTelemetry a = Running("1", "alice", 1000, 5), b = Running("1", "alice", 1005, 5);
+  ASSERT_TRUE(*(*store)->WriteTelemetry("n1", 1, std::vector<JobTelemetry>{a}));
+  ASSERT_TRUE(*(*store)->WriteTelemetry("n1", 2, std::vector<JobTelemetry>{b}));
+  JobTelemetry end = Running("1", "alice", 1010, 2);
+  end.job.end_time = 1012;
+  end.job.outcome.state = "COMPLETED";
+  end.job.usage.peak_rss_bytes = 123 << 20;
+  JobTelemetry again = Running("1", "alice", 1020, 1);  // a late batch of the same job
+  again.job = end.job;
+  std::vector<JobTelemetry> one = {b}, two = {end}, three = {again};
+  std::vector<Store::TelemetryWrite> group = {{"n2", 1, one}, {"n1", 3, two}, {"n1", 4, three}};
+  auto stored = (*store)->WriteTelemetryGroup(group);
+  ASSERT_TRUE(stored.ok()) << stored.status().message();
+  auto j = (*store)->GetJob("c", "1");
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ(j->outcome.state, "COMPLETED");
+  EXPECT_EQ(j->end_time, 1012);
+  EXPECT_EQ(j->usage.peak_rss_bytes, int64_t{123} << 20);
+  int n = 0;
+  ASSERT_TRUE(
+      (*store)->ReadSamples("c", "1", "cpu_cores", 0, INT64_MAX, [&](const Sample&) { ++n; }).ok());
+  EXPECT_EQ(n, 13);
+}
+
 // The server's pool holds several connections: a cluster one of them added must be visible to
 // the others, and two of them adding clusters must not hand out the same id.
 TEST(StoreTelemetry, ConnectionsSeeEachOthersClusters) {
