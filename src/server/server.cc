@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <chrono>
@@ -294,6 +295,42 @@ class ApiServer::StoreLease {
   auto lease##_or = Acquire();                                            \
   if (!lease##_or.ok()) return Error(500, lease##_or.status().message()); \
   StoreLease lease(this, std::move(*lease##_or))
+
+namespace {
+
+// The dashboard's files gzipped once, at the first request: compressing app.js and uPlot for
+// every page load cost more than serving them (and more still on a busy server).
+std::string Gzip(std::string_view data) {
+  z_stream z{};
+  if (deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY) != Z_OK) {
+    return {};
+  }
+  std::string out(deflateBound(&z, data.size()) + 32, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  int rc = deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return rc == Z_STREAM_END ? out : std::string();
+}
+
+// nullptr for an asset gzip does not make smaller (or that failed to compress).
+const std::string* GzippedAsset(std::string_view path) {
+  static const std::map<std::string_view, std::string> gzipped = [] {
+    std::map<std::string_view, std::string> m;
+    for (const auto& [p, asset] : EmbeddedAssets()) {
+      std::string gz = Gzip(asset.data);
+      if (!gz.empty() && gz.size() < asset.data.size()) m.emplace(p, std::move(gz));
+    }
+    return m;
+  }();
+  auto it = gzipped.find(path);
+  return it == gzipped.end() ? nullptr : &it->second;
+}
+
+}  // namespace
 
 struct ApiServer::PendingWrite {
   const TelemetryBatch* batch = nullptr;
@@ -1066,6 +1103,19 @@ void ApiServer::Mount(httplib::Server& http) {
       return;
     }
     res.set_header("Cache-Control", "no-cache");
+    res.set_header("Vary", "Accept-Encoding");
+    const std::string* gz = GzippedAsset(it->first);
+    if (gz != nullptr &&
+        req.get_header_value("Accept-Encoding").find("gzip") != std::string::npos) {
+      // A fixed-length provider is sent as it is: the library compresses only bodies.
+      res.set_header("Content-Encoding", "gzip");
+      res.set_content_provider(gz->size(), std::string(it->second.content_type),
+                               [gz](size_t offset, size_t length, httplib::DataSink& sink) {
+                                 return sink.write(gz->data() + offset,
+                                                   std::min(length, gz->size() - offset));
+                               });
+      return;
+    }
     res.set_content(std::string(it->second.data), std::string(it->second.content_type).c_str());
   });
 }

@@ -48,6 +48,14 @@ http GET /healthz
 expect_eq "healthz" "$CODE" 200
 expect_contains "healthz says ok" "$BODY" '"status":"ok"'
 
+# The dashboard's files: gzipped for a browser that accepts it, the same bytes once inflated.
+curl -s -D "$WORK/app.h" -H 'Accept-Encoding: gzip, deflate, br' -o "$WORK/app.js.gz" "$URL/assets/app.js"
+curl -s -o "$WORK/app.js" "$URL/assets/app.js"
+expect_contains "app.js is sent gzipped when accepted" "$(tr -d '\r' <"$WORK/app.h")" "Content-Encoding: gzip"
+expect_eq "gzipped app.js inflates to the plain one" \
+  "$(gzip -dc "$WORK/app.js.gz" | cmp - "$WORK/app.js" && echo same)" same
+expect_contains "the plain app.js is the dashboard" "$(head -c 2000 "$WORK/app.js")" "rightsize"
+
 now=$(date +%s)
 batch() {  # batch SEQ JOBS-JSON
   echo "{\"schema\":\"rightsize.telemetry/v1\",\"agent\":\"test-agent\",\"seq\":$1,\"jobs\":[$2]}"
