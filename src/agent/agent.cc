@@ -104,6 +104,7 @@ std::vector<JobRecord> Agent::Cycle(double now_s, int64_t now_unix) {
                                                0, job.cgroup);
       w.monitor->set_sparse_reads(true);
       w.monitor->set_keep_new(options_.ship);
+      w.monitor->set_dcgm(dcgm_);
       w.first_s = now_s;
       w.first_unix = now_unix;
       w.record = Identify(job, now_unix);
@@ -252,15 +253,32 @@ std::string Agent::Metrics() const {
       {"rightsize_job_gpu_memory_bytes", "GPU memory of the job's own processes.",
        "gpu_memory_bytes"},
       {"rightsize_job_gpu_util_pct", "Mean utilisation of the job's GPUs.", "gpu_util_pct"},
+      // DCGM's profiling fields (when DCGM is there and the GPUs can be profiled).
+      {"rightsize_job_gpu_sm_active_pct",
+       "Mean share of time the SMs of the job's GPUs had work (DCGM).", "gpu_sm_active_pct"},
+      {"rightsize_job_gpu_sm_occupancy_pct",
+       "Mean warps resident on the job's GPUs' SMs, percent of the maximum (DCGM).",
+       "gpu_sm_occupancy_pct"},
+      {"rightsize_job_gpu_tensor_active_pct",
+       "Mean share of time the tensor cores of the job's GPUs were busy (DCGM).",
+       "gpu_tensor_active_pct"},
+      {"rightsize_job_gpu_dram_active_pct",
+       "Mean share of time the memory interface of the job's GPUs was busy (DCGM).",
+       "gpu_dram_active_pct"},
   };
   size_t exported = std::min(jobs_.size(), options_.max_exported_jobs);
+  // Each exported job's summary once, not once per row.
+  std::vector<nlohmann::json> summaries;
+  for (const auto& [key, w] : jobs_) {
+    if (summaries.size() >= exported) break;
+    summaries.push_back(w.monitor->SummaryJson(false)["metrics"]);
+  }
   for (const Row& row : kRows) {
     metric(row.name, row.help, "gauge");
     size_t n = 0;
     for (const auto& [key, w] : jobs_) {
-      if (n++ >= exported) break;
-      nlohmann::json summary = w.monitor->SummaryJson(false);
-      const auto& m = summary["metrics"];
+      if (n >= exported) break;
+      const nlohmann::json& m = summaries[n++];
       if (!m.contains(row.series)) continue;
       out += fmt::format("{}{{job_id=\"{}\",kind=\"{}\"}} {}\n", row.name, w.job.job_id, w.job.kind,
                          m[row.series]["last"].get<double>());
@@ -281,6 +299,12 @@ std::string Agent::Metrics() const {
                      proc_->rejected() + (cgroups_ ? cgroups_->rejected() : 0));
   metric("rightsize_agent_gpu_available", "1 when NVML answers.", "gauge");
   out += fmt::format("rightsize_agent_gpu_available {}\n", gpu_ && gpu_->available() ? 1 : 0);
+  metric("rightsize_agent_dcgm_available", "1 when DCGM answers with profiling fields.", "gauge");
+  out += fmt::format("rightsize_agent_dcgm_available {}\n", dcgm_ && dcgm_->available() ? 1 : 0);
+  metric("rightsize_agent_dcgm_rejected_values_total",
+         "Values from DCGM rejected as impossible (a ratio outside 0..1).", "counter");
+  out += fmt::format("rightsize_agent_dcgm_rejected_values_total {}\n",
+                     dcgm_ ? dcgm_->rejected_values() : 0);
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "agent/cgroup.h"
+#include "agent/dcgm.h"
 #include "agent/gpu.h"
 #include "agent/monitor.h"
 #include "agent/proc.h"
@@ -62,6 +63,10 @@ class Agent {
   // `gpu` may be null.
   Agent(ProcFs* proc, CgroupFs* cgroups, GpuSource* gpu, AgentOptions options);
 
+  // DCGM's profiling fields for every job watched from now on (see JobMonitor::set_dcgm). May be
+  // null; it must outlive the agent.
+  void set_dcgm(DcgmSource* dcgm) { dcgm_ = dcgm; }
+
   // One sampling cycle at `now_s` (seconds on the caller's clock; `now_unix` for records).
   // Returns the usage records of the jobs that ended since the last cycle.
   std::vector<JobRecord> Cycle(double now_s, int64_t now_unix);
@@ -93,6 +98,7 @@ class Agent {
   ProcFs* proc_;
   CgroupFs* cgroups_;
   GpuSource* gpu_;
+  DcgmSource* dcgm_ = nullptr;
   AgentOptions options_;
   std::map<std::string, Watched> jobs_;
   DiscoveryCache cache_;

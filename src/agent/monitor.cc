@@ -149,6 +149,7 @@ void JobMonitor::Sample(double now_s, const std::vector<int64_t>* pids,
         Add("gpu_memory_bytes", t, static_cast<double>(job_gpu_memory));
         if (n > 0) Add("gpu_util_pct", t, util / n);
         if (total > 0) gpu_total_ = total;
+        SampleDcgm(t, snap->devices);
       }
       for (const GpuEvent& e : snap->events) {
         // An Xid on a device the job uses, or naming one of its processes.
@@ -157,6 +158,46 @@ void JobMonitor::Sample(double now_s, const std::vector<int64_t>* pids,
         }
       }
     }
+  }
+}
+
+void JobMonitor::SampleDcgm(int64_t t_s, const std::vector<GpuDeviceSample>& nvml) {
+  if (dcgm_ == nullptr || !dcgm_->available()) return;
+  auto snap = dcgm_->Sample();
+  if (!snap.ok()) return;  // the host engine went away: no DCGM metrics, the rest goes on
+  // Ratios: the mean over the job's GPUs that report one, like gpu_util_pct. Rates: the sum.
+  struct Field {
+    const char* metric;
+    std::optional<double> DcgmDeviceSample::*value;
+    bool sum;
+  };
+  static constexpr Field kFields[] = {
+      {"gpu_sm_active_pct", &DcgmDeviceSample::sm_active_pct, false},
+      {"gpu_sm_occupancy_pct", &DcgmDeviceSample::sm_occupancy_pct, false},
+      {"gpu_tensor_active_pct", &DcgmDeviceSample::tensor_active_pct, false},
+      {"gpu_dram_active_pct", &DcgmDeviceSample::dram_active_pct, false},
+      {"gpu_gr_engine_active_pct", &DcgmDeviceSample::gr_engine_active_pct, false},
+      {"gpu_pcie_tx_bytes_per_s", &DcgmDeviceSample::pcie_tx_bytes_per_s, true},
+      {"gpu_pcie_rx_bytes_per_s", &DcgmDeviceSample::pcie_rx_bytes_per_s, true},
+      {"gpu_nvlink_tx_bytes_per_s", &DcgmDeviceSample::nvlink_tx_bytes_per_s, true},
+      {"gpu_nvlink_rx_bytes_per_s", &DcgmDeviceSample::nvlink_rx_bytes_per_s, true},
+  };
+  std::vector<const DcgmDeviceSample*> mine;
+  for (const DcgmDeviceSample& d : snap->devices) {
+    if (auto index = NvmlIndexOf(d, nvml); index && gpu_devices_.count(*index) > 0) {
+      mine.push_back(&d);
+    }
+  }
+  for (const Field& f : kFields) {
+    double total = 0;
+    int n = 0;
+    for (const DcgmDeviceSample* d : mine) {
+      if (const std::optional<double>& v = d->*f.value) {
+        total += *v;
+        ++n;
+      }
+    }
+    if (n > 0) Add(f.metric, t_s, f.sum ? total : total / n);
   }
 }
 

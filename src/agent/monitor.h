@@ -5,7 +5,9 @@
 // children that come and go are counted), optionally with a cgroup (exact memory peak, OOM
 // kills, CPU throttling). GPU memory is the job's own: the NVML per-process memory of its pids,
 // so jobs sharing a GPU are told apart; GPU utilisation is the mean of the devices its
-// processes use. Processes vanishing mid-read are normal and skipped. Not thread-safe.
+// processes use, and so are DCGM's profiling ratios (SM, tensor, DRAM activity) when a DCGM
+// source is set, while its PCIe and NVLink rates are summed over those devices. Processes
+// vanishing mid-read are normal and skipped. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "agent/cgroup.h"
+#include "agent/dcgm.h"
 #include "agent/gpu.h"
 #include "agent/proc.h"
 #include "agent/series.h"
@@ -55,6 +58,12 @@ class JobMonitor {
   }
   static constexpr size_t kMaxNew = 3600;
 
+  // DCGM's profiling fields for the GPUs the job uses (those NVML finds its processes on):
+  // gpu_sm_active_pct, gpu_sm_occupancy_pct, gpu_tensor_active_pct, gpu_dram_active_pct,
+  // gpu_gr_engine_active_pct and gpu_{pcie,nvlink}_{tx,rx}_bytes_per_s. May be null or
+  // unavailable; it must outlive the monitor.
+  void set_dcgm(DcgmSource* dcgm) { dcgm_ = dcgm; }
+
   // When the job started on the caller's clock: its oldest process's start, read at the first
   // sample (that sample's time when the start is unknown). nullopt before any sample.
   std::optional<double> started_s() const { return started_s_; }
@@ -89,6 +98,8 @@ class JobMonitor {
 
  private:
   void StartAt(double now_s, const std::vector<ProcStat>& tree, double cpu_before);
+  // The DCGM metrics of the job's GPUs; `nvml` is NVML's view, to match DCGM's GPUs with it.
+  void SampleDcgm(int64_t t_s, const std::vector<GpuDeviceSample>& nvml);
   void Add(const std::string& metric, int64_t t_s, double v) {
     series_[metric].Add(t_s, v);
     if (keep_new_) {
@@ -101,6 +112,7 @@ class JobMonitor {
   ProcFs* proc_;
   CgroupFs* cgroups_;
   GpuSource* gpu_;
+  DcgmSource* dcgm_ = nullptr;
   int64_t root_pid_;
   std::string cgroup_path_;
   std::map<std::string, MetricSeries> series_;

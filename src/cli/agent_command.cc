@@ -43,6 +43,7 @@ void AddAgentCommand(CLI::App& app, Context& ctx, Action* action) {
     double interval_s = 1;
     std::string listen, cluster, proc_root = "/proc", cgroup_root = "/sys/fs/cgroup";
     std::string gpu_library = "libnvidia-ml.so.1";
+    std::string dcgm_library;  // "": libdcgm.so.4, then .so.3, then .so
     size_t max_jobs = 500;
     std::string server, token, token_file, spool;
     bool no_spool = false;
@@ -60,6 +61,10 @@ void AddAgentCommand(CLI::App& app, Context& ctx, Action* action) {
                   "Where the host's /proc is mounted (default /proc; /host/proc in a container)");
   cmd->add_option("--cgroup-root", f->cgroup_root, "Where the cgroup hierarchy is mounted");
   cmd->add_option("--nvml", f->gpu_library, "The NVML library to load (default libnvidia-ml.so.1)");
+  cmd->add_option("--dcgm", f->dcgm_library,
+                  "The DCGM library to load for SM, tensor and DRAM activity (default "
+                  "libdcgm.so.4, then libdcgm.so.3, then libdcgm.so); it uses nv-hostengine on "
+                  "127.0.0.1 when one runs, else an engine of its own");
   cmd->add_option("--server", f->server,
                   "Ship live samples, stacks and records to `rightsize serve` at this URL "
                   "(http://HOST:PORT) instead of writing records to the store");
@@ -137,12 +142,21 @@ void AddAgentCommand(CLI::App& app, Context& ctx, Action* action) {
       CgroupFs cgroups(f->cgroup_root);
       std::unique_ptr<GpuSource> gpu = OpenNvml(f->gpu_library);
       if (!gpu->available()) fmt::print(stderr, "rightsize agent: GPU off: {}\n", gpu->status());
+      // DCGM only where NVML answers: its fields are matched to jobs through NVML's processes.
+      DcgmOptions dcgm_options;
+      dcgm_options.update_interval_s = f->interval_s;
+      std::unique_ptr<DcgmSource> dcgm = gpu->available() ? OpenDcgm(f->dcgm_library, dcgm_options)
+                                                          : NoDcgmSource("no GPU driver");
+      if (gpu->available() && !dcgm->available()) {
+        fmt::print(stderr, "rightsize agent: DCGM off: {}\n", dcgm->status());
+      }
       AgentOptions ao;
       ao.cluster = cluster;
       ao.max_exported_jobs = f->max_jobs;
       ao.ship = shipper != nullptr;
       ao.sample_stacks = f->stacks;
       Agent agent(&proc, &cgroups, gpu.get(), ao);
+      agent.set_dcgm(dcgm.get());
       std::mutex mu;  // guards `agent`: the sampling loop and the HTTP thread both use it
 
       httplib::Server server;

@@ -16,6 +16,7 @@
 #include <fstream>
 
 #include "agent/cgroup.h"
+#include "agent/dcgm.h"
 #include "agent/gpu.h"
 #include "agent/monitor.h"
 #include "agent/proc.h"
@@ -76,7 +77,7 @@ void AddRunCommand(CLI::App& app, Context& ctx, Action* action) {
       "memory and utilisation, I/O, stacks; diagnose it if it fails");
   struct Flags {
     double interval_s = 1;
-    std::string stacks, log, gpu_library = "libnvidia-ml.so.1", name, mem;
+    std::string stacks, log, gpu_library = "libnvidia-ml.so.1", dcgm_library, name, mem;
     bool json = false, series = false, save = false, no_cgroup = false;
   };
   auto f = std::make_shared<Flags>();
@@ -100,6 +101,9 @@ void AddRunCommand(CLI::App& app, Context& ctx, Action* action) {
   cmd->add_flag("--no-cgroup", f->no_cgroup,
                 "Do not put the command in a memory cgroup of its own");
   cmd->add_option("--nvml", f->gpu_library, "The NVML library to load (default libnvidia-ml.so.1)");
+  cmd->add_option("--dcgm", f->dcgm_library,
+                  "The DCGM library to load for SM, tensor and DRAM activity (default "
+                  "libdcgm.so.4, then libdcgm.so.3, then libdcgm.so)");
   // Everything from the first word that is not one of ours is the command, in order.
   cmd->prefix_command();
   cmd->allow_extras();
@@ -111,6 +115,10 @@ void AddRunCommand(CLI::App& app, Context& ctx, Action* action) {
       ProcFs proc;
       CgroupFs cgroups;
       std::unique_ptr<GpuSource> gpu = OpenNvml(f->gpu_library);
+      DcgmOptions dcgm_options;
+      dcgm_options.update_interval_s = f->interval_s;
+      std::unique_ptr<DcgmSource> dcgm = gpu->available() ? OpenDcgm(f->dcgm_library, dcgm_options)
+                                                          : NoDcgmSource("no GPU driver");
       std::string cg_name = fmt::format("rightsize_run_{}", getpid());
       std::string cg_path = f->no_cgroup ? "" : MakeJobCgroup(cgroups, proc, cg_name);
       if (!f->mem.empty()) {
@@ -193,6 +201,7 @@ void AddRunCommand(CLI::App& app, Context& ctx, Action* action) {
       sigaction(SIGTERM, &sa, nullptr);
 
       JobMonitor monitor(&proc, cg_path.empty() ? nullptr : &cgroups, gpu.get(), child, cg_path);
+      monitor.set_dcgm(dcgm.get());
       std::unique_ptr<StackSampler> sampler;
       std::string stacks_note;
       if (!f->stacks.empty()) {
@@ -338,6 +347,7 @@ void AddRunCommand(CLI::App& app, Context& ctx, Action* action) {
         j["usage"]["mean_cpu_cores"] = mean_cores;
         j["summary"] = monitor.SummaryJson(f->series);
         j["gpu"] = {{"available", gpu->available()}, {"status", gpu->status()}};
+        j["dcgm"] = {{"available", dcgm->available()}, {"status", dcgm->status()}};
         j["cgroup"] = cg_path.empty() ? nlohmann::json() : nlohmann::json(cg_path);
         j["diagnosis"] = diagnosis ? DiagnosisToJson(*diagnosis) : nlohmann::json();
         fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));

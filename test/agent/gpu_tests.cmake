@@ -25,3 +25,20 @@ target_compile_definitions(agent_gpu_test PRIVATE
   FAKE_NVML_MINIMAL_PATH="$<TARGET_FILE:fake_nvml_minimal>")
 # The test loads the libraries at run time, so nothing links them: say they must be built first.
 add_dependencies(agent_gpu_test fake_nvml fake_nvml_minimal)
+
+# fake_dcgm is a stand-in libdcgm.so.4 (see fake_dcgm.c), loaded by its full path like fake_nvml,
+# from a folder of its own. The DCGM tests use both fakes: DCGM's GPUs are matched to jobs
+# through NVML's processes.
+add_library(fake_dcgm SHARED ${CMAKE_CURRENT_LIST_DIR}/fake_dcgm.c)
+set_target_properties(fake_dcgm PROPERTIES
+  OUTPUT_NAME dcgm
+  SOVERSION 4
+  LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fake_dcgm)
+target_compile_options(fake_dcgm PRIVATE ${RIGHTSIZE_WARNINGS})
+
+rightsize_add_test(agent_dcgm_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/dcgm_test.cc
+                   DEPS rightsize::agent ${CMAKE_DL_LIBS})
+target_compile_definitions(agent_dcgm_test PRIVATE
+  FAKE_DCGM_PATH="$<TARGET_FILE:fake_dcgm>"
+  FAKE_NVML_PATH="$<TARGET_FILE:fake_nvml>")
+add_dependencies(agent_dcgm_test fake_dcgm fake_nvml)
