@@ -154,6 +154,45 @@ TEST(ProcTest, KeptOpenStatFilesStayCurrentAndForgetExitedProcesses) {
   EXPECT_TRUE(proc.Stat(getpid()).has_value());
 }
 
+// schedstat's run time moves for a process that runs and stands still for one that sleeps (what
+// the agent relies on to skip a sleeper's stat); a garbage entry is rejected and counted.
+TEST(ProcTest, RunTimeMovesOnlyForAProcessThatRuns) {
+  ProcFs proc;
+  proc.set_keep_stat_open(true);
+  pid_t spinner = fork();
+  ASSERT_GE(spinner, 0);
+  if (spinner == 0) {
+    volatile double x = 0;
+    for (;;) x = x + 1;
+  }
+  pid_t sleeper = fork();
+  ASSERT_GE(sleeper, 0);
+  if (sleeper == 0) {
+    pause();
+    _exit(0);
+  }
+  usleep(100000);
+  auto spin0 = proc.RunNs(spinner), sleep0 = proc.RunNs(sleeper);
+  usleep(300000);
+  auto spin1 = proc.RunNs(spinner), sleep1 = proc.RunNs(sleeper);
+  kill(spinner, SIGKILL);
+  kill(sleeper, SIGKILL);
+  waitpid(spinner, nullptr, 0);
+  waitpid(sleeper, nullptr, 0);
+  ASSERT_TRUE(spin0 && spin1 && sleep0 && sleep1);
+  EXPECT_GT(*spin1 - *spin0, 10'000'000);  // > 10 ms of the 300 ms, even on a busy machine
+  EXPECT_EQ(*sleep1, *sleep0);
+  EXPECT_FALSE(proc.RunNs(spinner).has_value());  // gone
+
+  Tree t;
+  t.Write("7/schedstat", "-5 0 0\n");
+  t.Write("8/schedstat", "123456789 42 7\n");
+  ProcFs fixture(t.path(), 100, 4096);
+  EXPECT_FALSE(fixture.RunNs(7).has_value());
+  EXPECT_EQ(fixture.rejected(), 1);
+  EXPECT_EQ(fixture.RunNs(8), 123456789);
+}
+
 TEST(CgroupTest, RecognisesSlurmAndKubernetesJobs) {
   auto v1 = JobFromCgroupPath("/slurm/uid_1000/job_123/step_0/task_0");
   ASSERT_TRUE(v1.has_value());
