@@ -9,6 +9,12 @@
 // agent posts its next batch as soon as the previous one is answered: the server's capacity);
 // --batches-per-agent-s R paces each agent instead (latency at a given load).
 //
+// With --pre-encode, every agent builds and gzips its batches before the clock starts and only
+// sends them during the run: on a machine that hosts both, the generator then takes little of
+// the CPU that real agents would spend on their own nodes (the server's work per batch is the
+// same). Enough batches for 500,000 samples/s are prepared; an agent that runs out stops, and
+// the figure is then marked a lower bound.
+//
 // Reports, over the measured window (after --warmup-s): accepted samples/s (summed from the
 // server's 200 answers), batches/s, p50/p99/max post latency, answers by status and transport
 // errors, and the CPU time of this process and (with --server-pid) of the server, since on a
@@ -16,11 +22,12 @@
 //
 // Usage: ingest_load --url http://127.0.0.1:8080 [--agents 200] [--seconds 30]
 //          [--samples-per-batch 60] [--metrics 11] [--token T] [--server-pid PID]
-//          [--batches-per-agent-s R] [--warmup-s 2] [--no-gzip] [--tcp-nodelay]
+//          [--batches-per-agent-s R] [--warmup-s 2] [--no-gzip] [--tcp-nodelay] [--pre-encode]
 #include <fmt/format.h>
 #include <httplib.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
@@ -57,7 +64,29 @@ struct Options {
   double batches_per_agent_s = 0;  // 0: closed loop
   bool gzip = true;
   bool tcp_nodelay = false;  // the shipper does not set it (yet)
+  bool pre_encode = false;
 };
+
+// The moment the run starts, once every agent has its batches ready (--pre-encode).
+struct StartLine {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  Clock::time_point measure_from, end;  // written before `go`
+};
+
+std::string Gzip(const std::string& data) {
+  z_stream z{};
+  deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&z, data.size()) + 32, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
 
 // The metrics src/agent sends (docs/api.md), then made-up ones when --metrics asks for more.
 const char* const kMetrics[] = {"cpu_cores",      "memory_bytes",     "cgroup_memory_bytes",
@@ -75,13 +104,13 @@ struct AgentResult {
   std::map<int, int64_t> statuses;
   std::map<std::string, int64_t> errors;  // transport errors by name
   std::map<int, std::string> example;     // the first answer of each non-200 status
+  bool exhausted = false;                 // --pre-encode: ran out of prepared batches
 };
 
 // One simulated agent: builds a batch, posts it, repeats until `end`.
-void RunAgent(const Options& opt, int index, int64_t run_id, Clock::time_point measure_from,
-              Clock::time_point end, AgentResult* out) {
+void RunAgent(const Options& opt, int index, int64_t run_id, StartLine* line, AgentResult* out) {
   httplib::Client client(opt.url);
-  client.set_compress(opt.gzip);
+  client.set_compress(opt.gzip && !opt.pre_encode);
   client.set_keep_alive(true);
   client.set_tcp_nodelay(opt.tcp_nodelay);
   client.set_connection_timeout(std::chrono::seconds(10));
@@ -89,6 +118,7 @@ void RunAgent(const Options& opt, int index, int64_t run_id, Clock::time_point m
   client.set_write_timeout(std::chrono::seconds(30));
   httplib::Headers headers;
   if (!opt.token.empty()) headers.emplace("Authorization", "Bearer " + opt.token);
+  if (opt.pre_encode && opt.gzip) headers.emplace("Content-Encoding", "gzip");
 
   std::mt19937_64 rng(static_cast<uint64_t>(run_id) * 1000 + static_cast<uint64_t>(index));
   std::uniform_real_distribution<double> noise(-0.05, 0.05);
@@ -110,14 +140,7 @@ void RunAgent(const Options& opt, int index, int64_t run_id, Clock::time_point m
                                            "python;main;load_batch;read", "python;main;log"};
   int64_t last_seq = 0;
   int64_t next_t_s = start_s;
-  auto next_send = Clock::now();
-  while (Clock::now() < end) {
-    if (opt.batches_per_agent_s > 0) {
-      std::this_thread::sleep_until(next_send);
-      next_send += std::chrono::duration_cast<Clock::duration>(
-          std::chrono::duration<double>(1.0 / opt.batches_per_agent_s));
-      if (Clock::now() >= end) break;
-    }
+  auto next_body = [&] {
     t.samples.clear();
     t.stacks.clear();
     for (int m = 0; m < opt.metrics; ++m) {
@@ -137,7 +160,43 @@ void RunAgent(const Options& opt, int index, int64_t run_id, Clock::time_point m
                       std::chrono::system_clock::now().time_since_epoch())
                       .count();
     last_seq = std::max(last_seq + 1, static_cast<int64_t>(now_ms));
-    std::string body = rightsize::TelemetryBatchJson(agent, last_seq, {t}).dump();
+    return rightsize::TelemetryBatchJson(agent, last_seq, {t}).dump();
+  };
+  std::vector<std::string> prepared;
+  if (opt.pre_encode) {
+    double per_s =
+        500000.0 / (static_cast<double>(opt.agents) * opt.samples_per_batch * opt.metrics);
+    auto n = static_cast<size_t>(std::ceil((opt.warmup_s + opt.seconds) * per_s)) + 2;
+    prepared.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      std::string body = next_body();
+      prepared.push_back(opt.gzip ? Gzip(body) : std::move(body));
+    }
+  }
+  ++line->ready;
+  while (!line->go.load(std::memory_order_acquire)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const Clock::time_point measure_from = line->measure_from, end = line->end;
+  size_t next_prepared = 0;
+  auto next_send = Clock::now();
+  while (Clock::now() < end) {
+    if (opt.batches_per_agent_s > 0) {
+      std::this_thread::sleep_until(next_send);
+      next_send += std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(1.0 / opt.batches_per_agent_s));
+      if (Clock::now() >= end) break;
+    }
+    std::string body;
+    if (opt.pre_encode) {
+      if (next_prepared == prepared.size()) {
+        out->exhausted = true;
+        break;
+      }
+      body = std::move(prepared[next_prepared++]);
+    } else {
+      body = next_body();
+    }
 
     auto sent = Clock::now();
     auto res = client.Post("/api/v1/telemetry", headers, body, "application/json");
@@ -236,6 +295,8 @@ int main(int argc, char** argv) {
       opt.gzip = false;
     else if (a == "--tcp-nodelay")
       opt.tcp_nodelay = true;
+    else if (a == "--pre-encode")
+      opt.pre_encode = true;
     else
       return Usage(("unknown argument " + a).c_str());
   }
@@ -245,18 +306,23 @@ int main(int argc, char** argv) {
   }
 
   int64_t run_id = static_cast<int64_t>(std::time(nullptr)) % 1000000;
-  auto start = Clock::now();
-  auto measure_from = start + std::chrono::duration_cast<Clock::duration>(
-                                  std::chrono::duration<double>(opt.warmup_s));
-  auto end = measure_from + std::chrono::duration_cast<Clock::duration>(
-                                std::chrono::duration<double>(opt.seconds));
+  StartLine line;
   std::vector<AgentResult> results(static_cast<size_t>(opt.agents));
   std::vector<std::thread> threads;
   threads.reserve(results.size());
   double server_cpu0 = 0, self_cpu0 = 0;
   for (int i = 0; i < opt.agents; ++i) {
-    threads.emplace_back(RunAgent, std::cref(opt), i, run_id, measure_from, end, &results[i]);
+    threads.emplace_back(RunAgent, std::cref(opt), i, run_id, &line, &results[i]);
   }
+  while (line.ready.load() < opt.agents) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto start = Clock::now();
+  auto measure_from = start + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(opt.warmup_s));
+  auto end = measure_from + std::chrono::duration_cast<Clock::duration>(
+                                std::chrono::duration<double>(opt.seconds));
+  line.measure_from = measure_from;
+  line.end = end;
+  line.go.store(true, std::memory_order_release);
   std::this_thread::sleep_until(measure_from);
   if (opt.server_pid > 0) server_cpu0 = CpuSeconds(opt.server_pid);
   self_cpu0 = SelfCpuSeconds();
@@ -273,6 +339,7 @@ int main(int argc, char** argv) {
     for (auto [s, n] : r.statuses) all.statuses[s] += n;
     for (auto& [e, n] : r.errors) all.errors[e] += n;
     for (auto& [s, body] : r.example) all.example.emplace(s, body);
+    all.exhausted = all.exhausted || r.exhausted;
   }
   std::sort(all.latency_us.begin(), all.latency_us.end());
   auto pct = [&](double p) {
@@ -293,6 +360,10 @@ int main(int argc, char** argv) {
       all.latency_us.empty() ? 0.0 : all.latency_us.back() / 1000.0, statuses,
       errors.empty() ? " none" : errors);
   for (auto& [s, body] : all.example) fmt::print("first {} answer: {}\n", s, body);
+  if (all.exhausted) {
+    fmt::print("some agents ran out of prepared batches: the rate above is a lower bound\n");
+  }
+  if (opt.pre_encode) fmt::print("batches prepared before the run (--pre-encode)\n");
   fmt::print("cpu: load generator {:.2f} cores", self_cpu / opt.seconds);
   if (opt.server_pid > 0) {
     fmt::print(", server {:.2f} cores = {:.0f} samples per server CPU-second",

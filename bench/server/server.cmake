@@ -3,7 +3,7 @@
 #   ingest_load     200 agents posting telemetry batches, as src/agent/shipper.cc does
 #   job_page_bench  builds a 100,000-job / 50M-sample store, then times job pages over HTTP
 add_executable(ingest_load server/ingest_load.cc)
-target_link_libraries(ingest_load PRIVATE rightsize::agent rightsize::store PkgConfig::HTTPLIB
+target_link_libraries(ingest_load PRIVATE rightsize::agent rightsize::store PkgConfig::HTTPLIB ZLIB::ZLIB
                       fmt::fmt Threads::Threads)
 target_compile_options(ingest_load PRIVATE ${RIGHTSIZE_WARNINGS})
 

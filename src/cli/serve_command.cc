@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <httplib.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -119,16 +120,22 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
       http->set_tcp_nodelay(true);
       // SO_REUSEADDR only: the library's default SO_REUSEPORT would let a second server on
       // the same port start silently and take half the connections.
-      http->set_socket_options([](socket_t sock) {
+      auto listening = std::make_shared<socket_t>(INVALID_SOCKET);
+      http->set_socket_options([listening](socket_t sock) {
         int yes = 1;
         setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes),
                    sizeof(yes));
+        *listening = sock;
       });
       http->set_payload_max_length(size_t{64} << 20);
       api.Mount(*http);
 
       auto bound = BindListen(*http, f->listen);
       if (!bound.ok()) return Fail(bound.status());
+      // The library listens with a backlog of 5: hundreds of agents connecting at once (each
+      // batch is a new connection once the idle one has timed out) overflowed it, and a dropped
+      // handshake surfaced as a connection reset. listen() again raises it.
+      if (*listening != INVALID_SOCKET) ::listen(*listening, SOMAXCONN);
       const auto& [host, port] = *bound;
       if (!f->config.empty()) {
         fmt::print(stderr, "rightsize serve: access from {}\n", f->config);
