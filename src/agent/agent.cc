@@ -94,6 +94,16 @@ Agent::Agent(ProcFs* proc, CgroupFs* cgroups, GpuSource* gpu, AgentOptions optio
 std::vector<JobRecord> Agent::Cycle(double now_s, int64_t now_unix) {
   ++cycles_;
   std::vector<DiscoveredJob> now = DiscoverJobs(*proc_, &cache_);
+  // The node's GPUs once for every job (see JobMonitor::NodeGpu).
+  std::optional<GpuSnapshot> nvml;
+  std::optional<DcgmSnapshot> dcgm;
+  if (!now.empty() && gpu_ != nullptr && gpu_->available()) {
+    if (auto snap = gpu_->Sample(); snap.ok()) nvml = std::move(*snap);
+    if (nvml && dcgm_ != nullptr && dcgm_->available()) {
+      if (auto snap = dcgm_->Sample(); snap.ok()) dcgm = std::move(*snap);
+    }
+  }
+  const JobMonitor::NodeGpu node{nvml ? &*nvml : nullptr, dcgm ? &*dcgm : nullptr};
   std::map<std::string, bool> seen;
   for (DiscoveredJob& job : now) {
     seen[job.key] = true;
@@ -131,7 +141,7 @@ std::vector<JobRecord> Agent::Cycle(double now_s, int64_t now_unix) {
     }
     w.job = std::move(job);
     bool first = w.monitor->samples() == 0;
-    w.monitor->Sample(now_s, &w.job.pids, &w.job.stats);
+    w.monitor->Sample(now_s, &w.job.pids, &w.job.stats, &node);
     w.last_s = now_s;
     if (first) {
       // Dated from its oldest process, not from when this agent first saw it.

@@ -16,7 +16,7 @@ JobMonitor::JobMonitor(ProcFs* proc, CgroupFs* cgroups, GpuSource* gpu, int64_t 
 }
 
 void JobMonitor::Sample(double now_s, const std::vector<int64_t>* pids,
-                        const std::vector<ProcStat>* stats) {
+                        const std::vector<ProcStat>* stats, const NodeGpu* node) {
   auto t = static_cast<int64_t>(std::floor(now_s));
   ++samples_;
   std::vector<ProcStat> tree;
@@ -123,48 +123,59 @@ void JobMonitor::Sample(double now_s, const std::vector<int64_t>* pids,
     }
   }
 
-  if (gpu_ && gpu_->available()) {
+  if (node != nullptr) {
+    if (node->nvml != nullptr) SampleGpu(t, *node->nvml, node->dcgm);
+  } else if (gpu_ && gpu_->available()) {
     auto snap = gpu_->Sample();
     if (snap.ok()) {
-      int64_t job_gpu_memory = 0;
-      bool on_gpu = false;
-      for (const GpuProcessSample& p : snap->processes) {
-        if (pids_.count(p.pid) == 0) continue;
-        on_gpu = true;
-        gpu_devices_.insert(p.device_index);
-        job_gpu_memory += p.used_memory_bytes.value_or(0);
+      std::optional<DcgmSnapshot> dcgm;
+      if (dcgm_ != nullptr && dcgm_->available()) {
+        // The host engine going away loses the DCGM metrics only.
+        if (auto d = dcgm_->Sample(); d.ok()) dcgm = std::move(*d);
       }
-      if (on_gpu) {
-        double util = 0;
-        int n = 0;
-        int64_t total = 0;
-        for (const GpuDeviceSample& d : snap->devices) {
-          if (gpu_devices_.count(d.index) == 0) continue;
-          if (d.util_pct) {
-            util += *d.util_pct;
-            ++n;
-          }
-          total += d.memory_total_bytes.value_or(0);
-        }
-        Add("gpu_memory_bytes", t, static_cast<double>(job_gpu_memory));
-        if (n > 0) Add("gpu_util_pct", t, util / n);
-        if (total > 0) gpu_total_ = total;
-        SampleDcgm(t, snap->devices);
-      }
-      for (const GpuEvent& e : snap->events) {
-        // An Xid on a device the job uses, or naming one of its processes.
-        if (gpu_devices_.count(e.device_index) > 0 || (e.pid && pids_.count(*e.pid) > 0)) {
-          gpu_events_.push_back(e);
-        }
-      }
+      SampleGpu(t, *snap, dcgm ? &*dcgm : nullptr);
     }
   }
 }
 
-void JobMonitor::SampleDcgm(int64_t t_s, const std::vector<GpuDeviceSample>& nvml) {
-  if (dcgm_ == nullptr || !dcgm_->available()) return;
-  auto snap = dcgm_->Sample();
-  if (!snap.ok()) return;  // the host engine went away: no DCGM metrics, the rest goes on
+void JobMonitor::SampleGpu(int64_t t, const GpuSnapshot& snap, const DcgmSnapshot* dcgm) {
+  int64_t job_gpu_memory = 0;
+  bool on_gpu = false;
+  for (const GpuProcessSample& p : snap.processes) {
+    if (pids_.count(p.pid) == 0) continue;
+    on_gpu = true;
+    gpu_devices_.insert(p.device_index);
+    job_gpu_memory += p.used_memory_bytes.value_or(0);
+  }
+  if (on_gpu) {
+    double util = 0;
+    int n = 0;
+    int64_t total = 0;
+    for (const GpuDeviceSample& d : snap.devices) {
+      if (gpu_devices_.count(d.index) == 0) continue;
+      if (d.util_pct) {
+        util += *d.util_pct;
+        ++n;
+      }
+      total += d.memory_total_bytes.value_or(0);
+    }
+    Add("gpu_memory_bytes", t, static_cast<double>(job_gpu_memory));
+    if (n > 0) Add("gpu_util_pct", t, util / n);
+    if (total > 0) gpu_total_ = total;
+    if (dcgm != nullptr) SampleDcgm(t, snap.devices, *dcgm);
+  }
+  for (const GpuEvent& e : snap.events) {
+    // An Xid on a device the job uses, or naming one of its processes.
+    if (gpu_devices_.count(e.device_index) > 0 || (e.pid && pids_.count(*e.pid) > 0)) {
+      gpu_events_.push_back(e);
+      // As a series too, so that it is shipped and stored with the job: the Xid code.
+      Add("gpu_xid", t, static_cast<double>(e.xid));
+    }
+  }
+}
+
+void JobMonitor::SampleDcgm(int64_t t_s, const std::vector<GpuDeviceSample>& nvml,
+                            const DcgmSnapshot& snap) {
   // Ratios: the mean over the job's GPUs that report one, like gpu_util_pct. Rates: the sum.
   struct Field {
     const char* metric;
@@ -183,7 +194,7 @@ void JobMonitor::SampleDcgm(int64_t t_s, const std::vector<GpuDeviceSample>& nvm
       {"gpu_nvlink_rx_bytes_per_s", &DcgmDeviceSample::nvlink_rx_bytes_per_s, true},
   };
   std::vector<const DcgmDeviceSample*> mine;
-  for (const DcgmDeviceSample& d : snap->devices) {
+  for (const DcgmDeviceSample& d : snap.devices) {
     if (auto index = NvmlIndexOf(d, nvml); index && gpu_devices_.count(*index) > 0) {
       mine.push_back(&d);
     }

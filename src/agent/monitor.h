@@ -35,12 +35,21 @@ class JobMonitor {
   JobMonitor(ProcFs* proc, CgroupFs* cgroups, GpuSource* gpu, int64_t root_pid,
              std::string cgroup_path);
 
+  // What the GPUs of the node said this cycle, read once for all jobs (the agent): one NVML
+  // and DCGM reading per cycle rather than one per job, and every job sees the Xid events (an
+  // event set is drained by whoever reads it). A null snapshot: that source had nothing.
+  struct NodeGpu {
+    const GpuSnapshot* nvml = nullptr;
+    const DcgmSnapshot* dcgm = nullptr;
+  };
+
   // Reads everything once; `now_s` is the caller's clock (seconds since the job started).
   // With `pids`, the job is those processes (the agent found them by cgroup or environment)
   // instead of the root pid's tree.
   // `stats`, when given, are those processes' stat already read (the agent's discovery).
+  // `node`, when given, is this cycle's GPU readings; without it the monitor reads its sources.
   void Sample(double now_s, const std::vector<int64_t>* pids = nullptr,
-              const std::vector<ProcStat>* stats = nullptr);
+              const std::vector<ProcStat>* stats = nullptr, const NodeGpu* node = nullptr);
 
   // The agent watches hundreds of processes: it reads each one's open files every tenth
   // sample and its I/O counters every fifth. `rightsize run` (one job) reads them every time.
@@ -99,7 +108,8 @@ class JobMonitor {
  private:
   void StartAt(double now_s, const std::vector<ProcStat>& tree, double cpu_before);
   // The DCGM metrics of the job's GPUs; `nvml` is NVML's view, to match DCGM's GPUs with it.
-  void SampleDcgm(int64_t t_s, const std::vector<GpuDeviceSample>& nvml);
+  void SampleDcgm(int64_t t_s, const std::vector<GpuDeviceSample>& nvml, const DcgmSnapshot& snap);
+  void SampleGpu(int64_t t_s, const GpuSnapshot& snap, const DcgmSnapshot* dcgm);
   void Add(const std::string& metric, int64_t t_s, double v) {
     series_[metric].Add(t_s, v);
     if (keep_new_) {

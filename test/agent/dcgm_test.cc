@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "agent/agent.h"
@@ -454,6 +455,47 @@ TEST_F(DcgmTest, TheAgentExportsAndShipsTheJobsDcgmMetrics) {
   const auto& dram = batch[0].samples.at("gpu_dram_active_pct");
   ASSERT_EQ(dram.size(), 2u);
   EXPECT_NEAR(dram.back().value, 27, 1e-9);
+}
+
+// Two jobs on two GPUs: the agent reads the GPUs once a cycle for both, so each job gets its own
+// GPU's figures and the Xid on GPU 1 reaches the job there (read per job, the first job's read
+// drained the event set and the Xid was lost).
+TEST_F(DcgmTest, EachJobGetsItsOwnGpusFiguresAndXidsFromOneReadingPerCycle) {
+  Tree t;
+  t.Write("10/stat", StatLine(10, "train", 1, 100, 1000));
+  t.Write("10/cgroup", "12:memory:/slurm/uid_1000/job_11/step_0\n");
+  t.Write("20/stat", StatLine(20, "train", 1, 100, 1000));
+  t.Write("20/cgroup", "12:memory:/slurm/uid_1000/job_12/step_0\n");
+  ProcFs proc(t.path(), 100, 4096);
+  NvmlScript(std::string(kNvmlTwoGpus) +
+             "proc 0 pid=10 used=1073741824\n"
+             "proc 1 pid=20 used=2147483648\n"
+             "xid 1 79 at_sample=2\n");
+  auto nvml = OpenNvml(kFakeNvml);
+  ASSERT_TRUE(nvml->available()) << nvml->status();
+  auto dcgm = Open(kDcgmTwoGpusOutOfOrder);
+  AgentOptions options;
+  options.cluster = "node1";
+  options.ship = true;
+  Agent agent(&proc, nullptr, nvml.get(), options);
+  agent.set_dcgm(dcgm.get());
+  for (int c = 0; c < 4; ++c) agent.Cycle(c, 1000 + c);
+
+  std::map<std::string, JobTelemetry> jobs;
+  for (JobTelemetry& j : agent.TakeTelemetry()) jobs[j.job.job_id] = std::move(j);
+  ASSERT_EQ(jobs.size(), 2u);
+  auto last = [&](const std::string& id, const std::string& metric) {
+    const auto& s = jobs.at(id).samples;
+    return s.count(metric) > 0 && !s.at(metric).empty() ? s.at(metric).back().value : -1.0;
+  };
+  EXPECT_NEAR(last("11", "gpu_util_pct"), 99, 1e-9);
+  EXPECT_NEAR(last("12", "gpu_util_pct"), 40, 1e-9);
+  EXPECT_NEAR(last("11", "gpu_sm_active_pct"), 99, 1e-9);
+  EXPECT_NEAR(last("12", "gpu_sm_active_pct"), 62, 1e-9);
+  EXPECT_EQ(last("12", "gpu_memory_bytes"), 2147483648.0);
+  EXPECT_EQ(last("12", "gpu_xid"), 79);
+  EXPECT_EQ(jobs.at("12").samples.at("gpu_xid").size(), 1u);  // delivered once
+  EXPECT_EQ(jobs.at("11").samples.count("gpu_xid"), 0u);      // not on its GPU
 }
 
 }  // namespace
