@@ -48,7 +48,16 @@ std::optional<DiscoveredJob> IdentifyProcess(ProcFs& proc, int64_t pid) {
 std::vector<DiscoveredJob> DiscoverJobs(ProcFs& proc, DiscoveryCache* cache) {
   std::map<std::string, DiscoveredJob> found;
   std::map<int64_t, DiscoveryCache::Entry> alive;
-  for (int64_t pid : proc.Pids()) {
+  std::vector<int64_t> pids;
+  std::optional<int64_t> last_pid = cache ? proc.LastPid() : std::nullopt;
+  if (cache && last_pid && *last_pid == cache->last_pid && cache->cycle % 30 != 0) {
+    pids.reserve(cache->by_pid.size());
+    for (const auto& [pid, entry] : cache->by_pid) pids.push_back(pid);
+  } else {
+    pids = proc.Pids();  // read after the last pid: a process made in between is listed
+  }
+  if (cache) cache->last_pid = last_pid.value_or(-1);
+  for (int64_t pid : pids) {
     std::optional<DiscoveredJob> identity;
     std::optional<ProcStat> st;
     if (cache) {
@@ -59,14 +68,29 @@ std::vector<DiscoveredJob> DiscoverJobs(ProcFs& proc, DiscoveryCache* cache) {
         alive[pid] = it->second;
         continue;
       }
-      st = proc.Stat(pid);
+      std::optional<int64_t> run_ns;
+      if (it != cache->by_pid.end() && it->second.job && it->second.last &&
+          it->second.last->threads == 1) {
+        run_ns = proc.RunNs(pid);
+        if (run_ns && *run_ns == it->second.run_ns &&
+            (cache->cycle + pid) % DiscoveryCache::kFullStatEvery != 0) {
+          st = it->second.last;  // it has not run since: nothing in its stat has moved
+        }
+      }
+      if (!st) st = proc.Stat(pid);
       if (!st) continue;
       if (it != cache->by_pid.end() && it->second.start_ticks == st->start_ticks) {
         identity = it->second.job;
       } else {
         identity = IdentifyProcess(proc, pid);
+        run_ns.reset();  // a new process: schedstat was read before we knew
       }
-      alive[pid] = {st->start_ticks, identity};
+      DiscoveryCache::Entry& entry = alive[pid];
+      entry = {st->start_ticks, identity, std::nullopt, -1};
+      if (identity) {
+        entry.last = st;
+        entry.run_ns = run_ns.value_or(-1);
+      }
     } else {
       identity = IdentifyProcess(proc, pid);
     }

@@ -41,14 +41,27 @@ struct DiscoveryCache {
   struct Entry {
     int64_t start_ticks = 0;
     std::optional<DiscoveredJob> job;  // identity only (pids empty); nullopt: not a job's
+    // A job's process: its last stat, and its main thread's CPU time (schedstat) when that
+    // stat was current (-1: unknown).
+    std::optional<ProcStat> last;
+    int64_t run_ns = -1;
   };
   std::map<int64_t, Entry> by_pid;
   int64_t cycle = 0;
+  // The last pid created when /proc was last listed (-1: unknown). While it stays the same no
+  // process has been created, and the known processes are all there is to read: /proc is
+  // listed again only when it moves, or every 30th cycle.
+  int64_t last_pid = -1;
+  // A sleeping process's stat is re-read at least this often (in cycles), whatever schedstat
+  // says: a resident size that shrinks under memory pressure without the process running.
+  static constexpr int64_t kFullStatEvery = 10;
 };
 
 // The jobs on the node now, from every process's cgroup and (for SLURM without cgroups) its
 // SLURM_JOB_ID. Processes that vanish while being read are skipped. With a cache, a process
-// seen before costs one read of its stat.
+// seen before costs one read of its stat; a single-threaded job process that has not run since
+// (its schedstat CPU time unchanged: its CPU time, memory and state cannot have grown) costs one
+// read of schedstat, a quarter of that, and keeps its last stat.
 std::vector<DiscoveredJob> DiscoverJobs(ProcFs& proc, DiscoveryCache* cache = nullptr);
 
 struct AgentOptions {

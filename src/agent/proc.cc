@@ -199,7 +199,7 @@ void ProcFs::CloseKept(std::array<int, kKeptFiles>& fds) {
 }
 
 size_t ProcFs::ReadKept(int64_t pid, KeptFile which, char* buf, size_t size) {
-  static constexpr const char* kNames[kKeptFiles] = {"stat", "schedstat"};
+  static constexpr const char* kNames[kKeptFiles] = {"stat", "schedstat", "io"};
   auto pread_all = [&](int fd) {
     ssize_t n;
     do {
@@ -283,8 +283,11 @@ std::optional<ProcMemory> ProcFs::Memory(int64_t pid, bool with_pss) {
 }
 
 std::optional<ProcIo> ProcFs::Io(int64_t pid) {
-  auto text = Read(pid, "io");
-  if (!text) return std::nullopt;
+  char buf[1024];
+  size_t n = ReadKept(pid, kIo, buf, sizeof(buf));
+  if (n == 0) return std::nullopt;
+  const std::string text_buf(buf, n);
+  const std::string* text = &text_buf;
   ProcIo io;
   for (auto [key, out] :
        {std::pair{"read_bytes", &io.read_bytes}, std::pair{"write_bytes", &io.write_bytes}}) {
@@ -391,6 +394,30 @@ std::optional<NetCounters> ProcFs::NetDev(int64_t pid) {
     c.tx_packets += v[9];
   }
   return c;
+}
+
+std::optional<int64_t> ProcFs::LastPid() {
+  if (!same_pid_namespace_) {
+    // loadavg's last pid is the reader's pid namespace's: it speaks for `root` only when that
+    // is the agent's own (not a host /proc mounted into a container without the host's pids),
+    // i.e. when `root` numbers this process as it numbers itself.
+    char buf[32];
+    ssize_t n = readlink((root_ + "/self").c_str(), buf, sizeof(buf));
+    same_pid_namespace_ =
+        n > 0 && ToInt(std::string_view(buf, static_cast<size_t>(n))) == int64_t{getpid()};
+  }
+  if (!*same_pid_namespace_) return std::nullopt;
+  // "0.52 0.58 0.59 1/467 12345": the last field is the most recently created pid.
+  auto text = ReadPath(root_ + "/loadavg", 256);
+  if (!text) return std::nullopt;
+  size_t space = text->find_last_of(' ');
+  if (space == std::string::npos) return std::nullopt;
+  auto pid = ToInt(std::string_view(*text).substr(space + 1));
+  if (!pid || *pid < 0) {
+    ++rejected_;
+    return std::nullopt;
+  }
+  return pid;
 }
 
 std::optional<double> ProcFs::Uptime() {

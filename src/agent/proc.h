@@ -60,9 +60,10 @@ class ProcFs {
   // of the cost of stat, so the agent asks it first whether a single-threaded process ran at
   // all since its last stat. nullopt when unreadable (no CONFIG_SCHED_INFO) or malformed.
   std::optional<int64_t> RunNs(int64_t pid);
-  // The agent reads every process's stat every second: keeping each file open and re-reading
-  // it from the start saves the path walk, open and close of each read (at most kMaxOpenStats
-  // files, and never more than a quarter of the process's file limit).
+  // The agent reads every process's stat (or schedstat) every second and its io every fifth:
+  // keeping these files open and re-reading them from the start saves the path walk, open and
+  // close of each read (at most kMaxOpenStats files, and never more than a quarter of the
+  // process's file limit; beyond, files are opened for each read).
   void set_keep_stat_open(bool keep);
   static constexpr size_t kMaxOpenStats = 4096;
   std::optional<ProcMemory> Memory(int64_t pid, bool with_pss = false);
@@ -81,6 +82,11 @@ class ProcFs {
   // Open file descriptors (entries of /proc/PID/fd), when readable.
   std::optional<int64_t> OpenFiles(int64_t pid);
 
+  // The most recently created pid (/proc/loadavg's last field): unchanged, no process was
+  // created since. nullopt when it cannot be trusted for `root` (another pid namespace's /proc,
+  // a fixture without a `self` link to this process) or is unreadable.
+  std::optional<int64_t> LastPid();
+
   // Seconds since boot (/proc/uptime), the clock processes' start times count on.
   std::optional<double> Uptime();
   // How long ago the process started, given Uptime(); nullopt when its start is after it.
@@ -95,9 +101,9 @@ class ProcFs {
  private:
   std::optional<std::string> Read(int64_t pid, const char* file, size_t max_bytes = 64 << 10);
   std::optional<std::string> ReadPath(const std::string& path, size_t max_bytes);
-  // The files re-read every second, kept open per process while keep_stat_open is on.
-  enum KeptFile { kStat = 0, kSchedStat = 1 };
-  static constexpr size_t kKeptFiles = 2;
+  // The files re-read every few seconds, kept open per process while keep_stat_open is on.
+  enum KeptFile { kStat = 0, kSchedStat = 1, kIo = 2 };
+  static constexpr size_t kKeptFiles = 3;
   // Reads the file into buf (0: gone, unreadable, or as large as buf: garbage, counted).
   size_t ReadKept(int64_t pid, KeptFile which, char* buf, size_t size);
   void CloseKept(std::array<int, kKeptFiles>& fds);
@@ -105,6 +111,7 @@ class ProcFs {
   bool keep_stat_open_ = false;
   size_t max_open_stats_ = 0;  // files, not processes
   size_t kept_files_ = 0;
+  std::optional<bool> same_pid_namespace_;                         // see LastPid(); decided once
   std::unordered_map<int64_t, std::array<int, kKeptFiles>> kept_;  // pid -> fds, -1 for none
   int64_t clock_ticks_;
   int64_t page_bytes_;

@@ -193,6 +193,79 @@ TEST(ProcTest, RunTimeMovesOnlyForAProcessThatRuns) {
   EXPECT_EQ(fixture.RunNs(8), 123456789);
 }
 
+// A single-threaded job process whose schedstat CPU time has not moved keeps its last stat (it
+// cannot have used CPU or grown), until it runs again or its periodic full read comes round;
+// a multi-threaded one is read every cycle (schedstat is its main thread's only).
+TEST(DiscoveryTest, ASleepingProcessKeepsItsLastStatUntilItRuns) {
+  Tree t;
+  const int64_t sleeper = 21, threaded = 22;  // phases of the periodic full read: 1 and 2
+  t.Write("21/stat", StatLine(21, "sleep", 1, 100, 0, 1000));
+  t.Write("21/environ", std::string("SLURM_JOB_ID=5\0", 15));
+  t.Write("21/schedstat", "1000000000 0 10\n");
+  t.Write("22/stat", StatLine(22, "train", 1, 100, 0, 1000, 8));
+  t.Write("22/environ", std::string("SLURM_JOB_ID=5\0", 15));
+  t.Write("22/schedstat", "1000000000 0 10\n");
+  ProcFs proc(t.path(), 100, 4096);
+  DiscoveryCache cache;
+  auto rss_of = [&](int64_t pid) -> int64_t {
+    auto jobs = DiscoverJobs(proc, &cache);
+    for (const auto& j : jobs) {
+      for (const auto& st : j.stats) {
+        if (st.pid == pid) return st.rss_bytes;
+      }
+    }
+    return -1;
+  };
+  while (cache.cycle < 3) (void)rss_of(sleeper);  // cycles 0-2: both known, baselines set
+  // Both stats change, their main threads' CPU time does not.
+  t.Write("21/stat", StatLine(21, "sleep", 1, 100, 0, 2000));
+  t.Write("22/stat", StatLine(22, "train", 1, 150, 0, 2000, 8));
+  ASSERT_EQ(cache.cycle, 3);
+  EXPECT_EQ(rss_of(sleeper), 1000 * 4096);       // cycle 3: kept
+  EXPECT_EQ(rss_of(threaded), 2000 * 4096);      // cycle 4: read, whatever schedstat says
+  t.Write("21/schedstat", "1000500000 0 11\n");  // it ran
+  EXPECT_EQ(rss_of(sleeper), 2000 * 4096);       // cycle 5
+  t.Write("21/stat", StatLine(21, "sleep", 1, 100, 0, 3000));
+  while (cache.cycle < 9) EXPECT_EQ(rss_of(sleeper), 2000 * 4096);  // cycles 6-8: kept
+  EXPECT_EQ(rss_of(sleeper), 3000 * 4096);  // cycle 9: (9 + 21) % 10 == 0, the full read
+}
+
+// /proc is listed again only when a process has been created since (loadavg's last pid moved)
+// or every 30th cycle; and only when `root` is this process's own pid namespace's.
+TEST(DiscoveryTest, ProcIsListedAgainOnlyWhenAProcessWasCreated) {
+  for (bool own_namespace : {true, false}) {
+    SCOPED_TRACE(own_namespace ? "own pid namespace" : "another pid namespace");
+    Tree t;
+    if (own_namespace) {
+      fs::create_directory_symlink(std::to_string(getpid()), fs::path(t.path()) / "self");
+    } else {
+      fs::create_directory_symlink("999999", fs::path(t.path()) / "self");
+    }
+    t.Write("loadavg", "0.10 0.20 0.30 1/80 31\n");
+    t.Write("31/stat", StatLine(31, "a", 1, 100, 0, 100));
+    t.Write("31/environ", std::string("SLURM_JOB_ID=5\0", 15));
+    ProcFs proc(t.path(), 100, 4096);
+    DiscoveryCache cache;
+    auto pids = [&] {
+      auto jobs = DiscoverJobs(proc, &cache);
+      return jobs.empty() ? std::vector<int64_t>{} : jobs[0].pids;
+    };
+    EXPECT_EQ(pids(), (std::vector<int64_t>{31}));
+    // A process appears but loadavg says none was created: a real /proc cannot do that, so
+    // the cache is trusted and /proc not listed (in its own namespace).
+    t.Write("32/stat", StatLine(32, "b", 31, 100, 0, 100));
+    t.Write("32/environ", std::string("SLURM_JOB_ID=5\0", 15));
+    const std::vector<int64_t> want =
+        own_namespace ? std::vector<int64_t>{31} : std::vector<int64_t>{31, 32};
+    EXPECT_EQ(pids(), want);
+    t.Write("loadavg", "0.10 0.20 0.30 1/81 32\n");
+    EXPECT_EQ(pids(), (std::vector<int64_t>{31, 32}));
+    // A process that ends is gone at once, listed or not.
+    fs::remove_all(fs::path(t.path()) / "31");
+    EXPECT_EQ(pids(), (std::vector<int64_t>{32}));
+  }
+}
+
 TEST(CgroupTest, RecognisesSlurmAndKubernetesJobs) {
   auto v1 = JobFromCgroupPath("/slurm/uid_1000/job_123/step_0/task_0");
   ASSERT_TRUE(v1.has_value());
