@@ -68,11 +68,11 @@ std::vector<DiscoveredJob> DiscoverJobs(ProcFs& proc, DiscoveryCache* cache) {
         alive[pid] = it->second;
         continue;
       }
-      std::optional<int64_t> run_ns;
+      int64_t run_ns = -1;  // -1: not read, or unreadable
       if (it != cache->by_pid.end() && it->second.job && it->second.last &&
           it->second.last->threads == 1) {
-        run_ns = proc.RunNs(pid);
-        if (run_ns && *run_ns == it->second.run_ns &&
+        run_ns = proc.RunNs(pid).value_or(-1);
+        if (run_ns >= 0 && run_ns == it->second.run_ns &&
             (cache->cycle + pid) % DiscoveryCache::kFullStatEvery != 0) {
           st = it->second.last;  // it has not run since: nothing in its stat has moved
         }
@@ -83,13 +83,13 @@ std::vector<DiscoveredJob> DiscoverJobs(ProcFs& proc, DiscoveryCache* cache) {
         identity = it->second.job;
       } else {
         identity = IdentifyProcess(proc, pid);
-        run_ns.reset();  // a new process: schedstat was read before we knew
+        run_ns = -1;  // a new process: schedstat was read before we knew
       }
       DiscoveryCache::Entry& entry = alive[pid];
       entry = {st->start_ticks, identity, std::nullopt, -1};
       if (identity) {
         entry.last = st;
-        entry.run_ns = run_ns.value_or(-1);
+        entry.run_ns = run_ns;
       }
     } else {
       identity = IdentifyProcess(proc, pid);
