@@ -242,6 +242,21 @@ if ip netns add "$ns" 2>/dev/null; then
   ip addr add 10.251.0.1/24 dev "rsv$$" && ip link set "rsv$$" up
   ip netns exec "$ns" ip addr add 10.251.0.2/24 dev "rsp$$"
   ip netns exec "$ns" ip link set "rsp$$" up
+  # The agent first, and sampling, before the job starts: a job that ended before an agent
+  # slow to start on a busy machine had its first look would never be seen.
+  "$RS" agent --server "$URL" --token agent-secret --cluster c1 --interval 0.5 --ship-interval 1 \
+    --spool "$WORK/spool3" --listen 127.0.0.1:0 2>"$WORK/agent4.err" &
+  agent=$!
+  cycles=0
+  for _ in $(seq 1 100); do
+    mport=$(grep -o '/metrics on 127.0.0.1:[0-9]*' "$WORK/agent4.err" | cut -d: -f2 || true)
+    if [ -n "$mport" ]; then
+      cycles=$(curl -s "http://127.0.0.1:$mport/metrics" | awk '/^rightsize_agent_cycles_total /{print $2}')
+      [ "${cycles:-0}" -ge 1 ] && break
+    fi
+    sleep 0.1
+  done
+  [ "${cycles:-0}" -ge 1 ] || echo "agent not sampling yet: $(cat "$WORK/agent4.err")"
   SLURM_JOB_ID=9003 SLURM_JOB_USER=alice ip netns exec "$ns" python3 -c "
 import socket, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -250,9 +265,6 @@ for _ in range(2000):
 time.sleep(4)
 " &
   job=$!
-  "$RS" agent --server "$URL" --token agent-secret --cluster c1 --interval 0.5 --ship-interval 1 \
-    --spool "$WORK/spool3" 2>"$WORK/agent4.err" &
-  agent=$!
   wait "$job"
   sleep 2
   kill -TERM "$agent"
