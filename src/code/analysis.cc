@@ -318,8 +318,15 @@ class Analyzer {
   Value EvalComparison(int file, TSNode node, int depth) const;
   Value EvalDictLookup(int file, TSNode dict, const Value& key, TSNode fallback, int depth) const;
   Value PassedArgument(const Binding& b, std::string_view name, int depth) const;
+  Value SplatArgument(const CallSite& c, std::string_view name, int depth) const;
+  Value FieldValue(std::string_view owner, std::string_view name) const;
   Reach ReachOf(int file, TSNode node, std::string* condition, int depth = 0) const;
   Reach FunctionReach(int file, TSNode function, std::string* condition, int depth) const;
+  // How many times a call runs while the model is built: the trip counts of the loops and
+  // comprehensions around it, times how often its function (for __init__, its class) is called.
+  double Multiplicity(int file, TSNode node, int depth = 0) const;
+  double TripCount(int file, TSNode iterable, int depth) const;
+  double CallCount(int file, TSNode function, int depth) const;
   Value ArgValue(const ArgparseOption& opt, int depth) const;
   Value ConfigValueOf(std::string_view dotted) const;
   TSNode Kw(int file, TSNode call, std::string_view name) const;
@@ -369,8 +376,11 @@ class Analyzer {
   std::vector<std::pair<Value, SourceLine>> embedding_rows_;  // nn.Embedding sizes over 1000
   std::vector<double> linear_outputs_;                        // nn.Linear out_features
   bool tied_head_ = false;  // F.linear(x, emb.weight): logits over an embedding's rows
-  int nn_layer_count_ = 0;  // nn.TransformerEncoder num_layers
-  double linear_params_ = 0, embedding_params_ = 0, transformer_layer_params_ = 0;
+  // nn.TransformerEncoderLayer / nn.TransformerDecoderLayer sizes, and the layers the
+  // nn.TransformerEncoder / nn.TransformerDecoder / nn.Transformer stacks built from them hold.
+  double encoder_layer_params_ = 0, decoder_layer_params_ = 0, nn_transformer_params_ = 0;
+  double encoder_layers_ = 0, decoder_layers_ = 0, stacked_layers_ = 0;
+  double linear_params_ = 0, embedding_params_ = 0;
   SourceLine linear_where_, layer_where_;
   int gpus_requested_ = 0;
   std::map<std::string, std::string> env_;
@@ -1042,7 +1052,12 @@ Value Analyzer::PassedArgument(const Binding& b, std::string_view name, int dept
     if (ts_node_is_null(arg) && b.position >= 0) {
       arg = Pos(c.node, static_cast<uint32_t>(b.position));
     }
-    if (ts_node_is_null(arg)) continue;
+    if (ts_node_is_null(arg)) {
+      // GPTConfig(**cfg["model"]): the key of that name in that section of a config file.
+      Value splat = SplatArgument(c, name, depth);
+      if (splat.known()) return splat;
+      continue;
+    }
     Value v = Eval(c.file, arg, depth + 1);
     if (!v.known()) continue;
     std::string passed = fmt::format("{}={} passed to {}() at {}", name, Text(c.file, arg),
@@ -1052,6 +1067,45 @@ Value Analyzer::PassedArgument(const Binding& b, std::string_view name, int dept
     return v;
   }
   return Value::Unknown(fmt::format("no call of {}() passes {}", b.owner, name));
+}
+
+Value Analyzer::SplatArgument(const CallSite& c, std::string_view name, int depth) const {
+  TSNode args = Field(c.node, "arguments");
+  for (uint32_t i = 0; i < NamedCount(args); ++i) {
+    TSNode a = Named(args, i);
+    if (TypeOf(a) != "dictionary_splat") continue;
+    std::vector<std::string> keys;
+    TSNode cur = Named(a, 0);
+    while (!ts_node_is_null(cur) && TypeOf(cur) == "subscript") {
+      Value key = Eval(c.file, Field(cur, "subscript"), depth + 1);
+      if (key.kind != Value::Kind::kString) return Value::Unknown("a computed key");
+      keys.insert(keys.begin(), key.text);
+      cur = Field(cur, "value");
+    }
+    if (keys.empty() || Text(c.file, cur).find("environ") != std::string::npos) continue;
+    std::string dotted;
+    for (const auto& k : keys) dotted += k + ".";
+    Value v = ConfigValueOf(dotted + std::string(name));
+    if (!v.known()) continue;
+    v.how = fmt::format("{}; **{} passed to {}() at {}", v.how, Text(c.file, Named(a, 0)), c.callee,
+                        Where(c).ToString());
+    return v;
+  }
+  return Value::Unknown(fmt::format("no ** argument of {}() holds {}", c.callee, name));
+}
+
+Value Analyzer::FieldValue(std::string_view owner, std::string_view name) const {
+  auto it = bindings_.find(std::string(name));
+  if (it == bindings_.end()) return Value::Unknown(fmt::format("{} has no field {}", owner, name));
+  for (const auto& b : it->second) {
+    if (!b.field || b.owner != owner) continue;
+    Value passed = PassedArgument(b, name, 0);
+    if (passed.known()) return passed;
+    Value v = Eval(b.file, b.value, 1);
+    if (v.known() && v.how.empty()) v.how = fmt::format("{}.{} default", owner, name);
+    return v;
+  }
+  return Value::Unknown(fmt::format("{} has no field {}", owner, name));
 }
 
 Value Analyzer::EvalAttribute(int file, TSNode node, int depth) const {
@@ -1340,6 +1394,83 @@ Analyzer::Reach Analyzer::ReachOf(int file, TSNode node, std::string* condition,
   return reach;
 }
 
+double Analyzer::TripCount(int file, TSNode iterable, int depth) const {
+  std::string_view type = TypeOf(iterable);
+  if (type == "list" || type == "tuple") return NamedCount(iterable);
+  if (type != "call" || Collapse(Text(file, Field(iterable, "function"))) != "range") return 1;
+  // range(n), range(a, b), range(a, b, step); a count that cannot be evaluated counts once.
+  std::vector<double> bounds;
+  for (uint32_t i = 0; i < 3; ++i) {
+    TSNode a = Pos(iterable, i);
+    if (ts_node_is_null(a)) break;
+    Value v = Eval(file, a, depth + 1);
+    if (!v.IsNumber()) return 1;
+    bounds.push_back(v.number);
+  }
+  if (bounds.empty()) return 1;
+  double from = bounds.size() > 1 ? bounds[0] : 0;
+  double to = bounds.size() > 1 ? bounds[1] : bounds[0];
+  double step = bounds.size() > 2 ? bounds[2] : 1;
+  if (step == 0) return 1;
+  return std::max(0.0, std::ceil((to - from) / step));
+}
+
+double Analyzer::CallCount(int file, TSNode function, int depth) const {
+  std::string name = Text(file, Field(function, "name"));
+  TSNode up = ts_node_parent(function);
+  if (!ts_node_is_null(up) && TypeOf(up) == "decorated_definition") up = ts_node_parent(up);
+  TSNode cls = ts_node_is_null(up) ? up : ts_node_parent(up);
+  if (name == "__init__" && !ts_node_is_null(cls) && TypeOf(cls) == "class_definition") {
+    name = Text(file, Field(cls, "name"));  // the class is called to build it
+  } else if (name.starts_with("__") || name == "forward") {
+    return 1;
+  }
+  // Each call that runs builds its own modules: `Block(cfg) for _ in range(n)` builds n. Of
+  // calls under conditions that cannot be evaluated (`Net(a) if x else Net(b)`), one runs.
+  double runs = 0, conditional = 0;
+  for (const auto& c : calls_) {
+    if (c.name != name) continue;
+    std::string condition;
+    Reach reach = ReachOf(c.file, c.node, &condition);
+    if (reach == Reach::kDead) continue;
+    double times = Multiplicity(c.file, c.node, depth + 1);
+    if (reach == Reach::kRuns) {
+      runs += times;
+    } else {
+      conditional = std::max(conditional, times);
+    }
+  }
+  double total = runs > 0 ? runs : conditional;
+  return total > 0 ? total : 1;  // never called by name here: built once (an entry point)
+}
+
+double Analyzer::Multiplicity(int file, TSNode node, int depth) const {
+  if (depth > 4) return 1;  // deeper nesting (or recursion) counts once
+  double times = 1;
+  TSNode child = node;
+  for (TSNode up = ts_node_parent(node); !ts_node_is_null(up);
+       child = up, up = ts_node_parent(up)) {
+    std::string_view type = TypeOf(up);
+    if (type == "for_statement" && ts_node_eq(child, Field(up, "body"))) {
+      times *= TripCount(file, Field(up, "right"), depth);
+    } else if ((type == "list_comprehension" || type == "generator_expression") &&
+               ts_node_eq(child, Field(up, "body"))) {
+      for (uint32_t i = 0; i < NamedCount(up); ++i) {
+        TSNode clause = Named(up, i);
+        if (TypeOf(clause) == "for_in_clause") {
+          times *= TripCount(file, Field(clause, "right"), depth);
+        }
+      }
+    } else if (type == "function_definition") {
+      times *= CallCount(file, up, depth);
+      break;
+    } else if (type == "class_definition") {
+      break;
+    }
+  }
+  return times;
+}
+
 void Analyzer::SetTransformer(const TransformerSpec& spec, SourceLine where, const std::string& how,
                               int rank) {
   if (!Set(facts_.model, std::string(spec.key), where, how, rank)) return;
@@ -1414,6 +1545,8 @@ void Analyzer::ExtractModelCall(const CallSite& c) {
     auto pick = [&](std::initializer_list<std::string_view> keys, int64_t* out) {
       for (auto k : keys) {
         Value v = KwValue(c, k);
+        // A dataclass defined here (nanoGPT's GPTConfig): the value passed, else its default.
+        if (ts_node_is_null(Kw(c.file, c.node, k))) v = FieldValue(name, k);
         if (v.IsNumber()) {
           *out = static_cast<int64_t>(v.number);
           return;
@@ -1428,7 +1561,7 @@ void Analyzer::ExtractModelCall(const CallSite& c) {
     pick({"n_head", "num_attention_heads"}, &spec.heads);
     pick({"vocab_size"}, &spec.vocab);
     pick({"n_inner", "intermediate_size", "d_ff"}, &spec.ffn);
-    pick({"n_positions", "max_position_embeddings"}, &spec.max_positions);
+    pick({"n_positions", "max_position_embeddings", "block_size"}, &spec.max_positions);
     if (d == kDefaults.end() && (spec.layers == 0 || spec.hidden == 0)) {
       Undecided("model",
                 fmt::format("{}: an unknown config class without n_layer/hidden_size", name),
@@ -1558,33 +1691,66 @@ void Analyzer::ExtractModelCall(const CallSite& c) {
     return;
   }
   // Hand-built PyTorch models.
-  if (name == "TransformerEncoderLayer" || name == "TransformerDecoderLayer") {
-    Value d_model =
-        Eval(c.file,
-             ts_node_is_null(Kw(c.file, c.node, "d_model")) ? Pos(c.node, 0)
-                                                            : Kw(c.file, c.node, "d_model"),
-             0);
-    Value nhead = Eval(
-        c.file,
-        ts_node_is_null(Kw(c.file, c.node, "nhead")) ? Pos(c.node, 1) : Kw(c.file, c.node, "nhead"),
-        0);
-    Value ffn = Eval(c.file,
-                     ts_node_is_null(Kw(c.file, c.node, "dim_feedforward"))
-                         ? Pos(c.node, 2)
-                         : Kw(c.file, c.node, "dim_feedforward"),
-                     0);
+  // nn.Transformer*Layer(d_model, nhead, dim_feedforward, …) and nn.Transformer(d_model, nhead,
+  // num_encoder_layers, num_decoder_layers, dim_feedforward, …): PyTorch's positions.
+  auto arg = [&](std::string_view key, uint32_t position) {
+    TSNode kw = Kw(c.file, c.node, key);
+    return Eval(c.file, ts_node_is_null(kw) ? Pos(c.node, position) : kw, 0);
+  };
+  auto given = [&](std::string_view key, uint32_t position) {
+    return !ts_node_is_null(Kw(c.file, c.node, key)) || !ts_node_is_null(Pos(c.node, position));
+  };
+  bool nn_transformer = name == "Transformer" && c.callee.find("nn.") != std::string::npos;
+  if (name == "TransformerEncoderLayer" || name == "TransformerDecoderLayer" || nn_transformer) {
+    const uint32_t ffn_position = nn_transformer ? 4 : 2;
+    Value d_model = arg("d_model", 0);
+    Value nhead = arg("nhead", 1);
+    Value ffn = arg("dim_feedforward", ffn_position);
+    if (nn_transformer && !given("d_model", 0)) {
+      d_model = FromText("512", where, "nn.Transformer default d_model=512");
+    }
+    if (nn_transformer && !given("nhead", 1)) {
+      nhead = FromText("8", where, "nn.Transformer default nhead=8");
+    }
     SetNumber(facts_.hidden, d_model, where, "model", kRankCall);
     SetNumber(facts_.heads, nhead, where, "model", kRankCall);
     if (ffn.IsNumber()) {
       SetNumber(facts_.ffn, ffn, where, "model", kRankCall);
-    } else if (!ffn.known() && ts_node_is_null(Kw(c.file, c.node, "dim_feedforward")) &&
-               ts_node_is_null(Pos(c.node, 2))) {
+    } else if (!ffn.known() && !given("dim_feedforward", ffn_position)) {
       Set(facts_.ffn, int64_t{2048}, where, "PyTorch default dim_feedforward=2048", kRankCall);
     }
     if (facts_.hidden.known() && facts_.ffn.known()) {
       auto h = static_cast<double>(*facts_.hidden.value);
       auto f = static_cast<double>(*facts_.ffn.value);
-      transformer_layer_params_ = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h;
+      // Self-attention (4h² + 4h), the two feed-forward layers, two LayerNorms; a decoder layer
+      // adds cross-attention and a third LayerNorm.
+      double encoder_layer = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h;
+      double decoder_layer = encoder_layer + 4 * h * h + 4 * h + 2 * h;
+      double times = Multiplicity(c.file, c.node);
+      if (nn_transformer) {
+        Value enc = arg("num_encoder_layers", 2);
+        Value dec = arg("num_decoder_layers", 3);
+        double n_enc = enc.IsNumber() ? enc.number : 6;  // PyTorch's defaults
+        double n_dec = dec.IsNumber() ? dec.number : 6;
+        if ((!enc.IsNumber() && given("num_encoder_layers", 2)) ||
+            (!dec.IsNumber() && given("num_decoder_layers", 3))) {
+          Undecided(
+              "model",
+              fmt::format("nn.Transformer layers: {}", !enc.IsNumber() ? enc.reason : dec.reason),
+              where);
+        }
+        // Both stacks and their final LayerNorms.
+        nn_transformer_params_ += times * (n_enc * encoder_layer + n_dec * decoder_layer + 4 * h);
+        stacked_layers_ += times * (n_enc + n_dec);
+        Set(facts_.layers, static_cast<int64_t>(stacked_layers_), where,
+            fmt::format("nn.Transformer: {} encoder + {} decoder layers", n_enc, n_dec), kRankCall);
+        Set(facts_.model, std::string("nn.Transformer"), where, fmt::format("{}()", c.callee),
+            kRankName);
+      } else if (name == "TransformerEncoderLayer") {
+        encoder_layer_params_ += times * encoder_layer;
+      } else {
+        decoder_layer_params_ += times * decoder_layer;
+      }
       layer_where_ = where;
     }
     facts_.architecture = Architecture::kTransformer;
@@ -1593,13 +1759,18 @@ void Analyzer::ExtractModelCall(const CallSite& c) {
     return;
   }
   if (name == "TransformerEncoder" || name == "TransformerDecoder") {
-    Value n =
-        Eval(c.file,
-             ts_node_is_null(Kw(c.file, c.node, "num_layers")) ? Pos(c.node, 1)
-                                                               : Kw(c.file, c.node, "num_layers"),
-             0);
-    SetNumber(facts_.layers, n, where, "model", kRankCall);
-    if (facts_.layers.known()) nn_layer_count_ = static_cast<int>(*facts_.layers.value);
+    Value n = arg("num_layers", 1);
+    if (!n.IsNumber()) {
+      SetNumber(facts_.layers, n, where, "model", kRankCall);
+      return;
+    }
+    // The layer passed is cloned num_layers times; an encoder and a decoder stack add up.
+    double layers = n.number * Multiplicity(c.file, c.node);
+    (name == "TransformerEncoder" ? encoder_layers_ : decoder_layers_) += layers;
+    stacked_layers_ += layers;
+    Value total = n;
+    total.number = stacked_layers_;
+    SetNumber(facts_.layers, total, where, "model", kRankCall);
     Set(facts_.model, std::string("nn.") + std::string(name), where, fmt::format("{}()", c.callee),
         kRankName);
     return;
@@ -1608,7 +1779,7 @@ void Analyzer::ExtractModelCall(const CallSite& c) {
     Value n = Eval(c.file, Pos(c.node, 0), 0);
     Value d = Eval(c.file, Pos(c.node, 1), 0);
     if (n.IsNumber() && d.IsNumber()) {
-      embedding_params_ += n.number * d.number;
+      embedding_params_ += Multiplicity(c.file, c.node) * n.number * d.number;
       // A vocabulary only if an output layer computes logits over it (ResolveVocabulary).
       if (n.number > 1000) embedding_rows_.emplace_back(n, where);
     }
@@ -1624,7 +1795,8 @@ void Analyzer::ExtractModelCall(const CallSite& c) {
     Value b = Eval(c.file, Pos(c.node, 1), 0);
     if (a.IsNumber() && b.IsNumber()) {
       bool bias = !(KwValue(c, "bias").kind == Value::Kind::kBool && !KwValue(c, "bias").Truthy());
-      linear_params_ += a.number * b.number + (bias ? b.number : 0);
+      linear_params_ +=
+          Multiplicity(c.file, c.node) * (a.number * b.number + (bias ? b.number : 0));
       linear_outputs_.push_back(b.number);
       if (linear_where_.empty()) linear_where_ = where;
     } else {
@@ -2000,10 +2172,14 @@ void Analyzer::ExtractFallbacks() {
                        [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
         it = bindings_.find(upper);
       }
-      if (it == bindings_.end()) continue;
-      const Binding& b = it->second.back();
-      SetNumber(fact, Eval(b.file, b.value, 0), Where(b.file, b.value), what, kRankName);
-      if (fact.known()) return;
+      if (it != bindings_.end()) {
+        // A dataclass field (GPTConfig.block_size): the value its call passes, else the default.
+        const Binding& b = it->second.back();
+        Value v = b.field ? FieldValue(b.owner, it->first) : Eval(b.file, b.value, 0);
+        SetNumber(fact, v, Where(b.file, b.value), what, kRankName);
+        if (fact.known()) return;
+      }
+      // Also without a variable of that name: a config file's key (`--config cfg.json`).
       Value c = ConfigValueOf(n);
       if (c.known()) SetNumber(fact, c, c.origin, what, kRankName);
       if (fact.known()) return;
@@ -2023,19 +2199,20 @@ void Analyzer::ExtractFallbacks() {
 
   // A hand-built model: the layers found, summed.
   if (!facts_.parameters.known()) {
-    double total = linear_params_ + embedding_params_ +
-                   transformer_layer_params_ * std::max(1, nn_layer_count_);
+    // A layer outside any stack counts once; one a stack clones counts num_layers times.
+    double stacks = encoder_layer_params_ * (encoder_layers_ > 0 ? encoder_layers_ : 1) +
+                    decoder_layer_params_ * (decoder_layers_ > 0 ? decoder_layers_ : 1) +
+                    nn_transformer_params_;
+    double total = linear_params_ + embedding_params_ + stacks;
     if (total > 0) {
       SourceLine where = !layer_where_.empty() ? layer_where_ : linear_where_;
       Set(facts_.parameters, total, where,
-          transformer_layer_params_ > 0
-              ? "nn.Transformer layers × num_layers + nn.Linear/nn.Embedding"
-              : "sum of nn.Linear layers",
+          stacks > 0 ? "nn.Transformer layers × num_layers + nn.Linear/nn.Embedding"
+                     : "sum of nn.Linear layers",
           kRankName);
       if (facts_.architecture == Architecture::kUnknown) facts_.architecture = Architecture::kMlp;
       if (!facts_.model.known()) {
-        Set(facts_.model,
-            std::string(transformer_layer_params_ > 0 ? "custom transformer" : "custom MLP"), where,
+        Set(facts_.model, std::string(stacks > 0 ? "custom transformer" : "custom MLP"), where,
             "nn layers found in the source", kRankName);
       }
       pending_.erase("model");

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "code/advice.h"
 #include "ingest/job_script.h"
 
@@ -27,6 +30,32 @@ Analysed AnalyseFixture(const std::string& name, const std::string& script_name 
   a.script = *script;
   auto facts = AnalyzeJobCode(a.script, Dir(name), script_name);
   EXPECT_TRUE(facts.ok()) << facts.status().ToString();
+  a.facts = *facts;
+  auto e = EstimateGpuMemory(a.facts);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  if (e.ok()) a.estimate = *e;
+  return a;
+}
+
+// A job written into a fresh folder: train.sh runs `python train.py ARGS`, beside train.py and,
+// when given, config.json.
+Analysed AnalyseSource(const std::string& name, const std::string& python,
+                       const std::string& args = "", const std::string& config = "") {
+  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / ("rightsize-" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "train.sh") << "#!/bin/bash\n#SBATCH --gres=gpu:1\npython train.py " << args
+                                  << "\n";
+  std::ofstream(dir / "train.py") << python;
+  if (!config.empty()) std::ofstream(dir / "config.json") << config;
+  Analysed a;
+  auto script = ParseJobScriptFile((dir / "train.sh").string());
+  EXPECT_TRUE(script.ok());
+  if (!script.ok()) return a;
+  a.script = *script;
+  auto facts = AnalyzeJobCode(a.script, dir.string(), "train.sh");
+  EXPECT_TRUE(facts.ok()) << facts.status().ToString();
+  if (!facts.ok()) return a;
   a.facts = *facts;
   auto e = EstimateGpuMemory(a.facts);
   EXPECT_TRUE(e.ok()) << e.status().ToString();
@@ -207,6 +236,199 @@ TEST(MemoryModelTest, TextClassifierReadsCallSiteArgumentsAndNoLogits) {
   EXPECT_EQ(f.checkpointing.value, Checkpointing::kNone);
   // 34·s·b·h per layer (fused attention) × 2 for fp32: 6 · 34 · 512 · 8 · 256 · 2.
   EXPECT_DOUBLE_EQ(Term(a.estimate, "activations"), 427819008.0);
+}
+
+// A layer built in a loop or a comprehension counts once per trip.
+TEST(MemoryModelTest, LayersBuiltInALoopCountEachTrip) {
+  Analysed a = AnalyseSource("mlp_loop", R"py(
+import argparse
+import torch
+import torch.nn as nn
+
+p = argparse.ArgumentParser()
+p.add_argument("--hidden", type=int, default=50)
+p.add_argument("--depth", type=int, default=2)
+args = p.parse_args()
+
+class MLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        layers = [nn.Linear(100, cfg.hidden), nn.GELU()]
+        for _ in range(cfg.depth - 1):
+            layers += [nn.Linear(cfg.hidden, cfg.hidden), nn.GELU()]
+        layers.append(nn.Linear(cfg.hidden, 10))
+        self.net = nn.Sequential(*layers)
+        self.extra = nn.Sequential(*[nn.Linear(cfg.hidden, cfg.hidden) for _ in range(2)])
+
+model = MLP(args)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = torch.utils.data.DataLoader(range(10), batch_size=32)
+)py",
+                             "--depth 4");
+  // (100·50 + 50) + 3 trips × (50·50 + 50) + (50·10 + 10) + 2 × (50·50 + 50) = 18,310
+  // (10,660 when each loop counted once).
+  EXPECT_EQ(a.facts.parameters.value, 18310.0);
+  EXPECT_EQ(Term(a.estimate, "weights"), 18310.0 * 4);
+}
+
+// nanoGPT: Block(config) for _ in range(config.n_layer) builds n_layer blocks, each with the
+// Linear layers of its attention and MLP classes; GPTConfig(**cfg["model"]) takes the config's
+// sizes over the dataclass defaults, the sequence length (block_size) included.
+TEST(MemoryModelTest, NanoGptConfigFromDictAndBlocksInAList) {
+  const std::string source = R"py(
+import dataclasses
+import json
+import argparse
+import torch
+import torch.nn as nn
+
+@dataclasses.dataclass
+class GPTConfig:
+    block_size: int = 1024
+    vocab_size: int = 50304
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768
+
+class Attention(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=False)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
+
+class Block(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.attn = Attention(config)
+
+class GPT(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.h = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+
+p = argparse.ArgumentParser()
+p.add_argument("--config", default="config.json")
+args = p.parse_args()
+cfg = json.load(open(args.config))
+gptconf = GPTConfig(**cfg["model"])
+model = GPT(gptconf)
+opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+loader = torch.utils.data.DataLoader(range(10), batch_size=cfg["train"]["batch_size"])
+)py";
+  const std::string config = R"json({
+  "model": {"block_size": 256, "vocab_size": 1000, "n_layer": 3, "n_head": 4, "n_embd": 64},
+  "train": {"batch_size": 8}
+})json";
+  Analysed a = AnalyseSource("nanogpt_dict", source, "--config config.json", config);
+  const CodeFacts& f = a.facts;
+  EXPECT_EQ(f.layers.value, 3);
+  EXPECT_EQ(f.hidden.value, 64);
+  EXPECT_EQ(f.heads.value, 4);
+  EXPECT_EQ(f.seq_len.value, 256);
+  EXPECT_EQ(f.batch_size.value, 8);
+  EXPECT_EQ(f.model.where.ToString(), "train.py:37");
+  // 12·L·h² + V·h + positions·h (+ biases, LayerNorms): ~0.23M, not GPT-2 small's 124M.
+  ASSERT_TRUE(f.parameters.known());
+  EXPECT_GT(*f.parameters.value, 0.2e6);
+  EXPECT_LT(*f.parameters.value, 0.3e6);
+}
+
+// The same classes with GPTConfig() left at its defaults, and no config: the Linear layers of
+// every block are summed (3 blocks × (64·192 + 64·64) + 64·1000 = 113,152).
+TEST(MemoryModelTest, ClassInstantiatedInAComprehensionCountsItsLayersEachTime) {
+  Analysed a = AnalyseSource("blocks_in_list", R"py(
+import torch
+import torch.nn as nn
+
+class Attention(nn.Module):
+    def __init__(self, n_embd):
+        super().__init__()
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd, bias=False)
+        self.c_proj = nn.Linear(n_embd, n_embd, bias=False)
+
+class Block(nn.Module):
+    def __init__(self, n_embd):
+        super().__init__()
+        self.attn = Attention(n_embd)
+
+class Net(nn.Module):
+    def __init__(self, n_embd=64, n_layer=3):
+        super().__init__()
+        self.h = nn.ModuleList([Block(n_embd) for _ in range(n_layer)])
+        self.head = nn.Linear(n_embd, 1000, bias=False)
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = torch.utils.data.DataLoader(range(10), batch_size=4)
+)py");
+  EXPECT_EQ(a.facts.parameters.value, 3 * (64.0 * 192 + 64 * 64) + 64 * 1000);
+}
+
+// Sequence-to-sequence: an encoder and a decoder stack both count, a decoder layer has
+// cross-attention, and nn.Transformer is read with its layer counts.
+TEST(MemoryModelTest, EncoderDecoderStacksAndNnTransformer) {
+  // Encoder layer (h 64, ffn 128): 4h² + 4h + 2hf + f + h + 2·2h = 33,472;
+  // decoder layer: + cross-attention 4h² + 4h + a LayerNorm 2h = 50,240.
+  const double encoder_layer = 33472, decoder_layer = 50240;
+  Analysed stacks = AnalyseSource("seq2seq_stacks", R"py(
+import torch
+import torch.nn as nn
+
+class Seq2Seq(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(64, 4, 128), 2)
+        dec_layer = nn.TransformerDecoderLayer(64, 4, 128)
+        self.decoder = nn.TransformerDecoder(dec_layer, num_layers=3)
+
+model = Seq2Seq()
+opt = torch.optim.AdamW(model.parameters())
+loader = torch.utils.data.DataLoader(range(10), batch_size=4)
+SEQ_LEN = 32
+)py");
+  EXPECT_EQ(stacks.facts.parameters.value, 2 * encoder_layer + 3 * decoder_layer);
+  EXPECT_EQ(stacks.facts.layers.value, 5);
+
+  Analysed nn_transformer = AnalyseSource("seq2seq_nn_transformer", R"py(
+import torch
+import torch.nn as nn
+
+model = nn.Transformer(d_model=64, nhead=4, num_encoder_layers=2, num_decoder_layers=3,
+                       dim_feedforward=128)
+opt = torch.optim.AdamW(model.parameters())
+loader = torch.utils.data.DataLoader(range(10), batch_size=4)
+SEQ_LEN = 32
+)py");
+  // The same stacks and the two final LayerNorms (2 × 2h).
+  EXPECT_EQ(nn_transformer.facts.parameters.value, 2 * encoder_layer + 3 * decoder_layer + 256);
+  EXPECT_EQ(nn_transformer.facts.layers.value, 5);
+  EXPECT_EQ(nn_transformer.facts.hidden.value, 64);
+  EXPECT_EQ(nn_transformer.facts.heads.value, 4);
+}
+
+// A config file's key is read for a fact even where no variable of that name exists.
+TEST(MemoryModelTest, ConfigKeyWithoutAVariableOfThatName) {
+  Analysed a = AnalyseSource("config_seq_len", R"py(
+import json
+import argparse
+import torch
+import torch.nn as nn
+
+p = argparse.ArgumentParser()
+p.add_argument("--config")
+args = p.parse_args()
+cfg = json.load(open(args.config))
+layer = nn.TransformerEncoderLayer(cfg["model"]["d_model"], 4, 128)
+model = nn.TransformerEncoder(layer, 2)
+data = torch.randint(0, 100, (8, cfg["model"]["seq_len"]))
+opt = torch.optim.AdamW(model.parameters())
+loader = torch.utils.data.DataLoader(data, batch_size=8)
+)py",
+                             "--config config.json",
+                             R"json({"model": {"d_model": 64, "seq_len": 384}})json");
+  EXPECT_EQ(a.facts.seq_len.value, 384);
+  EXPECT_EQ(a.facts.seq_len.where.ToString(), "config.json:1");
 }
 
 }  // namespace
