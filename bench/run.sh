@@ -15,6 +15,9 @@ echo "== in-process (median of 3 repetitions)"
 echo "== in-process: prediction and training (median of 3 repetitions; p50_us/p99_us per call)"
 "$BUILD/bench/model_bench" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
   2>&1 | grep -E 'median|^Benchmark|^---' || true
+echo "== in-process: reading a 5,000-line Python project (median of 5; target < 100 ms)"
+"$BUILD/bench/code_bench" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+  2>&1 | grep -E 'median|^Benchmark|^---' || true
 
 # Whole process: the KTH SP2 trace N times over, one copy after the other with fresh ids (as N
 # consecutive periods: accounting lists jobs in id order), as a user would run it.

@@ -3,12 +3,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 
 #include "code/config_file.h"
@@ -269,7 +274,126 @@ struct CallSite {
   std::string name;    // its last part: "AdamW"
   TSNode node;
   int file = 0;
+  // The enclosing nodes that decide whether and how often the call runs (if/elif, `x if c else
+  // y`, loops, comprehensions), innermost first, each with its child on the way down, up to the
+  // nearest function or class definition: noted during the walk, because tree-sitter finds a
+  // node's parent by descending from the root every time.
+  std::vector<std::pair<TSNode, TSNode>> scopes;
 };
+
+bool IsScope(std::string_view type) {
+  return type == "if_statement" || type == "elif_clause" || type == "conditional_expression" ||
+         type == "for_statement" || type == "list_comprehension" ||
+         type == "generator_expression" || type == "function_definition" ||
+         type == "class_definition";
+}
+
+// The project's Python files read and parsed on a second thread while the analysis walks the
+// first ones (parsing is half of the time; the analysis itself follows imports one by one).
+// The analysis takes a file's tree when it is ready, waits when it is being parsed, and parses
+// it itself when the thread has not got to it. Files never imported are parsed for nothing;
+// the thread stops when the analysis ends. Bounded: kMaxCodeFiles files.
+class ParseAhead {
+ public:
+  ParseAhead(std::string dir, std::vector<std::string> rels) : dir_(std::move(dir)) {
+    for (auto& rel : rels) files_.emplace(std::move(rel), Entry{});
+    for (auto& [rel, e] : files_) order_.push_back(&rel);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~ParseAhead() {
+    stop_ = true;
+    thread_.join();
+  }
+  ParseAhead(const ParseAhead&) = delete;
+  ParseAhead& operator=(const ParseAhead&) = delete;
+
+  // The file's parse, or nullopt when the caller should read and parse it itself (also when the
+  // thread could not read it: the caller then says so).
+  std::optional<StatusOr<PythonTree>> Take(const std::string& rel) {
+    std::unique_lock lock(mu_);
+    auto it = files_.find(fs::path(rel).lexically_normal().generic_string());
+    if (it == files_.end()) return std::nullopt;
+    Entry& e = it->second;
+    if (e.state == State::kPending) {
+      e.state = State::kTaken;
+      return std::nullopt;
+    }
+    done_.wait(lock, [&] { return e.state != State::kParsing; });
+    if (e.state != State::kDone || !e.result) return std::nullopt;
+    e.state = State::kTaken;
+    return std::move(e.result);
+  }
+
+  // Text of a file, at most kMaxSourceBytes + 1 bytes (so that an oversized file is told).
+  static std::optional<std::string> ReadSource(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return std::nullopt;
+    std::string text;
+    char buf[1 << 16];
+    while (text.size() <= kMaxSourceBytes && in.read(buf, sizeof buf).gcount() > 0) {
+      text.append(buf, static_cast<size_t>(in.gcount()));
+    }
+    return text;
+  }
+
+ private:
+  enum class State { kPending, kParsing, kDone, kTaken };
+  struct Entry {
+    State state = State::kPending;
+    std::optional<StatusOr<PythonTree>> result;
+  };
+  void Run() {
+    for (const std::string* rel : order_) {
+      if (stop_) return;
+      Entry* e = nullptr;
+      {
+        std::lock_guard lock(mu_);
+        e = &files_.at(*rel);
+        if (e->state != State::kPending) continue;
+        e->state = State::kParsing;
+      }
+      std::optional<StatusOr<PythonTree>> result;
+      if (auto text = ReadSource(fs::path(dir_) / *rel)) {
+        result.emplace(PythonTree::Parse(std::move(*text)));
+      }
+      std::lock_guard lock(mu_);
+      e->result = std::move(result);
+      e->state = State::kDone;
+      done_.notify_all();
+    }
+  }
+
+  std::string dir_;
+  std::map<std::string, Entry> files_;  // by normalised relative path
+  std::vector<const std::string*> order_;
+  std::mutex mu_;
+  std::condition_variable done_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// The Python files under `dir` worth parsing ahead: at most kMaxCodeFiles, not in hidden,
+// cache or environment folders, at most four levels down.
+std::vector<std::string> ProjectPythonFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const fs::path& p = it->path();
+    std::string name = p.filename().string();
+    if (it->is_directory(ec)) {
+      if (name.starts_with(".") || name == "__pycache__" || name == "node_modules" ||
+          name == "site-packages" || name == "venv" || name == "env" || it.depth() >= 3) {
+        it.disable_recursion_pending();
+      }
+      continue;
+    }
+    if (p.extension() != ".py" || !it->is_regular_file(ec)) continue;
+    out.push_back(fs::relative(p, dir, ec).lexically_normal().generic_string());
+    if (static_cast<int>(out.size()) >= kMaxCodeFiles) break;
+  }
+  return out;
+}
 
 class Analyzer {
  public:
@@ -283,6 +407,7 @@ class Analyzer {
     std::string name;  // relative to the code folder
     PythonTree tree;
   };
+  std::unique_ptr<ParseAhead> ahead_;  // started once the entry file is known
   struct Binding {
     int file;
     TSNode value;
@@ -303,7 +428,7 @@ class Analyzer {
   void AddFile(const std::string& rel);
   void Walk(int file);
   void OnImport(int file, TSNode node);
-  void OnCall(int file, TSNode node);
+  void OnCall(int file, TSNode node, const std::vector<TSNode>& ancestors);
   void Bind(int file, std::string_view name, TSNode value);
   void BindDefault(int file, TSNode param);
   void BindField(int file, TSNode assignment);
@@ -320,11 +445,11 @@ class Analyzer {
   Value PassedArgument(const Binding& b, std::string_view name, int depth) const;
   Value SplatArgument(const CallSite& c, std::string_view name, int depth) const;
   Value FieldValue(std::string_view owner, std::string_view name) const;
-  Reach ReachOf(int file, TSNode node, std::string* condition, int depth = 0) const;
+  Reach ReachOf(const CallSite& c, std::string* condition, int depth = 0) const;
   Reach FunctionReach(int file, TSNode function, std::string* condition, int depth) const;
   // How many times a call runs while the model is built: the trip counts of the loops and
   // comprehensions around it, times how often its function (for __init__, its class) is called.
-  double Multiplicity(int file, TSNode node, int depth = 0) const;
+  double Multiplicity(const CallSite& c, int depth = 0) const;
   double TripCount(int file, TSNode iterable, int depth) const;
   double CallCount(int file, TSNode function, int depth) const;
   Value ArgValue(const ArgparseOption& opt, int depth) const;
@@ -441,6 +566,14 @@ Status Analyzer::FindEntry(const JobScript& script) {
   }
   facts_.entry = rel;
   ReadLauncherOptions(script, *cmd);
+  std::vector<std::string> project = ProjectPythonFiles(code_dir_);
+  if (project.size() > 1) {
+    try {
+      ahead_ = std::make_unique<ParseAhead>(code_dir_, std::move(project));
+    } catch (const std::system_error&) {
+      // No thread to be had: every file is parsed when it is reached, as without one.
+    }
+  }
   AddFile(rel);
   return Status::Ok();
 }
@@ -550,18 +683,17 @@ std::optional<std::string> Analyzer::ResolveModule(std::string_view module, int 
 
 void Analyzer::AddFile(const std::string& rel) {
   if (static_cast<int>(files_.size()) >= kMaxCodeFiles || !seen_files_.insert(rel).second) return;
-  std::ifstream in(fs::path(code_dir_) / rel, std::ios::binary);
-  if (!in) {
-    facts_.parse_errors.push_back(fmt::format("{}: cannot be read", rel));
-    return;
+  auto ready = ahead_ ? ahead_->Take(rel) : std::nullopt;
+  if (!ready) {
+    // Read at most one byte past the limit, without zero-filling the limit up front.
+    auto text = ParseAhead::ReadSource(fs::path(code_dir_) / rel);
+    if (!text) {
+      facts_.parse_errors.push_back(fmt::format("{}: cannot be read", rel));
+      return;
+    }
+    ready.emplace(PythonTree::Parse(std::move(*text)));
   }
-  // Read at most one byte past the limit, without zero-filling the limit up front.
-  std::string text;
-  char buf[1 << 16];
-  while (text.size() <= kMaxSourceBytes && in.read(buf, sizeof buf).gcount() > 0) {
-    text.append(buf, static_cast<size_t>(in.gcount()));
-  }
-  auto tree = PythonTree::Parse(std::move(text));
+  StatusOr<PythonTree>& tree = *ready;
   if (!tree.ok()) {
     facts_.parse_errors.push_back(fmt::format("{}: {}", rel, tree.status().message()));
     return;
@@ -577,6 +709,7 @@ void Analyzer::AddFile(const std::string& rel) {
 
 void Analyzer::Walk(int file) {
   TSTreeCursor cursor = ts_tree_cursor_new(files_[file].tree.Root());
+  std::vector<TSNode> ancestors;  // of the cursor's node, outermost first
   bool more = true;
   while (more) {
     TSNode n = ts_tree_cursor_current_node(&cursor);
@@ -584,7 +717,7 @@ void Analyzer::Walk(int file) {
     if (type == "import_statement" || type == "import_from_statement") {
       OnImport(file, n);
     } else if (type == "call") {
-      OnCall(file, n);
+      OnCall(file, n, ancestors);
     } else if (type == "assignment") {
       TSNode left = Field(n, "left");
       TSNode right = Field(n, "right");
@@ -604,12 +737,16 @@ void Analyzer::Walk(int file) {
         }
       }
     }
-    if (ts_tree_cursor_goto_first_child(&cursor)) continue;
+    if (ts_tree_cursor_goto_first_child(&cursor)) {
+      ancestors.push_back(n);
+      continue;
+    }
     while (!ts_tree_cursor_goto_next_sibling(&cursor)) {
       if (!ts_tree_cursor_goto_parent(&cursor)) {
         more = false;
         break;
       }
+      ancestors.pop_back();
     }
   }
   ts_tree_cursor_delete(&cursor);
@@ -701,12 +838,19 @@ void Analyzer::OnImport(int file, TSNode node) {
   }
 }
 
-void Analyzer::OnCall(int file, TSNode node) {
+void Analyzer::OnCall(int file, TSNode node, const std::vector<TSNode>& ancestors) {
   TSNode fn = Field(node, "function");
   CallSite c;
   c.callee = Collapse(files_[file].tree.Text(fn));
   c.node = node;
   c.file = file;
+  TSNode child = node;
+  for (size_t i = ancestors.size(); i-- > 0; child = ancestors[i]) {
+    std::string_view type = TypeOf(ancestors[i]);
+    if (!IsScope(type)) continue;
+    c.scopes.emplace_back(ancestors[i], child);
+    if (type == "function_definition" || type == "class_definition") break;
+  }
   calls_.push_back(std::move(c));
   CallSite& back = calls_.back();
   back.name = std::string(LastPart(back.callee));
@@ -1325,7 +1469,7 @@ Analyzer::Reach Analyzer::FunctionReach(int file, TSNode function, std::string* 
     if (c.name != name || name.starts_with("__")) continue;
     called = true;
     std::string cond;
-    Reach r = ReachOf(c.file, c.node, &cond, depth + 1);
+    Reach r = ReachOf(c, &cond, depth + 1);
     if (r == Reach::kRuns) {
       runs = true;
       break;
@@ -1343,7 +1487,8 @@ Analyzer::Reach Analyzer::FunctionReach(int file, TSNode function, std::string* 
   return reach;
 }
 
-Analyzer::Reach Analyzer::ReachOf(int file, TSNode node, std::string* condition, int depth) const {
+Analyzer::Reach Analyzer::ReachOf(const CallSite& c, std::string* condition, int depth) const {
+  const int file = c.file;
   Reach reach = Reach::kRuns;
   auto decide = [&](TSNode cond, bool wanted) {
     // `if __name__ == "__main__":` guards the program itself.
@@ -1357,9 +1502,8 @@ Analyzer::Reach Analyzer::ReachOf(int file, TSNode node, std::string* condition,
     }
     if (*truth != wanted) reach = Reach::kDead;
   };
-  TSNode child = node;
-  for (TSNode up = ts_node_parent(node); !ts_node_is_null(up) && reach != Reach::kDead;
-       child = up, up = ts_node_parent(up)) {
+  for (const auto& [up, child] : c.scopes) {
+    if (reach == Reach::kDead) break;
     std::string_view type = TypeOf(up);
     if (type == "if_statement") {
       TSNode cond = Field(up, "condition");
@@ -1431,9 +1575,9 @@ double Analyzer::CallCount(int file, TSNode function, int depth) const {
   for (const auto& c : calls_) {
     if (c.name != name) continue;
     std::string condition;
-    Reach reach = ReachOf(c.file, c.node, &condition);
+    Reach reach = ReachOf(c, &condition);
     if (reach == Reach::kDead) continue;
-    double times = Multiplicity(c.file, c.node, depth + 1);
+    double times = Multiplicity(c, depth + 1);
     if (reach == Reach::kRuns) {
       runs += times;
     } else {
@@ -1444,12 +1588,11 @@ double Analyzer::CallCount(int file, TSNode function, int depth) const {
   return total > 0 ? total : 1;  // never called by name here: built once (an entry point)
 }
 
-double Analyzer::Multiplicity(int file, TSNode node, int depth) const {
+double Analyzer::Multiplicity(const CallSite& c, int depth) const {
+  const int file = c.file;
   if (depth > 4) return 1;  // deeper nesting (or recursion) counts once
   double times = 1;
-  TSNode child = node;
-  for (TSNode up = ts_node_parent(node); !ts_node_is_null(up);
-       child = up, up = ts_node_parent(up)) {
+  for (const auto& [up, child] : c.scopes) {
     std::string_view type = TypeOf(up);
     if (type == "for_statement" && ts_node_eq(child, Field(up, "body"))) {
       times *= TripCount(file, Field(up, "right"), depth);
@@ -1726,7 +1869,7 @@ void Analyzer::ExtractModelCall(const CallSite& c) {
       // adds cross-attention and a third LayerNorm.
       double encoder_layer = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h;
       double decoder_layer = encoder_layer + 4 * h * h + 4 * h + 2 * h;
-      double times = Multiplicity(c.file, c.node);
+      double times = Multiplicity(c);
       if (nn_transformer) {
         Value enc = arg("num_encoder_layers", 2);
         Value dec = arg("num_decoder_layers", 3);
@@ -1765,7 +1908,7 @@ void Analyzer::ExtractModelCall(const CallSite& c) {
       return;
     }
     // The layer passed is cloned num_layers times; an encoder and a decoder stack add up.
-    double layers = n.number * Multiplicity(c.file, c.node);
+    double layers = n.number * Multiplicity(c);
     (name == "TransformerEncoder" ? encoder_layers_ : decoder_layers_) += layers;
     stacked_layers_ += layers;
     Value total = n;
@@ -1779,7 +1922,7 @@ void Analyzer::ExtractModelCall(const CallSite& c) {
     Value n = Eval(c.file, Pos(c.node, 0), 0);
     Value d = Eval(c.file, Pos(c.node, 1), 0);
     if (n.IsNumber() && d.IsNumber()) {
-      embedding_params_ += Multiplicity(c.file, c.node) * n.number * d.number;
+      embedding_params_ += Multiplicity(c) * n.number * d.number;
       // A vocabulary only if an output layer computes logits over it (ResolveVocabulary).
       if (n.number > 1000) embedding_rows_.emplace_back(n, where);
     }
@@ -1795,8 +1938,7 @@ void Analyzer::ExtractModelCall(const CallSite& c) {
     Value b = Eval(c.file, Pos(c.node, 1), 0);
     if (a.IsNumber() && b.IsNumber()) {
       bool bias = !(KwValue(c, "bias").kind == Value::Kind::kBool && !KwValue(c, "bias").Truthy());
-      linear_params_ +=
-          Multiplicity(c.file, c.node) * (a.number * b.number + (bias ? b.number : 0));
+      linear_params_ += Multiplicity(c) * (a.number * b.number + (bias ? b.number : 0));
       linear_outputs_.push_back(b.number);
       if (linear_where_.empty()) linear_where_ = where;
     } else {
@@ -2285,7 +2427,7 @@ void Analyzer::Extract() {
   ExtractConfigs();
   for (const auto& c : calls_) {
     std::string condition;
-    Reach reach = ReachOf(c.file, c.node, &condition);
+    Reach reach = ReachOf(c, &condition);
     if (reach == Reach::kDead) continue;
     branch_condition_ = reach == Reach::kConditional ? condition : "";
     ExtractCall(c);

@@ -110,6 +110,48 @@ TEST(AnalysisTest, LightningModuleInALocalModule) {
   EXPECT_TRUE(f.undetermined.empty()) << f.undetermined[0].what << ": " << f.undetermined[0].reason;
 }
 
+// A project of many modules is parsed ahead on a second thread: the facts are the same on every
+// run whichever thread parses a file first, files never imported are not among the files read,
+// and an imported module's syntax error is still reported where it is.
+TEST(AnalysisTest, ManyModulesParsedAheadGiveTheSameFactsEveryTime) {
+  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "rightsize-parse-ahead";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "pkg");
+  std::ofstream(dir / "train.sh") << "#!/bin/bash\npython train.py\n";
+  std::ofstream train(dir / "train.py");
+  train << "import torch\nfrom torch import nn\n";
+  for (int m = 0; m < 12; ++m) train << "from pkg.layer" << m << " import make" << m << "\n";
+  train << "from broken import oops\n"
+           "model = nn.Sequential(";
+  for (int m = 0; m < 12; ++m) train << "make" << m << "(), ";
+  train << "nn.Linear(64, 10))\n"
+           "opt = torch.optim.Adam(model.parameters())\n"
+           "loader = torch.utils.data.DataLoader(ds, batch_size=16)\n";
+  train.close();
+  for (int m = 0; m < 12; ++m) {
+    std::ofstream(dir / "pkg" / ("layer" + std::to_string(m) + ".py"))
+        << "from torch import nn\n\ndef make" << m << "():\n    return nn.Linear(64, 64)\n";
+  }
+  std::ofstream(dir / "broken.py") << "def oops(:\n    pass\n";
+  for (int u = 0; u < 5; ++u) {
+    std::ofstream(dir / ("unused" + std::to_string(u) + ".py")) << "x = " << u << "\n";
+  }
+  auto script = ParseJobScriptFile((dir / "train.sh").string());
+  ASSERT_TRUE(script.ok());
+  for (int run = 0; run < 20; ++run) {
+    auto f = AnalyzeJobCode(*script, dir.string(), "train.sh");
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    // 12 × (64·64 + 64) + 64·10 + 10 = 50,570.
+    ASSERT_TRUE(f->parameters.value.has_value());
+    EXPECT_DOUBLE_EQ(*f->parameters.value, 50570.0) << "run " << run;
+    EXPECT_EQ(f->files.size(), 14u) << "run " << run;  // train.py, 12 layers, broken.py
+    for (const auto& file : f->files) EXPECT_EQ(file.find("unused"), std::string::npos) << file;
+    ASSERT_FALSE(f->parse_errors.empty()) << "run " << run;
+    EXPECT_NE(f->parse_errors[0].find("broken.py:1"), std::string::npos) << f->parse_errors[0];
+    EXPECT_EQ(f->batch_size.value, 16);
+  }
+}
+
 TEST(AnalysisTest, SyntaxErrorGivesPartialFacts) {
   CodeFacts f = Analyze("syntax_error");
   ASSERT_FALSE(f.parse_errors.empty());
