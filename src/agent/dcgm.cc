@@ -13,6 +13,8 @@
 #include <cstring>
 #include <utility>
 
+#include "agent/dlsym.h"
+
 namespace rightsize {
 namespace {
 
@@ -122,24 +124,9 @@ struct DcgmApi {
   const char* (*error_string)(dcgmReturn_t) = nullptr;  // "errorString"
 };
 
-std::string DlError() {
-  const char* e = dlerror();
-  return e != nullptr ? e : "unknown dynamic loader error";
-}
-
-template <typename Fn>
-void Bind(void* lib, const char* symbol, Fn*& fn) {
-  // POSIX guarantees a dlsym result converts to a function pointer.
-  fn = reinterpret_cast<Fn*>(dlsym(lib, symbol));
-}
-
-template <typename Fn>
-bool BindRequired(void* lib, const char* symbol, Fn*& fn, std::string* error) {
-  dlerror();  // clear any stale message, so the one reported is about this symbol
-  Bind(lib, symbol, fn);
-  if (fn == nullptr) *error = DlError();
-  return fn != nullptr;
-}
+using dl::Bind;
+using dl::BindRequired;
+std::string DlError() { return dl::Error(); }
 
 // Fills `api`; returns "" or what is missing.
 std::string BindApi(void* lib, DcgmApi* api) {

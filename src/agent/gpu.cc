@@ -10,6 +10,8 @@
 #include <limits>
 #include <utility>
 
+#include "agent/dlsym.h"
+
 namespace rightsize {
 namespace {
 
@@ -111,26 +113,9 @@ struct NvmlApi {
   nvmlReturn_t (*event_set_free)(nvmlEventSet_t) = nullptr;
 };
 
-// dlerror() text, or a fallback when the loader left none (it always should).
-std::string DlError() {
-  const char* e = dlerror();
-  return e != nullptr ? e : "unknown dynamic loader error";
-}
-
-template <typename Fn>
-void Bind(void* lib, const char* symbol, Fn*& fn) {
-  // POSIX guarantees a dlsym result converts to a function pointer.
-  fn = reinterpret_cast<Fn*>(dlsym(lib, symbol));
-}
-
-// Binds a symbol the collector cannot work without; on failure `error` gets the loader's words.
-template <typename Fn>
-bool BindRequired(void* lib, const char* symbol, Fn*& fn, std::string* error) {
-  dlerror();  // clear any stale message, so the one reported is about this symbol
-  Bind(lib, symbol, fn);
-  if (fn == nullptr) *error = DlError();
-  return fn != nullptr;
-}
+using dl::Bind;
+using dl::BindRequired;
+std::string DlError() { return dl::Error(); }
 
 // Fills `api`; returns "" or, when a required symbol is missing, the loader's complaint about
 // the first one missing.
