@@ -373,12 +373,15 @@ class ParseAhead {
 };
 
 // The Python files under `dir` worth parsing ahead: at most kMaxCodeFiles, not in hidden,
-// cache or environment folders, at most four levels down.
+// cache or environment folders, at most four levels down, among the first 4,000 entries (a job
+// folder may hold a dataset of a million files: the look-ahead is an optimisation, never a
+// walk over that).
 std::vector<std::string> ProjectPythonFiles(const std::string& dir) {
   std::vector<std::string> out;
   std::error_code ec;
+  int budget = 4000;
   fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
-  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+  for (; !ec && it != fs::recursive_directory_iterator() && budget-- > 0; it.increment(ec)) {
     const fs::path& p = it->path();
     std::string name = p.filename().string();
     if (it->is_directory(ec)) {
