@@ -453,6 +453,10 @@ class Analyzer {
   // How many times a call runs while the model is built: the trip counts of the loops and
   // comprehensions around it, times how often its function (for __init__, its class) is called.
   double Multiplicity(const CallSite& c, int depth = 0) const;
+  // Whether a call in `loop`'s body leaves one more live object each trip: yes when its value
+  // is an argument or element; when it is bound to a name, only if the loop keeps that name
+  // (appends it, adds it as a module). `for fold in range(5): model = Net()` holds one model.
+  bool KeptEachTrip(const CallSite& c, TSNode loop) const;
   double TripCount(int file, TSNode iterable, int depth) const;
   double CallCount(int file, TSNode function, int depth) const;
   Value ArgValue(const ArgparseOption& opt, int depth) const;
@@ -1591,6 +1595,32 @@ double Analyzer::CallCount(int file, TSNode function, int depth) const {
   return total > 0 ? total : 1;  // never called by name here: built once (an entry point)
 }
 
+bool Analyzer::KeptEachTrip(const CallSite& c, TSNode loop) const {
+  TSNode parent = ts_node_parent(c.node);
+  if (ts_node_is_null(parent) || TypeOf(parent) != "assignment" ||
+      !ts_node_eq(Field(parent, "right"), c.node)) {
+    return true;  // an argument, an element: `layers.append(nn.Linear(h, h))`
+  }
+  // Bound to a name: kept only when the loop also appends it, adds it as a module, ….
+  std::string name = Collapse(Text(c.file, Field(parent, "left")));
+  TSNode body = Field(loop, "body");
+  uint32_t from = ts_node_start_byte(body), to = ts_node_end_byte(body);
+  for (const CallSite& k : calls_) {
+    if (k.file != c.file || ts_node_start_byte(k.node) < from || ts_node_end_byte(k.node) > to) {
+      continue;
+    }
+    if (k.name != "append" && k.name != "extend" && k.name != "insert" && k.name != "add_module" &&
+        k.name != "setattr" && k.name != "register_module") {
+      continue;
+    }
+    TSNode args = Field(k.node, "arguments");
+    for (uint32_t i = 0; i < NamedCount(args); ++i) {
+      if (Collapse(Text(c.file, Named(args, i))) == name) return true;
+    }
+  }
+  return false;
+}
+
 double Analyzer::Multiplicity(const CallSite& c, int depth) const {
   const int file = c.file;
   if (depth > 4) return 1;  // deeper nesting (or recursion) counts once
@@ -1598,7 +1628,7 @@ double Analyzer::Multiplicity(const CallSite& c, int depth) const {
   for (const auto& [up, child] : c.scopes) {
     std::string_view type = TypeOf(up);
     if (type == "for_statement" && ts_node_eq(child, Field(up, "body"))) {
-      times *= TripCount(file, Field(up, "right"), depth);
+      if (KeptEachTrip(c, up)) times *= TripCount(file, Field(up, "right"), depth);
     } else if ((type == "list_comprehension" || type == "generator_expression") &&
                ts_node_eq(child, Field(up, "body"))) {
       for (uint32_t i = 0; i < NamedCount(up); ++i) {

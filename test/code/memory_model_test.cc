@@ -271,6 +271,33 @@ loader = torch.utils.data.DataLoader(range(10), batch_size=32)
   EXPECT_EQ(Term(a.estimate, "weights"), 18310.0 * 4);
 }
 
+// A loop that builds the model anew each trip (k-fold cross-validation) holds one model at a
+// time; a layer bound to a name and then appended is kept every trip.
+TEST(MemoryModelTest, AModelRebuiltInALoopIsOneModelButKeptLayersCountEachTrip) {
+  Analysed a = AnalyseSource("kfold", R"py(
+import torch
+import torch.nn as nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList()
+        for i in range(4):
+            layer = nn.Linear(64, 64)
+            self.layers.append(layer)
+        for i in range(3):
+            self.head = nn.Linear(64, 10)
+
+for fold in range(5):
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = torch.utils.data.DataLoader(range(10), batch_size=32)
+)py");
+  // 4 kept × (64·64 + 64) + one head (64·10 + 10), in one model at a time: 17,290
+  // (86,450 when each fold's model counted, 30,290 when the head counted three times).
+  EXPECT_EQ(a.facts.parameters.value, 17290.0);
+}
+
 // nanoGPT: Block(config) for _ in range(config.n_layer) builds n_layer blocks, each with the
 // Linear layers of its attention and MLP classes; GPTConfig(**cfg["model"]) takes the config's
 // sizes over the dataclass defaults, the sequence length (block_size) included.
