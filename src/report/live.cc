@@ -10,7 +10,7 @@ StatusOr<LiveUsage> UsageSoFar(Store& store, const JobRecord& job, int64_t now_s
   LiveUsage live;
   int64_t from_ms = job.start_time.value_or(0) * 1000;
   int64_t to_ms = std::numeric_limits<int64_t>::max();
-  int64_t newest_ms = 0;
+  int64_t newest_ms = 0, covered_ms = 0;
   // The cores series: each sample is the rate over the interval that ends at it.
   double cpu_s = 0, last_minute = 0;
   int64_t prev_ms = -1, n = 0, minute_n = 0;
@@ -35,6 +35,7 @@ StatusOr<LiveUsage> UsageSoFar(Store& store, const JobRecord& job, int64_t now_s
     newest_ms = std::max(newest_ms, t_ms);
   }
   if (n > 0) {
+    covered_ms = cores.back().first - cores.front().first + typical_ms;
     live.so_far.cpu_time_s = cpu_s;
     for (const auto& [t_ms, v] : cores) {
       if (t_ms > newest_ms - 60000) {
@@ -77,8 +78,14 @@ StatusOr<LiveUsage> UsageSoFar(Store& store, const JobRecord& job, int64_t now_s
   RS_ASSIGN_OR_RETURN(bool gmem, stats("gpu_memory_bytes", &peak, &mean, nullptr));
   if (gmem) live.so_far.peak_gpu_memory_bytes = static_cast<int64_t>(peak);
   live.as_of_s = newest_ms / 1000;
+  // Start times and `now` are whole seconds, so early in a job `now - start` can fall up to two
+  // seconds short of the time the samples already cover, and the efficiency so far would then
+  // exceed what the job holds. The elapsed time is never shorter than what was sampled.
   if (job.start_time && now_s > *job.start_time) {
-    live.so_far.elapsed_s = static_cast<double>(now_s - *job.start_time);
+    live.so_far.elapsed_s = std::max(static_cast<double>(now_s - *job.start_time),
+                                     static_cast<double>(covered_ms) / 1000);
+  } else if (covered_ms > 0) {
+    live.so_far.elapsed_s = static_cast<double>(covered_ms) / 1000;
   }
   return live;
 }

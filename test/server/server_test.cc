@@ -446,5 +446,24 @@ TEST(ApiServer, ARunningJobsEfficiencyIsItsUseSoFar) {
   EXPECT_NEAR(gap->so_far.cpu_time_s.value_or(0), 200, 1e-9);
 }
 
+// A job seen early, whose start (4000.9 s) was stored as 4000 and asked about at 4002.7 s (4002):
+// five half-second samples of one busy core cover 2.5 s, so two whole seconds of elapsed time
+// would make that one core 1.25 cores, and the efficiency on two CPUs 62%, not 50%.
+TEST(ApiServer, EarlyInAJobTheElapsedTimeCoversItsSamples) {
+  auto store = OpenStore(TempDb("early"));
+  ASSERT_TRUE(store.ok());
+  std::vector<JobTelemetry> jobs = {Running("e1", "alice", 4000, 0)};
+  jobs[0].job.alloc.cpus = 2;
+  for (int i = 0; i < 5; ++i)
+    jobs[0].samples["cpu_cores"].push_back(Sample{4000600 + i * 500, 1.0});
+  ASSERT_TRUE(*(*store)->WriteTelemetry("n", 1, jobs));
+  auto job = (*store)->GetJob("c", "e1");
+  ASSERT_TRUE(job.ok());
+  auto so_far = WithUsageSoFar(**store, *job, 4002, nullptr);
+  ASSERT_TRUE(so_far.ok());
+  EXPECT_NEAR(so_far->usage.cpu_time_s.value_or(0), 2.5, 1e-9);
+  EXPECT_NEAR(so_far->usage.elapsed_s.value_or(0), 2.5, 1e-9);
+}
+
 }  // namespace
 }  // namespace rightsize
