@@ -59,7 +59,7 @@ StatusOr<std::optional<Telemetry>> StoredTelemetry(Store& store, const JobRecord
 // over what ended since the last (overlapping by overlap_s) with the failed jobs diagnosed,
 // until `stop` (or `passes`). `serve --follow-slurm` runs it in a thread of its own.
 struct SlurmIngestOptions {
-  std::string sacct = "sacct", scontrol = "scontrol", log_dir, cluster;
+  std::string sacct = "sacct", scontrol = "scontrol", sinfo = "sinfo", log_dir, cluster;
   bool follow = false, diagnose = true, json = false, strict = false;
   int interval_s = 60, overlap_s = 600, passes = 0;
 };

@@ -13,6 +13,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -25,6 +26,7 @@
 #include "ingest/clustercockpit.h"
 #include "ingest/ingest.h"
 #include "ingest/sacct.h"
+#include "ingest/sinfo.h"
 #include "ingest/swf.h"
 #include "report/render.h"
 
@@ -191,6 +193,49 @@ std::string TempPath(const char* what) {
 std::string ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Stores the partitions' shape read from sinfo output as `cluster`'s metadata; prints what it
+// kept. A partition no longer listed keeps its old keys (a drained partition still ran jobs).
+int StorePartitions(Context& ctx, const std::string& text, const std::string& source,
+                    const std::string& cluster, bool json) {
+  auto parts = ParseSinfo(text, source);
+  if (!parts.ok()) return Fail(parts.status());
+  auto store = ctx.OpenedStore();
+  if (!store.ok()) return Fail(store.status());
+  if (Status st = (*store)->PutClusterMeta(cluster, PartitionMeta(*parts)); !st.ok()) {
+    return Fail(st);
+  }
+  if (json) return kExitOk;  // the jobs' document is the output
+  for (const PartitionShape& p : *parts) {
+    fmt::print("{}: partition {}{}: {} nodes of {} cores, {}{}\n", cluster, p.name,
+               p.is_default ? " (default)" : "", p.nodes, p.cpus_per_node,
+               FormatMemory(p.memory_per_node),
+               p.gpus_per_node > 0 ? fmt::format(", {} GPUs{}", p.gpus_per_node,
+                                                 p.gpu_type.empty() ? "" : " " + p.gpu_type)
+                                   : std::string());
+  }
+  return kExitOk;
+}
+
+// The cluster's name as SLURM knows it (ClusterName in `scontrol show config`): sacct's
+// Cluster column, so the partitions land beside the jobs. "" when scontrol cannot say.
+std::string SlurmClusterName(const std::string& scontrol) {
+  std::string tmp = TempPath("config");
+  auto rc = RunToFile({scontrol, "show", "config"}, tmp);
+  std::string text = rc.ok() && *rc == 0 ? ReadWholeFile(tmp) : std::string();
+  std::filesystem::remove(tmp);
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("ClusterName", 0) != 0) continue;
+    auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string v = line.substr(eq + 1);
+    v.erase(0, v.find_first_not_of(' '));
+    v.erase(v.find_last_not_of(" \r") + 1);
+    return v;
+  }
+  return "";
 }
 
 // End states whose jobs `--follow` ingests (sacct --state), and those it diagnoses.
@@ -522,6 +567,37 @@ void AddIngestCommands(CLI::App& app, Context& ctx, Action* action) {
     });
   }
 
+  // ingest sinfo
+  {
+    auto* cmd = ingest->add_subcommand(
+        "sinfo",
+        fmt::format("Read the cluster's partitions (nodes, cores, memory and GPUs per node, the "
+                    "default partition) from saved `sinfo --noheader --format='{}'` output; "
+                    "`ingest slurm` reads them itself. predict reads a job against its "
+                    "partition's nodes, and a script without -p in the default partition",
+                    kSinfoFormat));
+    auto file = std::make_shared<std::string>();
+    auto flags = std::make_shared<CommonFlags>();
+    cmd->add_option("file", *file, "sinfo output, or - for stdin")->required()->type_name("FILE|-");
+    AddCommonFlags(cmd, flags.get());
+    cmd->callback([&ctx, action, file, flags] {
+      *action = [&ctx, file, flags]() -> int {
+        std::string text;
+        if (*file == "-") {
+          text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+        } else {
+          std::error_code ec;
+          if (!std::filesystem::is_regular_file(*file, ec)) {
+            return Fail(Status::NotFound(fmt::format("{}: no such file", *file)));
+          }
+          text = ReadWholeFile(*file);
+        }
+        return StorePartitions(ctx, text, *file == "-" ? "<stdin>" : *file,
+                               flags->cluster.empty() ? "default" : flags->cluster, flags->json);
+      };
+    });
+  }
+
   // ingest slurm
   {
     auto* cmd = ingest->add_subcommand(
@@ -529,7 +605,8 @@ void AddIngestCommands(CLI::App& app, Context& ctx, Action* action) {
         "Run sacct on this cluster for a time window and ingest its output; with --follow, "
         "keep ingesting the jobs that end and diagnose the failed ones");
     struct SlurmFlags {
-      std::string since = "14d", until, sacct = "sacct", scontrol = "scontrol", log_dir;
+      std::string since = "14d", until, sacct = "sacct", scontrol = "scontrol", sinfo = "sinfo",
+                  log_dir;
       bool follow = false, no_diagnose = false;
       int interval_s = 60, overlap_s = 600, passes = 0;
     };
@@ -539,6 +616,10 @@ void AddIngestCommands(CLI::App& app, Context& ctx, Action* action) {
         ->capture_default_str();
     cmd->add_option("--until", s->until, "End of the window (default: now)");
     cmd->add_option("--sacct", s->sacct, "The sacct program to run")->capture_default_str();
+    cmd->add_option("--sinfo", s->sinfo,
+                    "The sinfo program, run first for the partitions' nodes (a failure is a "
+                    "warning; the jobs are still ingested)")
+        ->capture_default_str();
     cmd->add_flag("--follow", s->follow,
                   "Keep going: every --interval, ingest the jobs that ended since the last pass "
                   "(the window overlaps the last by --overlap; nothing is stored twice) and "
@@ -555,7 +636,8 @@ void AddIngestCommands(CLI::App& app, Context& ctx, Action* action) {
     cmd->add_option("--log-dir", s->log_dir,
                     "Where the jobs' slurm-N.out files are, when neither the job_submit.lua "
                     "record nor `scontrol show job` says (--follow)");
-    cmd->add_option("--scontrol", s->scontrol, "The scontrol program (--follow)")
+    cmd->add_option("--scontrol", s->scontrol,
+                    "The scontrol program (the cluster's name; jobs' logs with --follow)")
         ->capture_default_str();
     cmd->add_flag("--no-diagnose", s->no_diagnose, "Do not diagnose failed jobs (--follow)");
     cmd->add_option("--passes", s->passes, "Stop after this many passes (--follow; 0 = never)");
@@ -575,6 +657,7 @@ void AddIngestCommands(CLI::App& app, Context& ctx, Action* action) {
         SlurmIngestOptions o;
         o.sacct = s->sacct;
         o.scontrol = s->scontrol;
+        o.sinfo = s->sinfo;
         o.log_dir = s->log_dir;
         o.cluster = flags->cluster;
         o.follow = s->follow;
@@ -597,6 +680,25 @@ void AddIngestCommands(CLI::App& app, Context& ctx, Action* action) {
 int IngestSlurm(Context& ctx, const SlurmIngestOptions& o, int64_t from, int64_t to,
                 const std::atomic<bool>& stop) {
   CommonFlags flags{o.cluster, o.strict, o.json};
+  // The partitions first, once: jobs ingested without them would still land.
+  {
+    std::string cluster = o.cluster.empty() ? SlurmClusterName(o.scontrol) : o.cluster;
+    std::string tmp = TempPath("sinfo");
+    auto rc = RunToFile({o.sinfo, "--noheader", std::string("--format=") + kSinfoFormat}, tmp);
+    if (!rc.ok() || *rc != 0) {
+      fmt::print(
+          stderr, "rightsize: warning: {}; the partitions' nodes are not known\n",
+          rc.ok() ? fmt::format("{} exited with status {}", o.sinfo, *rc) : rc.status().message());
+    } else if (cluster.empty()) {
+      fmt::print(stderr,
+                 "rightsize: warning: {} show config names no ClusterName; give --cluster to "
+                 "keep the partitions' nodes\n",
+                 o.scontrol);
+    } else if (StorePartitions(ctx, ReadWholeFile(tmp), o.sinfo, cluster, o.json) != kExitOk) {
+      fmt::print(stderr, "rightsize: warning: the partitions were not stored\n");
+    }
+    std::filesystem::remove(tmp);
+  }
   // One pass: sacct for [from, to] into a file, ingested like `ingest sacct`.
   auto pass = [&](int64_t win_from, int64_t win_to) -> int {
     std::string tmp = TempPath("sacct");

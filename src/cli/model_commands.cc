@@ -19,6 +19,7 @@
 #include "ingest/ingest.h"
 #include "ingest/job_script.h"
 #include "ingest/sacct.h"
+#include "ingest/sinfo.h"
 #include "ingest/swf.h"
 #include "model/predictor.h"
 #include "model/replay.h"
@@ -46,6 +47,11 @@ ClusterContext ContextFor(Store& store, const std::string& cluster) {
       auto it = meta->find(key);
       if (it == meta->end()) continue;
       if (auto v = ParseDouble(it->second); v && *v > 0) c.total_cpus = *v;
+    }
+    for (const PartitionShape& p : PartitionsFromMeta(*meta)) {
+      c.partitions[p.name] = NodeShape{p.cpus_per_node, static_cast<double>(p.memory_per_node),
+                                       static_cast<double>(p.gpus_per_node), p.gpu_type};
+      if (p.is_default) c.default_partition = p.name;
     }
   }
   return c;
@@ -505,14 +511,25 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
       history.SetGlobalMedian(t, set->global_median[static_cast<int>(t)]);
     }
   }
+  // The cluster as `rightsize ingest slurm` last saw it (sinfo), not as the model was trained.
+  ClusterContext context = ContextFor(store, *cluster);
+  if (context.partitions.empty() && set) context = set->context;
+  const NodeShape* nodes = context.NodesOf(job.request.partition);
+  if (job.request.partition.empty() && nodes != nullptr) {
+    notes.push_back(
+        fmt::format("no partition given: the cluster's default, {}", context.default_partition));
+  }
   std::vector<float> row(Layout().cols());
-  history.Features(job, now, set ? set->context : ContextFor(store, *cluster), row.data());
+  history.Features(job, now, context, row.data());
 
   std::optional<double> gpu_capacity;
   if (job.AllocatedGpus().value_or(0) > 0) {
     auto prices = PricesFor(f.prices);
     if (prices.ok()) {
-      double bytes = prices->GpuMemoryBytes(job.GpuType(), 1);  // one GPU's, as the request
+      // A request without a GPU type gets the partition's.
+      std::string type = job.GpuType();
+      if (type.empty() && nodes != nullptr) type = nodes->gpu_type;
+      double bytes = prices->GpuMemoryBytes(type, 1);  // one GPU's, as the request
       if (bytes > 0) gpu_capacity = bytes;
     }
   }

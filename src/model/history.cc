@@ -72,6 +72,7 @@ std::vector<int> FeatureLayout::ColumnsFor(Target t) const {
   std::vector<int> cols;
   for (size_t i = 0; i < common; ++i) cols.push_back(static_cast<int>(i));
   for (size_t i = 0; i < block; ++i) cols.push_back(static_cast<int>(BlockStart(t) + i));
+  for (size_t i = TailStart(); i < names.size(); ++i) cols.push_back(static_cast<int>(i));
   return cols;
 }
 
@@ -102,6 +103,10 @@ FeatureLayout MakeLayout() {
       }
     }
     l.block = l.names.size() - before;
+  }
+  for (const char* n :
+       {"log_node_cpus", "log_node_mem", "node_gpus", "cpus_share_of_node", "mem_share_of_node"}) {
+    l.names.emplace_back(n);
   }
   return l;
 }
@@ -286,6 +291,22 @@ void History::Features(const JobRecord& job, int64_t now, const ClusterContext& 
       if (shares > 0) out[start + 4] = share_sum / static_cast<float>(shares);
     }
   }
+  c = layout.TailStart();
+  // The nodes it runs on: 4 cores of a 4-core node and 4 of a 128-core node are unlike jobs.
+  const NodeShape* node = cluster.NodesOf(r.partition);
+  auto positive = [](double v) { return v > 0 ? std::optional<double>(v) : std::nullopt; };
+  put(node ? log_of(positive(node->cpus)) : std::nullopt);
+  put(node ? log_of(positive(node->memory_bytes)) : std::nullopt);
+  put(node ? std::optional<double>(node->gpus) : std::nullopt);
+  auto per_node = [&](std::optional<double> total, double capacity) -> std::optional<double> {
+    if (!total || capacity <= 0) return std::nullopt;
+    return *total / std::max<double>(1, static_cast<double>(r.nodes.value_or(1))) / capacity;
+  };
+  auto mem = job.AllocatedMemoryBytes();
+  put(node ? per_node(cpus, node->cpus) : std::nullopt);
+  put(node ? per_node(mem ? std::optional<double>(static_cast<double>(*mem)) : std::nullopt,
+                      node->memory_bytes)
+           : std::nullopt);
 }
 
 float History::Anchor(const JobRecord& job, Target t,

@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -39,17 +40,32 @@ struct FeatureLayout {
   std::vector<std::string> names;  // all columns
   size_t common = 0;               // columns [0, common) are shared by every target
   size_t block = 0;                // each target's block is `block` columns wide
+  // Columns [TailStart(), cols()) are shared too, added after the blocks: appended, they leave
+  // the trees' column order, and so their tie-breaks, as they were for data without them.
   size_t cols() const { return names.size(); }
   size_t BlockStart(Target t) const { return common + block * static_cast<size_t>(t); }
-  // The columns a model of `t` reads: the common ones and its own block.
+  size_t TailStart() const { return common + block * kNumTargets; }
+  // The columns a model of `t` reads: the common ones, its own block and the tail.
   std::vector<int> ColumnsFor(Target t) const;
 };
 const FeatureLayout& Layout();
 
+// What a partition's nodes hold (the largest node type where it mixes several).
+struct NodeShape {
+  double cpus = 0, memory_bytes = 0, gpus = 0;
+  std::string gpu_type;
+};
 // Values a feature vector needs from outside the job: the cluster's size, for the share of the
-// cluster a job asks for.
+// cluster a job asks for, and its partitions' nodes.
 struct ClusterContext {
-  double total_cpus = 0;  // 0 = unknown
+  double total_cpus = 0;                        // 0 = unknown
+  std::map<std::string, NodeShape> partitions;  // from `sinfo` (rightsize ingest slurm)
+  std::string default_partition;
+  // The nodes of the job's partition, or of the default partition for a job without one.
+  const NodeShape* NodesOf(const std::string& partition) const {
+    auto it = partitions.find(partition.empty() ? default_partition : partition);
+    return it == partitions.end() ? nullptr : &it->second;
+  }
 };
 
 class History {

@@ -399,6 +399,15 @@ std::string ModelSet::Serialize() const {
   j["trained_at"] = trained_at;
   j["jobs"] = jobs;
   j["total_cpus"] = context.total_cpus;
+  j["default_partition"] = context.default_partition;
+  nlohmann::json parts = nlohmann::json::object();
+  for (const auto& [name, n] : context.partitions) {
+    parts[name] = {{"cpus", n.cpus},
+                   {"memory_bytes", n.memory_bytes},
+                   {"gpus", n.gpus},
+                   {"gpu_type", n.gpu_type}};
+  }
+  j["partitions"] = std::move(parts);
   j["global_median"] = global_median;
   j["features"] = Layout().names;
   nlohmann::json targets = nlohmann::json::array();
@@ -451,6 +460,16 @@ StatusOr<ModelSet> ModelSet::Deserialize(const std::string& bytes) {
     s.trained_at = j.at("trained_at").get<int64_t>();
     s.jobs = j.at("jobs").get<int64_t>();
     s.context.total_cpus = j.at("total_cpus").get<double>();
+    s.context.default_partition = j.value("default_partition", std::string());
+    if (auto it = j.find("partitions"); it != j.end() && it->is_object()) {
+      for (const auto& [name, pj] : it->items()) {
+        NodeShape& n = s.context.partitions[name];
+        n.cpus = pj.value("cpus", 0.0);
+        n.memory_bytes = pj.value("memory_bytes", 0.0);
+        n.gpus = pj.value("gpus", 0.0);
+        n.gpu_type = pj.value("gpu_type", std::string());
+      }
+    }
     s.global_median = j.at("global_median").get<std::array<float, kNumTargets>>();
     for (const auto& tj : j.at("targets")) {
       auto t = TargetFromName(tj.at("target").get<std::string>());

@@ -42,6 +42,23 @@ run_rs predict "$SCRIPTS/mpi_job.sh" --user user8 --json -- --time=30
 expect_eq "command-line --time overrides #SBATCH -t" "$(json_get "$OUT" 'd["targets"]["runtime"]["request"]')" 1800.0
 expect_eq "median capped at the new request" "$(json_get "$OUT" 'd["targets"]["runtime"]["p50"] <= 1800')" True
 
+# The partitions, from saved sinfo output: a script without -p runs in the default one, and a
+# GPU request without a type gets the partition's GPUs.
+printf 'batch*|120|28|125000|(null)\ngpu|4|48|500000|gpu:a100:4(S:0-1)\n' >"$WORK/sinfo.txt"
+run_rs ingest sinfo "$WORK/sinfo.txt" --cluster hpc2n
+expect_eq "ingest sinfo" "$RC" 0
+expect_contains "lists the default partition" "$OUT" "partition batch (default): 120 nodes of 28 cores"
+printf '#!/bin/bash\n#SBATCH -n 4\n#SBATCH -t 1:00:00\nsrun ./a.out\n' >"$WORK/nop.sh"
+run_rs predict "$WORK/nop.sh" --user user8
+expect_contains "a script without -p is read in the default partition" "$OUT" "the cluster's default, batch"
+run_rs predict "$SCRIPTS/mpi_job.sh" --user user8
+if grep -q "the cluster's default" <<<"$OUT"; then fail "a script with -p is read in the default"
+else pass "a script with -p is read in its own partition"; fi
+printf 'batch*|120|many|125000|(null)\n' >"$WORK/bad_sinfo.txt"
+run_rs ingest sinfo "$WORK/bad_sinfo.txt" --cluster hpc2n
+expect_eq "bad sinfo output" "$RC" 2
+expect_contains "names the line and field" "$ERR" "bad_sinfo.txt:1: CPUs per node (%c) is \"many\""
+
 # A new user still gets an answer, and is told it is less certain.
 run_rs predict "$SCRIPTS/mpi_job.sh" --user nobody-here
 expect_eq "new user exits 0" "$RC" 0

@@ -57,6 +57,32 @@ TEST(HistoryTest, FeaturesSeeOnlyJobsThatEndedBeforeTheSubmit) {
   EXPECT_FLOAT_EQ(d.req[static_cast<int>(Target::kRuntime)][2], 3600.0f);
 }
 
+// A job is read against its partition's nodes: 4 cores of a 128-core node, 64 GiB of 512.
+// Without -p, the default partition's; on a cluster nobody described, nothing.
+TEST(HistoryTest, FeaturesReadTheRequestAgainstThePartitionsNodes) {
+  ClusterContext cluster;
+  cluster.partitions["batch"] = NodeShape{128, 512.0 * (1 << 30), 0, ""};
+  cluster.partitions["gpu"] = NodeShape{64, 1024.0 * (1 << 30), 4, "a100"};
+  cluster.default_partition = "batch";
+  JobRecord j = Job("1", "u", 0, 100, 3600);
+  j.request.memory_bytes = int64_t{64} << 30;
+  History h;
+  std::vector<float> row(Layout().cols());
+  h.Features(j, 0, cluster, row.data());
+  EXPECT_FLOAT_EQ(row[Column("cpus_share_of_node")], 4.0f / 128);
+  EXPECT_FLOAT_EQ(row[Column("mem_share_of_node")], 64.0f / 512);
+  EXPECT_FLOAT_EQ(row[Column("log_node_cpus")], std::log(128.0f));
+  EXPECT_FLOAT_EQ(row[Column("node_gpus")], 0.0f);
+  j.request.partition = "gpu";
+  j.request.nodes = 2;  // the request is spread over two nodes
+  h.Features(j, 0, cluster, row.data());
+  EXPECT_FLOAT_EQ(row[Column("cpus_share_of_node")], 2.0f / 64);
+  EXPECT_FLOAT_EQ(row[Column("node_gpus")], 4.0f);
+  h.Features(j, 0, ClusterContext{}, row.data());
+  EXPECT_TRUE(std::isnan(row[Column("cpus_share_of_node")]));
+  EXPECT_TRUE(std::isnan(row[Column("log_node_mem")]));
+}
+
 TEST(HistoryTest, BaselinesFollowTheirDefinitions) {
   History h;
   JobRecord next = Job("9", "u", 10000, 1, 1000);

@@ -37,11 +37,31 @@ expect_eq "failed job exit code" "$(json_get "$OUT" 'd["job"]["outcome"]["exit_c
 run_rs job "${array_job}_2" --json
 expect_eq "array task is its own job" "$RC" 0
 
+# The partitions, from the real sinfo: the node's cores and memory, as slurm.conf gives them.
+expect_eq "the default partition is kept" \
+  "$(sqlite3 "$RIGHTSIZE_DB" "select value from cluster_meta where cluster = 'rstest' and key = 'default_partition'")" debug
+expect_eq "its nodes' cores" \
+  "$(sqlite3 "$RIGHTSIZE_DB" "select value from cluster_meta where cluster = 'rstest' and key = 'partition.debug.cpus_per_node'")" \
+  "$(scontrol show node -o | grep -o 'CPUTot=[0-9]*' | head -1 | cut -d= -f2)"
+expect_eq "its nodes' memory" \
+  "$(sqlite3 "$RIGHTSIZE_DB" "select value from cluster_meta where cluster = 'rstest' and key = 'partition.debug.memory_per_node'")" \
+  "$(($(scontrol show node -o | grep -o 'RealMemory=[0-9]*' | head -1 | cut -d= -f2) * 1048576))"
+# A script without -p is read against the default partition's nodes.
+printf '#!/bin/bash\n#SBATCH -n 1\n#SBATCH -t 00:05:00\nsleep 1\n' >"$WORK/nop.sh"
+run_rs predict "$WORK/nop.sh" --user root --json
+expect_eq "predict without -p" "$RC" 0
+expect_contains "says it used the default partition" "$OUT" "the cluster's default, debug"
+
 before=$(sqlite3 "$RIGHTSIZE_DB" "select count(*) from jobs")
 run_rs ingest slurm --since 1h
+expect_contains "ingest slurm lists the partition" "$OUT" "partition debug (default)"
 after=$(sqlite3 "$RIGHTSIZE_DB" "select count(*) from jobs")
 expect_eq "re-running ingest slurm does not duplicate" "$after" "$before"
 expect_eq "no step stored as a job" "$(sqlite3 "$RIGHTSIZE_DB" "select count(*) from jobs where job_id like '%.%'")" 0
+
+run_rs ingest slurm --since 1h --sinfo /nonexistent/sinfo
+expect_eq "a missing sinfo still ingests the jobs" "$RC" 0
+expect_contains "and warns" "$ERR" "cannot run /nonexistent/sinfo"
 
 run_rs ingest slurm --since 1h --sacct /nonexistent/sacct
 expect_eq "missing sacct is a clear error" "$RC" 2
