@@ -602,8 +602,9 @@ void AddIngestCommands(CLI::App& app, Context& ctx, Action* action) {
   {
     auto* cmd = ingest->add_subcommand(
         "slurm",
-        "Run sacct on this cluster for a time window and ingest its output; with --follow, "
-        "keep ingesting the jobs that end and diagnose the failed ones");
+        "Run sinfo (the partitions' nodes) and sacct on this cluster for a time window and "
+        "ingest their output; with --follow, keep ingesting the jobs that end and diagnose the "
+        "failed ones");
     struct SlurmFlags {
       std::string since = "14d", until, sacct = "sacct", scontrol = "scontrol", sinfo = "sinfo",
                   log_dir;
