@@ -1,6 +1,7 @@
 #include "model/booster.h"
 
 #include <fmt/format.h>
+#include <omp.h>
 #include <xgboost/c_api.h>
 
 #include <algorithm>
@@ -210,7 +211,14 @@ StatusOr<Booster> Booster::Deserialize(std::string_view bytes, int nthread) {
   QuietXgboost();
   Booster b;
   RS_XGB(XGBoosterCreate(nullptr, 0, &b.handle_), "create");
-  RS_XGB(XGBoosterLoadModelFromBuffer(b.handle_, bytes.data(), bytes.size()), "load");
+  // Loading the trees is a parallel loop over OpenMP's default thread count (every core), not
+  // the booster's: it started an OpenMP pool whose idle thread then spun on the other core
+  // for the rest of a `predict` (a fifth of its CPU samples). The load gets `nthread` too.
+  int threads_before = omp_get_max_threads();
+  omp_set_num_threads(nthread);
+  int loaded = XGBoosterLoadModelFromBuffer(b.handle_, bytes.data(), bytes.size());
+  omp_set_num_threads(threads_before);
+  RS_XGB(loaded, "load");
   RS_XGB(XGBoosterSetParam(b.handle_, "nthread", fmt::format("{}", nthread).c_str()), "parameter");
   return b;
 }
