@@ -1,7 +1,7 @@
 #include "model/booster.h"
 
+#include <dlfcn.h>
 #include <fmt/format.h>
-#include <omp.h>
 #include <xgboost/c_api.h>
 
 #include <algorithm>
@@ -214,10 +214,16 @@ StatusOr<Booster> Booster::Deserialize(std::string_view bytes, int nthread) {
   // Loading the trees is a parallel loop over OpenMP's default thread count (every core), not
   // the booster's: it started an OpenMP pool whose idle thread then spun on the other core
   // for the rest of a `predict` (a fifth of its CPU samples). The load gets `nthread` too.
-  int threads_before = omp_get_max_threads();
-  omp_set_num_threads(nthread);
+  // OpenMP's own calls are found in the runtime XGBoost brought in, so that this file needs no
+  // OpenMP compiler support (the fuzzing build is clang's).
+  using GetFn = int (*)();
+  using SetFn = void (*)(int);
+  static const auto get = reinterpret_cast<GetFn>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+  static const auto set = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  int threads_before = get != nullptr ? get() : 0;
+  if (set != nullptr && threads_before > 0) set(nthread);
   int loaded = XGBoosterLoadModelFromBuffer(b.handle_, bytes.data(), bytes.size());
-  omp_set_num_threads(threads_before);
+  if (set != nullptr && threads_before > 0) set(threads_before);
   RS_XGB(loaded, "load");
   RS_XGB(XGBoosterSetParam(b.handle_, "nthread", fmt::format("{}", nthread).c_str()), "parameter");
   return b;
