@@ -3,9 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <limits>
+#include <mutex>
+#include <thread>
 
 namespace rightsize {
 namespace {
@@ -107,82 +111,147 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
   int64_t last = d.submit[n - 1];
   int64_t every = std::max<int64_t>(options.retrain_every_s, 3600);
   int epochs = static_cast<int>((last - first) / every) + 1;
-  int retrains = 0;
-  for (TargetEval& e : evals) {
-    int ti = static_cast<int>(e.t);
+
+  // One task per target and retrain period: the rows it scores and the model trained at its
+  // start. The models are independent (each reads the shared dataset only), so they train on a
+  // pool of threads, one thread each as in `train`; the scores are summed in task order, so the
+  // document is the same whatever the number of threads.
+  struct Task {
+    size_t eval = 0;
+    int64_t cut = 0;
+    std::vector<size_t> batch;
+    StatusOr<TargetModel> model = Status::NotFound("not trained yet");
+    std::vector<TargetPrediction> preds;
+    Status predicted;
+    bool done = false;
+  };
+  std::vector<Task> tasks;
+  for (size_t ei = 0; ei < evals.size(); ++ei) {
+    const TargetEval& e = evals[ei];
     size_t next = 0;  // into e.rows
     for (int k = 0; k < epochs; ++k) {
-      int64_t cut = first + k * every;
-      int64_t until = cut + every;
-      std::vector<size_t> batch;
-      while (next < e.rows.size() && d.submit[e.rows[next]] < until) {
-        batch.push_back(e.rows[next++]);
+      Task task;
+      task.eval = ei;
+      task.cut = first + k * every;
+      while (next < e.rows.size() && d.submit[e.rows[next]] < task.cut + every) {
+        task.batch.push_back(e.rows[next++]);
       }
-      if (batch.empty()) continue;
-      std::vector<size_t> train_rows;
-      for (size_t r = 0; r < n && d.submit[r] < cut; ++r) {
-        if (d.end[r] <= cut && !std::isnan(d.y[ti][r])) train_rows.push_back(r);
+      if (!task.batch.empty()) tasks.push_back(std::move(task));
+    }
+  }
+  auto run = [&](Task& task) {
+    const TargetEval& e = evals[task.eval];
+    int ti = static_cast<int>(e.t);
+    std::vector<size_t> train_rows;
+    for (size_t r = 0; r < n && d.submit[r] < task.cut; ++r) {
+      if (d.end[r] <= task.cut && !std::isnan(d.y[ti][r])) train_rows.push_back(r);
+    }
+    task.model = TrainTarget(d, e.t, std::move(train_rows), options.train);
+    if (task.model.ok()) {
+      task.predicted = PredictTargetRows(*task.model, d, task.batch, &task.preds);
+    }
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<size_t> claimed{0};
+  std::vector<std::thread> pool;
+  int threads =
+      options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::clamp(threads, 1, std::max(1, static_cast<int>(tasks.size())));
+  std::atomic<bool> stop{false};
+  for (int w = 0; w < threads; ++w) {
+    pool.emplace_back([&] {
+      while (!stop) {
+        size_t i = claimed.fetch_add(1);
+        if (i >= tasks.size()) return;
+        run(tasks[i]);
+        std::lock_guard<std::mutex> lock(mu);
+        tasks[i].done = true;
+        cv.notify_all();
       }
-      auto model = TrainTarget(d, e.t, std::move(train_rows), options.train);
-      ++retrains;
-      if (options.progress) options.progress(retrains, epochs * static_cast<int>(evals.size()));
-      std::vector<TargetPrediction> preds;
-      if (model.ok()) {
-        ++e.models_trained;
-        RS_RETURN_IF_ERROR(PredictTargetRows(*model, d, batch, &preds));
-        if (e.blends.size() < 200) {
-          e.blends.push_back({{"at", cut},
-                              {"weight", model->blend_weight},
-                              {"baseline", NameOf(model->blend_baseline)}});
+    });
+  }
+  struct JoinPool {
+    std::vector<std::thread>& pool;
+    std::atomic<bool>& stop;
+    ~JoinPool() {
+      stop = true;
+      for (auto& t : pool) t.join();
+    }
+  } join{pool, stop};
+
+  int retrains = 0;
+  for (Task& task : tasks) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return task.done; });
+    }
+    TargetEval& e = evals[task.eval];
+    int ti = static_cast<int>(e.t);
+    const std::vector<size_t>& batch = task.batch;
+    const auto& model = task.model;
+    const std::vector<TargetPrediction>& preds = task.preds;
+    ++retrains;
+    if (options.progress) options.progress(retrains, static_cast<int>(tasks.size()));
+    if (model.ok()) {
+      ++e.models_trained;
+      RS_RETURN_IF_ERROR(task.predicted);
+      if (e.blends.size() < 200) {
+        e.blends.push_back({{"at", task.cut},
+                            {"weight", model->blend_weight},
+                            {"baseline", NameOf(model->blend_baseline)}});
+      }
+    }
+    for (size_t k2 = 0; k2 < batch.size(); ++k2) {
+      size_t r = batch[k2];
+      double y = d.y[ti][r];
+      float req = d.req[ti][r];
+      const auto& base = d.baseline[ti][r];
+      for (Baseline b : kAllBaselines) {
+        e.baseline[static_cast<int>(b)].Add(base[static_cast<int>(b)], y);
+      }
+      double w = d.Weight(r, e.t);
+      if (!model.ok()) {
+        // No model yet: the shipped answer is the last-two baseline, at the request.
+        ++e.fallback_rows;
+        e.model.Add(base[static_cast<int>(Baseline::kLast2)], y);
+        e.learned.Add(base[static_cast<int>(Baseline::kLast2)], y);
+        if (!std::isnan(req)) {
+          for (size_t i = 0; i < nrisks; ++i) {
+            e.model_saving[i].Add(req, req, y, w);
+            for (int b = 0; b < kNumBaselines; ++b) e.baseline_saving[i][b].Add(req, req, y, w);
+          }
         }
+        continue;
       }
-      for (size_t k2 = 0; k2 < batch.size(); ++k2) {
-        size_t r = batch[k2];
-        double y = d.y[ti][r];
-        float req = d.req[ti][r];
-        const auto& base = d.baseline[ti][r];
+      const TargetPrediction& p = preds[k2];
+      e.model.Add(p.point, y);
+      e.learned.Add(p.learned, y);
+      e.pinball += (Pinball(y, p.Quantile(0.1), 0.1) + Pinball(y, p.point, 0.5) +
+                    Pinball(y, p.Quantile(0.9), 0.9)) /
+                   3;
+      ++e.interval_n;
+      if (y >= p.Quantile(0.1) && y <= p.Quantile(0.9)) ++e.covered80;
+      if (y >= p.Quantile(0.025) && y <= p.Quantile(0.975)) ++e.covered95;
+      if (std::isnan(req)) continue;
+      for (size_t i = 0; i < nrisks; ++i) {
+        double risk = options.risks[i];
+        e.model_saving[i].Add(req, p.Suggest(risk), y, w);
         for (Baseline b : kAllBaselines) {
-          e.baseline[static_cast<int>(b)].Add(base[static_cast<int>(b)], y);
-        }
-        double w = d.Weight(r, e.t);
-        if (!model.ok()) {
-          // No model yet: the shipped answer is the last-two baseline, at the request.
-          ++e.fallback_rows;
-          e.model.Add(base[static_cast<int>(Baseline::kLast2)], y);
-          e.learned.Add(base[static_cast<int>(Baseline::kLast2)], y);
-          if (!std::isnan(req)) {
-            for (size_t i = 0; i < nrisks; ++i) {
-              e.model_saving[i].Add(req, req, y, w);
-              for (int b = 0; b < kNumBaselines; ++b) e.baseline_saving[i][b].Add(req, req, y, w);
-            }
-          }
-          continue;
-        }
-        const TargetPrediction& p = preds[k2];
-        e.model.Add(p.point, y);
-        e.learned.Add(p.learned, y);
-        e.pinball += (Pinball(y, p.Quantile(0.1), 0.1) + Pinball(y, p.point, 0.5) +
-                      Pinball(y, p.Quantile(0.9), 0.9)) /
-                     3;
-        ++e.interval_n;
-        if (y >= p.Quantile(0.1) && y <= p.Quantile(0.9)) ++e.covered80;
-        if (y >= p.Quantile(0.025) && y <= p.Quantile(0.975)) ++e.covered95;
-        if (std::isnan(req)) continue;
-        for (size_t i = 0; i < nrisks; ++i) {
-          double risk = options.risks[i];
-          e.model_saving[i].Add(req, p.Suggest(risk), y, w);
-          for (Baseline b : kAllBaselines) {
-            int bi = static_cast<int>(b);
-            float bv = base[bi];
-            const QuantileGrid& g = model->baseline_log_ratio[bi];
-            double s = (std::isfinite(bv) && !g.q.empty())
-                           ? bv * std::exp(static_cast<double>(g.Quantile(1 - risk)))
-                           : req;
-            e.baseline_saving[i][bi].Add(req, s, y, w);
-          }
+          int bi = static_cast<int>(b);
+          float bv = base[bi];
+          const QuantileGrid& g = model->baseline_log_ratio[bi];
+          double s = (std::isfinite(bv) && !g.q.empty())
+                         ? bv * std::exp(static_cast<double>(g.Quantile(1 - risk)))
+                         : req;
+          e.baseline_saving[i][bi].Add(req, s, y, w);
         }
       }
     }
+    // Scored: the model and its predictions are no longer needed.
+    task.model = Status::NotFound("scored");
+    task.preds = {};
+    task.batch = {};
   }
 
   nlohmann::json out;

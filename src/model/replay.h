@@ -21,6 +21,7 @@ struct EvalOptions {
   double test_fraction = 0.5;  // the later half is scored
   std::vector<double> risks = {0.005, 0.01, 0.02, 0.05};
   TrainOptions train;
+  int threads = 0;  // models trained at once (one thread each); 0 = one per core
   // Called after each retrain (done, total) for a progress bar.
   std::function<void(int, int)> progress;
 };

@@ -163,6 +163,31 @@ TEST(ReplayTest, LearnsUsersAndCalibratesItsIntervals) {
   EXPECT_LT(curve[3]["model_killed"].get<double>(), 0.08);
 }
 
+// The retrains run on a pool of threads; the document must not depend on how many.
+TEST(ReplayTest, TheSameDocumentWhateverTheThreads) {
+  EvalOptions options;
+  options.retrain_every_s = 6 * 3600;
+  nlohmann::json docs[2];
+  int threads[2] = {1, 3};
+  for (int k = 0; k < 2; ++k) {
+    options.threads = threads[k];
+    int last_done = 0, calls = 0;
+    options.progress = [&](int done, int total) {
+      EXPECT_EQ(done, last_done + 1);  // in order, from the calling thread
+      EXPECT_LE(done, total);
+      last_done = done;
+      ++calls;
+    };
+    auto r = Replay(SyntheticCluster(3000, 7), {}, options);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(calls, (*r)["retrains"].get<int>());
+    docs[k] = std::move(*r);
+    docs[k].erase("seconds");
+  }
+  EXPECT_GT(docs[0]["retrains"].get<int>(), 3);
+  EXPECT_EQ(docs[0], docs[1]);
+}
+
 TEST(ReplayTest, TooFewJobsIsAClearError) {
   auto r = Replay(SyntheticCluster(50, 1), {}, {});
   ASSERT_FALSE(r.ok());
