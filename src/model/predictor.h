@@ -100,9 +100,10 @@ struct TargetModel {
   // Per baseline: log(actual / baseline) over the training window, to turn a baseline into a
   // request at a given risk (a single global margin, tuned on the past only).
   std::array<QuantileGrid, kNumBaselines> baseline_log_ratio;
-  // Per kSuggestRisks entry, how a request at that risk is made: -1 = the model's quantile,
-  // else the baseline (a Baseline) times its margin, whichever freed the most resource-time on
-  // the held-out jobs.
+  // Per history group (HistoryGroup) and kSuggestRisks entry, group-major, how a request at
+  // that risk is made: -1 = the model's quantile, else the baseline (a Baseline) times its
+  // margin, whichever freed the most resource-time on the group's held-out jobs without
+  // killing more of them than the risk.
   std::vector<int> suggest_with;
   int64_t trained_rows = 0, calibration_rows = 0;
   double calibration_mae = 0, calibration_baseline_mae = 0;

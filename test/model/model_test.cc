@@ -161,6 +161,33 @@ TEST(ReplayTest, LearnsUsersAndCalibratesItsIntervals) {
   ASSERT_EQ(curve.size(), 4u);
   EXPECT_GT(curve[3]["model_saved"].get<double>(), 0.2);
   EXPECT_LT(curve[3]["model_killed"].get<double>(), 0.08);
+  // At every risk, the suggestions kill no more jobs than the risk allows (plus sampling noise).
+  for (const auto& c : curve) {
+    double r = c["risk"].get<double>(), n = c["jobs"].get<double>();
+    EXPECT_LE(c["model_killed"].get<double>(), r + 2 * std::sqrt(r * (1 - r) / n)) << c.dump();
+  }
+}
+
+// A request at a risk is made the way chosen for the job's history group: a baseline times its
+// margin may serve users with many past jobs and not those with few.
+TEST(PredictorTest, TheSuggestionFollowsTheJobsHistoryGroup) {
+  TargetModel m;
+  m.scores = QuantileGrid::From(std::vector<float>(200, 0.0f));  // the point is the quantile
+  m.baseline_log_ratio[static_cast<int>(Baseline::kLast2)] =
+      QuantileGrid::From(std::vector<float>(200, std::log(2.0f)));  // last2 x 2
+  m.suggest_with.assign(3 * kSuggestRisks.size(), -1);
+  for (size_t i = 0; i < kSuggestRisks.size(); ++i) {
+    m.suggest_with[2 * kSuggestRisks.size() + i] = static_cast<int>(Baseline::kLast2);
+  }
+  TargetPrediction p;
+  p.model = &m;
+  p.log_point = std::log(100.0);
+  p.request = 1000;
+  p.baselines[static_cast<int>(Baseline::kLast2)] = 150;
+  p.group = 1;
+  EXPECT_NEAR(p.Suggest(0.05), 100, 1e-3);  // the model's own quantile
+  p.group = 2;
+  EXPECT_NEAR(p.Suggest(0.05), 300, 1e-3);  // last2 times its margin
 }
 
 // The retrains run on a pool of threads; the document must not depend on how many.
