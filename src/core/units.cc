@@ -421,4 +421,24 @@ StatusOr<int64_t> ParseTimeSpec(std::string_view text, int64_t now_s) {
   if (t.ok() && t->has_value() && text.find('-') != std::string_view::npos) return **t;
   return Status::InvalidArgument(fmt::format("expected {}, got {}", kWhat, Quote(text)));
 }
+void Split(std::string_view line, std::string_view delim, std::vector<std::string_view>* out) {
+  out->clear();
+  size_t pos = 0;
+  while (true) {
+    size_t next = line.find(delim, pos);
+    if (next == std::string_view::npos) {
+      out->push_back(line.substr(pos));
+      return;
+    }
+    out->push_back(line.substr(pos, next - pos));
+    pos = next + delim.size();
+  }
+}
+
+std::vector<std::string_view> Split(std::string_view line, std::string_view delim) {
+  std::vector<std::string_view> out;
+  Split(line, delim, &out);
+  return out;
+}
+
 }  // namespace rightsize

@@ -101,6 +101,11 @@ std::optional<double> ParseDouble(std::string_view text);
 // Strips ASCII whitespace from both ends.
 std::string_view Trim(std::string_view text);
 
+// The pieces of `line` between occurrences of `delim` (n delimiters, n + 1 pieces). The first
+// form reuses `out`'s storage, for hot loops.
+void Split(std::string_view line, std::string_view delim, std::vector<std::string_view>* out);
+std::vector<std::string_view> Split(std::string_view line, std::string_view delim);
+
 // A short quoted rendering of untrusted text for error messages (escapes, cut at 40 chars).
 std::string Quote(std::string_view text);
 

@@ -361,12 +361,7 @@ std::optional<int> ParseNodes(std::string_view text) {
   return min;
 }
 
-struct GpuCount {
-  int count = 0;
-  std::string type;  // "" untyped, "mixed" when several types
-};
-
-void AddGpus(GpuCount& acc, int count, std::string_view type) {
+void AddGpus(GresGpus& acc, int count, std::string_view type) {
   if (acc.count == 0 && acc.type.empty()) {
     acc.type = std::string(type);
   } else if (acc.type != type) {
@@ -376,8 +371,8 @@ void AddGpus(GpuCount& acc, int count, std::string_view type) {
 }
 
 // --gpus, --gpus-per-node, --gpus-per-task: "[type:]N" items separated by commas.
-std::optional<GpuCount> ParseGpuList(std::string_view text) {
-  GpuCount out;
+std::optional<GresGpus> ParseGpuList(std::string_view text) {
+  GresGpus out;
   text = Trim(text);
   while (true) {
     auto comma = text.find(',');
@@ -397,10 +392,10 @@ std::optional<GpuCount> ParseGpuList(std::string_view text) {
 
 // --gres: "gpu", "gpu:2", "gpu:a100:2", "gpu:a100:2,shard:1", "none"; only GPUs count.
 // Returns nullopt when a GPU item is malformed; count 0 and no type when there is no GPU.
-std::optional<GpuCount> ParseGres(std::string_view text) {
-  GpuCount out;
+std::optional<GresGpus> ParseGres(std::string_view text) {
+  GresGpus out;
   text = Trim(text);
-  if (text == "none") return out;
+  if (text == "none" || text == "(null)") return out;
   while (true) {
     auto comma = text.find(',');
     std::string_view item = text.substr(0, comma);
@@ -583,7 +578,7 @@ class OptionState {
   JobScript& s_;
   std::optional<int> nodes_, ntasks_, ntasks_per_node_, cpus_per_task_, cpus_per_gpu_;
   MemoryOption mem_node_, mem_cpu_, mem_gpu_;
-  std::optional<GpuCount> gpus_, gpus_per_node_, gpus_per_task_, gres_;
+  std::optional<GresGpus> gpus_, gpus_per_node_, gpus_per_task_, gres_;
   std::optional<TimeLimit> time_;
   int order_ = 0;
 };
@@ -727,7 +722,7 @@ void OptionState::Finish() {
   int tasks = ntasks_ ? *ntasks_ : ntasks_per_node_.value_or(1) * nodes_lower_bound;
 
   // GPUs: --gpus is for the job; the per-node and per-task forms multiply.
-  GpuCount gpus;  // none when no GPU option: the job asks for 0
+  GresGpus gpus;  // none when no GPU option: the job asks for 0
   if (gpus_) {
     gpus = *gpus_;
   } else if (gpus_per_node_) {
@@ -1640,5 +1635,7 @@ StatusOr<JobScript> ParseJobScriptFile(const std::string& path,
   if (!parsed.ok()) return parsed.status().WithContext(path);
   return parsed;
 }
+
+std::optional<GresGpus> ParseGresGpus(std::string_view text) { return ParseGres(text); }
 
 }  // namespace rightsize

@@ -29,6 +29,14 @@
 
 namespace rightsize {
 
+// The GPUs in a GRES list as SLURM writes it (`--gres`, sinfo's %G): "gpu:a100:2(S:0-1),shard:1"
+// is 2 GPUs of type a100; "none" and "(null)" are none. nullopt when a GPU item is malformed.
+struct GresGpus {
+  int count = 0;
+  std::string type;  // "" untyped, "mixed" when several types
+};
+std::optional<GresGpus> ParseGresGpus(std::string_view text);
+
 struct ScriptWarning {
   int line = 0;         // 1-based line in the script; 0 for the command-line arguments
   std::string message;  // "--mem: expected a size like 4G, got 'lots'"

@@ -79,26 +79,6 @@ int ColumnId(std::string_view name) {
   return -1;
 }
 
-void Split(std::string_view line, std::string_view delim, std::vector<std::string_view>* out) {
-  out->clear();
-  size_t pos = 0;
-  while (true) {
-    size_t next = line.find(delim, pos);
-    if (next == std::string_view::npos) {
-      out->push_back(line.substr(pos));
-      return;
-    }
-    out->push_back(line.substr(pos, next - pos));
-    pos = next + delim.size();
-  }
-}
-
-std::vector<std::string_view> Split(std::string_view line, std::string_view delim) {
-  std::vector<std::string_view> out;
-  Split(line, delim, &out);
-  return out;
-}
-
 std::string DetectDelimiter(std::string_view line) {
   // Longest first: "^|^" contains '|'.
   for (const char* d : {"^|^", "|", "\xe2\x98\x83" /* ☃ */, "\t", ";"}) {

@@ -6,19 +6,10 @@
 #include <optional>
 
 #include "core/units.h"
+#include "ingest/job_script.h"
 
 namespace rightsize {
 namespace {
-
-std::vector<std::string_view> Split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  for (size_t at = 0;;) {
-    size_t next = s.find(sep, at);
-    out.push_back(s.substr(at, next == std::string_view::npos ? next : next - at));
-    if (next == std::string_view::npos) return out;
-    at = next + 1;
-  }
-}
 
 // "64" or "64+" (sinfo's "at least", when it summarises unlike nodes).
 std::optional<int64_t> Count(std::string_view s) {
@@ -28,35 +19,16 @@ std::optional<int64_t> Count(std::string_view s) {
   return v;
 }
 
-// GPUs per node and their type from a GRES list: "gpu:a100:4(S:0-1),shard:8", "gpu:2",
-// "(null)". Sockets in parentheses and other resources are ignored.
-bool ParseGres(std::string_view gres, int64_t* gpus, std::string* type) {
-  *gpus = 0;
-  type->clear();
-  if (gres.empty() || gres == "(null)") return true;
-  for (std::string_view item : Split(gres, ',')) {
-    if (auto paren = item.find('('); paren != std::string_view::npos) item = item.substr(0, paren);
-    std::vector<std::string_view> parts = Split(item, ':');
-    if (parts[0] != "gpu") continue;
-    if (parts.size() < 2 || parts.size() > 3) return false;
-    auto n = Count(parts.back());
-    if (!n) return false;
-    *gpus += *n;
-    if (parts.size() == 3 && type->empty()) *type = std::string(parts[1]);
-  }
-  return true;
-}
-
 }  // namespace
 
 StatusOr<std::vector<PartitionShape>> ParseSinfo(std::string_view text, std::string_view source) {
   std::vector<PartitionShape> parts;
   int line_no = 0;
-  for (std::string_view line : Split(text, '\n')) {
+  for (std::string_view line : Split(text, "\n")) {
     ++line_no;
     line = Trim(line);
     if (line.empty()) continue;
-    std::vector<std::string_view> f = Split(line, '|');
+    std::vector<std::string_view> f = Split(line, "|");
     auto bad = [&](const char* field, std::string_view value, const char* expected) {
       return Status::BadInput(
           fmt::format("{}:{}: {} is \"{}\", expected {}", source, line_no, field, value, expected));
@@ -84,9 +56,10 @@ StatusOr<std::vector<PartitionShape>> ParseSinfo(std::string_view text, std::str
     p.nodes = *nodes;
     p.cpus_per_node = static_cast<double>(*cpus);
     p.memory_per_node = *mem * 1024 * 1024;
-    if (!ParseGres(Trim(f[4]), &p.gpus_per_node, &p.gpu_type)) {
-      return bad("the generic resources (%G)", f[4], "gpu[:TYPE]:N entries or (null)");
-    }
+    auto gpus = ParseGresGpus(f[4]);
+    if (!gpus) return bad("the generic resources (%G)", f[4], "gpu[:TYPE]:N entries or (null)");
+    p.gpus_per_node = gpus->count;
+    p.gpu_type = gpus->type;
     auto same = std::find_if(parts.begin(), parts.end(),
                              [&](const PartitionShape& q) { return q.name == p.name; });
     if (same == parts.end()) {
