@@ -310,8 +310,11 @@ def render_method(doc, rows):
         "- **Intervals**: coverage80 and coverage95 are the shares of scored jobs whose use "
         "fell inside rightsize's 80 % and 95 % intervals (jobs that fell back to last2 have no "
         "interval and are not counted).",
-        "- **Saving curve**: at a risk r, each predictor suggests a request: rightsize its "
-        "(1 − r) quantile, each baseline its value times one margin learned on the past so "
+        "- **Saving curve**: at a risk r, each predictor suggests a request: rightsize the one "
+        "`predict --risk r` makes (its (1 − r) quantile, or a baseline times its margin, "
+        "whichever served the job's history group best on held-out past jobs; made at a lower "
+        "risk than r where the earlier periods' suggestions killed more than r, see "
+        "docs/model.md), each baseline its value times one margin learned on the past so "
         "that a share r of past jobs would exceed it, never above the real request. *saved* is "
         "the net resource-time freed as a share of what was requested (for run time, "
         "time limit × cores; otherwise amount × elapsed): a job that fits frees request − "

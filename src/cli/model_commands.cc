@@ -248,6 +248,15 @@ void AddEval(CLI::App& app, Context& ctx, Action* action) {
 
 // ---- train ----
 
+// The risk correction of a model, per risk: what a request at that risk is really made at.
+nlohmann::json RiskFactorsJson(const TargetModel& m) {
+  nlohmann::json j = nlohmann::json::object();
+  for (size_t i = 0; i < kSuggestRisks.size(); ++i) {
+    j[fmt::format("{:g}", kSuggestRisks[i])] = std::exp(static_cast<double>(m.risk_log_factor[i]));
+  }
+  return j;
+}
+
 // What `train` says about one cluster: JSON and text.
 using TrainSummary = std::pair<nlohmann::json, std::string>;
 
@@ -266,13 +275,35 @@ StatusOr<TrainSummary> TrainCluster(Store& store, const std::string& cluster) {
   for (Target t : kAllTargets) set.global_median[static_cast<int>(t)] = history.GlobalMedian(t);
   std::vector<size_t> rows;
   for (size_t r = 0; r < d.rows(); ++r) {
-    if (d.end[r] != std::numeric_limits<int64_t>::max()) rows.push_back(r);
+    if (d.end[r] != std::numeric_limits<int64_t>::max()) {
+      rows.push_back(r);
+      set.trained_through = std::max(set.trained_through, d.end[r]);
+    }
   }
   TrainOptions options;
+  // The previous version, whose suggestions on the jobs that ended since carry the risk
+  // correction forward (CorrectRisks); a model of other features starts it afresh.
+  std::optional<ModelSet> prev;
+  if (auto stored = store.GetModel(cluster, 0); stored.ok()) {
+    if (auto parsed = ModelSet::Deserialize(stored->blob); parsed.ok()) prev = std::move(*parsed);
+  } else if (stored.status().code() != Status::Code::kNotFound) {
+    return stored.status();
+  }
   nlohmann::json targets = nlohmann::json::object();
   std::string text;
   for (Target t : kAllTargets) {
     auto m = TrainTarget(d, t, rows, options);
+    if (m.ok() && prev && prev->targets.count(t) > 0) {
+      int ti = static_cast<int>(t);
+      std::vector<size_t> ended;
+      for (size_t r : rows) {
+        if (d.end[r] > prev->trained_through && !std::isnan(d.y[ti][r]) &&
+            !std::isnan(d.req[ti][r])) {
+          ended.push_back(r);
+        }
+      }
+      m->risk_log_factor = CorrectRisks(prev->targets.at(t), d, ended);
+    }
     nlohmann::json tj;
     if (!m.ok()) {
       if (d.CountWithValue(t) == 0) continue;  // the data never measures it: nothing to say
@@ -285,7 +316,8 @@ StatusOr<TrainSummary> TrainCluster(Store& store, const std::string& cluster) {
             {"calibration_mae", m->calibration_mae},
             {"calibration_best_baseline_mae", m->calibration_baseline_mae},
             {"blend_weight", m->blend_weight},
-            {"blend_baseline", NameOf(m->blend_baseline)}};
+            {"blend_baseline", NameOf(m->blend_baseline)},
+            {"risk_factors", RiskFactorsJson(*m)}};
       text += fmt::format(
           "  {:<12} {:>9} jobs, held-out MAE {} (best baseline {}){}\n", NameOf(t),
           FormatThousands(static_cast<double>(m->trained_rows + m->calibration_rows), 0),
@@ -581,6 +613,13 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
     double suggested = p->Quantile(1 - f.risk);
     if (request && *too_small <= f.risk) {
       suggested = p->Suggest(f.risk);  // the request can shrink
+      double used = p->EffectiveRisk(f.risk);
+      if (std::abs(std::log(used / f.risk)) > std::log(1.1)) {
+        notes.push_back(fmt::format(
+            "{}: recent jobs outgrew their suggested requests {} often than the risk said, so "
+            "this one is made at a {:.2g}% risk for your {:.2g}%",
+            NameOf(t), used < f.risk ? "more" : "less", 100 * used, 100 * f.risk));
+      }
     } else if (request && *too_small < 0.1) {
       suggested = *request;  // a small but real chance of needing more: keep the request
     } else if (request) {
@@ -601,6 +640,7 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
     tj["p50"] = p->point;
     tj["p90"] = bound(p->Quantile(0.9));
     tj["suggested_request"] = bound(suggested);
+    tj["risk_used"] = p->EffectiveRisk(f.risk);
     tj["history"] = std::array<const char*, 3>{"none", "some", "much"}[p->group];
     if (p->group == 0) unmeasured.emplace_back(NameOf(t));
     tj["prob_request_too_small"] = too_small ? nlohmann::json(*too_small) : nlohmann::json(nullptr);

@@ -115,16 +115,26 @@ double TargetPrediction::Quantile(double q) const {
   return std::exp(log_point + Grid().Quantile(q));
 }
 
-double TargetPrediction::Suggest(double risk) const {
-  if (!request) return Quantile(1 - risk);
-  // The strategy chosen for this job's history group at the nearest risk the model was tuned at.
-  const auto& with = model->suggest_with;
+size_t NearestSuggestRisk(double risk) {
   size_t i = 0;
   for (size_t k = 1; k < kSuggestRisks.size(); ++k) {
     if (std::abs(std::log(kSuggestRisks[k] / risk)) < std::abs(std::log(kSuggestRisks[i] / risk))) {
       i = k;
     }
   }
+  return i;
+}
+
+double TargetPrediction::EffectiveRisk(double risk) const {
+  return risk * std::exp(static_cast<double>(model->risk_log_factor[NearestSuggestRisk(risk)]));
+}
+
+double TargetPrediction::Suggest(double risk) const {
+  size_t i = NearestSuggestRisk(risk);
+  risk = EffectiveRisk(risk);
+  if (!request) return Quantile(1 - risk);
+  // The strategy chosen for this job's history group at the nearest risk the model was tuned at.
+  const auto& with = model->suggest_with;
   i += static_cast<size_t>(group) * kSuggestRisks.size();
   double s = Quantile(1 - risk);
   if (i < with.size() && with[i] >= 0) {
@@ -133,6 +143,36 @@ double TargetPrediction::Suggest(double risk) const {
     s = std::isfinite(bv) && bv > 0 && std::isfinite(q) ? bv * std::exp(q) : *request;
   }
   return std::isfinite(s) ? std::min(*request, s) : *request;
+}
+
+std::array<float, kSuggestRisks.size()> CorrectRisks(const TargetModel& prev, const Dataset& d,
+                                                     const std::vector<size_t>& rows) {
+  std::array<float, kSuggestRisks.size()> f = prev.risk_log_factor;
+  std::vector<TargetPrediction> preds;
+  if (rows.empty() || !PredictTargetRows(prev, d, rows, &preds).ok()) return f;
+  int ti = static_cast<int>(prev.target);
+  std::array<double, kSuggestRisks.size()> sum{};
+  std::array<double, kSuggestRisks.size()> jobs{};
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const TargetPrediction& p = preds[k];
+    if (!p.request) continue;
+    double y = d.y[ti][rows[k]];
+    for (size_t i = 0; i < kSuggestRisks.size(); ++i) {
+      double s = p.Suggest(kSuggestRisks[i]);
+      bool killed = y > s && s < *p.request;
+      sum[i] += kSuggestRisks[i] - (killed ? 1 : 0);
+      ++jobs[i];
+    }
+  }
+  for (size_t i = 0; i < f.size(); ++i) {
+    // The jobs of one batch were judged by one model's suggestions: together they count as at
+    // most kRiskBatchKills expected kills, or one busy hour would swing the factor on noise.
+    double expected = kSuggestRisks[i] * jobs[i];
+    double weight = expected > kRiskBatchKills ? kRiskBatchKills / expected : 1.0;
+    double v = static_cast<double>(f[i]) + kRiskStep * weight * sum[i];
+    f[i] = static_cast<float>(std::clamp(v, std::log(kRiskFactorMin), std::log(kRiskFactorMax)));
+  }
+  return f;
 }
 
 double TargetPrediction::ProbAtLeast(double amount) const {
@@ -410,6 +450,7 @@ std::string ModelSet::Serialize() const {
   j["version"] = version;
   j["trained_at"] = trained_at;
   j["jobs"] = jobs;
+  j["trained_through"] = trained_through;
   j["total_cpus"] = context.total_cpus;
   j["default_partition"] = context.default_partition;
   nlohmann::json parts = nlohmann::json::object();
@@ -435,6 +476,7 @@ std::string ModelSet::Serialize() const {
                           GridJson(m.group_scores[2])};
     tj["default_offset"] = m.default_offset;
     tj["suggest_with"] = m.suggest_with;
+    tj["risk_log_factor"] = m.risk_log_factor;
     tj["blend_weight"] = m.blend_weight;
     tj["blend_baseline"] = NameOf(m.blend_baseline);
     nlohmann::json ratios = nlohmann::json::object();
@@ -471,6 +513,7 @@ StatusOr<ModelSet> ModelSet::Deserialize(const std::string& bytes) {
     s.version = j.at("version").get<int64_t>();
     s.trained_at = j.at("trained_at").get<int64_t>();
     s.jobs = j.at("jobs").get<int64_t>();
+    s.trained_through = j.value("trained_through", s.trained_at);
     s.context.total_cpus = j.at("total_cpus").get<double>();
     s.context.default_partition = j.value("default_partition", std::string());
     if (auto it = j.find("partitions"); it != j.end() && it->is_object()) {
@@ -496,6 +539,10 @@ StatusOr<ModelSet> ModelSet::Deserialize(const std::string& bytes) {
       for (int g = 0; g < 3; ++g) m.group_scores[g] = GridFrom(tj.at("group_scores").at(g));
       m.default_offset = tj.at("default_offset").get<float>();
       m.suggest_with = tj.at("suggest_with").get<std::vector<int>>();
+      // Models stored before the risk correction existed have none.
+      if (auto it = tj.find("risk_log_factor"); it != tj.end()) {
+        m.risk_log_factor = it->get<std::array<float, kSuggestRisks.size()>>();
+      }
       m.blend_weight = tj.at("blend_weight").get<float>();
       std::string bb = tj.at("blend_baseline").get<std::string>();
       for (Baseline b : kAllBaselines) {

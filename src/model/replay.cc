@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace rightsize {
@@ -63,6 +64,13 @@ struct TargetEval {
   std::vector<std::array<SavingStats, kNumBaselines>> baseline_saving;
   int models_trained = 0;
   std::vector<nlohmann::json> blends;
+  // The risk correction (TargetModel::risk_log_factor), carried from period to period as
+  // `train` carries it from version to version: the model that scored the previous period,
+  // the moment it was trained, and every row with a value and a request in the order they ended.
+  std::optional<TargetModel> last;
+  int64_t last_cut = 0;
+  std::array<float, kSuggestRisks.size()> risk_log_factor{};
+  std::vector<size_t> by_end;
 };
 
 }  // namespace
@@ -97,6 +105,14 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
       }
     }
     if (e.rows.empty() || before + e.rows.size() < options.train.min_rows) continue;
+    for (size_t r = 0; r < n; ++r) {
+      if (!std::isnan(d.y[ti][r]) && !std::isnan(d.req[ti][r]) &&
+          d.end[r] != std::numeric_limits<int64_t>::max()) {
+        e.by_end.push_back(r);
+      }
+    }
+    std::stable_sort(e.by_end.begin(), e.by_end.end(),
+                     [&](size_t a, size_t b) { return d.end[a] < d.end[b]; });
     e.model_saving.resize(nrisks);
     e.baseline_saving.resize(nrisks);
     evals.push_back(std::move(e));
@@ -193,13 +209,27 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
     const std::vector<TargetPrediction>& preds = task.preds;
     ++retrains;
     if (options.progress) options.progress(retrains, static_cast<int>(tasks.size()));
+    if (e.last && options.correct_risks) {
+      // The jobs that ended since the last period's model was trained, judged by its
+      // suggestions.
+      auto by_end_after = [&](int64_t t) {
+        return std::upper_bound(e.by_end.begin(), e.by_end.end(), t,
+                                [&](int64_t v, size_t r) { return v < d.end[r]; });
+      };
+      std::vector<size_t> ended(by_end_after(e.last_cut), by_end_after(task.cut));
+      e.risk_log_factor = CorrectRisks(*e.last, d, ended);
+    }
+    if (task.model.ok()) task.model->risk_log_factor = e.risk_log_factor;
     if (model.ok()) {
       ++e.models_trained;
       RS_RETURN_IF_ERROR(task.predicted);
       if (e.blends.size() < 200) {
+        std::vector<double> factors;
+        for (float f : e.risk_log_factor) factors.push_back(std::exp(static_cast<double>(f)));
         e.blends.push_back({{"at", task.cut},
                             {"weight", model->blend_weight},
-                            {"baseline", NameOf(model->blend_baseline)}});
+                            {"baseline", NameOf(model->blend_baseline)},
+                            {"risk_factors", factors}});
       }
     }
     for (size_t k2 = 0; k2 < batch.size(); ++k2) {
@@ -248,7 +278,14 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
         }
       }
     }
-    // Scored: the model and its predictions are no longer needed.
+    // Scored: the model is kept for the next period's risk correction, its predictions are no
+    // longer needed.
+    if (task.model.ok()) {
+      e.last = std::move(*task.model);
+    } else if (e.last) {
+      e.last->risk_log_factor = e.risk_log_factor;
+    }
+    if (e.last) e.last_cut = task.cut;
     task.model = Status::NotFound("scored");
     task.preds = {};
     task.batch = {};

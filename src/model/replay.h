@@ -3,7 +3,9 @@
 // Jobs are replayed in submit order. The model for jobs submitted in [c, c + every) is trained
 // at c on the jobs that had ended by c (with the features each had at its own submit time), so
 // nothing from the future reaches a prediction; the baselines read the same history. Scores
-// are taken on the later part of the jobs (`test_fraction`), the first part only trains.
+// are taken on the later part of the jobs (`test_fraction`), the first part only trains. Each
+// period's model starts from the previous one's risk correction, moved by the jobs that ended
+// in between, as each `train` starts from the stored version before it.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +24,9 @@ struct EvalOptions {
   std::vector<double> risks = {0.005, 0.01, 0.02, 0.05};
   TrainOptions train;
   int threads = 0;  // models trained at once (one thread each); 0 = one per core
+  // Carry the risk correction (TargetModel::risk_log_factor) from period to period, as `train`
+  // does from version to version; off, every suggestion is made at its nominal risk.
+  bool correct_risks = true;
   // Called after each retrain (done, total) for a progress bar.
   std::function<void(int, int)> progress;
 };

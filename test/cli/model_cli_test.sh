@@ -85,6 +85,41 @@ expect_eq "repeated job: run time p50 within 20% of its 20 s" \
 expect_eq "repeated job: the user is not called new" \
   "$(json_get "$OUT" 'any("has no finished jobs" in n for n in d["notes"])')" False
 
+# Jobs that suddenly run three times as long as they used to: the next `train` finds that the
+# previous model's requests at a 5 % risk would have killed most of them, and lowers the risk
+# its own requests are made at; `predict` says so.
+python3 - "$WORK/steady.swf" "$WORK/longer.swf" <<'PY'
+import random, sys
+random.seed(3)
+for path, first, factor in ((sys.argv[1], 0, 1.0), (sys.argv[2], 1000, 3.0)):
+    with open(path, "w") as f:
+        f.write("; MaxProcs: 64\n")
+        for i in range(first, first + 1000):
+            u = i % 20
+            typical = 600 * (1 + u % 5)
+            run = min(int(typical * random.lognormvariate(0, 0.3) * factor), 4 * typical)
+            f.write("%d %d 0 %d 4 -1 -1 4 %d -1 1 %d 1 %d 1 1 -1 -1\n"
+                    % (i + 1, 1600000000 + 600 * i, run, 4 * typical, u + 1, u % 7 + 1))
+PY
+(
+  export RIGHTSIZE_DB=$WORK/drift.db
+  "$RS" ingest swf "$WORK/steady.swf" --cluster drift >/dev/null
+  "$RS" train --json >"$WORK/train1.json"
+  "$RS" ingest swf "$WORK/longer.swf" --cluster drift >/dev/null
+  "$RS" train --json >"$WORK/train2.json"
+  printf '#!/bin/bash\n#SBATCH -n 4\n#SBATCH -t 2:40:00\nsrun ./a.out\n' >"$WORK/drift.sh"
+  "$RS" predict "$WORK/drift.sh" --user user2 --risk 0.05 --json >"$WORK/drift.json"
+)
+expect_eq "first model: requests at the risk asked for" \
+  "$(json_get "$(cat "$WORK/train1.json")" 'd["models"][0]["targets"]["runtime"]["risk_factors"]["0.05"]')" 1.0
+expect_eq "after the jobs grew: requests at a lower risk than asked" \
+  "$(json_get "$(cat "$WORK/train2.json")" 'd["models"][0]["targets"]["runtime"]["risk_factors"]["0.05"] < 0.5')" True
+OUT=$(cat "$WORK/drift.json")
+expect_eq "predict makes the request at the lower risk" \
+  "$(json_get "$OUT" 'd["targets"]["runtime"]["risk_used"] < 0.025')" True
+expect_eq "and says why" \
+  "$(json_get "$OUT" 'any("outgrew their suggested requests more often" in n for n in d["notes"])')" True
+
 # Bad input: a binary file is a clear error; bad values are warnings with line numbers.
 run_rs predict "$SCRIPTS/binary.bin"
 expect_eq "binary script exits 2" "$RC" 2
