@@ -185,6 +185,42 @@ def curve_checks(t):
     return rows
 
 
+def saved_at_kills(t, killed):
+    """rightsize's saved share at a killed share, read off its whole curve (model_curve) by
+    linear interpolation; past its most-killing point, that point (it kills fewer there, so
+    saving more is still a win); None below its least-killing point."""
+    pts = sorted((c["killed"], c["saved"]) for c in t.get("model_curve") or [])
+    if not pts or killed < pts[0][0]:
+        return None
+    if killed >= pts[-1][0]:
+        return pts[-1][1]
+    for (k0, s0), (k1, s1) in zip(pts, pts[1:]):
+        if k0 <= killed <= k1:
+            return s0 if k1 == k0 else s0 + (s1 - s0) * (killed - k0) / (k1 - k0)
+    return None
+
+
+def equal_kill_checks(t):
+    """Per risk: whether rightsize, killed as many jobs as each baseline did there, saved more
+    than every baseline; with the (baseline, rightsize saved, baseline saved) of the closest."""
+    if not t.get("saving_curve") or not t.get("model_curve") or not has_intervals(t):
+        return None
+    rows = []
+    for c in t["saving_curve"]:
+        ok, worst = True, None
+        for b in BASELINES:
+            if f"{b}_saved" not in c or b == "request":
+                continue  # the request cuts nothing: it frees 0 and kills 0
+            mine = saved_at_kills(t, c[f"{b}_killed"])
+            beats = mine is not None and better(mine, c[f"{b}_saved"], True)
+            gap = (mine if mine is not None else float("-inf")) - c[f"{b}_saved"]
+            if worst is None or gap < worst[3]:
+                worst = (b, mine, c[f"{b}_saved"], gap)
+            ok = ok and beats
+        rows.append((ok, worst, c))
+    return rows
+
+
 # ---------------------------------------------------------------------------------------------
 # Rendering
 
@@ -331,6 +367,13 @@ def render_method(doc, rows):
         "- **saving ✓** at a risk when rightsize's *saved* is above last2's at that risk (a tie "
         "is ✗); the "
         "summary counts the risks where it is.",
+        "- **saving at equal kills ✓** at a risk when, for each baseline, rightsize frees more "
+        "than that baseline while killing the same share of jobs as it did at that risk: "
+        "rightsize's saved share is read off its whole curve (`model_curve`, 12 risks from "
+        "0.1 % to 15 %) by linear interpolation at the baseline's killed share. A saving curve "
+        "is saved against killed; this compares two curves at the same point, where the "
+        "check above compares a predictor that keeps to its risk with one that may not. "
+        "The request baseline cuts nothing and is not compared.",
         f"- **kills ✓** at a risk when rightsize's killed share is at most r + "
         f"{KILL_SIGMAS:g}·√(r(1 − r)/jobs) (the risk, plus sampling noise): a saving bought "
         "with more kills than the risk allows is not one a site could take.",
@@ -389,7 +432,7 @@ def summary_curve(cc):
 def render_summary(doc, scored, placeholder_of):
     doc.add("## Summary", "")
     rows = []
-    totals = {k: [0, 0] for k in ("mae", "aea", "c80", "c95", "saving", "kills")}
+    totals = {k: [0, 0] for k in ("mae", "aea", "c80", "c95", "saving", "equal", "kills")}
     for target in TARGET_ORDER:
         for r in scored:
             t = r["doc"]["targets"].get(target)
@@ -398,10 +441,21 @@ def render_summary(doc, scored, placeholder_of):
             pc = point_checks(t)
             cc = curve_checks(t)
             saving, kills = summary_curve(cc)
+            ec = equal_kill_checks(t)
+            if ec is None:
+                equal = "n/a"
+            else:
+                wins = sum(1 for ok, _, _ in ec if ok)
+                equal = f"{mark(wins == len(ec))} {wins}/{len(ec)}"
+                if wins < len(ec):
+                    _, w, c = min(ec, key=lambda x: x[1][3] if x[1] else 0)
+                    equal += (f" (worst vs {w[0]} at r = {pct(c['risk'])}: "
+                              + ("kills fewer than it can" if w[1] is None else
+                                 f"{100 * w[3]:+.1f} pts") + ")")
             dagger = (r["name"], target) in placeholder_of
             rows.append([f"{r['name']}{' †' if dagger else ''}", target, f"{t['n']:,}",
                          summary_mae(pc["mae"]), summary_aea(pc["aea"]), summary_cov(pc["c80"]),
-                         summary_cov(pc["c95"]), saving, kills])
+                         summary_cov(pc["c95"]), saving, equal, kills])
             if dagger:
                 continue
             for k in ("mae", "aea", "c80", "c95"):
@@ -413,12 +467,17 @@ def render_summary(doc, scored, placeholder_of):
                 totals["saving"][0] += 1 if all(b for b, _, _ in cc) else 0
                 totals["kills"][1] += 1
                 totals["kills"][0] += 1 if all(k for _, k, _ in cc) else 0
+            if ec is not None:
+                totals["equal"][1] += 1
+                totals["equal"][0] += 1 if all(ok for ok, _, _ in ec) else 0
     doc.table(["dataset", "target", "scored", "MAE beats all", "AEA beats all", "cov80",
-               "cov95", "saving > last2", "kills ≤ risk"], rows)
+               "cov95", "saving > last2", "saving at equal kills", "kills ≤ risk"], rows)
     doc.add("Totals (✓ / rows that have the check, † rows left out): " + ", ".join(
         f"{label} {totals[k][0]}/{totals[k][1]}" for k, label in
         (("mae", "MAE"), ("aea", "AEA"), ("c80", "cov80"), ("c95", "cov95"),
-         ("saving", "saving at every risk"), ("kills", "kills within risk at every risk"))) + ".",
+         ("saving", "saving at every risk"),
+         ("equal", "saving above every baseline at its own kills at every risk"),
+         ("kills", "kills within risk at every risk"))) + ".",
         "")
 
 
@@ -501,7 +560,10 @@ def render_targets(doc, scored, placeholder_of):
 def render_curves(doc, scored, placeholder_of):
     doc.add("## Saving curves", "",
             "Per risk r: *saved / killed* for each predictor (see Method). ✓/✗ after "
-            "rightsize's cell: saved more than last2 at that risk; the last column: killed "
+            "rightsize's cell: saved more than last2 at that risk; *rightsize at last2's "
+            "kills*: what rightsize frees when it kills as many jobs as last2 did there, read "
+            "off its whole curve (✓ when that beats every baseline at each one's own kills); "
+            "the last column: killed "
             "share within the risk plus sampling noise. Targets without a request to cut "
             "(GPU utilisation, GPU memory without a known GPU size, jobs without a time limit) "
             "have no curve.", "")
@@ -511,6 +573,7 @@ def render_curves(doc, scored, placeholder_of):
             if t is None or not t.get("saving_curve"):
                 continue
             cc = curve_checks(t)
+            ec = equal_kill_checks(t)
             dagger = " †" if (r["name"], target) in placeholder_of else ""
             baselines = [b for b in BASELINES if f"{b}_saved" in t["saving_curve"][0]]
             doc.add(f"### {r['name']}{dagger}: {target}", "")
@@ -524,9 +587,16 @@ def render_curves(doc, scored, placeholder_of):
                          f"{pct(c['model_saved'])} / {pct(c['model_killed'])} {mark(beats)}"]
                 cells += [f"{pct(c[b + '_saved'])} / {pct(c[b + '_killed'])}" for b in baselines]
                 limit = kill_limit(c["risk"], c["jobs"])
+                mine = saved_at_kills(t, c["last2_killed"])
+                ok = next((e[0] for e in ec if e[2] is c), False) if ec else False
+                cells.append(("—" if mine is None else pct(mine)) + f" {mark(ok)}")
                 cells.append(f"{mark(within)} (limit {pct(limit)})")
                 rows.append(cells)
-            doc.table(["risk", "jobs", "rightsize"] + baselines + ["kills ≤ risk"], rows)
+            doc.table(["risk", "jobs", "rightsize"] + baselines +
+                      ["rightsize at last2's kills", "kills ≤ risk"], rows)
+            doc.add("Rightsize's whole curve (*saved / killed*, risk r): " + ", ".join(
+                f"{pct(c['saved'])} / {pct(c['killed'])} (r = {pct(c['risk'], 2)})"
+                for c in t["model_curve"]) + ".", "")
 
 
 def render_notes(doc, scored, placeholder_of):

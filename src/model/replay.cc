@@ -53,6 +53,11 @@ double Pinball(double y, double pred, double q) {
   return y >= pred ? q * (y - pred) : (1 - q) * (pred - y);
 }
 
+// The risks of the model's whole saving curve (saved against killed), denser than the
+// document's risks so that it can be read at any baseline's killed share.
+constexpr std::array<double, 12> kCurveRisks = {0.001, 0.0025, 0.005, 0.0075, 0.01,  0.015,
+                                                0.02,  0.03,   0.05,  0.075,  0.1,   0.15};
+
 struct TargetEval {
   Target t;
   std::vector<size_t> rows;  // scored rows of this target
@@ -61,6 +66,7 @@ struct TargetEval {
   double pinball = 0;
   int64_t covered80 = 0, covered95 = 0, interval_n = 0, fallback_rows = 0;
   std::vector<SavingStats> model_saving;
+  std::vector<SavingStats> model_curve;  // at kCurveRisks
   std::vector<std::array<SavingStats, kNumBaselines>> baseline_saving;
   int models_trained = 0;
   std::vector<nlohmann::json> blends;
@@ -114,6 +120,7 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
     std::stable_sort(e.by_end.begin(), e.by_end.end(),
                      [&](size_t a, size_t b) { return d.end[a] < d.end[b]; });
     e.model_saving.resize(nrisks);
+    e.model_curve.resize(kCurveRisks.size());
     e.baseline_saving.resize(nrisks);
     evals.push_back(std::move(e));
   }
@@ -247,6 +254,7 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
         e.model.Add(base[static_cast<int>(Baseline::kLast2)], y);
         e.learned.Add(base[static_cast<int>(Baseline::kLast2)], y);
         if (!std::isnan(req)) {
+          for (auto& c : e.model_curve) c.Add(req, req, y, w);
           for (size_t i = 0; i < nrisks; ++i) {
             e.model_saving[i].Add(req, req, y, w);
             for (int b = 0; b < kNumBaselines; ++b) e.baseline_saving[i][b].Add(req, req, y, w);
@@ -264,6 +272,9 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
       if (y >= p.Quantile(0.1) && y <= p.Quantile(0.9)) ++e.covered80;
       if (y >= p.Quantile(0.025) && y <= p.Quantile(0.975)) ++e.covered95;
       if (std::isnan(req)) continue;
+      for (size_t i = 0; i < kCurveRisks.size(); ++i) {
+        e.model_curve[i].Add(req, p.Suggest(kCurveRisks[i]), y, w);
+      }
       for (size_t i = 0; i < nrisks; ++i) {
         double risk = options.risks[i];
         e.model_saving[i].Add(req, p.Suggest(risk), y, w);
@@ -340,6 +351,16 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
       }
     }
     tj["saving_curve"] = std::move(curve);
+    // The model's curve alone, at more risks: what it frees at any share of jobs killed.
+    nlohmann::json model_curve = nlohmann::json::array();
+    if (e.t != Target::kGpuUtil && !e.model_curve.empty() && e.model_curve[0].n > 0) {
+      for (size_t i = 0; i < kCurveRisks.size(); ++i) {
+        model_curve.push_back({{"risk", kCurveRisks[i]},
+                               {"saved", e.model_curve[i].saved()},
+                               {"killed", e.model_curve[i].killed_share()}});
+      }
+    }
+    tj["model_curve"] = std::move(model_curve);
     tj["blends"] = e.blends;
     targets[std::string(NameOf(e.t))] = std::move(tj);
   }

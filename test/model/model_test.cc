@@ -166,6 +166,18 @@ TEST(ReplayTest, LearnsUsersAndCalibratesItsIntervals) {
     double r = c["risk"].get<double>(), n = c["jobs"].get<double>();
     EXPECT_LE(c["model_killed"].get<double>(), r + 2 * std::sqrt(r * (1 - r) / n)) << c.dump();
   }
+  // The whole curve passes through the same points, and a higher risk kills more.
+  const auto& whole = t["model_curve"];
+  ASSERT_EQ(whole.size(), 12u);
+  for (const auto& c : curve) {
+    auto same = std::find_if(whole.begin(), whole.end(),
+                             [&](const auto& w) { return w["risk"] == c["risk"]; });
+    ASSERT_NE(same, whole.end()) << c.dump();
+    EXPECT_DOUBLE_EQ((*same)["saved"].get<double>(), c["model_saved"].get<double>());
+    EXPECT_DOUBLE_EQ((*same)["killed"].get<double>(), c["model_killed"].get<double>());
+  }
+  EXPECT_LT(whole[0]["killed"].get<double>(), whole[11]["killed"].get<double>());
+  EXPECT_GT(whole[11]["killed"].get<double>(), 0.08);  // 15 %, more than the document's 5 %
 }
 
 // A request at a risk is made the way chosen for the job's history group: a baseline times its
