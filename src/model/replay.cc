@@ -55,8 +55,8 @@ double Pinball(double y, double pred, double q) {
 
 // The risks of the model's whole saving curve (saved against killed), denser than the
 // document's risks so that it can be read at any baseline's killed share.
-constexpr std::array<double, 12> kCurveRisks = {0.001, 0.0025, 0.005, 0.0075, 0.01,  0.015,
-                                                0.02,  0.03,   0.05,  0.075,  0.1,   0.15};
+constexpr std::array<double, 12> kCurveRisks = {0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015,
+                                                0.02,  0.03,   0.05,  0.075,  0.1,  0.15};
 
 struct TargetEval {
   Target t;
