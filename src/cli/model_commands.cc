@@ -38,6 +38,8 @@ std::optional<nlohmann::json> GpuMemoryFromCode(const JobScript& script,
 namespace {
 
 constexpr double kRisks[] = {0.005, 0.01, 0.02, 0.05};
+// How many of the user's (and the program's) newest finished jobs `predict` reads.
+constexpr int64_t kMaxPastJobs = 2500;
 
 ClusterContext ContextFor(Store& store, const std::string& cluster) {
   ClusterContext c;
@@ -515,7 +517,10 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
   }
   const ModelSet* set = held.get();
 
-  // The past this job's features come from: the user's jobs and the program's.
+  // The past this job's features come from: the user's newest finished jobs and the
+  // program's, at most kMaxPastJobs of each. The features read the last few runs of each view
+  // and its counts and means; beyond a few thousand jobs only those counts and means differ
+  // (over the newest kMaxPastJobs instead of all), and reading a user's 50,000 jobs took 0.4 s.
   std::vector<JobRecord> past;
   std::set<std::string> seen;
   for (int pass = 0; pass < 2; ++pass) {
@@ -528,11 +533,23 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
     } else {
       filter.job_name = job.request.job_name;
     }
+    filter.newest = kMaxPastJobs + 1;  // one more: to know there are more
+    int64_t read = 0;
     Status st = store.ScanJobs(filter, [&](const JobRecord& j) {
+      if (++read > kMaxPastJobs) return false;
       if (j.end_time && *j.end_time <= now && seen.insert(j.job_id).second) past.push_back(j);
       return true;
     });
     if (!st.ok()) return st;
+    if (read > kMaxPastJobs) {
+      notes.push_back(fmt::format(
+          "{} has more than {} finished jobs: the counts and means of its history are read "
+          "from the newest {}",
+          pass == 0 ? fmt::format("user {}", job.request.user)
+                    : fmt::format("job name {}", job.request.job_name),
+          FormatThousands(static_cast<double>(kMaxPastJobs), 0),
+          FormatThousands(static_cast<double>(kMaxPastJobs), 0)));
+    }
   }
   std::sort(past.begin(), past.end(),
             [](const JobRecord& a, const JobRecord& b) { return *a.end_time < *b.end_time; });

@@ -42,6 +42,9 @@ struct JobFilter {
   std::string state;
   // Only jobs whose CPU or memory efficiency (used / allocated) is known and below this.
   std::optional<double> efficiency_below;
+  // ScanJobs only: at most this many finished jobs, the newest by end time first (0 = every
+  // job, in no particular order).
+  int64_t newest = 0;
 };
 
 // A page of ListJobs: newest first (jobs without an end time, i.e. running, first), at most

@@ -120,6 +120,28 @@ expect_eq "predict makes the request at the lower risk" \
 expect_eq "and says why" \
   "$(json_get "$OUT" 'any("outgrew their suggested requests more often" in n for n in d["notes"])')" True
 
+# A user with more finished jobs than predict reads (2,500): it reads the newest, says so, and
+# still predicts from them (their runs were 20 minutes, the older ones 2 hours).
+python3 - "$WORK/busy.swf" <<'PY'
+import sys
+with open(sys.argv[1], "w") as f:
+    f.write("; MaxProcs: 64\n")
+    for i in range(3000):
+        run = 7200 if i < 400 else 1200
+        f.write("%d %d 0 %d 4 -1 -1 4 14400 -1 1 1 1 1 1 1 -1 -1\n" % (i + 1, 1600000000 + 600 * i, run))
+PY
+(
+  export RIGHTSIZE_DB=$WORK/busy.db
+  "$RS" ingest swf "$WORK/busy.swf" --cluster busy >/dev/null && "$RS" train >/dev/null
+  printf '#!/bin/bash\n#SBATCH -n 4\n#SBATCH -t 4:00:00\n#SBATCH -J exe1\nsrun ./a.out\n' >"$WORK/busy.sh"
+  "$RS" predict "$WORK/busy.sh" --user user1 --json >"$WORK/busy.json"
+)
+OUT=$(cat "$WORK/busy.json")
+expect_eq "a busy user's history is read from its newest 2,500 jobs, and predict says so" \
+  "$(json_get "$OUT" 'any("user user1 has more than 2,500 finished jobs" in n for n in d["notes"])')" True
+expect_eq "and predicts from them: the median near their 20 minutes" \
+  "$(json_get "$OUT" 'abs(d["targets"]["runtime"]["p50"] / 1200 - 1) < 0.2')" True
+
 # Bad input: a binary file is a clear error; bad values are warnings with line numbers.
 run_rs predict "$SCRIPTS/binary.bin"
 expect_eq "binary script exits 2" "$RC" 2

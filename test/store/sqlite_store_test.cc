@@ -109,6 +109,43 @@ TEST_F(SqliteStoreTest, ScansFilterByEndTimeAndUser) {
   EXPECT_EQ(*(*store)->CountJobs(f), 1);
 }
 
+// `predict` reads a user's newest finished jobs, not all of them: newest first, running jobs
+// (no end yet) left out.
+TEST_F(SqliteStoreTest, ScansCanTakeTheNewestFinishedJobs) {
+  auto store = OpenStore(path_);
+  ASSERT_TRUE(store.ok());
+  std::vector<JobRecord> jobs = {Job("1", 100), Job("4", 400), Job("2", 200), Job("3", 300),
+                                 Job("5", 500, "bob")};
+  JobRecord running = Job("6", 0);
+  running.end_time.reset();
+  jobs.push_back(running);
+  ASSERT_TRUE((*store)->UpsertJobs(jobs).ok());
+  JobFilter f;
+  f.user = "alice";
+  f.ended_until = 400;
+  f.newest = 2;
+  std::vector<std::string> ids;
+  ASSERT_TRUE((*store)
+                  ->ScanJobs(f,
+                             [&](const JobRecord& j) {
+                               ids.push_back(j.job_id);
+                               return true;
+                             })
+                  .ok());
+  EXPECT_EQ(ids, (std::vector<std::string>{"3", "2"}));
+  f.ended_until.reset();
+  f.newest = 10;
+  ids.clear();
+  ASSERT_TRUE((*store)
+                  ->ScanJobs(f,
+                             [&](const JobRecord& j) {
+                               ids.push_back(j.job_id);
+                               return true;
+                             })
+                  .ok());
+  EXPECT_EQ(ids, (std::vector<std::string>{"4", "3", "2", "1"}));
+}
+
 TEST_F(SqliteStoreTest, DataSurvivesReopenAndSchemaIsVersioned) {
   {
     auto store = OpenStore(path_);
