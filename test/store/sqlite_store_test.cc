@@ -23,6 +23,13 @@ class SqliteStoreTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
+  // The ids of the jobs ScanJobs gives, in its order.
+  static Status ScanIds(Store& store, const JobFilter& f, std::vector<std::string>* ids) {
+    return store.ScanJobs(f, [&](const JobRecord& j) {
+      ids->push_back(j.job_id);
+      return true;
+    });
+  }
   static JobRecord Job(const std::string& id, int64_t end, const std::string& user = "alice") {
     JobRecord j;
     j.cluster = "c1";
@@ -92,13 +99,7 @@ TEST_F(SqliteStoreTest, ScansFilterByEndTimeAndUser) {
   std::vector<std::string> ids;
   JobFilter f;
   f.ended_since = 150;  // scans are unordered: sort what comes back
-  ASSERT_TRUE((*store)
-                  ->ScanJobs(f,
-                             [&](const JobRecord& j) {
-                               ids.push_back(j.job_id);
-                               return true;
-                             })
-                  .ok());
+  ASSERT_TRUE(ScanIds(**store, f, &ids).ok());
   std::sort(ids.begin(), ids.end());
   EXPECT_EQ(ids, (std::vector<std::string>{"2", "3"}));
   f = JobFilter();
@@ -125,24 +126,12 @@ TEST_F(SqliteStoreTest, ScansCanTakeTheNewestFinishedJobs) {
   f.ended_until = 400;
   f.newest = 2;
   std::vector<std::string> ids;
-  ASSERT_TRUE((*store)
-                  ->ScanJobs(f,
-                             [&](const JobRecord& j) {
-                               ids.push_back(j.job_id);
-                               return true;
-                             })
-                  .ok());
+  ASSERT_TRUE(ScanIds(**store, f, &ids).ok());
   EXPECT_EQ(ids, (std::vector<std::string>{"3", "2"}));
   f.ended_until.reset();
   f.newest = 10;
   ids.clear();
-  ASSERT_TRUE((*store)
-                  ->ScanJobs(f,
-                             [&](const JobRecord& j) {
-                               ids.push_back(j.job_id);
-                               return true;
-                             })
-                  .ok());
+  ASSERT_TRUE(ScanIds(**store, f, &ids).ok());
   EXPECT_EQ(ids, (std::vector<std::string>{"4", "3", "2", "1"}));
 }
 
