@@ -631,11 +631,11 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
     if (request && *too_small <= f.risk) {
       suggested = p->Suggest(f.risk);  // the request can shrink
       double used = p->EffectiveRisk(f.risk);
-      if (std::abs(std::log(used / f.risk)) > std::log(1.1)) {
+      if (used < f.risk / 1.1) {  // the correction never raises the risk (kRiskFactorMax)
         notes.push_back(fmt::format(
-            "{}: recent jobs outgrew their suggested requests {} often than the risk said, so "
+            "{}: recent jobs outgrew their suggested requests more often than the risk said, so "
             "this one is made at a {:.2g}% risk for your {:.2g}%",
-            NameOf(t), used < f.risk ? "more" : "less", 100 * used, 100 * f.risk));
+            NameOf(t), 100 * used, 100 * f.risk));
       }
     } else if (request && *too_small < 0.1) {
       suggested = *request;  // a small but real chance of needing more: keep the request

@@ -173,7 +173,7 @@ inline constexpr double kRiskBatchKills = 10;
 inline constexpr double kRiskFactorMin = 0.1, kRiskFactorMax = 1.0;
 
 // `prev`'s risk correction carried over `rows` of `d` (jobs with a value and a request that
-// ended after `prev` was trained, in the order they ended): for each, whether the request
+// ended after `prev` was trained, in any order: one batch): for each, whether the request
 // `prev` suggested at each kSuggestRisks entry would have killed it, each such outcome moving
 // the factor by kRiskStep. The new model of the target starts from the result.
 std::array<float, kSuggestRisks.size()> CorrectRisks(const TargetModel& prev, const Dataset& d,
