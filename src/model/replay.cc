@@ -71,11 +71,11 @@ struct TargetEval {
   int models_trained = 0;
   std::vector<nlohmann::json> blends;
   // The risk correction (TargetModel::risk_log_factor), carried from period to period as
-  // `train` carries it from version to version: the model that scored the previous period,
-  // the moment it was trained, and every row with a value and a request in the order they ended.
+  // `train` carries it from version to version: the model that scored the previous period
+  // (holding the correction then in force), the moment it was trained, and every row with a
+  // value and a request in the order they ended.
   std::optional<TargetModel> last;
   int64_t last_cut = 0;
-  std::array<float, kSuggestRisks.size()> risk_log_factor{};
   std::vector<size_t> by_end;
 };
 
@@ -216,6 +216,7 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
     const std::vector<TargetPrediction>& preds = task.preds;
     ++retrains;
     if (options.progress) options.progress(retrains, static_cast<int>(tasks.size()));
+    std::array<float, kSuggestRisks.size()> factors{};
     if (e.last && options.correct_risks) {
       // The jobs that ended since the last period's model was trained, judged by its
       // suggestions.
@@ -224,19 +225,19 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
                                 [&](int64_t v, size_t r) { return v < d.end[r]; });
       };
       std::vector<size_t> ended(by_end_after(e.last_cut), by_end_after(task.cut));
-      e.risk_log_factor = CorrectRisks(*e.last, d, ended);
+      factors = CorrectRisks(*e.last, d, ended);
     }
-    if (task.model.ok()) task.model->risk_log_factor = e.risk_log_factor;
+    if (task.model.ok()) task.model->risk_log_factor = factors;
     if (model.ok()) {
       ++e.models_trained;
       RS_RETURN_IF_ERROR(task.predicted);
       if (e.blends.size() < 200) {
-        std::vector<double> factors;
-        for (float f : e.risk_log_factor) factors.push_back(std::exp(static_cast<double>(f)));
+        std::vector<double> shown;
+        for (float f : factors) shown.push_back(std::exp(static_cast<double>(f)));
         e.blends.push_back({{"at", task.cut},
                             {"weight", model->blend_weight},
                             {"baseline", NameOf(model->blend_baseline)},
-                            {"risk_factors", factors}});
+                            {"risk_factors", shown}});
       }
     }
     for (size_t k2 = 0; k2 < batch.size(); ++k2) {
@@ -294,7 +295,7 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
     if (task.model.ok()) {
       e.last = std::move(*task.model);
     } else if (e.last) {
-      e.last->risk_log_factor = e.risk_log_factor;
+      e.last->risk_log_factor = factors;  // no model this period: the correction moves on
     }
     if (e.last) e.last_cut = task.cut;
     task.model = Status::NotFound("scored");
