@@ -293,9 +293,14 @@ StatusOr<int> PredictAll(const ModelSet& set, const History& history, const JobR
     auto it = set.targets.find(target);
     if (it == set.targets.end()) continue;
     const TargetModel& m = it->second;
+    auto limit = TargetRequest(job, Target::kRuntime);
+    double weight = SubmitWeight(target, job.AllocatedCpus().value_or(1.0),
+                                 limit ? *limit : std::numeric_limits<double>::quiet_NaN());
     RS_ASSIGN_OR_RETURN(
-        auto p, PredictTarget(m, row, baselines, history.Anchor(job, target, baselines), request));
+        auto p,
+        PredictTarget(m, row, baselines, history.Anchor(job, target, baselines), request, weight));
     sink += p.Quantile(1 - kRisk) + p.Quantile(0.1) + p.Quantile(0.9) + p.point;
+    if (request) sink += p.Suggest(kRisk);
     if (request) sink += p.ProbAtLeast(*request);
     if (why) {
       std::vector<float> gathered, contrib;
@@ -432,7 +437,7 @@ void BM_PredictTarget(benchmark::State& state, const TraceFile& trace, Target ta
     Latencies lat(state);
     for (auto _ : state) {
       lat.Time([&] {
-        auto p = PredictTarget(m, row, baselines, anchor, std::nullopt);
+        auto p = PredictTarget(m, row, baselines, anchor, std::nullopt, 1.0);
         benchmark::DoNotOptimize(p);
       });
     }

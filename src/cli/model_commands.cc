@@ -620,7 +620,11 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
       continue;
     }
     const TargetModel& m = it->second;
-    auto p = PredictTarget(m, row.data(), baselines, history.Anchor(job, t, baselines), request);
+    auto limit = TargetRequest(job, Target::kRuntime);
+    double weight = SubmitWeight(t, job.AllocatedCpus().value_or(1.0),
+                                 limit ? *limit : std::numeric_limits<double>::quiet_NaN());
+    auto p =
+        PredictTarget(m, row.data(), baselines, history.Anchor(job, t, baselines), request, weight);
     if (!p.ok()) return p.status();
     // Above the request the history holds only jobs stopped there (time limit, OOM kill), so
     // the upper tail is not known beyond it: never suggest more than twice the request, and
@@ -643,6 +647,14 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
       suggested = std::min(suggested, (t == Target::kCpuCores ? 1 : 2) * *request);
     }
     suggested = RoundUp(t, suggested);
+    double job_risk = p->ProbAtLeast(suggested);
+    if (request && suggested < *request && job_risk > 1.5 * f.risk) {
+      notes.push_back(fmt::format(
+          "{}: this job would outgrow the suggested request with a {:.2g}% chance: the {:.2g}% "
+          "asked for is a share of all jobs, and a large request, whose cut frees the most, "
+          "takes more of it than a small one",
+          NameOf(t), 100 * job_risk, 100 * f.risk));
+    }
     if (request && suggested > *request) {
       notes.push_back(fmt::format("{}: the request ({}) is probably too small; ask for {}",
                                   NameOf(t), FormatTargetValue(t, *request),
@@ -658,6 +670,7 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
     tj["p90"] = bound(p->Quantile(0.9));
     tj["suggested_request"] = bound(suggested);
     tj["risk_used"] = p->EffectiveRisk(f.risk);
+    tj["job_risk"] = job_risk;
     tj["history"] = std::array<const char*, 3>{"none", "some", "much"}[p->group];
     if (p->group == 0) unmeasured.emplace_back(NameOf(t));
     tj["prob_request_too_small"] = too_small ? nlohmann::json(*too_small) : nlohmann::json(nullptr);
@@ -841,7 +854,8 @@ void AddPredict(CLI::App& app, Context& ctx, Action* action) {
   cmd->add_option("--account", f->account, "Account (overrides the script's)");
   cmd->add_option("--partition", f->partition, "Partition (overrides the script's)");
   cmd->add_option("--risk", f->risk,
-                  "Accepted probability that the suggested request is too small (default 0.01)")
+                  "Accepted share of jobs whose suggested request is too small, spent where "
+                  "a cut frees the most (default 0.01; this job's own: job_risk)")
       ->check(CLI::Range(0.0001, 0.5));
   cmd->add_option("--now", f->now, "Predict as of this Unix time (default: now)");
   cmd->add_option("--prices", f->prices, "Price table, for GPU memory sizes (default: built in)");

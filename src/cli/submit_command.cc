@@ -529,7 +529,8 @@ void AddSubmitCommand(CLI::App& app, Context& ctx, Action* action) {
   cmd->add_option("--account", f->account, "Account, for the prediction");
   cmd->add_option("--partition", f->partition, "Partition, for the prediction");
   cmd->add_option("--risk", f->risk,
-                  "Accepted probability that a suggested request is too small (default 0.01)")
+                  "Accepted share of jobs whose suggested request is too small, spent where "
+                  "a cut frees the most (default 0.01, as in predict)")
       ->check(CLI::Range(0.0001, 0.5));
   cmd->add_option("--sbatch", f->sbatch, "The sbatch program")->capture_default_str();
   // Everything from SCRIPT on is ours to split (sbatch's options are not rightsize's).

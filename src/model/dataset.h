@@ -16,6 +16,13 @@
 
 namespace rightsize {
 
+// What a request of `t` is multiplied by to make resource-time, as known when the job is
+// submitted: its cores for run time; for the others its time limit (1 when it has none).
+inline double SubmitWeight(Target t, double cores, double time_limit) {
+  if (t == Target::kRuntime) return cores;
+  return std::isfinite(time_limit) && time_limit > 0 ? time_limit : 1.0;
+}
+
 struct Dataset {
   size_t cols = 0;       // Layout().cols()
   std::vector<float> x;  // rows × cols, row-major
@@ -34,6 +41,10 @@ struct Dataset {
   double Weight(size_t r, Target t) const {
     if (t == Target::kRuntime) return cores[r];
     return std::isfinite(elapsed[r]) ? elapsed[r] : 0.0;
+  }
+  // The same weight as known at submit (SubmitWeight).
+  double SubmitWeight(size_t r, Target t) const {
+    return rightsize::SubmitWeight(t, cores[r], req[static_cast<int>(Target::kRuntime)][r]);
   }
   // How many rows have a value for `t`.
   size_t CountWithValue(Target t) const;

@@ -129,6 +129,79 @@ double TargetPrediction::EffectiveRisk(double risk) const {
   return risk * std::exp(static_cast<double>(model->risk_log_factor[NearestSuggestRisk(risk)]));
 }
 
+namespace {
+template <size_t N>
+std::array<double, N> LogSpaced(double from, double to) {
+  std::array<double, N> a{};
+  for (size_t i = 0; i < N; ++i) {
+    a[i] = from * std::pow(to / from, static_cast<double>(i) / static_cast<double>(N - 1));
+  }
+  return a;
+}
+const std::array<double, kPriceRisks> kPriceRiskTable = LogSpaced<kPriceRisks>(0.0002, 0.3);
+const std::array<double, kJobRisks> kJobRiskTable = LogSpaced<kJobRisks>(0.0001, 0.5);
+}  // namespace
+
+double PriceRisk(size_t i) { return kPriceRiskTable[i]; }
+double JobRisk(size_t i) { return kJobRiskTable[i]; }
+
+namespace {
+
+// A job's possible requests: its (1 - q) quantile at each of its own risks q = JobRisk(k), NaN
+// where that is unbounded or not below the request (no cut).
+using JobOptions = std::array<double, kJobRisks>;
+JobOptions OptionsOf(const TargetPrediction& p) {
+  JobOptions o;
+  const QuantileGrid& g = p.Grid();
+  for (size_t k = 0; k < kJobRisks; ++k) {
+    float e = g.Quantile(1 - JobRisk(k));
+    double s = std::exp(p.log_point + e);
+    o[k] = std::isfinite(e) && s < *p.request ? s : std::numeric_limits<double>::quiet_NaN();
+  }
+  return o;
+}
+
+// The request that frees the most resource-time in expectation, net of `price` per unit of
+// kill probability: over the job's own risks q, weight·((1 - q)·request - s_q) - price·q, where
+// s_q is its (1 - q) quantile (a job that fits frees request - s_q, one that is killed loses
+// the s_q it held). The request itself (no cut) is worth 0.
+double PricedRequest(const JobOptions& o, double weight, double req, double price,
+                     double max_risk) {
+  double best = req, best_value = 0;
+  for (size_t k = 0; k < kJobRisks && JobRisk(k) <= max_risk; ++k) {
+    if (std::isnan(o[k])) continue;
+    double q = JobRisk(k);
+    double value = weight * ((1 - q) * req - o[k]) - price * q;
+    if (value > best_value) {
+      best_value = value;
+      best = o[k];
+    }
+  }
+  return best;
+}
+
+// Whether the job's quantiles come from its own history group's held-out errors.
+bool OwnGrid(const TargetPrediction& p) {
+  return p.model->group_scores[p.group].n >= kMinGroupScores;
+}
+// The highest risk one job's request may be made at, for a cluster-wide `risk`. A job whose
+// group had too few held-out jobs borrows every group's errors, which understate its spread:
+// it may be made safer than asked, never riskier (on wagap-2013, such jobs' priced requests
+// killed 98 of 169 in one week).
+double MaxJobRisk(bool own_grid, double risk) { return own_grid ? 1.0 : risk; }
+
+// TargetModel::kill_price at a cluster-wide risk, interpolated between kPriceRisks entries.
+double PriceAt(const std::vector<float>& prices, double risk) {
+  double pos = std::log(risk / PriceRisk(0)) / std::log(PriceRisk(1) / PriceRisk(0));
+  pos = std::clamp(pos, 0.0, static_cast<double>(prices.size() - 1));
+  auto lo = static_cast<size_t>(pos);
+  size_t hi = std::min(lo + 1, prices.size() - 1);
+  double f = pos - static_cast<double>(lo);
+  return prices[lo] * (1 - f) + prices[hi] * f;
+}
+
+}  // namespace
+
 double TargetPrediction::Suggest(double risk) const {
   size_t i = NearestSuggestRisk(risk);
   risk = EffectiveRisk(risk);
@@ -136,11 +209,16 @@ double TargetPrediction::Suggest(double risk) const {
   // The strategy chosen for this job's history group at the nearest risk the model was tuned at.
   const auto& with = model->suggest_with;
   i += static_cast<size_t>(group) * kSuggestRisks.size();
-  double s = Quantile(1 - risk);
+  double s;
   if (i < with.size() && with[i] >= 0) {
     float bv = baselines[with[i]];
     float q = model->baseline_log_ratio[with[i]].Quantile(1 - risk);
     s = std::isfinite(bv) && bv > 0 && std::isfinite(q) ? bv * std::exp(q) : *request;
+  } else if (!model->kill_price.empty()) {
+    s = PricedRequest(OptionsOf(*this), weight, *request, PriceAt(model->kill_price, risk),
+                      MaxJobRisk(OwnGrid(*this), risk));
+  } else {
+    s = Quantile(1 - risk);
   }
   return std::isfinite(s) ? std::min(*request, s) : *request;
 }
@@ -179,6 +257,69 @@ double TargetPrediction::ProbAtLeast(double amount) const {
   double s = std::log(std::max(amount, InfoOf(target).floor)) - log_point;
   return Grid().ShareAtLeast(static_cast<float>(s));
 }
+
+namespace {
+
+// A held-out job, for KillPrices.
+struct PricedJob {
+  JobOptions options;
+  double weight, request, y;
+  int group;
+  bool own_grid;
+};
+
+// TargetModel::kill_price from held-out jobs: at each kPriceRisks entry, the lowest price at
+// which the priced requests killed no more than that share of them, in all and in each history
+// group with enough jobs to tell (a group whose errors the shared quantiles understate must
+// not take the whole budget). Empty when there are too few jobs.
+std::vector<float> KillPrices(const std::vector<PricedJob>& jobs) {
+  std::vector<float> prices;
+  if (jobs.size() < kMinBlendJobs) return prices;
+  std::vector<double> sizes;
+  for (const PricedJob& h : jobs) sizes.push_back(h.weight * h.request);
+  auto mid = sizes.begin() + static_cast<std::ptrdiff_t>(sizes.size() / 2);
+  std::nth_element(sizes.begin(), mid, sizes.end());
+  double scale = std::max(*mid, 1e-9);
+  // From 0 up through 10 decades around the median job's requested resource-time; the kills
+  // fall as the price rises, so the lowest price within a risk is found by bisection.
+  constexpr int kPrices = 128;
+  auto price = [&](int j) {
+    return j == 0 ? 0.0 : scale * std::pow(10.0, -4.0 + 10.0 * (j - 1) / (kPrices - 1));
+  };
+  for (size_t i = 0; i < kPriceRisks; ++i) {
+    double risk = PriceRisk(i);
+    auto within = [&](int j) {
+      std::array<size_t, 3> kills{}, n{};
+      double pj = price(j);
+      for (const PricedJob& h : jobs) {
+        double s = PricedRequest(h.options, h.weight, h.request, pj, MaxJobRisk(h.own_grid, risk));
+        kills[h.group] += h.y > s && s < h.request ? 1 : 0;
+        ++n[h.group];
+      }
+      for (int g = 0; g < 3; ++g) {
+        if (n[g] >= kMinBlendJobs &&
+            static_cast<double>(kills[g]) > risk * static_cast<double>(n[g])) {
+          return false;
+        }
+      }
+      double all = static_cast<double>(kills[0] + kills[1] + kills[2]);
+      return all <= risk * static_cast<double>(jobs.size());
+    };
+    int lo = 0, hi = kPrices;  // the answer is in [lo, hi]; kPrices: the highest price tried
+    while (lo < hi) {
+      int j = (lo + hi) / 2;
+      if (within(j)) {
+        hi = j;
+      } else {
+        lo = j + 1;
+      }
+    }
+    prices.push_back(static_cast<float>(price(lo)));
+  }
+  return prices;
+}
+
+}  // namespace
 
 StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t> rows,
                                   const TrainOptions& options) {
@@ -322,6 +463,28 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
     m.baseline_log_ratio[static_cast<int>(b)] = QuantileGrid::From(std::move(ratios));
   }
 
+  // The held-out jobs as predicted, for the price of a kill (KillPrices) and the choice below.
+  auto held_out = [&](size_t k) {
+    size_t r = rows[n_tr + k];
+    TargetPrediction p;
+    p.target = t;
+    p.model = &m;
+    p.request = req[r];
+    p.weight = d.SubmitWeight(r, t);
+    p.group = HistoryGroup(d.row(r), t);
+    p.point = point(k, m.blend_weight, static_cast<int>(m.blend_baseline));
+    p.log_point = LogOf(p.point, t);
+    return p;
+  };
+  std::vector<PricedJob> priced;
+  for (size_t k = 0; k < n_cal; ++k) {
+    size_t r = rows[n_tr + k];
+    if (std::isnan(req[r])) continue;
+    TargetPrediction p = held_out(k);
+    priced.push_back({OptionsOf(p), p.weight, req[r], y[r], p.group, OwnGrid(p)});
+  }
+  m.kill_price = KillPrices(priced);
+
   // How to turn the distribution into a request at each kill risk, per history group (as the
   // intervals are): the model's own quantile, or a baseline times its margin, whichever freed the
   // most resource-time (net of the jobs it would have killed) on the group's held-out jobs —
@@ -344,7 +507,11 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
         double p = point(k, m.blend_weight, static_cast<int>(m.blend_baseline));
         for (int c = 0; c <= kNumBaselines; ++c) {
           double sug = req[r];
-          if (c == 0) {
+          if (c == 0 && !m.kill_price.empty()) {
+            TargetPrediction h = held_out(k);
+            sug = PricedRequest(OptionsOf(h), h.weight, req[r], PriceAt(m.kill_price, risk),
+                                MaxJobRisk(OwnGrid(h), risk));
+          } else if (c == 0) {
             float q = g.Quantile(1 - risk);
             if (std::isfinite(q)) sug = p * std::exp(q);
           } else {
@@ -376,11 +543,12 @@ namespace {
 
 TargetPrediction Finish(const TargetModel& m, float med, int group,
                         const std::array<float, kNumBaselines>& baselines, float anchor,
-                        std::optional<double> request) {
+                        std::optional<double> request, double weight) {
   TargetPrediction p;
   p.target = m.target;
   p.model = &m;
   p.request = request;
+  p.weight = weight;
   p.baselines = baselines;
   med += Offset(anchor, m.target, m.default_offset);
   p.learned = std::exp(static_cast<double>(med));
@@ -403,12 +571,13 @@ TargetPrediction Finish(const TargetModel& m, float med, int group,
 
 StatusOr<TargetPrediction> PredictTarget(const TargetModel& m, const float* features,
                                          const std::array<float, kNumBaselines>& baselines,
-                                         float anchor, std::optional<double> request) {
+                                         float anchor, std::optional<double> request,
+                                         double weight) {
   float row[512];
   if (m.columns.size() > 512) return Status::Internal("too many feature columns");
   for (size_t k = 0; k < m.columns.size(); ++k) row[k] = features[m.columns[k]];
   RS_ASSIGN_OR_RETURN(float med, m.median.PredictOne(row, m.columns.size()));
-  return Finish(m, med, HistoryGroup(features, m.target), baselines, anchor, request);
+  return Finish(m, med, HistoryGroup(features, m.target), baselines, anchor, request, weight);
 }
 
 Status PredictTargetRows(const TargetModel& m, const Dataset& d, const std::vector<size_t>& rows,
@@ -424,7 +593,8 @@ Status PredictTargetRows(const TargetModel& m, const Dataset& d, const std::vect
     float r = d.req[ti][rows[k]];
     out->push_back(Finish(m, med[k], HistoryGroup(d.row(rows[k]), m.target),
                           d.baseline[ti][rows[k]], d.anchor[ti][rows[k]],
-                          std::isnan(r) ? std::nullopt : std::optional<double>(r)));
+                          std::isnan(r) ? std::nullopt : std::optional<double>(r),
+                          d.SubmitWeight(rows[k], m.target)));
   }
   return Status::Ok();
 }
@@ -477,6 +647,7 @@ std::string ModelSet::Serialize() const {
     tj["default_offset"] = m.default_offset;
     tj["suggest_with"] = m.suggest_with;
     tj["risk_log_factor"] = m.risk_log_factor;
+    tj["kill_price"] = m.kill_price;
     tj["blend_weight"] = m.blend_weight;
     tj["blend_baseline"] = NameOf(m.blend_baseline);
     nlohmann::json ratios = nlohmann::json::object();
@@ -542,6 +713,11 @@ StatusOr<ModelSet> ModelSet::Deserialize(const std::string& bytes) {
       // Models stored before the risk correction existed have none.
       if (auto it = tj.find("risk_log_factor"); it != tj.end()) {
         m.risk_log_factor = it->get<std::array<float, kSuggestRisks.size()>>();
+      }
+      // Nor a price of a kill: each of their requests is made at the risk asked for.
+      if (auto it = tj.find("kill_price"); it != tj.end()) {
+        m.kill_price = it->get<std::vector<float>>();
+        if (m.kill_price.size() != kPriceRisks) m.kill_price.clear();
       }
       m.blend_weight = tj.at("blend_weight").get<float>();
       std::string bb = tj.at("blend_baseline").get<std::string>();

@@ -12,6 +12,9 @@
 //   - a blend: the point is exp(w·log(model) + (1-w)·log(baseline)) with w and the baseline
 //     chosen on the held-out jobs, so the shipped predictor is never worse than its best
 //     baseline there (w = 1 when the trees win outright).
+//   - the price of a kill per risk: a request at risk r is cut where it frees the most
+//     resource-time net of that price, so a share r of jobs is killed in all and the large
+//     requests, whose cuts free the most, take more of it than the small ones.
 // docs/model.md explains the choices. A trained TargetModel is immutable and thread-compatible.
 #pragma once
 
@@ -84,6 +87,12 @@ struct PointErrors {
 inline constexpr std::array<double, 6> kSuggestRisks = {0.0025, 0.005, 0.01, 0.02, 0.05, 0.1};
 // The index of the kSuggestRisks entry nearest `risk` (in ratio).
 size_t NearestSuggestRisk(double risk);
+// The cluster-wide risks at which TargetModel::kill_price is learned (log-spaced), and the
+// risks one job's request may be made at.
+inline constexpr size_t kPriceRisks = 24;
+double PriceRisk(size_t i);  // 0.0002 ... 0.3
+inline constexpr size_t kJobRisks = 28;
+double JobRisk(size_t i);  // 0.0001 ... 0.5
 
 struct TargetModel {
   Target target = Target::kRuntime;
@@ -114,6 +123,11 @@ struct TargetModel {
   // would have made among the jobs that ended since (CorrectRisks), so the realised kill rate
   // is steered back to the risk from past outcomes only.
   std::array<float, kSuggestRisks.size()> risk_log_factor{};
+  // Per kPriceRisks entry, the price of a kill in resource-time (the target's unit × the
+  // SubmitWeight's): the lowest at which the priced requests (TargetPrediction::Suggest) killed
+  // no more than that share of the held-out jobs, in all and in each history group. Empty: too
+  // few held-out jobs with a request, every request at the risk asked for.
+  std::vector<float> kill_price;
   int64_t trained_rows = 0, calibration_rows = 0;
   double calibration_mae = 0, calibration_baseline_mae = 0;
 };
@@ -126,6 +140,7 @@ struct TargetPrediction {
   double log_point = 0;
   int group = 0;
   std::optional<double> request;
+  double weight = 1;  // SubmitWeight: what the request is multiplied by to make resource-time
   std::array<float, kNumBaselines> baselines{};
   const TargetModel* model = nullptr;
   // The value not exceeded with probability q. Not capped at the request: where a cluster
@@ -134,7 +149,10 @@ struct TargetPrediction {
   // The calibrated errors this prediction draws its quantiles from.
   const QuantileGrid& Grid() const;
   // The request to make at kill risk `risk`, never above the request (the request when no
-  // cut is safe enough); without a request, the (1 - risk) quantile.
+  // cut is safe enough); without a request, the (1 - risk) quantile. The risk is a share of
+  // all jobs, as `eval` counts kills: with a kill price the job's own risk q is the one that
+  // maximises weight·((1 - q)·request - its (1 - q) quantile) - price·q, so a large request
+  // may be cut at more than `risk` and a small one at less (ProbAtLeast of the result says).
   double Suggest(double risk) const;
   // The risk Suggest(risk) really uses: `risk` times the model's correction (risk_log_factor).
   double EffectiveRisk(double risk) const;
@@ -152,10 +170,12 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
                                   const TrainOptions& options);
 
 // Predicts row `features` (Layout().cols() values) with `m`; `baselines` and `anchor` are
-// that job's baseline predictions and History::Anchor of the target.
+// that job's baseline predictions and History::Anchor of the target, `weight` its
+// SubmitWeight.
 StatusOr<TargetPrediction> PredictTarget(const TargetModel& m, const float* features,
                                          const std::array<float, kNumBaselines>& baselines,
-                                         float anchor, std::optional<double> request);
+                                         float anchor, std::optional<double> request,
+                                         double weight);
 // Many rows at once (the replay).
 Status PredictTargetRows(const TargetModel& m, const Dataset& d, const std::vector<size_t>& rows,
                          std::vector<TargetPrediction>* out);

@@ -42,6 +42,14 @@ run_rs predict "$SCRIPTS/mpi_job.sh" --user user8 --json -- --time=30
 expect_eq "command-line --time overrides #SBATCH -t" "$(json_get "$OUT" 'd["targets"]["runtime"]["request"]')" 1800.0
 expect_eq "median capped at the new request" "$(json_get "$OUT" 'd["targets"]["runtime"]["p50"] <= 1800')" True
 
+# --risk is a share of all jobs: a long request is cut where the cut frees the most, at more
+# than that risk for this one job, and predict says so (job_risk, a note).
+run_rs predict "$SCRIPTS/mpi_job.sh" --user user8 --risk 0.05 --json -- --time=1440
+expect_eq "a 24 h request is cut" "$(json_get "$OUT" 'd["targets"]["runtime"]["suggested_request"] < 86400')" True
+expect_eq "at more than 5 % for this job" "$(json_get "$OUT" '0.075 < d["targets"]["runtime"]["job_risk"] < 0.5')" True
+expect_eq "and says why" \
+  "$(json_get "$OUT" 'any("a share of all jobs" in n for n in d["notes"])')" True
+
 # The partitions, from saved sinfo output: a script without -p runs in the default one, and a
 # GPU request without a type gets the partition's GPUs.
 printf 'batch*|120|28|125000|(null)\ngpu|4|48|500000|gpu:a100:4(S:0-1)\n' >"$WORK/sinfo.txt"

@@ -176,8 +176,11 @@ TEST(ReplayTest, LearnsUsersAndCalibratesItsIntervals) {
     EXPECT_DOUBLE_EQ((*same)["saved"].get<double>(), c["model_saved"].get<double>());
     EXPECT_DOUBLE_EQ((*same)["killed"].get<double>(), c["model_killed"].get<double>());
   }
-  EXPECT_LT(whole[0]["killed"].get<double>(), whole[11]["killed"].get<double>());
-  EXPECT_GT(whole[11]["killed"].get<double>(), 0.08);  // 15 %, more than the document's 5 %
+  // A higher risk kills more, up to where a kill would free nothing more: there the requests
+  // stop short of the risk (at 15 %, they kill under 10 % and free as much as at 5 %).
+  EXPECT_LT(whole[0]["killed"].get<double>(), whole[8]["killed"].get<double>());
+  EXPECT_LT(whole[11]["killed"].get<double>(), 0.10);
+  EXPECT_GE(whole[11]["saved"].get<double>(), whole[8]["saved"].get<double>() - 0.01);
 }
 
 // A request at a risk is made the way chosen for the job's history group: a baseline times its
@@ -242,12 +245,16 @@ TEST(PredictorTest, KillsBeyondTheRiskLowerTheRiskTheNextModelUses) {
     auto f = CorrectRisks(*m, d, since);
     size_t five = NearestSuggestRisk(0.05);
     ASSERT_EQ(kSuggestRisks[five], 0.05);
-    auto before = PredictTarget(*m, d.row(2999), d.baseline[0][2999], d.anchor[0][2999], 1e6);
+    auto predict = [&] {
+      return PredictTarget(*m, d.row(2999), d.baseline[0][2999], d.anchor[0][2999], d.req[0][2999],
+                           d.SubmitWeight(2999, Target::kRuntime));
+    };
+    auto before = predict();
     ASSERT_TRUE(before.ok());
     double suggested = before->Suggest(0.05);
     EXPECT_DOUBLE_EQ(before->EffectiveRisk(0.05), 0.05);
     m->risk_log_factor = f;
-    auto after = PredictTarget(*m, d.row(2999), d.baseline[0][2999], d.anchor[0][2999], 1e6);
+    auto after = predict();
     ASSERT_TRUE(after.ok());
     if (growth > 1) {
       // Most of the 1,000 jobs now outgrow a request made for 5 %: the risk used drops to its
@@ -264,6 +271,60 @@ TEST(PredictorTest, KillsBeyondTheRiskLowerTheRiskTheNextModelUses) {
 
 // In a replay of a cluster whose jobs keep growing, the suggestions at a risk kill about that
 // share of jobs only with the correction carried from period to period.
+// The risk is a share of all jobs. Spent where a cut frees the most (large requests), the
+// requests free more resource-time than each job's own (1 - r) quantile does, and kill no more
+// jobs than those quantiles.
+TEST(PredictorTest, TheKillBudgetGoesWhereACutFreesTheMost) {
+  auto jobs = SyntheticCluster(6000, 5);
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> pick(0, 3);
+  for (auto& j : jobs) j.request.cpus = std::array{1, 4, 16, 64}[pick(rng)];
+  Dataset d = BuildDataset(jobs, {});
+  std::vector<size_t> past(4000), next(2000);
+  for (size_t i = 0; i < past.size(); ++i) past[i] = i;
+  for (size_t i = 0; i < next.size(); ++i) next[i] = 4000 + i;
+  auto priced = TrainTarget(d, Target::kRuntime, past, {});
+  ASSERT_TRUE(priced.ok()) << priced.status().message();
+  ASSERT_EQ(priced->kill_price.size(), kPriceRisks);
+  std::vector<TargetPrediction> preds;
+  ASSERT_TRUE(PredictTargetRows(*priced, d, next, &preds).ok());
+  // A 64-core job carries more of the risk than a 1-core one (the same users, the same runs).
+  std::array<double, 2> risk_sum{}, n{};
+  for (const TargetPrediction& p : preds) {
+    if (p.weight != 1 && p.weight != 64) continue;
+    risk_sum[p.weight == 64] += p.ProbAtLeast(p.Suggest(0.02));
+    ++n[p.weight == 64];
+  }
+  EXPECT_GT(risk_sum[1] / n[1], 1.5 * risk_sum[0] / n[0]);
+  // (At 5 % the model picks user_mean × its margin for users with many jobs, the same either way.)
+  for (double risk : {0.005, 0.01, 0.02}) {
+    auto score = [&](const std::vector<TargetPrediction>& preds, double* killed) {
+      double freed = 0, asked = 0;
+      *killed = 0;
+      for (size_t k = 0; k < next.size(); ++k) {
+        double req = *preds[k].request, s = preds[k].Suggest(risk), y = d.y[0][next[k]];
+        double w = d.Weight(next[k], Target::kRuntime);
+        bool kill = y > s && s < req;
+        freed += kill ? -s * w : (req - s) * w;
+        asked += req * w;
+        *killed += kill ? 1.0 / static_cast<double>(next.size()) : 0;
+      }
+      return freed / asked;
+    };
+    double killed_priced, killed_uniform;
+    double saved_priced = score(preds, &killed_priced);
+    std::vector<float> prices = std::move(priced->kill_price);
+    priced->kill_price.clear();  // every job at the risk asked for
+    double saved_uniform = score(preds, &killed_uniform);
+    priced->kill_price = std::move(prices);
+    SCOPED_TRACE(::testing::Message()
+                 << "risk " << risk << ": priced " << saved_priced << " / " << killed_priced
+                 << ", uniform " << saved_uniform << " / " << killed_uniform);
+    EXPECT_GT(saved_priced, saved_uniform + 0.005);
+    EXPECT_LE(killed_priced, killed_uniform + 2 * std::sqrt(risk * (1 - risk) / 2000));
+  }
+}
+
 TEST(ReplayTest, UnderDriftTheCorrectedRisksKillWhatTheySay) {
   EvalOptions options;
   options.retrain_every_s = 86400;
@@ -425,7 +486,10 @@ TEST(PredictorTest, ARepeatedJobIsPredictedNearWhatItUsedAndUnderItsRequest) {
     auto request = TargetRequest(next, t);
     ASSERT_TRUE(request.has_value());
     auto baselines = history.Baselines(next, now, t);
-    auto p = PredictTarget(*m, row.data(), baselines, history.Anchor(next, t, baselines), request);
+    double weight = SubmitWeight(t, next.AllocatedCpus().value_or(1.0),
+                                 static_cast<double>(next.request.time_limit_s.value_or(0)));
+    auto p = PredictTarget(*m, row.data(), baselines, history.Anchor(next, t, baselines), request,
+                           weight);
     ASSERT_TRUE(p.ok()) << p.status().message();
     // The user has run it many times: the tight intervals of users with history ("much"), so
     // `predict` does not call them a new user.
@@ -460,7 +524,9 @@ TEST(ModelSetTest, AStoredModelPredictsWhatTheTrainedOneDid) {
   set.cluster = "c";
   set.targets.emplace(Target::kRuntime, std::move(*m));
   const TargetModel& trained = set.targets.at(Target::kRuntime);
-  auto before = PredictTarget(trained, d.row(2999), d.baseline[0][2999], d.anchor[0][2999], 7200.0);
+  double weight = d.SubmitWeight(2999, Target::kRuntime);
+  auto before =
+      PredictTarget(trained, d.row(2999), d.baseline[0][2999], d.anchor[0][2999], 7200.0, weight);
   ASSERT_TRUE(before.ok());
 
   auto store = OpenStore(":memory:");
@@ -477,11 +543,14 @@ TEST(ModelSetTest, AStoredModelPredictsWhatTheTrainedOneDid) {
   auto loaded = ModelSet::Deserialize(stored->blob);
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   auto after = PredictTarget(loaded->targets.at(Target::kRuntime), d.row(2999), d.baseline[0][2999],
-                             d.anchor[0][2999], 7200.0);
+                             d.anchor[0][2999], 7200.0, weight);
   ASSERT_TRUE(after.ok());
   EXPECT_DOUBLE_EQ(before->point, after->point);
   EXPECT_DOUBLE_EQ(before->Quantile(0.9), after->Quantile(0.9));
   EXPECT_DOUBLE_EQ(before->Suggest(0.005), after->Suggest(0.005));
+  EXPECT_DOUBLE_EQ(before->Suggest(0.02), after->Suggest(0.02));
+  EXPECT_EQ(loaded->targets.at(Target::kRuntime).kill_price, trained.kill_price);
+  EXPECT_EQ(trained.kill_price.size(), kPriceRisks);
   EXPECT_NEAR(after->EffectiveRisk(0.005), 0.005 * std::exp(-0.5), 1e-9);
   EXPECT_LE(after->Quantile(0.1), after->point);
   EXPECT_LE(after->point, after->Quantile(0.9));
