@@ -428,6 +428,7 @@ struct PredictFlags {
   std::string code;  // --code: the job's code folder ("" = the script's)
   std::vector<std::string> sbatch_args;
   double risk = 0.01;
+  bool per_job_risk = false;  // --per-job-risk: RiskScope::kJob
   int64_t now = 0;
   bool json = false;
 };
@@ -633,7 +634,7 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
     if (request) too_small = p->ProbAtLeast(*request);
     double suggested = p->Quantile(1 - f.risk);
     if (request && *too_small <= f.risk) {
-      suggested = p->Suggest(f.risk);  // the request can shrink
+      suggested = p->Suggest(f.risk, f.per_job_risk ? RiskScope::kJob : RiskScope::kCluster);
       double used = p->EffectiveRisk(f.risk);
       if (used < f.risk / 1.1) {  // the correction never raises the risk (kRiskFactorMax)
         notes.push_back(fmt::format(
@@ -648,11 +649,11 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
     }
     suggested = RoundUp(t, suggested);
     double job_risk = p->ProbAtLeast(suggested);
-    if (request && suggested < *request && job_risk > 1.5 * f.risk) {
+    if (request && suggested < *request && job_risk > 1.5 * f.risk && !f.per_job_risk) {
       notes.push_back(fmt::format(
           "{}: this job would outgrow the suggested request with a {:.2g}% chance: the {:.2g}% "
           "asked for is a share of all jobs, and a large request, whose cut frees the most, "
-          "takes more of it than a small one",
+          "takes more of it than a small one (--per-job-risk bounds this job's own)",
           NameOf(t), 100 * job_risk, 100 * f.risk));
     }
     if (request && suggested > *request) {
@@ -778,6 +779,7 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
                           {"user", job.request.user},
                           {"job_name", job.request.job_name},
                           {"risk", f.risk},
+                          {"per_job_risk", f.per_job_risk},
                           {"model", set ? nlohmann::json{{"version", set->version},
                                                          {"trained_at", set->trained_at},
                                                          {"jobs", set->jobs}}
@@ -832,6 +834,7 @@ StatusOr<nlohmann::json> PredictForServer(Store& store, const PredictInput& in,
   f.partition = in.partition;
   f.sbatch_args = in.args;
   f.risk = in.risk;
+  f.per_job_risk = in.per_job_risk;
   f.now = in.now;
   f.json = true;
   RS_ASSIGN_OR_RETURN(auto out, PredictScript(store, f, in.script, models));
@@ -857,6 +860,9 @@ void AddPredict(CLI::App& app, Context& ctx, Action* action) {
                   "Accepted share of jobs whose suggested request is too small, spent where "
                   "a cut frees the most (default 0.01; this job's own: job_risk)")
       ->check(CLI::Range(0.0001, 0.5));
+  cmd->add_flag("--per-job-risk", f->per_job_risk,
+                "Bound this job's own chance to outgrow the suggested request by --risk instead "
+                "(a smaller cut for a large request)");
   cmd->add_option("--now", f->now, "Predict as of this Unix time (default: now)");
   cmd->add_option("--prices", f->prices, "Price table, for GPU memory sizes (default: built in)");
   cmd->add_option("--code", f->code,

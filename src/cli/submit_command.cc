@@ -42,6 +42,7 @@ constexpr size_t kDiffContext = 3;
 struct SubmitFlags {
   std::string cluster, user, account, partition, sbatch = "sbatch";
   double risk = 0.01;
+  bool per_job_risk = false;
   bool apply = false, dry_run = false, json = false;
 };
 
@@ -414,6 +415,7 @@ int RunSubmit(Context& ctx, const SubmitFlags& f, std::vector<std::string> rest)
   pin.account = f.account;
   pin.partition = f.partition;
   pin.risk = f.risk;
+  pin.per_job_risk = f.per_job_risk;
   pin.now = static_cast<int64_t>(std::time(nullptr));
   auto doc = PredictForServer(**store, pin);
   if (!doc.ok()) return Fail(doc.status().WithContext(script_path));
@@ -532,6 +534,8 @@ void AddSubmitCommand(CLI::App& app, Context& ctx, Action* action) {
                   "Accepted share of jobs whose suggested request is too small, spent where "
                   "a cut frees the most (default 0.01, as in predict)")
       ->check(CLI::Range(0.0001, 0.5));
+  cmd->add_flag("--per-job-risk", f->per_job_risk,
+                "Bound this job's own chance to outgrow a suggested request by --risk instead");
   cmd->add_option("--sbatch", f->sbatch, "The sbatch program")->capture_default_str();
   // Everything from SCRIPT on is ours to split (sbatch's options are not rightsize's).
   cmd->prefix_command();

@@ -202,21 +202,22 @@ double PriceAt(const std::vector<float>& prices, double risk) {
 
 }  // namespace
 
-double TargetPrediction::Suggest(double risk) const {
+double TargetPrediction::Suggest(double risk, RiskScope scope) const {
   size_t i = NearestSuggestRisk(risk);
   risk = EffectiveRisk(risk);
   if (!request) return Quantile(1 - risk);
   // The strategy chosen for this job's history group at the nearest risk the model was tuned at.
+  // A baseline's margin is one for all jobs, so it does not bound one job's risk.
   const auto& with = model->suggest_with;
   i += static_cast<size_t>(group) * kSuggestRisks.size();
   double s;
-  if (i < with.size() && with[i] >= 0) {
+  if (scope == RiskScope::kCluster && i < with.size() && with[i] >= 0) {
     float bv = baselines[with[i]];
     float q = model->baseline_log_ratio[with[i]].Quantile(1 - risk);
     s = std::isfinite(bv) && bv > 0 && std::isfinite(q) ? bv * std::exp(q) : *request;
   } else if (!model->kill_price.empty()) {
     s = PricedRequest(OptionsOf(*this), weight, *request, PriceAt(model->kill_price, risk),
-                      MaxJobRisk(OwnGrid(*this), risk));
+                      scope == RiskScope::kJob ? risk : MaxJobRisk(OwnGrid(*this), risk));
   } else {
     s = Quantile(1 - risk);
   }

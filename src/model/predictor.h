@@ -132,6 +132,10 @@ struct TargetModel {
   double calibration_mae = 0, calibration_baseline_mae = 0;
 };
 
+// What `risk` bounds in a suggested request: the share of all jobs killed (the default, as
+// `eval` counts kills), or each job's own chance to be killed.
+enum class RiskScope { kCluster, kJob };
+
 // One job's prediction of one target.
 struct TargetPrediction {
   Target target = Target::kRuntime;
@@ -153,7 +157,8 @@ struct TargetPrediction {
   // all jobs, as `eval` counts kills: with a kill price the job's own risk q is the one that
   // maximises weight·((1 - q)·request - its (1 - q) quantile) - price·q, so a large request
   // may be cut at more than `risk` and a small one at less (ProbAtLeast of the result says).
-  double Suggest(double risk) const;
+  // RiskScope::kJob never cuts a job at more than `risk`: safer for it, less freed in all.
+  double Suggest(double risk, RiskScope scope = RiskScope::kCluster) const;
   // The risk Suggest(risk) really uses: `risk` times the model's correction (risk_log_factor).
   double EffectiveRisk(double risk) const;
   // The probability that the job needs at least `amount`.

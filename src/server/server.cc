@@ -748,6 +748,10 @@ ApiServer::Reply ApiServer::Predict(const Caller& who, const std::string& body) 
     }
     in.risk = it->get<double>();
   }
+  if (auto it = j.find("per_job_risk"); it != j.end() && !it->is_null()) {
+    if (!it->is_boolean()) return Error(400, "per_job_risk: expected true or false");
+    in.per_job_risk = it->get<bool>();
+  }
   if (!who.admin) {
     if (!in.user.empty() && in.user != who.user) {
       return Error(403, "you may only predict your own jobs");

@@ -56,6 +56,7 @@ struct PredictInput {
   std::vector<std::string> args;  // sbatch's own arguments
   std::string cluster, user, account, partition;
   double risk = 0.01;
+  bool per_job_risk = false;  // the risk bounds each job's own chance, not a share of all jobs
   int64_t now = 0;
 };
 using PredictFn = std::function<StatusOr<nlohmann::json>(Store&, const PredictInput&)>;

@@ -49,6 +49,11 @@ expect_eq "a 24 h request is cut" "$(json_get "$OUT" 'd["targets"]["runtime"]["s
 expect_eq "at more than 5 % for this job" "$(json_get "$OUT" '0.075 < d["targets"]["runtime"]["job_risk"] < 0.5')" True
 expect_eq "and says why" \
   "$(json_get "$OUT" 'any("a share of all jobs" in n for n in d["notes"])')" True
+run_rs predict "$SCRIPTS/mpi_job.sh" --user user8 --risk 0.05 --per-job-risk --json -- --time=1440
+expect_eq "--per-job-risk bounds this job's own chance" \
+  "$(json_get "$OUT" 'd["per_job_risk"] and d["targets"]["runtime"]["job_risk"] <= 0.05')" True
+expect_eq "with no note about a share" \
+  "$(json_get "$OUT" 'any("a share of all jobs" in n for n in d["notes"])')" False
 
 # The partitions, from saved sinfo output: a script without -p runs in the default one, and a
 # GPU request without a type gets the partition's GPUs.

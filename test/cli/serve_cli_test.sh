@@ -293,6 +293,12 @@ expect_contains "for alice" "$BODY" '"user":"alice"'
 http POST /api/v1/predict "${ALICE[@]}" --data-binary '{"script": 7}'
 expect_eq "predict with a wrong type" "$CODE" 400
 expect_contains "names the field" "$BODY" "script: expected a string"
+body=$(python3 -c "import json; print(json.dumps({'script': open('$WORK/job.sh').read(), 'cluster': 'c1', 'per_job_risk': True}))")
+http POST /api/v1/predict "${ALICE[@]}" --data-binary "$body"
+expect_contains "the risk can bound each job's own chance" "$BODY" '"per_job_risk":true'
+http POST /api/v1/predict "${ALICE[@]}" --data-binary '{"script": "#!/bin/bash\n", "per_job_risk": "yes"}'
+expect_eq "per_job_risk of a wrong type" "$CODE" 400
+expect_contains "names the field" "$BODY" "per_job_risk: expected true or false"
 batch 4 "$(ended_job 105 alice 1000 1000)" >"$WORK/b4.json"
 http POST /api/v1/telemetry "${AGENT[@]}" --data-binary @"$WORK/b4.json"
 http GET /api/v1/jobs/c1/105 "${ALICE[@]}"

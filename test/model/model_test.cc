@@ -296,6 +296,10 @@ TEST(PredictorTest, TheKillBudgetGoesWhereACutFreesTheMost) {
     ++n[p.weight == 64];
   }
   EXPECT_GT(risk_sum[1] / n[1], 1.5 * risk_sum[0] / n[0]);
+  // Bounded per job, no job is cut at more than the risk (its quantiles' resolution aside).
+  for (const TargetPrediction& p : preds) {
+    EXPECT_LE(p.ProbAtLeast(p.Suggest(0.02, RiskScope::kJob)), 0.02 + 1.0 / p.Grid().n);
+  }
   // (At 5 % the model picks user_mean × its margin for users with many jobs, the same either way.)
   for (double risk : {0.005, 0.01, 0.02}) {
     auto score = [&](const std::vector<TargetPrediction>& preds, double* killed) {
