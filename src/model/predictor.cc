@@ -267,6 +267,7 @@ struct PricedJob {
   double weight, request, y;
   int group;
   bool own_grid;
+  size_t held_out;  // its index among the held-out jobs
 };
 
 // TargetModel::kill_price from held-out jobs: at each kPriceRisks entry r, the lowest price at
@@ -468,25 +469,18 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
     m.baseline_log_ratio[static_cast<int>(b)] = QuantileGrid::From(std::move(ratios));
   }
 
-  // The held-out jobs as predicted, for the price of a kill (KillPrices) and the choice below.
-  auto held_out = [&](size_t k) {
-    size_t r = rows[n_tr + k];
-    TargetPrediction p;
-    p.target = t;
-    p.model = &m;
-    p.request = req[r];
-    p.weight = d.SubmitWeight(r, t);
-    p.group = HistoryGroup(d.row(r), t);
-    p.point = point(k, m.blend_weight, static_cast<int>(m.blend_baseline));
-    p.log_point = LogOf(p.point, t);
-    return p;
-  };
+  // The held-out jobs with a request as predicted: for the price of a kill (KillPrices) and the
+  // choice below.
   std::vector<PricedJob> priced;
   for (size_t k = 0; k < n_cal; ++k) {
     size_t r = rows[n_tr + k];
     if (std::isnan(req[r])) continue;
-    TargetPrediction p = held_out(k);
-    priced.push_back({OptionsOf(p), p.weight, req[r], y[r], p.group, OwnGrid(p)});
+    TargetPrediction p;
+    p.model = &m;
+    p.request = req[r];
+    p.group = HistoryGroup(d.row(r), t);
+    p.log_point = LogOf(point(k, m.blend_weight, static_cast<int>(m.blend_baseline)), t);
+    priced.push_back({OptionsOf(p), d.SubmitWeight(r, t), req[r], y[r], p.group, OwnGrid(p), k});
   }
   m.kill_price = KillPrices(priced);
 
@@ -497,25 +491,23 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
   // chosen on every group at once served users with few past jobs badly: on CTC-SP2 it killed
   // 11 % of them at a 5 % risk.
   for (int grp = 0; grp < 3; ++grp) {
-    std::vector<size_t> mine;
-    for (size_t k = 0; k < n_cal; ++k) {
-      size_t r = rows[n_tr + k];
-      if (!std::isnan(req[r]) && HistoryGroup(d.row(r), t) == grp) mine.push_back(k);
+    std::vector<const PricedJob*> mine;
+    for (const PricedJob& h : priced) {
+      if (h.group == grp) mine.push_back(&h);
     }
     const QuantileGrid& g =
         m.group_scores[grp].n >= kMinGroupScores ? m.group_scores[grp] : m.scores;
     for (double risk : kSuggestRisks) {
       std::array<double, kNumBaselines + 1> freed{};
       std::array<size_t, kNumBaselines + 1> killed{};
-      for (size_t k : mine) {
-        size_t r = rows[n_tr + k];
-        double p = point(k, m.blend_weight, static_cast<int>(m.blend_baseline));
+      for (const PricedJob* h : mine) {
+        size_t r = rows[n_tr + h->held_out];
+        double p = point(h->held_out, m.blend_weight, static_cast<int>(m.blend_baseline));
         for (int c = 0; c <= kNumBaselines; ++c) {
           double sug = req[r];
           if (c == 0 && !m.kill_price.empty()) {
-            TargetPrediction h = held_out(k);
-            sug = PricedRequest(OptionsOf(h), h.weight, req[r], PriceAt(m.kill_price, risk),
-                                MaxJobRisk(OwnGrid(h), risk));
+            sug = PricedRequest(h->options, h->weight, h->request, PriceAt(m.kill_price, risk),
+                                MaxJobRisk(h->own_grid, risk));
           } else if (c == 0) {
             float q = g.Quantile(1 - risk);
             if (std::isfinite(q)) sug = p * std::exp(q);
