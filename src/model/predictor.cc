@@ -274,10 +274,10 @@ struct PricedJob {
 // which the priced requests killed at most r·(n + 1) - 1 of all n (split conformal prediction's
 // finite-sample count, as QuantileGrid::Quantile keeps for a quantile: on HPC2N's replay the
 // requests at 0.5 % killed 0.9 % without it, 0 with it), and no more than a share r of each
-// history group with enough jobs to tell
-// (a group whose errors the shared quantiles understate must not take the whole budget; the
-// finite-sample count there would let a group's one or two expected kills forbid every cut:
-// CTC-SP2 at 0.5 % freed 3.7 % instead of 8.2 %). Empty when there are too few jobs.
+// history group with enough jobs to tell (a group whose errors the shared quantiles understate
+// must not take the whole budget; the finite-sample count there would let a group's one or two
+// expected kills forbid every cut: CTC-SP2 at 0.5 % freed 3.7 % instead of 8.2 %). Empty when
+// there are too few jobs.
 std::vector<float> KillPrices(const std::vector<PricedJob>& jobs) {
   std::vector<float> prices;
   if (jobs.size() < kMinBlendJobs) return prices;
