@@ -293,9 +293,7 @@ StatusOr<int> PredictAll(const ModelSet& set, const History& history, const JobR
     auto it = set.targets.find(target);
     if (it == set.targets.end()) continue;
     const TargetModel& m = it->second;
-    auto limit = TargetRequest(job, Target::kRuntime);
-    double weight = SubmitWeight(target, job.AllocatedCpus().value_or(1.0),
-                                 limit ? *limit : std::numeric_limits<double>::quiet_NaN());
+    double weight = SubmitWeight(target, job);
     RS_ASSIGN_OR_RETURN(
         auto p,
         PredictTarget(m, row, baselines, history.Anchor(job, target, baselines), request, weight));

@@ -621,11 +621,8 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
       continue;
     }
     const TargetModel& m = it->second;
-    auto limit = TargetRequest(job, Target::kRuntime);
-    double weight = SubmitWeight(t, job.AllocatedCpus().value_or(1.0),
-                                 limit ? *limit : std::numeric_limits<double>::quiet_NaN());
-    auto p =
-        PredictTarget(m, row.data(), baselines, history.Anchor(job, t, baselines), request, weight);
+    auto p = PredictTarget(m, row.data(), baselines, history.Anchor(job, t, baselines), request,
+                           SubmitWeight(t, job));
     if (!p.ok()) return p.status();
     // Above the request the history holds only jobs stopped there (time limit, OOM kill), so
     // the upper tail is not known beyond it: never suggest more than twice the request, and

@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "core/job.h"
@@ -21,6 +22,12 @@ namespace rightsize {
 inline double SubmitWeight(Target t, double cores, double time_limit) {
   if (t == Target::kRuntime) return cores;
   return std::isfinite(time_limit) && time_limit > 0 ? time_limit : 1.0;
+}
+// The same for a job about to be submitted, from its request (as BuildDataset reads it).
+inline double SubmitWeight(Target t, const JobRecord& job) {
+  auto limit = TargetRequest(job, Target::kRuntime);
+  return SubmitWeight(t, job.AllocatedCpus().value_or(1.0),
+                      limit ? *limit : std::numeric_limits<double>::quiet_NaN());
 }
 
 struct Dataset {

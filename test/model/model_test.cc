@@ -490,8 +490,7 @@ TEST(PredictorTest, ARepeatedJobIsPredictedNearWhatItUsedAndUnderItsRequest) {
     auto request = TargetRequest(next, t);
     ASSERT_TRUE(request.has_value());
     auto baselines = history.Baselines(next, now, t);
-    double weight = SubmitWeight(t, next.AllocatedCpus().value_or(1.0),
-                                 static_cast<double>(next.request.time_limit_s.value_or(0)));
+    double weight = SubmitWeight(t, next);
     auto p = PredictTarget(*m, row.data(), baselines, history.Anchor(next, t, baselines), request,
                            weight);
     ASSERT_TRUE(p.ok()) << p.status().message();
