@@ -299,7 +299,7 @@ StatusOr<int> PredictAll(const ModelSet& set, const History& history, const JobR
         PredictTarget(m, row, baselines, history.Anchor(job, target, baselines), request, weight));
     sink += p.Quantile(1 - kRisk) + p.Quantile(0.1) + p.Quantile(0.9) + p.point;
     if (request) sink += p.Suggest(kRisk);
-    if (request) sink += p.ProbAtLeast(*request);
+    if (request) sink += p.ProbTooSmall(*request);
     if (why) {
       std::vector<float> gathered, contrib;
       for (int c : m.columns) gathered.push_back(row[c]);

@@ -628,7 +628,7 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
     // the upper tail is not known beyond it: never suggest more than twice the request, and
     // never more cores than asked for (too few cores slow a job down, they do not kill it).
     std::optional<double> too_small;
-    if (request) too_small = p->ProbAtLeast(*request);
+    if (request) too_small = p->ProbTooSmall(*request);
     double suggested = p->Quantile(1 - f.risk);
     if (request && *too_small <= f.risk) {
       suggested = p->Suggest(f.risk, f.per_job_risk ? RiskScope::kJob : RiskScope::kCluster);
@@ -645,7 +645,7 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
       suggested = std::min(suggested, (t == Target::kCpuCores ? 1 : 2) * *request);
     }
     suggested = RoundUp(t, suggested);
-    double job_risk = p->ProbAtLeast(suggested);
+    double job_risk = p->ProbTooSmall(suggested);
     if (request && suggested < *request && job_risk > 1.5 * f.risk && !f.per_job_risk) {
       notes.push_back(fmt::format(
           "{}: this job would outgrow the suggested request with a {:.2g}% chance: the {:.2g}% "

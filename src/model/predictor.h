@@ -57,8 +57,9 @@ struct QuantileGrid {
   // The conformal quantile: the ceil((n+1)·p)-th of n values, interpolated on the grid;
   // +infinity (-infinity) when n is too small to bound that upper (lower) tail.
   float Quantile(double p) const;
-  // The share of values >= x.
+  // The share of values >= x, and of values > x.
   double ShareAtLeast(float x) const;
+  double ShareAbove(float x) const;
   int64_t n = 0;  // how many values the grid summarises
 };
 
@@ -156,13 +157,16 @@ struct TargetPrediction {
   // cut is safe enough); without a request, the (1 - risk) quantile. The risk is a share of
   // all jobs, as `eval` counts kills: with a kill price the job's own risk q is the one that
   // maximises weight·((1 - q)·request - its (1 - q) quantile) - price·q, so a large request
-  // may be cut at more than `risk` and a small one at less (ProbAtLeast of the result says).
+  // may be cut at more than `risk` and a small one at less (ProbTooSmall of the result says).
   // RiskScope::kJob never cuts a job at more than `risk`: safer for it, less freed in all.
   double Suggest(double risk, RiskScope scope = RiskScope::kCluster) const;
   // The risk Suggest(risk) really uses: `risk` times the model's correction (risk_log_factor).
   double EffectiveRisk(double risk) const;
-  // The probability that the job needs at least `amount`.
-  double ProbAtLeast(double amount) const;
+  // The probability that `amount` is too small for the job: that it needs at least that much
+  // (a job stopped at its time or memory limit reached it). For CPU cores at or above the
+  // request: the share of recent jobs that kept more than that share of their request busy,
+  // beyond CPU time's accounting noise (a job that keeps all its cores busy fits them).
+  double ProbTooSmall(double amount) const;
 };
 
 // How much of the user's own history a job has for `t`: 0 none, 1 a few jobs, 2 many. The

@@ -119,6 +119,7 @@ TEST(QuantileGridTest, ConformalQuantileCoversWhatItClaims) {
   EXPECT_TRUE(std::isinf(g.Quantile(0.995)));
   EXPECT_TRUE(std::isinf(g.Quantile(0.001)));
   EXPECT_NEAR(g.ShareAtLeast(90.0f), 10.0 / 99, 1e-9);
+  EXPECT_NEAR(g.ShareAbove(90.0f), 9.0 / 99, 1e-9);
 }
 
 // Users who each run one kind of job, log-normally around their own typical run time, with
@@ -292,13 +293,13 @@ TEST(PredictorTest, TheKillBudgetGoesWhereACutFreesTheMost) {
   std::array<double, 2> risk_sum{}, n{};
   for (const TargetPrediction& p : preds) {
     if (p.weight != 1 && p.weight != 64) continue;
-    risk_sum[p.weight == 64] += p.ProbAtLeast(p.Suggest(0.02));
+    risk_sum[p.weight == 64] += p.ProbTooSmall(p.Suggest(0.02));
     ++n[p.weight == 64];
   }
   EXPECT_GT(risk_sum[1] / n[1], 1.5 * risk_sum[0] / n[0]);
   // Bounded per job, no job is cut at more than the risk (its quantiles' resolution aside).
   for (const TargetPrediction& p : preds) {
-    EXPECT_LE(p.ProbAtLeast(p.Suggest(0.02, RiskScope::kJob)), 0.02 + 1.0 / p.Grid().n);
+    EXPECT_LE(p.ProbTooSmall(p.Suggest(0.02, RiskScope::kJob)), 0.02 + 1.0 / p.Grid().n);
   }
   // (At 5 % the model picks user_mean × its margin for users with many jobs, the same either way.)
   for (double risk : {0.005, 0.01, 0.02}) {
@@ -512,6 +513,52 @@ TEST(PredictorTest, ARepeatedJobIsPredictedNearWhatItUsedAndUnderItsRequest) {
     EXPECT_GE(suggested, past[past.size() * 9 / 10]);
     EXPECT_LT(suggested, 0.5 * *request);
   }
+}
+
+// "Too small" is what stops a job: its time limit, reached by every job stopped there, and for
+// CPU cores more than it has, not all of them busy.
+TEST(PredictorTest, AJobThatKeepsItsCoresBusyDoesNotNeedMore) {
+  const int64_t now = 1700000000;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> noise(0.5, 1.0);
+  std::vector<JobRecord> jobs;
+  for (int i = 0; i < 600; ++i) {
+    bool busy = i % 2 == 0;
+    JobRecord j = Job(std::to_string(i), busy ? "busy" : "idle", now - int64_t{600 - i} * 3600, 0,
+                      3600, busy ? "mpi" : "serial");
+    j.request.cpus = 8;
+    j.alloc.cpus = 8;
+    // The busy user's runs: half end at the limit, stopped there.
+    bool stopped = busy && i % 4 == 0;
+    double run = stopped ? 3600 : std::round(3000 * noise(rng));
+    j.end_time = j.submit_time.value() + static_cast<int64_t>(run);
+    j.usage.elapsed_s = run;
+    j.usage.cpu_time_s = run * (busy ? 8 : 8 * noise(rng));
+    if (stopped) j.outcome.state = "TIMEOUT";
+    jobs.push_back(std::move(j));
+  }
+  History history;
+  for (const auto& j : jobs) history.AddFinished(j);
+  Dataset d = BuildDataset(jobs, {});
+  std::vector<size_t> rows(d.rows());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = i;
+  JobRecord next = Job("next", "busy", now, 0, 3600, "mpi");
+  next.request.cpus = 8;
+  std::vector<float> row(Layout().cols());
+  history.Features(next, now, {}, row.data());
+  auto too_small = [&](Target t) {
+    auto m = TrainTarget(d, t, rows, {});
+    EXPECT_TRUE(m.ok()) << m.status().message();
+    auto baselines = history.Baselines(next, now, t);
+    auto p = PredictTarget(*m, row.data(), baselines, history.Anchor(next, t, baselines),
+                           TargetRequest(next, t), SubmitWeight(t, next));
+    EXPECT_TRUE(p.ok()) << p.status().message();
+    return p->ProbTooSmall(*TargetRequest(next, t));
+  };
+  // Every run of the busy user kept its 8 cores busy, none needed a ninth.
+  EXPECT_LT(too_small(Target::kCpuCores), 0.05);
+  // Half its runs reached the time limit: that is too small.
+  EXPECT_GT(too_small(Target::kRuntime), 0.3);
 }
 
 TEST(ModelSetTest, AStoredModelPredictsWhatTheTrainedOneDid) {
