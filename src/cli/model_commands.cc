@@ -259,6 +259,16 @@ nlohmann::json RiskFactorsJson(const TargetModel& m) {
   return j;
 }
 
+// How the shipped point is made, where the trees alone lost to a baseline on the held-out jobs.
+std::string BlendText(const TargetModel& m) {
+  if (m.blend_weight >= 1) return "";
+  if (m.blend_weight <= 0) {
+    return fmt::format(", point = {} (the trees lost to it)", NameOf(m.blend_baseline));
+  }
+  return fmt::format(", point {:.0f}% trees and {:.0f}% {}", 100 * m.blend_weight,
+                     100 * (1 - m.blend_weight), NameOf(m.blend_baseline));
+}
+
 // What `train` says about one cluster: JSON and text.
 using TrainSummary = std::pair<nlohmann::json, std::string>;
 
@@ -324,10 +334,7 @@ StatusOr<TrainSummary> TrainCluster(Store& store, const std::string& cluster) {
           "  {:<12} {:>9} jobs, held-out MAE {} (best baseline {}){}\n", NameOf(t),
           FormatThousands(static_cast<double>(m->trained_rows + m->calibration_rows), 0),
           FormatTargetValue(t, m->calibration_mae),
-          FormatTargetValue(t, m->calibration_baseline_mae),
-          m->blend_weight < 1 ? fmt::format(", blended {:.0f}% with {}", 100 * m->blend_weight,
-                                            NameOf(m->blend_baseline))
-                              : "");
+          FormatTargetValue(t, m->calibration_baseline_mae), BlendText(*m));
       set.targets.emplace(t, std::move(*m));
     }
     targets[std::string(NameOf(t))] = std::move(tj);

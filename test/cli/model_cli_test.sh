@@ -18,6 +18,8 @@ expect_eq "no model in JSON" "$(json_get "$OUT" 'd["model"]')" "None"
 run_rs train
 expect_eq "train exits 0" "$RC" 0
 expect_contains "train names the version" "$OUT" "cluster hpc2n: model version 1 from 3,170 jobs"
+# HPC2N's jobs keep the cores they ask for busy: the request beats the trees, and train says so.
+expect_contains "train says the point is the request" "$OUT" "point = request (the trees lost to it)"
 run_rs train --json
 expect_eq "retraining makes version 2" "$(json_get "$OUT" 'd["models"][0]["version"]')" 2
 expect_eq "runtime trained" "$(json_get "$OUT" 'd["models"][0]["targets"]["runtime"]["trained"]')" True
@@ -26,6 +28,8 @@ run_rs predict "$SCRIPTS/mpi_job.sh" --user user8 --json
 expect_eq "predict exits 0" "$RC" 0
 expect_eq "model answers" "$(json_get "$OUT" 'd["targets"]["runtime"]["source"]')" model
 expect_eq "model version" "$(json_get "$OUT" 'd["model"]["version"]')" 2
+expect_eq "128 cores kept busy by the user's past runs are not too few" \
+  "$(json_get "$OUT" 'd["targets"]["cpu_cores"]["prob_request_too_small"] < 0.05')" True
 expect_eq "quantiles ordered, the median within the 12 h request" \
   "$(json_get "$OUT" 'd["targets"]["runtime"]["p10"] <= d["targets"]["runtime"]["p50"] <= d["targets"]["runtime"]["p90"] and d["targets"]["runtime"]["p50"] <= 43200')" True
 expect_eq "request from the script" "$(json_get "$OUT" 'd["targets"]["runtime"]["request"]')" 43200.0
