@@ -701,15 +701,16 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
         size_t c = order[k];
         if (contrib[c] == 0) break;
         const std::string& name = Layout().names[m.columns[c]];
+        std::string words = DescribeFeature(name);
         why.push_back({{"feature", name},
+                       {"description", words},
                        {"value", std::isnan(gathered[c]) ? nlohmann::json(nullptr)
                                                          : nlohmann::json(gathered[c])},
                        {"factor", std::exp(contrib[c])}});
-        line += fmt::format("{}{} ×{:.2f}", line.empty() ? "" : ", ", name, std::exp(contrib[c]));
+        line += fmt::format("{}{} ×{:.2f}", line.empty() ? "" : "; ", words, std::exp(contrib[c]));
       }
       if (!line.empty()) {
-        why_lines.push_back(
-            fmt::format("  {}: from the user's last similar job, {}", NameOf(t), line));
+        why_lines.push_back(fmt::format("  {}: from your last similar job, {}", NameOf(t), line));
       }
     }
     tj["why"] = std::move(why);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 namespace rightsize {
@@ -116,6 +117,55 @@ FeatureLayout MakeLayout() {
 const FeatureLayout& Layout() {
   static const FeatureLayout layout = MakeLayout();
   return layout;
+}
+
+std::string DescribeFeature(std::string_view name) {
+  static const std::map<std::string, std::string, std::less<>> words = [] {
+    std::map<std::string, std::string, std::less<>> w = {
+        {"log_req_time", "the time limit"},
+        {"log_req_cpus", "the CPUs asked for"},
+        {"log_req_mem", "the memory asked for"},
+        {"req_gpus", "the GPUs asked for"},
+        {"log_req_nodes", "the nodes asked for"},
+        {"hour_of_day", "the hour of submission"},
+        {"day_of_week", "the day of the week"},
+        {"partition_code", "the partition"},
+        {"share_of_cluster", "the share of the cluster asked for"},
+        {"user_last_killed", "whether your last job hit a limit"},
+        {"log_node_cpus", "the partition's cores per node"},
+        {"log_node_mem", "the partition's memory per node"},
+        {"node_gpus", "the partition's GPUs per node"},
+        {"cpus_share_of_node", "the share of a node's cores asked for"},
+        {"mem_share_of_node", "the share of a node's memory asked for"}};
+    // kViewNames, in words.
+    constexpr const char* kViews[] = {"your jobs of this name and request",
+                                      "your jobs with this request", "your jobs of this name",
+                                      "your jobs", "every user's jobs of this program"};
+    static_assert(std::size(kViews) == std::size(kViewNames));
+    for (size_t v = 0; v < std::size(kViews); ++v) {
+      w[fmt::format("{}_jobs", kViewNames[v])] = fmt::format("how many of {} ran", kViews[v]);
+      w[fmt::format("{}_age", kViewNames[v])] =
+          fmt::format("the time since {} last ran", kViews[v]);
+    }
+    for (Target t : kAllTargets) {
+      std::string_view tn = NameOf(t);
+      w[fmt::format("{}.log_request", tn)] = "the request";
+      w[fmt::format("{}.request_vs_last", tn)] = "the request against your previous one";
+      w[fmt::format("{}.user_mean", tn)] = "your jobs' mean";
+      for (size_t v = 0; v < std::size(kViews); ++v) {
+        for (auto [stat, words] :
+             {std::pair{"last", "the last of "}, std::pair{"last2", "the mean of the last two of "},
+              std::pair{"median", "the median of "}, std::pair{"max", "the largest of "},
+              std::pair{"used_share", "the share of their request used by "}}) {
+          w[fmt::format("{}.{}_{}", tn, kViewNames[v], stat)] =
+              fmt::format("{}{}", words, kViews[v]);
+        }
+      }
+    }
+    return w;
+  }();
+  auto it = words.find(name);
+  return it == words.end() ? std::string(name) : it->second;
 }
 
 template <typename Fn>

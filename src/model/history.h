@@ -49,6 +49,9 @@ struct FeatureLayout {
   std::vector<int> ColumnsFor(Target t) const;
 };
 const FeatureLayout& Layout();
+// A feature in words, for `predict`'s why ("the share of its request used by your jobs of this
+// name"); the name itself where it is not one of Layout()'s.
+std::string DescribeFeature(std::string_view name);
 
 // What a partition's nodes hold (the largest node type where it mixes several).
 struct NodeShape {

@@ -36,10 +36,13 @@ expect_eq "request from the script" "$(json_get "$OUT" 'd["targets"]["runtime"][
 expect_eq "a probability" "$(json_get "$OUT" '0 <= d["targets"]["runtime"]["prob_request_too_small"] <= 1')" True
 expect_eq "suggestion in whole minutes" "$(json_get "$OUT" 'd["targets"]["runtime"]["suggested_request"] % 60')" 0.0
 expect_eq "says why" "$(json_get "$OUT" 'len(d["targets"]["runtime"]["why"]) > 0')" True
+expect_eq "each reason in words" \
+  "$(json_get "$OUT" 'all(w["description"] and "_" not in w["description"] for w in d["targets"]["runtime"]["why"])')" True
 expect_eq "similar jobs are the user's" "$(json_get "$OUT" 'all(j["user"] == "user8" for j in d["similar_jobs"]) and len(d["similar_jobs"]) == 3')" True
 run_rs predict "$SCRIPTS/mpi_job.sh" --user user8
 if grep -q "had not seen before" <<<"$OUT"; then fail "a user with history is called new: $OUT"
 else pass "a user with history is not called new"; fi
+expect_contains "the text says why in words" "$OUT" "runtime: from your last similar job, the "
 
 # sbatch options after -- override the script, as sbatch does.
 run_rs predict "$SCRIPTS/mpi_job.sh" --user user8 --json -- --time=30

@@ -84,6 +84,18 @@ TEST(HistoryTest, FeaturesReadTheRequestAgainstThePartitionsNodes) {
   EXPECT_TRUE(std::isnan(row[Column("log_node_mem")]));
 }
 
+// `predict`'s why names features in words: every feature, including any added later.
+TEST(HistoryTest, EveryFeatureHasWords) {
+  for (const std::string& name : Layout().names) {
+    std::string words = DescribeFeature(name);
+    EXPECT_NE(words, name);
+    EXPECT_EQ(words.find_first_of("_."), std::string::npos) << name << ": " << words;
+  }
+  EXPECT_EQ(DescribeFeature("runtime.user_name_used_share"),
+            "the share of their request used by your jobs of this name");
+  EXPECT_EQ(DescribeFeature("not_a_feature"), "not_a_feature");
+}
+
 TEST(HistoryTest, BaselinesFollowTheirDefinitions) {
   History h;
   JobRecord next = Job("9", "u", 10000, 1, 1000);
