@@ -628,8 +628,9 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
       continue;
     }
     const TargetModel& m = it->second;
-    auto p = PredictTarget(m, row.data(), baselines, history.Anchor(job, t, baselines), request,
-                           SubmitWeight(t, job));
+    std::string anchor_from;
+    float anchor = history.Anchor(job, t, baselines, &anchor_from);
+    auto p = PredictTarget(m, row.data(), baselines, anchor, request, SubmitWeight(t, job));
     if (!p.ok()) return p.status();
     // Above the request the history holds only jobs stopped there (time limit, OOM kill), so
     // the upper tail is not known beyond it: never suggest more than twice the request, and
@@ -707,10 +708,15 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
                        {"value", std::isnan(gathered[c]) ? nlohmann::json(nullptr)
                                                          : nlohmann::json(gathered[c])},
                        {"factor", std::exp(contrib[c])}});
-        line += fmt::format("{}{} ×{:.2f}", line.empty() ? "" : "; ", words, std::exp(contrib[c]));
+        // A missing value moves the trees too: the job has no such past.
+        line += fmt::format("{}{}{} ×{:.2f}", line.empty() ? "" : "; ", words,
+                            std::isnan(gathered[c]) ? ": none" : "", std::exp(contrib[c]));
       }
       if (!line.empty()) {
-        why_lines.push_back(fmt::format("  {}: from your last similar job, {}", NameOf(t), line));
+        std::string start = std::isfinite(anchor) && anchor > 0
+                                ? fmt::format("{} ({})", anchor_from, FormatTargetValue(t, anchor))
+                                : "the cluster's typical job";
+        why_lines.push_back(fmt::format("  {}: from {}, {}", NameOf(t), start, line));
       }
     }
     tj["why"] = std::move(why);

@@ -360,11 +360,17 @@ void History::Features(const JobRecord& job, int64_t now, const ClusterContext& 
 }
 
 float History::Anchor(const JobRecord& job, Target t,
-                      const std::array<float, kNumBaselines>& baselines) const {
+                      const std::array<float, kNumBaselines>& baselines, std::string* from) const {
   int ti = static_cast<int>(t);
+  auto say = [from](const char* words) {
+    if (from != nullptr) *from = words;
+  };
   for (ViewKind kind : {kUserNameRequest, kUserRequest, kUserName}) {
     const View* v = Find(kind, job);
     if (v == nullptr || v->n_target[ti] == 0) continue;
+    say(kind == kUserNameRequest ? "your last job of this name and request"
+        : kind == kUserRequest   ? "your last job with this request"
+                                 : "your last job of this name");
     float last = std::numeric_limits<float>::quiet_NaN();
     v->ForEachNewest([&](const Sample& s) {
       if (std::isnan(s.y[ti])) return true;
@@ -374,6 +380,11 @@ float History::Anchor(const JobRecord& job, Target t,
     auto req = TargetRequest(job, t);
     return req ? std::min(last, static_cast<float>(*req)) : last;
   }
+  // Where Baselines() took last-two from.
+  const View* user = Find(kUser, job);
+  say(user != nullptr && user->n_target[ti] >= 2 ? "the mean of your last two jobs"
+      : TargetRequest(job, t)                    ? "the request"
+                                                 : "the cluster's recent median");
   return baselines[static_cast<int>(Baseline::kLast2)];
 }
 

@@ -88,8 +88,9 @@ class History {
   // view that has one (same name and request, same request, same name), else the last-two
   // baseline from `baselines` (this job's Baselines()). Capped at the request; NaN when there
   // is nothing at all.
-  float Anchor(const JobRecord& job, Target t,
-               const std::array<float, kNumBaselines>& baselines) const;
+  // `from`, when given, says in words where it came from ("your last job of this name").
+  float Anchor(const JobRecord& job, Target t, const std::array<float, kNumBaselines>& baselines,
+               std::string* from = nullptr) const;
 
   // The median of `t` over recent finished jobs: the baselines' last resort.
   float GlobalMedian(Target t) const { return global_median_[static_cast<int>(t)]; }

@@ -96,6 +96,26 @@ TEST(HistoryTest, EveryFeatureHasWords) {
   EXPECT_EQ(DescribeFeature("not_a_feature"), "not_a_feature");
 }
 
+// `predict` says where the trees started from, and it must be where they did.
+TEST(HistoryTest, TheAnchorSaysWhereItCameFrom) {
+  History h;
+  h.AddFinished(Job("1", "u", 1000, 100, 3600));
+  h.AddFinished(Job("2", "u", 2000, 300, 3600));
+  std::string from;
+  JobRecord again = Job("3", "u", 5000, 0, 3600);
+  auto b = h.Baselines(again, 5000, Target::kRuntime);
+  EXPECT_FLOAT_EQ(h.Anchor(again, Target::kRuntime, b, &from), 300.0f);
+  EXPECT_EQ(from, "your last job of this name and request");
+  JobRecord other = Job("4", "u", 5000, 0, 7200, "other");
+  b = h.Baselines(other, 5000, Target::kRuntime);
+  EXPECT_FLOAT_EQ(h.Anchor(other, Target::kRuntime, b, &from), 200.0f);
+  EXPECT_EQ(from, "the mean of your last two jobs");
+  JobRecord newcomer = Job("5", "v", 5000, 0, 7200);
+  b = h.Baselines(newcomer, 5000, Target::kRuntime);
+  EXPECT_FLOAT_EQ(h.Anchor(newcomer, Target::kRuntime, b, &from), 7200.0f);
+  EXPECT_EQ(from, "the request");
+}
+
 TEST(HistoryTest, BaselinesFollowTheirDefinitions) {
   History h;
   JobRecord next = Job("9", "u", 10000, 1, 1000);
