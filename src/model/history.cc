@@ -381,11 +381,21 @@ float History::Anchor(const JobRecord& job, Target t,
     return req ? std::min(last, static_cast<float>(*req)) : last;
   }
   // Where Baselines() took last-two from.
-  const View* user = Find(kUser, job);
-  say(user != nullptr && user->n_target[ti] >= 2 ? "the mean of your last two jobs"
-      : TargetRequest(job, t)                    ? "the request"
-                                                 : "the cluster's recent median");
+  float ys[2];
+  say(LastTwo(Find(kUser, job), ti, ys) ? "the mean of your last two jobs"
+      : TargetRequest(job, t)           ? "the request"
+                                        : "the cluster's recent median");
   return baselines[static_cast<int>(Baseline::kLast2)];
+}
+
+bool History::LastTwo(const View* user, int ti, float* ys) {
+  if (user == nullptr || user->n_target[ti] < 2) return false;
+  int n = 0;
+  user->ForEachNewest([&](const Sample& s) {
+    if (!std::isnan(s.y[ti])) ys[n++] = s.y[ti];
+    return n < 2;
+  });
+  return n == 2;
 }
 
 std::array<float, kNumBaselines> History::Baselines(const JobRecord& job, int64_t now,
@@ -407,14 +417,8 @@ std::array<float, kNumBaselines> History::Baselines(const JobRecord& job, int64_
   // Tsafrir et al. (2007): the mean of the user's last two jobs, never above the request;
   // the request itself until there are two.
   float last2 = fallback;
-  if (user != nullptr && user->n_target[ti] >= 2) {
-    float ys[2];
-    int n = 0;
-    user->ForEachNewest([&](const Sample& s) {
-      if (!std::isnan(s.y[ti])) ys[n++] = s.y[ti];
-      return n < 2;
-    });
-    if (n == 2) last2 = (ys[0] + ys[1]) / 2;
+  if (float ys[2]; LastTwo(user, ti, ys)) {
+    last2 = (ys[0] + ys[1]) / 2;
     if (req) last2 = std::min(last2, static_cast<float>(*req));
   }
   out[static_cast<int>(Baseline::kLast2)] = last2;
