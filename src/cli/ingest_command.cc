@@ -416,7 +416,9 @@ void AfterPass(Store& store, const FollowOptions& o, int64_t from, int64_t to,
   }
   for (const auto& j : *jobs) {
     auto job = store.GetJob("", j.job_id);
-    if (!job.ok()) continue;  // not ingested (e.g. no end time yet)
+    // Not ingested yet (it ended after this pass's sacct ran): the stored record, if any, is
+    // the agent's of the running job, with no end state; the next pass stores sacct's.
+    if (!job.ok() || job->source != "sacct") continue;
     if (auto pred = PredictionFromRecord(j.admin_comment, job->cluster)) {
       if (!store.GetPrediction(job->cluster, j.job_id).ok()) {
         Status st = store.PutPrediction(
