@@ -302,6 +302,7 @@ def render(args, rows):
     render_summary(doc, scored, placeholder_of)
     render_datasets(doc, rows, scored, skipped, traces_facts, args)
     render_targets(doc, scored, placeholder_of)
+    render_history_coverage(doc, scored, placeholder_of)
     render_curves(doc, scored, placeholder_of)
     render_notes(doc, scored, placeholder_of)
     return doc.text()
@@ -558,6 +559,31 @@ def render_targets(doc, scored, placeholder_of):
                          for b in baselines] + cov)
         doc.table(["dataset", "scored", "rightsize MAE", "rightsize AEA", "under",
                    "trees only"] + baselines + ["coverage80", "coverage95"], rows)
+
+
+def render_history_coverage(doc, scored, placeholder_of):
+    doc.add("## Coverage by the user's history", "",
+            "The intervals' coverage split by how many past jobs of the target the job's user "
+            "had when it was submitted (*none*, *some*: under 10, *much*), as *coverage80 / "
+            "coverage95 (jobs)*. Users with no or few past jobs are calibrated with each user "
+            "counted once (see docs/model.md); where the held-out weeks held too few such "
+            "users to bound a tail, the interval is unbounded and covers its job, so these "
+            "groups can read above nominal.", "")
+    rows = []
+    for target in TARGET_ORDER:
+        for r in scored:
+            t = r["doc"]["targets"].get(target)
+            groups = {g["history"]: g for g in (t or {}).get("model", {}).get("by_history", [])}
+            if not groups:
+                continue
+            dagger = " †" if (r["name"], target) in placeholder_of else ""
+            cells = [f"{r['name']}{dagger}", target]
+            for h in ("none", "some", "much"):
+                g = groups.get(h)
+                cells.append("—" if g is None else
+                             f"{pct(g['coverage80'])} / {pct(g['coverage95'])} ({g['n']:,})")
+            rows.append(cells)
+    doc.table(["dataset", "target", "none", "some", "much"], rows)
 
 
 def render_curves(doc, scored, placeholder_of):

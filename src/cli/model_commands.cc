@@ -153,10 +153,26 @@ void PrintEvalText(const std::string& what, const nlohmann::json& r) {
     row("  trees only", t["learned"]);
     for (const auto& [b, m] : t["baselines"].items()) row(b, m);
     if (!t["model"]["coverage80"].is_null()) {
+      const auto& m = t["model"];
+      std::string pinball = "none (no job had a bounded 80% interval)";
+      if (!m["pinball"].is_null()) {
+        pinball = fmt_v(m["pinball"].get<double>());
+        int64_t with_interval = 0;
+        for (const auto& g : m["by_history"]) with_interval += g["n"].get<int64_t>();
+        if (m["pinball_n"].get<int64_t>() < with_interval) {
+          pinball += fmt::format(" (over the {} jobs whose 80% interval was bounded)",
+                                 m["pinball_n"].get<int64_t>());
+        }
+      }
       fmt::print("  interval coverage: 80% -> {}, 95% -> {}; pinball loss {}\n",
-                 Pct(t["model"]["coverage80"].get<double>()),
-                 Pct(t["model"]["coverage95"].get<double>()),
-                 fmt_v(t["model"]["pinball"].get<double>()));
+                 Pct(m["coverage80"].get<double>()), Pct(m["coverage95"].get<double>()), pinball);
+      std::string groups;
+      for (const auto& g : t["model"]["by_history"]) {
+        groups += fmt::format("{}{} {} / {} ({} jobs)", groups.empty() ? "" : "; ",
+                              g["history"].get<std::string>(), Pct(g["coverage80"].get<double>()),
+                              Pct(g["coverage95"].get<double>()), g["n"].get<int64_t>());
+      }
+      fmt::print("  by the user's past jobs of this target: {}\n", groups);
     }
     if (!t["saving_curve"].empty()) {
       fmt::print("  saving curve (net share of requested resource-time freed / jobs killed):\n");
@@ -677,8 +693,17 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
     tj["suggested_request"] = bound(suggested);
     tj["risk_used"] = p->EffectiveRisk(f.risk);
     tj["job_risk"] = job_risk;
-    tj["history"] = std::array<const char*, 3>{"none", "some", "much"}[p->group];
+    tj["history"] = HistoryGroupName(p->group);
     if (p->group == 0) unmeasured.emplace_back(NameOf(t));
+    if (!std::isfinite(p->Quantile(0.9))) {
+      // Groups 0 and 1 are calibrated per user (TrainTarget), group 2 per job.
+      static constexpr std::array<const char*, 3> kWho = {"users the cluster had not seen before",
+                                                          "users with a few past jobs", "jobs"};
+      notes.push_back(fmt::format(
+          "{}: p90 is unbounded: too few {} were held out to check the model on ({}; 9 are "
+          "needed to bound it)",
+          NameOf(t), kWho.at(static_cast<size_t>(p->group)), p->Grid().n));
+    }
     tj["prob_request_too_small"] = too_small ? nlohmann::json(*too_small) : nlohmann::json(nullptr);
     if (t == Target::kGpuMemory && from_code) {
       tj["code"] = *from_code;

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <queue>
+#include <string>
+#include <unordered_map>
 
 namespace rightsize {
 
@@ -29,6 +31,8 @@ Dataset BuildDataset(std::vector<JobRecord>& jobs, const ClusterContext& cluster
   d.end.resize(n);
   d.cores.resize(n);
   d.elapsed.resize(n);
+  d.user.resize(n);
+  std::unordered_map<std::string, uint32_t> users;
   for (int t = 0; t < kNumTargets; ++t) {
     d.y[t].resize(n);
     d.req[t].resize(n);
@@ -49,6 +53,7 @@ Dataset BuildDataset(std::vector<JobRecord>& jobs, const ClusterContext& cluster
     d.submit[i] = now;
     d.end[i] = job.end_time.value_or(std::numeric_limits<int64_t>::max());
     d.cores[i] = static_cast<float>(job.AllocatedCpus().value_or(1.0));
+    d.user[i] = users.emplace(job.request.user, static_cast<uint32_t>(users.size())).first->second;
     d.elapsed[i] = job.usage.elapsed_s ? static_cast<float>(*job.usage.elapsed_s) : kNaN;
     history.Features(job, now, cluster, d.x.data() + i * d.cols);
     for (Target t : kAllTargets) {

@@ -37,6 +37,7 @@ struct Dataset {
   std::vector<int64_t> end;    // INT64_MAX when the job has no end time (never feeds history)
   std::vector<float> cores;    // allocated cores (1 when unknown): weight of resource-time
   std::vector<float> elapsed;  // seconds, NaN when unknown
+  std::vector<uint32_t> user;  // the job's user, as an index (same user, same index)
   std::array<std::vector<float>, kNumTargets> y;    // NaN = not measured
   std::array<std::vector<float>, kNumTargets> req;  // NaN = no request known
   std::array<std::vector<std::array<float, kNumBaselines>>, kNumTargets> baseline;

@@ -54,6 +54,10 @@ struct TrainOptions {
 struct QuantileGrid {
   std::vector<float> q;  // sorted; q[i] is the (i / (size-1))-th quantile
   static QuantileGrid From(std::vector<float> values, size_t points = 2001);
+  // The same from (value, weight) pairs, counted as `n` values by Quantile's finite-sample
+  // correction: each user's errors weighing 1 in all, n the number of users.
+  static QuantileGrid FromWeighted(std::vector<std::pair<float, double>> values, int64_t n,
+                                   size_t points = 2001);
   // The conformal quantile: the ceil((n+1)·p)-th of n values, interpolated on the grid;
   // +infinity (-infinity) when n is too small to bound that upper (lower) tail.
   float Quantile(double p) const;
@@ -172,6 +176,8 @@ struct TargetPrediction {
 // How much of the user's own history a job has for `t`: 0 none, 1 a few jobs, 2 many. The
 // intervals are calibrated per group.
 int HistoryGroup(const float* features, Target t);
+// The group's name in JSON: "none", "some", "much".
+const char* HistoryGroupName(int group);
 
 // Trains the model of `t` on `rows` of `d` (indexes in submit order, all with a value of t,
 // all ended before the moment the model is for). NotFound when there are too few rows.

@@ -64,7 +64,10 @@ struct TargetEval {
   PointErrors model, learned;
   std::array<PointErrors, kNumBaselines> baseline;
   double pinball = 0;
+  int64_t pinball_n = 0;  // jobs with bounded p10 and p90 (an unbounded one has no finite loss)
   int64_t covered80 = 0, covered95 = 0, interval_n = 0, fallback_rows = 0;
+  // The same per history group (HistoryGroup): a new user's intervals must hold too.
+  std::array<int64_t, 3> group_n{}, group80{}, group95{};
   std::vector<SavingStats> model_saving;
   std::vector<SavingStats> model_curve;  // at kCurveRisks
   std::vector<std::array<SavingStats, kNumBaselines>> baseline_saving;
@@ -266,12 +269,20 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
       const TargetPrediction& p = preds[k2];
       e.model.Add(p.point, y);
       e.learned.Add(p.learned, y);
-      e.pinball += (Pinball(y, p.Quantile(0.1), 0.1) + Pinball(y, p.point, 0.5) +
-                    Pinball(y, p.Quantile(0.9), 0.9)) /
-                   3;
+      if (std::isfinite(p.Quantile(0.1)) && std::isfinite(p.Quantile(0.9))) {
+        e.pinball += (Pinball(y, p.Quantile(0.1), 0.1) + Pinball(y, p.point, 0.5) +
+                      Pinball(y, p.Quantile(0.9), 0.9)) /
+                     3;
+        ++e.pinball_n;
+      }
       ++e.interval_n;
-      if (y >= p.Quantile(0.1) && y <= p.Quantile(0.9)) ++e.covered80;
-      if (y >= p.Quantile(0.025) && y <= p.Quantile(0.975)) ++e.covered95;
+      bool in80 = y >= p.Quantile(0.1) && y <= p.Quantile(0.9);
+      bool in95 = y >= p.Quantile(0.025) && y <= p.Quantile(0.975);
+      e.covered80 += in80 ? 1 : 0;
+      e.covered95 += in95 ? 1 : 0;
+      ++e.group_n[p.group];
+      e.group80[p.group] += in80 ? 1 : 0;
+      e.group95[p.group] += in95 ? 1 : 0;
       if (std::isnan(req)) continue;
       for (size_t i = 0; i < kCurveRisks.size(); ++i) {
         e.model_curve[i].Add(req, p.Suggest(kCurveRisks[i]), y, w);
@@ -322,9 +333,21 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
     auto share = [&](double v) {
       return in > 0 ? nlohmann::json(v / in) : nlohmann::json(nullptr);
     };
-    m["pinball"] = share(e.pinball);
+    m["pinball"] = e.pinball_n > 0 ? nlohmann::json(e.pinball / static_cast<double>(e.pinball_n))
+                                   : nlohmann::json(nullptr);
+    m["pinball_n"] = e.pinball_n;
     m["coverage80"] = share(static_cast<double>(e.covered80));
     m["coverage95"] = share(static_cast<double>(e.covered95));
+    nlohmann::json groups = nlohmann::json::array();
+    for (int g = 0; g < 3; ++g) {
+      if (e.group_n[g] == 0) continue;
+      auto gn = static_cast<double>(e.group_n[g]);
+      groups.push_back({{"history", HistoryGroupName(g)},
+                        {"n", e.group_n[g]},
+                        {"coverage80", static_cast<double>(e.group80[g]) / gn},
+                        {"coverage95", static_cast<double>(e.group95[g]) / gn}});
+    }
+    m["by_history"] = std::move(groups);
     tj["model"] = std::move(m);
     tj["learned"] = Json(e.learned);
     nlohmann::json bj = nlohmann::json::object();

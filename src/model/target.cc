@@ -83,6 +83,8 @@ std::optional<double> TargetRequest(const JobRecord& job, Target t,
 }
 
 std::string FormatTargetValue(Target t, double v) {
+  // An interval's bound that the held-out jobs were too few to set.
+  if (std::isinf(v)) return v > 0 ? "unbounded" : "-unbounded";
   switch (t) {
     case Target::kRuntime:
       return FormatDuration(v);

@@ -43,7 +43,7 @@ std::optional<double> TargetValue(const JobRecord& job, Target t);
 std::optional<double> TargetRequest(const JobRecord& job, Target t,
                                     std::optional<double> gpu_capacity_bytes = std::nullopt);
 
-// "3h 20m", "12.4 GiB", "3.5 cores", "41 %": a value for people.
+// "3h 20m", "12.4 GiB", "3.5 cores", "41 %": a value for people; "unbounded" for infinity.
 std::string FormatTargetValue(Target t, double v);
 
 }  // namespace rightsize

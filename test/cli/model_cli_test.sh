@@ -87,6 +87,13 @@ expect_eq "new user exits 0" "$RC" 0
 expect_contains "new user is told" "$OUT" "has no finished jobs"
 run_rs predict "$SCRIPTS/mpi_job.sh" --user nobody-here --json
 expect_eq "new user's history" "$(json_get "$OUT" 'd["targets"]["runtime"]["history"]')" none
+# HPC2N's held-out weeks hold two new users: too few to bound a new user's p90, and predict
+# says so rather than borrow the known users' narrow errors.
+expect_eq "new user's p90 is unbounded (null)" "$(json_get "$OUT" 'd["targets"]["runtime"]["p90"]')" None
+expect_eq "and the note says why" \
+  "$(json_get "$OUT" 'any("runtime: p90 is unbounded: too few users the cluster had not seen before" in n for n in d["notes"])')" True
+run_rs predict "$SCRIPTS/mpi_job.sh" --user nobody-here
+expect_contains "the text shows it unbounded" "$OUT" "unbounded"
 
 # A job run 60 times with steady use (sacct, as the SLURM tests ingest it), submitted again as
 # a script: predicted near its past use, under its request, and its user is not called new.
@@ -183,9 +190,15 @@ for k in 'd["targets"]["runtime"]["model"]["mae"]' 'd["targets"]["runtime"]["mod
   expect_eq "eval has $k" "$(json_get "$OUT" "$k is not None")" True
 done
 expect_eq "four kill risks" "$(json_get "$OUT" '[c["risk"] for c in d["targets"]["runtime"]["saving_curve"]]')" "[0.005, 0.01, 0.02, 0.05]"
+# Coverage per history group: the groups' jobs add up to the jobs with an interval, and the
+# coverage of all is their weighted mean.
+expect_eq "coverage per history group adds up" "$(json_get "$OUT" '
+(lambda m: abs(sum(g["n"] * g["coverage80"] for g in m["by_history"]) / sum(g["n"] for g in m["by_history"]) - m["coverage80"]) < 1e-9
+ and [g["history"] for g in m["by_history"]] == ["none", "some", "much"])(d["targets"]["runtime"]["model"])')" True
 run_rs eval --store --retrain-every 14d
 expect_eq "eval --store exits 0" "$RC" 0
 expect_contains "text names the baselines" "$OUT" "last2"
+expect_contains "text gives coverage per history group" "$OUT" "by the user's past jobs of this target: none"
 run_rs eval
 expect_eq "eval without input is a usage error" "$RC" 1
 run_rs eval --trace "$SCRIPTS/mpi_job.sh" --format swf
