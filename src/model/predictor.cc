@@ -70,6 +70,10 @@ QuantileGrid QuantileGrid::FromWeighted(std::vector<std::pair<float, double>> va
   if (values.empty()) return g;
   g.n = n;
   std::sort(values.begin(), values.end());
+  if (values.size() == 1) {
+    g.q = {values[0].first};
+    return g;
+  }
   // Value j sits at the middle of its weight, rescaled so that the smallest is at level 0 and
   // the largest at 1: with equal weights, the (j - 1) / (m - 1) of From().
   size_t m = values.size();
@@ -82,10 +86,6 @@ QuantileGrid QuantileGrid::FromWeighted(std::vector<std::pair<float, double>> va
     double mid = before + values[j].second / 2 - values.front().second / 2;
     level[j] = span > 0 ? mid / span : 0;
     before += values[j].second;
-  }
-  if (m == 1) {
-    g.q = {values[0].first};
-    return g;
   }
   g.q.resize(points);
   size_t j = 0;
@@ -237,12 +237,15 @@ double PricedRequest(const JobOptions& o, double weight, double req, double pric
   return best;
 }
 
-// Whether the job's quantiles come from its own history group's held-out errors.
+// Whether the job's quantiles come from enough of its own history group's held-out errors
+// (kMinGroupScores jobs, or users for groups 0 and 1) for its request to be cut at more than
+// the cluster-wide risk.
 bool OwnGrid(const TargetPrediction& p) {
   return p.model->group_scores[p.group].n >= kMinGroupScores;
 }
 // The highest risk one job's request may be made at, for a cluster-wide `risk`. A job whose
-// group had too few held-out jobs borrows every group's errors, which understate its spread:
+// group had too few held-out jobs borrows every group's errors, which understate its spread
+// (or, for groups 0 and 1, has a coarse grid of a few users' errors):
 // it may be made safer than asked, never riskier (on wagap-2013, such jobs' priced requests
 // killed 98 of 169 in one week).
 double MaxJobRisk(bool own_grid, double risk) { return own_grid ? 1.0 : risk; }
@@ -522,8 +525,7 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
   // Counted per job, the woody replay's new users' 80 % intervals held 2 % of their jobs.
   std::vector<float> scores(n_cal);
   std::vector<float> many;
-  std::array<std::vector<std::pair<float, double>>, 2> few;
-  std::array<std::unordered_map<uint32_t, int>, 2> per_user;
+  std::array<std::vector<std::pair<float, uint32_t>>, 2> few;  // (error, user)
   for (size_t k = 0; k < n_cal; ++k) {
     size_t r = rows[n_tr + k];
     double p = point(k, m.blend_weight, static_cast<int>(m.blend_baseline));
@@ -532,19 +534,17 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
     if (g == 2) {
       many.push_back(scores[k]);
     } else if (std::isfinite(scores[k])) {
-      few[g].emplace_back(scores[k], 0);
-      ++per_user[g][d.user[r]];
+      few[g].emplace_back(scores[k], d.user[r]);
     }
   }
   for (int g = 0; g < 2; ++g) {
-    size_t i = 0;
-    for (size_t k = 0; k < n_cal; ++k) {
-      size_t r = rows[n_tr + k];
-      if (HistoryGroup(d.row(r), t) != g || !std::isfinite(scores[k])) continue;
-      few[g][i++].second = 1.0 / per_user[g][d.user[r]];
-    }
+    std::unordered_map<uint32_t, int> per_user;
+    for (const auto& [e, u] : few[g]) ++per_user[u];
+    std::vector<std::pair<float, double>> weighted;
+    weighted.reserve(few[g].size());
+    for (const auto& [e, u] : few[g]) weighted.emplace_back(e, 1.0 / per_user[u]);
     m.group_scores[g] =
-        QuantileGrid::FromWeighted(std::move(few[g]), static_cast<int64_t>(per_user[g].size()));
+        QuantileGrid::FromWeighted(std::move(weighted), static_cast<int64_t>(per_user.size()));
   }
   m.scores = QuantileGrid::From(std::move(scores));
   m.group_scores[2] = QuantileGrid::From(std::move(many));
