@@ -79,36 +79,69 @@ std::vector<int> FeatureLayout::ColumnsFor(Target t) const {
 
 namespace {
 
-constexpr const char* kViewNames[] = {"user_name_request", "user_request", "user_name", "user",
-                                      "program"};
+// A column's name and, for `predict`'s why, its meaning in words.
+struct Column {
+  const char* name;
+  const char* words;
+};
+
+constexpr Column kViews[] = {{"user_name_request", "your jobs of this name and request"},
+                             {"user_request", "your jobs with this request"},
+                             {"user_name", "your jobs of this name"},
+                             {"user", "your jobs"},
+                             {"program", "every user's jobs of this program"}};
+constexpr Column kRequestColumns[] = {{"log_req_time", "the time limit"},
+                                      {"log_req_cpus", "the CPUs asked for"},
+                                      {"log_req_mem", "the memory asked for"},
+                                      {"req_gpus", "the GPUs asked for"},
+                                      {"log_req_nodes", "the nodes asked for"},
+                                      {"hour_of_day", "the hour of submission"},
+                                      {"day_of_week", "the day of the week"},
+                                      {"partition_code", "the partition"},
+                                      {"share_of_cluster", "the share of the cluster asked for"},
+                                      {"user_last_killed", "whether your last job hit a limit"}};
+// Per target: the request and the user's mean, then each view's statistics ("the median of "
+// + the view's words).
+constexpr Column kTargetColumns[] = {{"log_request", "the request"},
+                                     {"request_vs_last", "the request against your previous one"},
+                                     {"user_mean", "your jobs' mean"}};
+constexpr Column kViewStats[] = {{"last", "the last of "},
+                                 {"last2", "the mean of the last two of "},
+                                 {"median", "the median of "},
+                                 {"max", "the largest of "},
+                                 {"used_share", "the share of their request used by "}};
+constexpr Column kNodeColumns[] = {{"log_node_cpus", "the partition's cores per node"},
+                                   {"log_node_mem", "the partition's memory per node"},
+                                   {"node_gpus", "the partition's GPUs per node"},
+                                   {"cpus_share_of_node", "the share of a node's cores asked for"},
+                                   {"mem_share_of_node", "the share of a node's memory asked for"}};
 
 FeatureLayout MakeLayout() {
   FeatureLayout l;
-  for (const char* n :
-       {"log_req_time", "log_req_cpus", "log_req_mem", "req_gpus", "log_req_nodes", "hour_of_day",
-        "day_of_week", "partition_code", "share_of_cluster", "user_last_killed"}) {
-    l.names.emplace_back(n);
+  auto add = [&l](std::string name, std::string words) {
+    l.names.push_back(std::move(name));
+    l.words.push_back(std::move(words));
+  };
+  for (const Column& c : kRequestColumns) add(c.name, c.words);
+  for (const Column& v : kViews) {
+    add(fmt::format("{}_jobs", v.name), fmt::format("how many of {} ran", v.words));
   }
-  for (const char* v : kViewNames) l.names.push_back(fmt::format("{}_jobs", v));
-  for (const char* v : kViewNames) l.names.push_back(fmt::format("{}_age", v));
+  for (const Column& v : kViews) {
+    add(fmt::format("{}_age", v.name), fmt::format("the time since {} last ran", v.words));
+  }
   l.common = l.names.size();
   for (Target t : kAllTargets) {
     size_t before = l.names.size();
     std::string_view tn = NameOf(t);
-    l.names.push_back(fmt::format("{}.log_request", tn));
-    l.names.push_back(fmt::format("{}.request_vs_last", tn));
-    l.names.push_back(fmt::format("{}.user_mean", tn));
-    for (const char* v : kViewNames) {
-      for (const char* s : {"last", "last2", "median", "max", "used_share"}) {
-        l.names.push_back(fmt::format("{}.{}_{}", tn, v, s));
+    for (const Column& c : kTargetColumns) add(fmt::format("{}.{}", tn, c.name), c.words);
+    for (const Column& v : kViews) {
+      for (const Column& s : kViewStats) {
+        add(fmt::format("{}.{}_{}", tn, v.name, s.name), fmt::format("{}{}", s.words, v.words));
       }
     }
     l.block = l.names.size() - before;
   }
-  for (const char* n :
-       {"log_node_cpus", "log_node_mem", "node_gpus", "cpus_share_of_node", "mem_share_of_node"}) {
-    l.names.emplace_back(n);
-  }
+  for (const Column& c : kNodeColumns) add(c.name, c.words);
   return l;
 }
 
@@ -120,52 +153,10 @@ const FeatureLayout& Layout() {
 }
 
 std::string DescribeFeature(std::string_view name) {
-  static const std::map<std::string, std::string, std::less<>> words = [] {
-    std::map<std::string, std::string, std::less<>> w = {
-        {"log_req_time", "the time limit"},
-        {"log_req_cpus", "the CPUs asked for"},
-        {"log_req_mem", "the memory asked for"},
-        {"req_gpus", "the GPUs asked for"},
-        {"log_req_nodes", "the nodes asked for"},
-        {"hour_of_day", "the hour of submission"},
-        {"day_of_week", "the day of the week"},
-        {"partition_code", "the partition"},
-        {"share_of_cluster", "the share of the cluster asked for"},
-        {"user_last_killed", "whether your last job hit a limit"},
-        {"log_node_cpus", "the partition's cores per node"},
-        {"log_node_mem", "the partition's memory per node"},
-        {"node_gpus", "the partition's GPUs per node"},
-        {"cpus_share_of_node", "the share of a node's cores asked for"},
-        {"mem_share_of_node", "the share of a node's memory asked for"}};
-    // kViewNames, in words.
-    constexpr const char* kViews[] = {"your jobs of this name and request",
-                                      "your jobs with this request", "your jobs of this name",
-                                      "your jobs", "every user's jobs of this program"};
-    static_assert(std::size(kViews) == std::size(kViewNames));
-    for (size_t v = 0; v < std::size(kViews); ++v) {
-      w[fmt::format("{}_jobs", kViewNames[v])] = fmt::format("how many of {} ran", kViews[v]);
-      w[fmt::format("{}_age", kViewNames[v])] =
-          fmt::format("the time since {} last ran", kViews[v]);
-    }
-    for (Target t : kAllTargets) {
-      std::string_view tn = NameOf(t);
-      w[fmt::format("{}.log_request", tn)] = "the request";
-      w[fmt::format("{}.request_vs_last", tn)] = "the request against your previous one";
-      w[fmt::format("{}.user_mean", tn)] = "your jobs' mean";
-      for (size_t v = 0; v < std::size(kViews); ++v) {
-        for (auto [stat, words] :
-             {std::pair{"last", "the last of "}, std::pair{"last2", "the mean of the last two of "},
-              std::pair{"median", "the median of "}, std::pair{"max", "the largest of "},
-              std::pair{"used_share", "the share of their request used by "}}) {
-          w[fmt::format("{}.{}_{}", tn, kViewNames[v], stat)] =
-              fmt::format("{}{}", words, kViews[v]);
-        }
-      }
-    }
-    return w;
-  }();
-  auto it = words.find(name);
-  return it == words.end() ? std::string(name) : it->second;
+  const FeatureLayout& l = Layout();
+  auto it = std::find(l.names.begin(), l.names.end(), name);
+  return it == l.names.end() ? std::string(name)
+                             : l.words[static_cast<size_t>(it - l.names.begin())];
 }
 
 template <typename Fn>

@@ -38,6 +38,7 @@ std::string_view NameOf(Baseline b);  // "request", "user_mean", "last2", "vpa"
 // The feature vector's layout: common features, then one block per target.
 struct FeatureLayout {
   std::vector<std::string> names;  // all columns
+  std::vector<std::string> words;  // each column's meaning, for `predict`'s why
   size_t common = 0;               // columns [0, common) are shared by every target
   size_t block = 0;                // each target's block is `block` columns wide
   // Columns [TailStart(), cols()) are shared too, added after the blocks: appended, they leave
