@@ -65,8 +65,9 @@ struct TargetEval {
   std::array<PointErrors, kNumBaselines> baseline;
   double pinball = 0;
   int64_t pinball_n = 0;  // jobs with bounded p10 and p90 (an unbounded one has no finite loss)
-  int64_t covered80 = 0, covered95 = 0, interval_n = 0, fallback_rows = 0;
-  // The same per history group (HistoryGroup): a new user's intervals must hold too.
+  int64_t fallback_rows = 0;
+  // Per history group (HistoryGroup), the jobs with an interval and those it covered: a new
+  // user's intervals must hold too.
   std::array<int64_t, 3> group_n{}, group80{}, group95{};
   std::vector<SavingStats> model_saving;
   std::vector<SavingStats> model_curve;  // at kCurveRisks
@@ -269,20 +270,14 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
       const TargetPrediction& p = preds[k2];
       e.model.Add(p.point, y);
       e.learned.Add(p.learned, y);
-      if (std::isfinite(p.Quantile(0.1)) && std::isfinite(p.Quantile(0.9))) {
-        e.pinball += (Pinball(y, p.Quantile(0.1), 0.1) + Pinball(y, p.point, 0.5) +
-                      Pinball(y, p.Quantile(0.9), 0.9)) /
-                     3;
+      double q10 = p.Quantile(0.1), q90 = p.Quantile(0.9);
+      if (std::isfinite(q10) && std::isfinite(q90)) {
+        e.pinball += (Pinball(y, q10, 0.1) + Pinball(y, p.point, 0.5) + Pinball(y, q90, 0.9)) / 3;
         ++e.pinball_n;
       }
-      ++e.interval_n;
-      bool in80 = y >= p.Quantile(0.1) && y <= p.Quantile(0.9);
-      bool in95 = y >= p.Quantile(0.025) && y <= p.Quantile(0.975);
-      e.covered80 += in80 ? 1 : 0;
-      e.covered95 += in95 ? 1 : 0;
       ++e.group_n[p.group];
-      e.group80[p.group] += in80 ? 1 : 0;
-      e.group95[p.group] += in95 ? 1 : 0;
+      e.group80[p.group] += y >= q10 && y <= q90 ? 1 : 0;
+      e.group95[p.group] += y >= p.Quantile(0.025) && y <= p.Quantile(0.975) ? 1 : 0;
       if (std::isnan(req)) continue;
       for (size_t i = 0; i < kCurveRisks.size(); ++i) {
         e.model_curve[i].Add(req, p.Suggest(kCurveRisks[i]), y, w);
@@ -328,7 +323,10 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
     tj["models_trained"] = e.models_trained;
     tj["fallback_jobs"] = e.fallback_rows;
     nlohmann::json m = Json(e.model);
-    double in = static_cast<double>(e.interval_n);
+    auto sum = [](const std::array<int64_t, 3>& a) {
+      return static_cast<double>(a[0] + a[1] + a[2]);
+    };
+    double in = sum(e.group_n);
     // No scored job had a model: there were no intervals to measure.
     auto share = [&](double v) {
       return in > 0 ? nlohmann::json(v / in) : nlohmann::json(nullptr);
@@ -336,8 +334,8 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
     m["pinball"] = e.pinball_n > 0 ? nlohmann::json(e.pinball / static_cast<double>(e.pinball_n))
                                    : nlohmann::json(nullptr);
     m["pinball_n"] = e.pinball_n;
-    m["coverage80"] = share(static_cast<double>(e.covered80));
-    m["coverage95"] = share(static_cast<double>(e.covered95));
+    m["coverage80"] = share(sum(e.group80));
+    m["coverage95"] = share(sum(e.group95));
     nlohmann::json groups = nlohmann::json::array();
     for (int g = 0; g < 3; ++g) {
       if (e.group_n[g] == 0) continue;
