@@ -57,6 +57,7 @@ nlohmann::json StatsJson(const IngestStats& s, const Status& st) {
   }
   return {{"file", s.file},
           {"cluster", s.cluster},
+          {"clusters", s.clusters},
           {"lines", s.lines},
           {"records", s.records},
           {"stored", s.stored},
@@ -104,11 +105,17 @@ int IngestFiles(Context& ctx, const std::vector<std::string>& files, const Commo
     if (flags.json) {
       out.push_back(StatsJson(stats, st));
     } else {
+      // Where the jobs went: records that name their cluster (sacct's Cluster column) keep it.
+      std::string where =
+          stats.clusters.size() > 1
+              ? fmt::format("clusters '{}'", fmt::join(stats.clusters, "', '"))
+              : fmt::format("cluster '{}'",
+                            stats.clusters.empty() ? stats.cluster : *stats.clusters.begin());
       fmt::print(
-          "{}: {} lines, {} jobs stored in cluster '{}', {} malformed lines skipped "
+          "{}: {} lines, {} jobs stored in {}, {} malformed lines skipped "
           "({:.2f} s)\n",
           stats.file, FormatThousands(static_cast<double>(stats.lines), 0),
-          FormatThousands(static_cast<double>(stats.stored), 0), stats.cluster,
+          FormatThousands(static_cast<double>(stats.stored), 0), where,
           FormatThousands(static_cast<double>(stats.skipped), 0), stats.seconds);
       for (const auto& note : stats.notes) fmt::print("{}: note: {}\n", stats.file, note);
     }

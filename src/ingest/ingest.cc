@@ -114,6 +114,7 @@ Status IngestFile(const std::string& path, RecordParser& parser, Store& store,
     if (batch.empty()) return;
     for (auto& job : batch) {
       if (job.cluster.empty() || options.override_cluster) job.cluster = cluster;
+      s.clusters.insert(job.cluster);
     }
     s.records += static_cast<int64_t>(batch.size());
     writer.Push(std::move(batch));

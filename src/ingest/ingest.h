@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,7 +62,8 @@ struct IngestOptions {
 
 struct IngestStats {
   std::string file;
-  std::string cluster;
+  std::string cluster;             // the cluster given for records that name none
+  std::set<std::string> clusters;  // the clusters the records went to
   int64_t lines = 0;
   int64_t records = 0;  // job records produced (sacct: jobs after merging steps)
   int64_t stored = 0;

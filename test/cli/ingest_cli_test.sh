@@ -20,6 +20,16 @@ expect_eq "header kept as metadata" \
 run_rs ingest sacct "$SLURM22" --cluster lab
 expect_eq "sacct ingest exit" "$RC" 0
 expect_contains "sacct summary" "$OUT" "10 jobs stored in cluster 'lab'"
+# Without --cluster, sacct's Cluster column names where the jobs go, and the summary says so.
+printf 'JobID|JobIDRaw|Cluster|User|JobName|State|Submit|Start|End|Elapsed|Timelimit|NCPUS|ReqMem\n%s\n%s\n' \
+  '7|7|north|alice|a|COMPLETED|2026-12-04T10:00:00|2026-12-04T10:00:01|2026-12-04T10:00:06|00:00:05|01:00:00|1|1G' \
+  '8|8|south|bob|b|FAILED|2026-12-04T10:00:00|2026-12-04T10:00:01|2026-12-04T10:00:09|00:00:08|01:00:00|1|1G' \
+  >"$WORK/two_clusters.psv"
+run_rs --db "$WORK/two.db" ingest sacct "$WORK/two_clusters.psv"
+expect_contains "the summary names the clusters the jobs went to" "$OUT" \
+  "2 jobs stored in clusters 'north', 'south'"
+run_rs --db "$WORK/two.db" ingest sacct "$WORK/two_clusters.psv" --json
+expect_eq "and the JSON lists them" "$(json_get "$OUT" 'd["files"][0]["clusters"]')" "['north', 'south']"
 run_rs job 2 --cluster lab --json
 expect_eq "job card exit" "$RC" 0
 expect_eq "peak memory from the batch step" "$(json_get "$OUT" 'd["job"]["usage"]["peak_memory_bytes"]')" \
