@@ -6,6 +6,19 @@
 set -euo pipefail
 source "$2/cli/lib.sh" "$@"
 
+# Job 4343's record is already in the store from sacct (no memory measured): the agent adds
+# its peak, and the scheduler's state and user stay.
+printf 'JobID|JobIDRaw|Cluster|User|JobName|State|Submit|Start|End|Elapsed|Timelimit|NCPUS|ReqMem|MaxRSS\n%s\n' \
+  '4343|4343|testnode|alice|held|COMPLETED|2026-12-04T10:00:00|2026-12-04T10:00:01|2026-12-04T10:00:06|00:00:05|01:00:00|1|1G|' \
+  >"$WORK/4343.psv"
+"$RS" --db "$WORK/agent.db" ingest sacct "$WORK/4343.psv" >/dev/null
+SLURM_JOB_ID=4343 python3 -c "
+x = bytearray(60 * 1024 * 1024)
+for i in range(0, len(x), 4096):
+    x[i] = 1
+import time; time.sleep(4)
+" &
+other=$!
 SLURM_JOB_ID=4242 python3 -c "
 import time
 x = bytearray(200 * 1024 * 1024)
@@ -30,7 +43,7 @@ expect_contains "the job is in /metrics" "$metrics" 'rightsize_job_memory_bytes{
 mem=$(grep 'rightsize_job_memory_bytes{job_id="4242"' <<<"$metrics" | awk '{print int($2)}')
 if [ "$mem" -ge $((200 * 1024 * 1024)) ]; then pass "live memory $mem"; else fail "live memory $mem"; fi
 expect_contains "agent counters" "$metrics" "rightsize_agent_cycles_total"
-wait "$job"
+wait "$job" "$other"
 sleep 1.5
 kill -TERM "$agent"
 set +e
@@ -44,6 +57,12 @@ peak=$(json_get "$OUT" 'd["job"]["usage"]["peak_memory_bytes"]')
 if [ "$peak" -ge $((200 * 1024 * 1024)) ] && [ "$peak" -le $((240 * 1024 * 1024)) ]; then
   pass "stored peak memory $peak"; else fail "stored peak $peak"; fi
 expect_eq "source agent" "$(json_get "$OUT" 'd["job"]["source"]')" agent
+run_rs --db "$WORK/agent.db" job 4343 --cluster testnode --json
+expect_eq "sacct's record is kept" \
+  "$(json_get "$OUT" '(d["job"]["source"], d["job"]["outcome"]["state"], d["job"]["request"]["user"])')" \
+  "('sacct', 'COMPLETED', 'alice')"
+expect_eq "and gains the peak the agent measured" \
+  "$(json_get "$OUT" '60 * 2**20 <= d["job"]["usage"]["peak_memory_bytes"] <= 100 * 2**20')" True
 run_rs --db "$WORK/agent.db" agent --listen nonsense
 expect_eq "bad --listen is a usage error" "$RC" 1
 finish
