@@ -696,13 +696,15 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
     tj["history"] = HistoryGroupName(p->group);
     if (p->group == 0) unmeasured.emplace_back(NameOf(t));
     if (!std::isfinite(p->Quantile(0.9))) {
-      // Groups 0 and 1 are calibrated per user (TrainTarget), group 2 per job.
-      static constexpr std::array<const char*, 3> kWho = {"users the cluster had not seen before",
-                                                          "users with a few past jobs", "jobs"};
+      // Groups 0 and 1 count users (TrainTarget) unless they borrowed every group's errors.
+      bool users = p->group < 2 && &p->Grid() == &m.group_scores[p->group];
+      std::string who = !users          ? "held-out jobs"
+                        : p->group == 0 ? "users the cluster had not seen before"
+                                        : "users with a few past jobs";
       notes.push_back(fmt::format(
-          "{}: p90 is unbounded: too few {} were held out to check the model on ({}; 9 are "
+          "{}: p90 is unbounded: too few {} were held out to check the model on ({}; {} are "
           "needed to bound it)",
-          NameOf(t), kWho.at(static_cast<size_t>(p->group)), p->Grid().n));
+          NameOf(t), who, p->Grid().n, QuantileGrid::CountToBound(0.9)));
     }
     tj["prob_request_too_small"] = too_small ? nlohmann::json(*too_small) : nlohmann::json(nullptr);
     if (t == Target::kGpuMemory && from_code) {

@@ -116,6 +116,12 @@ float QuantileGrid::Quantile(double p) const {
   return static_cast<float>(q[lo] * (1 - f) + q[hi] * f);
 }
 
+int64_t QuantileGrid::CountToBound(double p) {
+  int64_t n = 1;
+  while (std::ceil(static_cast<double>(n + 1) * p) > static_cast<double>(n)) ++n;
+  return n;
+}
+
 double QuantileGrid::ShareAtLeast(float x) const {
   if (q.empty()) return 0;
   auto it = std::lower_bound(q.begin(), q.end(), x);

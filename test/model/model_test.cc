@@ -154,6 +154,11 @@ TEST(QuantileGridTest, ConformalQuantileCoversWhatItClaims) {
   EXPECT_TRUE(std::isinf(g.Quantile(0.995)));
   EXPECT_TRUE(std::isinf(g.Quantile(0.001)));
   EXPECT_NEAR(g.ShareAtLeast(90.0f), 10.0 / 99, 1e-9);
+  // What predict's note says is needed to bound p90 and p97.5.
+  EXPECT_EQ(QuantileGrid::CountToBound(0.9), 9);
+  EXPECT_EQ(QuantileGrid::CountToBound(0.975), 39);
+  EXPECT_FALSE(std::isinf(QuantileGrid::From(std::vector<float>(9, 1.0f)).Quantile(0.9)));
+  EXPECT_TRUE(std::isinf(QuantileGrid::From(std::vector<float>(8, 1.0f)).Quantile(0.9)));
   EXPECT_NEAR(g.ShareAbove(90.0f), 9.0 / 99, 1e-9);
 }
 
