@@ -33,31 +33,6 @@ std::string HostName() {
   return host;
 }
 
-// A job the store already holds from the scheduler (sacct ingested into the same store) keeps
-// that record, its state and request; the agent only adds the usage it lacks and a larger
-// peak. Replacing it with the agent's record would lose what sacct said.
-void KeepSchedulersRecord(Store& store, JobRecord* ended) {
-  auto known = store.GetJob(ended->cluster, ended->job_id);
-  if (!known.ok() || known->source == "agent") return;
-  ResourceUsage& u = known->usage;
-  const ResourceUsage& a = ended->usage;
-  auto fill = [](auto& into, const auto& from) {
-    if (!into) into = from;
-  };
-  auto larger = [](auto& into, const auto& from) {
-    if (from && (!into || *from > *into)) into = from;
-  };
-  fill(u.elapsed_s, a.elapsed_s);
-  fill(u.cpu_time_s, a.cpu_time_s);
-  larger(u.peak_rss_bytes, a.peak_rss_bytes);
-  fill(u.avg_rss_bytes, a.avg_rss_bytes);
-  fill(u.gpu_util_pct, a.gpu_util_pct);
-  larger(u.peak_gpu_memory_bytes, a.peak_gpu_memory_bytes);
-  fill(u.io_read_bytes, a.io_read_bytes);
-  fill(u.io_write_bytes, a.io_write_bytes);
-  *ended = std::move(*known);
-}
-
 }  // namespace
 
 void AddAgentCommand(CLI::App& app, Context& ctx, Action* action) {
@@ -227,7 +202,8 @@ void AddAgentCommand(CLI::App& app, Context& ctx, Action* action) {
           shipper->Enqueue(std::move(batch), static_cast<int64_t>(std::time(nullptr)) * 1000);
         }
         if (local != nullptr && !ended.empty()) {
-          for (JobRecord& r : ended) KeepSchedulersRecord(*local, &r);
+          // A job the store holds from sacct keeps sacct's record and gains this usage (the
+          // store merges; see store.h).
           Status st = local->UpsertJobs(ended);
           if (!st.ok()) {
             // A store that refuses (disk full, locked) must not stop the watching.

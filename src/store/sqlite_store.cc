@@ -9,6 +9,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <set>
+#include <string>
+#include <string_view>
 #include <system_error>
 #include <unordered_map>
 
@@ -178,6 +181,51 @@ constexpr const char* kJobColumns =
     "avg_rss_bytes, gpu_util_pct, peak_gpu_mem_bytes, io_read_bytes, io_write_bytes, state, "
     "exit_code, signal";
 constexpr int kNumJobColumns = 38;
+// What re-storing a stored job (ON CONFLICT) writes, column by column. A record replaces the
+// stored one, except that usage measured once is not lost to a record that lacks it:
+//   - the agent's record of a job the scheduler already described (sacct, SWF, …) keeps the
+//     scheduler's description (state, request, user, times) and only adds usage;
+//   - between an agent's and a scheduler's record, or two records of the same run (the start
+//     agrees within a minute: a re-ingest, a running job's next update), a usage field the
+//     new record lacks keeps the stored value, and a peak is the larger of the two. A
+//     requeued run or a reused id (another start) replaces the record whole.
+std::string MergeAssignments() {
+  constexpr const char* kAgentOverScheduler =
+      "(excluded.source IS 'agent' AND jobs.source IS NOT 'agent')";
+  constexpr const char* kSameRun =
+      "((excluded.source IS 'agent') <> (jobs.source IS 'agent') OR jobs.start_time IS NULL OR "
+      "excluded.start_time IS NULL OR abs(jobs.start_time - excluded.start_time) <= 60)";
+  static const std::set<std::string> kFilled = {"elapsed_s",    "cpu_time_s",    "avg_rss_bytes",
+                                                "gpu_util_pct", "io_read_bytes", "io_write_bytes"};
+  static const std::set<std::string> kPeaks = {"peak_rss_bytes", "peak_gpu_mem_bytes"};
+  std::string out;
+  std::string_view cols = kJobColumns;
+  while (!cols.empty()) {
+    size_t comma = cols.find(',');
+    std::string col(cols.substr(0, comma));
+    cols = comma == std::string_view::npos ? std::string_view() : cols.substr(comma + 1);
+    col.erase(0, col.find_first_not_of(' '));
+    if (col == "cluster" || col == "job_id") continue;
+    std::string value;
+    if (kPeaks.count(col) > 0) {
+      value = fmt::format(
+          "CASE WHEN {1} THEN coalesce(max(jobs.{0}, excluded.{0}), excluded.{0}, jobs.{0}) "
+          "ELSE excluded.{0} END",
+          col, kSameRun);
+    } else if (kFilled.count(col) > 0) {
+      value = fmt::format(
+          "CASE WHEN {1} THEN coalesce(jobs.{0}, excluded.{0}) WHEN {2} THEN "
+          "coalesce(excluded.{0}, jobs.{0}) ELSE excluded.{0} END",
+          col, kAgentOverScheduler, kSameRun);
+    } else {
+      value = fmt::format("CASE WHEN {1} THEN jobs.{0} ELSE excluded.{0} END", col,
+                          kAgentOverScheduler);
+    }
+    out += fmt::format("{}{} = {}", out.empty() ? "" : ", ", col, value);
+  }
+  return out;
+}
+
 // kJobColumns for a lean scan (JobFilter::lean): the descriptive columns read as NULL.
 constexpr const char* kLeanJobColumns =
     "cluster, job_id, NULL, submit_time, start_time, end_time, user, NULL, account, partition, "
@@ -442,43 +490,29 @@ class SqliteStore final : public Store {
     sqlite3_busy_timeout(db_.get(), 10000);
     RS_RETURN_IF_ERROR(Migrate());
     std::string placeholders = "?";
-    std::string updates;
     for (int i = 1; i < kNumJobColumns; ++i) placeholders += ",?";
-    {
-      std::string cols = kJobColumns;
-      size_t pos = 0;
-      while (pos < cols.size()) {
-        size_t comma = cols.find(',', pos);
-        std::string col = cols.substr(pos, comma == std::string::npos ? comma : comma - pos);
-        while (!col.empty() && col.front() == ' ') col.erase(0, 1);
-        if (col != "cluster" && col != "job_id") {
-          updates += fmt::format("{}{} = excluded.{}", updates.empty() ? "" : ", ", col, col);
-        }
-        if (comma == std::string::npos) break;
-        pos = comma + 1;
-      }
-    }
-    // Re-ingesting a job replaces it. The WHERE makes a hash collision with another job a
-    // no-op (0 changes), which UpsertOne answers by probing the next id.
+    std::string merge = MergeAssignments();
+    // The WHERE makes a hash collision with another job a no-op (0 changes), which UpsertOne
+    // answers by probing the next id.
     RS_ASSIGN_OR_RETURN(
         auto upsert,
         Prepare(fmt::format("INSERT INTO jobs (id, {}) VALUES (?, {}) ON CONFLICT (id) DO UPDATE "
                             "SET {} WHERE jobs.cluster = excluded.cluster AND jobs.job_id = "
                             "excluded.job_id",
-                            kJobColumns, placeholders, updates)));
+                            kJobColumns, placeholders, merge)));
     upsert_.Reset(std::move(upsert));
-    // Direct keys (see JobKey) name one job each, so a plain REPLACE is the upsert, and
-    // several rows per statement save SQLite's per-statement work (about 15% of an ingest).
+    // Direct keys (see JobKey) name one job each, so the conflict needs no check, and several
+    // rows per statement save SQLite's per-statement work (about 15% of an ingest).
     std::string row = "(?," + placeholders + ")";
     std::string rows = row;
     for (int i = 1; i < kRowsPerInsert; ++i) rows += "," + row;
-    RS_ASSIGN_OR_RETURN(auto one, Prepare(fmt::format("INSERT OR REPLACE INTO jobs (id, {}) "
-                                                      "VALUES {}",
-                                                      kJobColumns, row)));
+    RS_ASSIGN_OR_RETURN(auto one, Prepare(fmt::format("INSERT INTO jobs (id, {}) VALUES {} ON "
+                                                      "CONFLICT (id) DO UPDATE SET {}",
+                                                      kJobColumns, row, merge)));
     replace_one_.Reset(std::move(one));
-    RS_ASSIGN_OR_RETURN(auto many, Prepare(fmt::format("INSERT OR REPLACE INTO jobs (id, {}) "
-                                                       "VALUES {}",
-                                                       kJobColumns, rows)));
+    RS_ASSIGN_OR_RETURN(auto many, Prepare(fmt::format("INSERT INTO jobs (id, {}) VALUES {} ON "
+                                                       "CONFLICT (id) DO UPDATE SET {}",
+                                                       kJobColumns, rows, merge)));
     replace_many_.Reset(std::move(many));
     RS_ASSIGN_OR_RETURN(add_cluster_, Prepare("INSERT INTO clusters (name, id) VALUES (?1, ?2)"));
     RS_RETURN_IF_ERROR(LoadClusterIds());
@@ -959,8 +993,10 @@ class SqliteStore final : public Store {
       JobRecord existing;
       RS_ASSIGN_OR_RETURN(bool found, FindJob(jt.job.cluster, jt.job.job_id, &existing));
       // A running job's record is the same in every batch: rewriting it (and its three
-      // indexes) each time was most of the cost of a small batch.
-      if (!found || (existing.source == jt.job.source && !(existing == jt.job))) {
+      // indexes) each time was most of the cost of a small batch. A record of another source
+      // (sacct's) is written to only once the job has ended: the upsert adds the agent's usage.
+      if (!found || (existing.source == jt.job.source && !(existing == jt.job)) ||
+          (existing.source != jt.job.source && jt.job.end_time.has_value())) {
         records.push_back(jt.job);
       }
       for (const auto& [metric, samples] : jt.samples) {

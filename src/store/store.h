@@ -4,7 +4,10 @@
 // nodes; to follow). Callers only see this header and OpenStore(), so a new backend needs no
 // caller changes. Writes are atomic per call: UpsertJobs either stores the whole batch or
 // nothing, so a killed process never leaves half a batch and never loses what was committed.
-// Re-storing a job (same cluster + job id) replaces it; it never duplicates.
+// Re-storing a job (same cluster + job id) replaces it; it never duplicates. Usage measured
+// once is not lost: a record that lacks a usage field keeps the stored one (when both describe
+// the same run), a peak is the larger of the two, and the agent's record of a job the
+// scheduler described (sacct, SWF) only adds usage to the scheduler's record.
 //
 // A Store object is not thread-safe: use one per thread (SQLite WAL lets several processes
 // and connections read while one writes).
@@ -89,7 +92,7 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  // Inserts or replaces the jobs, in one transaction.
+  // Inserts or replaces the jobs (merging usage as the header says), in one transaction.
   virtual Status UpsertJobs(std::span<const JobRecord> jobs) = 0;
 
   // Calls `fn` for every matching job, in no particular order (callers that need one sort:

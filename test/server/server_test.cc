@@ -197,6 +197,17 @@ TEST(StoreTelemetry, AnAccountingRecordIsNotReplacedByTheAgents) {
   ASSERT_TRUE(
       (*store)->ReadSamples("c", "1", "cpu_cores", 0, INT64_MAX, [&](const Sample&) { ++n; }).ok());
   EXPECT_EQ(n, 3);  // the samples are still the job's
+  // The agent's final record adds what accounting lacked (no MaxRSS here), and only that.
+  JobTelemetry end = Running("1", "alice", 1010, 1);
+  end.job.end_time = 1012;
+  end.job.usage.peak_rss_bytes = 123 << 20;
+  ASSERT_TRUE(*(*store)->WriteTelemetry("n1", 2, std::vector<JobTelemetry>{end}));
+  j = (*store)->GetJob("c", "1");
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ(j->source, "sacct");
+  EXPECT_EQ(j->outcome.state, "COMPLETED");
+  ASSERT_TRUE(j->usage.peak_rss_bytes.has_value());
+  EXPECT_EQ(*j->usage.peak_rss_bytes, 123 << 20);
 }
 
 // Every batch of a running job carries the same record, which the store does not rewrite; the

@@ -91,6 +91,77 @@ TEST_F(SqliteStoreTest, ReingestingReplacesInsteadOfDuplicating) {
   EXPECT_EQ(*(*store)->Clusters(), (std::vector<std::string>{"c1", "c2"}));
 }
 
+// The agent measures what sacct may not have (a job's peak memory when accounting has no
+// MaxRSS); whichever record arrives first, the stored job keeps the scheduler's description and
+// every measurement.
+TEST_F(SqliteStoreTest, AgentAndSchedulerRecordsOfAJobMerge) {
+  auto store = OpenStore(path_);
+  ASSERT_TRUE(store.ok());
+  // Numeric ids and ids the store hashes (Kubernetes pods) take different statements.
+  for (std::string prefix : {"", "pod-"}) {
+    SCOPED_TRACE(prefix);
+    JobRecord sacct = Job(prefix + "7", 1000);
+    sacct.source = "sacct";
+    sacct.start_time = 920;
+    sacct.usage.peak_rss_bytes.reset();  // no MaxRSS in accounting
+    sacct.usage.elapsed_s = 80;
+    JobRecord agent;
+    agent.cluster = "c1";
+    agent.job_id = prefix + "7";
+    agent.source = "agent";
+    agent.start_time = 921;
+    agent.end_time = 1001;
+    agent.usage.elapsed_s = 79;
+    agent.usage.peak_rss_bytes = 5 * kGiB;
+    agent.usage.gpu_util_pct = 40;
+
+    // The agent's record first, then sacct's.
+    ASSERT_TRUE((*store)->UpsertJobs({&agent, 1}).ok());
+    ASSERT_TRUE((*store)->UpsertJobs({&sacct, 1}).ok());
+    auto got = (*store)->GetJob("c1", prefix + "7");
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(got->source, "sacct");
+    EXPECT_EQ(got->outcome.state, "COMPLETED");
+    EXPECT_EQ(got->request.user, "alice");
+    EXPECT_EQ(*got->usage.elapsed_s, 80);  // the scheduler's own figure wins
+    EXPECT_EQ(*got->usage.peak_rss_bytes, 5 * kGiB);
+    EXPECT_EQ(*got->usage.gpu_util_pct, 40);
+
+    // sacct's record first, then the agent's: the same job.
+    JobRecord sacct2 = sacct, agent2 = agent;
+    sacct2.job_id = agent2.job_id = prefix + "8";
+    ASSERT_TRUE((*store)->UpsertJobs({&sacct2, 1}).ok());
+    ASSERT_TRUE((*store)->UpsertJobs({&agent2, 1}).ok());
+    got = (*store)->GetJob("c1", prefix + "8");
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(got->source, "sacct");
+    EXPECT_EQ(got->outcome.state, "COMPLETED");
+    EXPECT_EQ(*got->end_time, 1000);
+    EXPECT_EQ(*got->usage.elapsed_s, 80);
+    EXPECT_EQ(*got->usage.peak_rss_bytes, 5 * kGiB);
+
+    // sacct re-ingested (its final record, still no MaxRSS) keeps the agent's peak, and a
+    // larger peak from accounting wins over a smaller measured one.
+    ASSERT_TRUE((*store)->UpsertJobs({&sacct2, 1}).ok());
+    EXPECT_EQ(*(*store)->GetJob("c1", prefix + "8")->usage.peak_rss_bytes, 5 * kGiB);
+    sacct2.usage.peak_rss_bytes = 6 * kGiB;
+    ASSERT_TRUE((*store)->UpsertJobs({&sacct2, 1}).ok());
+    EXPECT_EQ(*(*store)->GetJob("c1", prefix + "8")->usage.peak_rss_bytes, 6 * kGiB);
+
+    // A requeued run (same id, another start) is another run: nothing of the first is kept.
+    JobRecord requeued = sacct2;
+    requeued.start_time = 5000;
+    requeued.end_time = 5100;
+    requeued.usage.peak_rss_bytes.reset();
+    requeued.usage.gpu_util_pct.reset();
+    ASSERT_TRUE((*store)->UpsertJobs({&requeued, 1}).ok());
+    got = (*store)->GetJob("c1", prefix + "8");
+    EXPECT_EQ(*got->start_time, 5000);
+    EXPECT_FALSE(got->usage.peak_rss_bytes.has_value());
+  }
+  EXPECT_EQ(*(*store)->CountJobs({}), 4);
+}
+
 TEST_F(SqliteStoreTest, ScansFilterByEndTimeAndUser) {
   auto store = OpenStore(path_);
   ASSERT_TRUE(store.ok());
