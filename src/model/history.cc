@@ -356,26 +356,51 @@ float History::Anchor(const JobRecord& job, Target t,
   auto say = [from](const char* words) {
     if (from != nullptr) *from = words;
   };
+  auto req = TargetRequest(job, t);
+  // CPU cores used grow with the cores given: a user's past job of another size says how much
+  // of its allocation it kept busy, not how many cores this one will. (On HPC2N, jobs that
+  // used all of 24–32 cores were started from a past 8-core job's 8 and predicted at 8.)
+  bool scaled = t == Target::kCpuCores && req && *req > 0;
+  auto used = [&](const Sample& s) {
+    if (scaled && s.req[ti] > 0 && !std::isnan(s.req[ti])) {
+      return s.y[ti] / s.req[ti] * static_cast<float>(*req);
+    }
+    return s.y[ti];
+  };
   for (ViewKind kind : {kUserNameRequest, kUserRequest, kUserName}) {
     const View* v = Find(kind, job);
     if (v == nullptr || v->n_target[ti] == 0) continue;
     say(kind == kUserNameRequest ? "your last job of this name and request"
         : kind == kUserRequest   ? "your last job with this request"
+        : scaled                 ? "your last job of this name, scaled to this request"
                                  : "your last job of this name");
     float last = std::numeric_limits<float>::quiet_NaN();
     v->ForEachNewest([&](const Sample& s) {
       if (std::isnan(s.y[ti])) return true;
-      last = s.y[ti];
+      last = used(s);
       return false;
     });
-    auto req = TargetRequest(job, t);
     return req ? std::min(last, static_cast<float>(*req)) : last;
   }
-  // Where Baselines() took last-two from.
+  // Where Baselines() took last-two from; CPU cores from the share of their cores the last
+  // two jobs used.
+  const View* user = Find(kUser, job);
   float ys[2];
-  say(LastTwo(Find(kUser, job), ti, ys) ? "the mean of your last two jobs"
-      : TargetRequest(job, t)           ? "the request"
-                                        : "the cluster's recent median");
+  bool two = LastTwo(user, ti, ys);
+  if (two && scaled) {
+    float sum = 0;
+    int n = 0;
+    user->ForEachNewest([&](const Sample& s) {
+      if (std::isnan(s.y[ti])) return true;
+      sum += used(s);
+      return ++n < 2;
+    });
+    say("the mean of your last two jobs, scaled to this request");
+    return std::min(sum / 2, static_cast<float>(*req));
+  }
+  say(two                     ? "the mean of your last two jobs"
+      : TargetRequest(job, t) ? "the request"
+                              : "the cluster's recent median");
   return baselines[static_cast<int>(Baseline::kLast2)];
 }
 

@@ -118,6 +118,33 @@ TEST(HistoryTest, TheAnchorSaysWhereItCameFrom) {
   EXPECT_EQ(from, "the request");
 }
 
+// CPU cores used follow the cores given: a past job of another size lends its share of busy
+// cores, not its count.
+TEST(HistoryTest, TheCpuAnchorScalesAPastJobToThisRequest) {
+  History h;
+  auto cores = [](JobRecord j, double cpus, double used) {
+    j.request.cpus = cpus;
+    j.usage.cpu_time_s = used * *j.usage.elapsed_s;
+    return j;
+  };
+  h.AddFinished(cores(Job("1", "u", 1000, 100, 3600, "solver"), 8, 8));
+  std::string from;
+  JobRecord wider = cores(Job("2", "u", 5000, 0, 3600, "solver"), 32, 0);
+  auto b = h.Baselines(wider, 5000, Target::kCpuCores);
+  EXPECT_FLOAT_EQ(h.Anchor(wider, Target::kCpuCores, b, &from), 32.0f);
+  EXPECT_EQ(from, "your last job of this name, scaled to this request");
+  // Run time does not scale: the same past job lends its own run time.
+  EXPECT_FLOAT_EQ(h.Anchor(wider, Target::kRuntime, h.Baselines(wider, 5000, Target::kRuntime)),
+                  100.0f);
+  // No job of this name: the last two jobs kept 1/4 and 3/4 of their cores busy.
+  h.AddFinished(cores(Job("3", "u", 2000, 100, 3600, "a"), 4, 1));
+  h.AddFinished(cores(Job("4", "u", 3000, 100, 3600, "b"), 4, 3));
+  JobRecord other = cores(Job("5", "u", 5000, 0, 3600, "post"), 16, 0);
+  b = h.Baselines(other, 5000, Target::kCpuCores);
+  EXPECT_FLOAT_EQ(h.Anchor(other, Target::kCpuCores, b, &from), 8.0f);
+  EXPECT_EQ(from, "the mean of your last two jobs, scaled to this request");
+}
+
 TEST(HistoryTest, BaselinesFollowTheirDefinitions) {
   History h;
   JobRecord next = Job("9", "u", 10000, 1, 1000);
