@@ -715,12 +715,12 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
       }
     }
     // The features that moved this prediction most (SHAP values of the trees).
-    std::vector<float> gathered(RowWidth(m));
-    ModelRow(m, row.data(), anchor, gathered.data());
+    std::vector<float> gathered;
+    for (int c : m.columns) gathered.push_back(row[c]);
     std::vector<float> contrib;
     nlohmann::json why = nlohmann::json::array();
     if (m.median.Contributions(gathered.data(), 1, gathered.size(), &contrib).ok()) {
-      std::vector<size_t> order(gathered.size());
+      std::vector<size_t> order(m.columns.size());
       for (size_t k = 0; k < order.size(); ++k) order[k] = k;
       std::sort(order.begin(), order.end(),
                 [&](size_t a, size_t b) { return std::abs(contrib[a]) > std::abs(contrib[b]); });
@@ -728,7 +728,7 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
       for (size_t k = 0; k < std::min<size_t>(3, order.size()); ++k) {
         size_t c = order[k];
         if (contrib[c] == 0) break;
-        std::string name = ModelColumnName(m, c);
+        const std::string& name = Layout().names[m.columns[c]];
         std::string words = DescribeFeature(name);
         why.push_back({{"feature", name},
                        {"description", words},

@@ -153,10 +153,6 @@ const FeatureLayout& Layout() {
 }
 
 std::string DescribeFeature(std::string_view name) {
-  if (name.ends_with(kVsStart)) {
-    name.remove_suffix(kVsStart.size());
-    return DescribeFeature(name) + " against the starting point";
-  }
   const FeatureLayout& l = Layout();
   auto it = std::find(l.names.begin(), l.names.end(), name);
   return it == l.names.end() ? std::string(name)

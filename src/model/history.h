@@ -50,9 +50,6 @@ struct FeatureLayout {
   std::vector<int> ColumnsFor(Target t) const;
 };
 const FeatureLayout& Layout();
-// The suffix of a feature the trees read against where the prediction starts (the anchor):
-// "runtime.user_median" + kVsStart is log(the user's median) - log(anchor).
-inline constexpr std::string_view kVsStart = "_vs_start";
 // A feature in words, for `predict`'s why ("the share of its request used by your jobs of this
 // name"); the name itself where it is not one of Layout()'s.
 std::string DescribeFeature(std::string_view name);

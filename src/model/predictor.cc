@@ -20,44 +20,19 @@ float LogOf(double v, Target t) {
   return static_cast<float>(std::log(std::max(v, InfoOf(t).floor)));
 }
 
+void Gather(const Dataset& d, const std::vector<size_t>& rows, size_t begin, size_t end,
+            const std::vector<int>& columns, std::vector<float>* x) {
+  x->clear();
+  x->reserve((end - begin) * columns.size());
+  for (size_t k = begin; k < end; ++k) {
+    const float* r = d.row(rows[k]);
+    for (int c : columns) x->push_back(r[c]);
+  }
+}
+
 // The log offset the trees' output is added to (TargetModel::default_offset).
 float Offset(float anchor, Target t, float fallback) {
   return std::isfinite(anchor) && anchor > 0 ? LogOf(anchor, t) : fallback;
-}
-
-// The positions, among a model's columns, of the log values of its own target (the request,
-// the user's mean, each view's last, last-two, median and largest).
-std::vector<int> RelativeColumns(const std::vector<int>& columns, Target t) {
-  const auto& names = Layout().names;
-  std::string prefix = fmt::format("{}.", NameOf(t));
-  std::vector<int> out;
-  for (size_t k = 0; k < columns.size(); ++k) {
-    std::string_view n = names[static_cast<size_t>(columns[k])];
-    if (!n.starts_with(prefix)) continue;
-    n.remove_prefix(prefix.size());
-    if (n == "log_request" || n == "user_mean" || n.ends_with("_last") || n.ends_with("_last2") ||
-        n.ends_with("_median") || n.ends_with("_max")) {
-      out.push_back(static_cast<int>(k));
-    }
-  }
-  return out;
-}
-
-void Gather(const Dataset& d, const TargetModel& m, const std::vector<size_t>& rows, size_t begin,
-            size_t end, std::vector<float>* x) {
-  int ti = static_cast<int>(m.target);
-  size_t cols = m.columns.size(), width = RowWidth(m);
-  x->resize((end - begin) * width);
-  for (size_t k = begin; k < end; ++k) {
-    const float* r = d.row(rows[k]);
-    float* out = x->data() + (k - begin) * width;
-    for (size_t c = 0; c < cols; ++c) out[c] = r[m.columns[c]];
-    if (m.relative.empty()) continue;
-    float off = Offset(d.anchor[ti][rows[k]], m.target, m.default_offset);
-    for (size_t j = 0; j < m.relative.size(); ++j) {
-      out[cols + j] = out[static_cast<size_t>(m.relative[j])] - off;
-    }
-  }
 }
 
 double Cap(double v, float req) {
@@ -65,23 +40,6 @@ double Cap(double v, float req) {
 }
 
 }  // namespace
-
-size_t RowWidth(const TargetModel& m) { return m.columns.size() + m.relative.size(); }
-
-void ModelRow(const TargetModel& m, const float* features, float anchor, float* row) {
-  size_t cols = m.columns.size();
-  for (size_t k = 0; k < cols; ++k) row[k] = features[m.columns[k]];
-  if (m.relative.empty()) return;
-  float off = Offset(anchor, m.target, m.default_offset);
-  for (int k : m.relative) row[cols++] = row[k] - off;
-}
-
-std::string ModelColumnName(const TargetModel& m, size_t k) {
-  const auto& names = Layout().names;
-  if (k < m.columns.size()) return names[static_cast<size_t>(m.columns[k])];
-  int c = m.columns[static_cast<size_t>(m.relative[k - m.columns.size()])];
-  return names[static_cast<size_t>(c)] + std::string(kVsStart);
-}
 
 QuantileGrid QuantileGrid::From(std::vector<float> values, size_t points) {
   QuantileGrid g;
@@ -464,6 +422,7 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
       20, static_cast<size_t>(std::llround(static_cast<double>(n) * options.calibration_fraction)));
   size_t n_tr = n - n_cal;
   std::vector<float> x, labels(n_tr), pred;
+  Gather(d, rows, 0, n_tr, m.columns, &x);
   const auto& base = d.baseline[ti];
   {
     std::vector<float> logs(n_tr);
@@ -472,22 +431,15 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
                      logs.end());
     m.default_offset = logs[n_tr / 2];
   }
-  // The trees learn the offset from the anchor, so they also read the target's past values
-  // against it: "the user's median is twice the last job" is then one split, not a surface
-  // over two absolute columns (run-time MAE 1-6 % lower on every trace). Not for CPU cores,
-  // whose anchor is scaled to this job's cores while the views hold other sizes' core counts
-  // (HPC2N's and fritz's CPU MAE rose 35-140 % with it).
-  if (t != Target::kCpuCores) m.relative = RelativeColumns(m.columns, t);
-  Gather(d, m, rows, 0, n_tr, &x);
   for (size_t k = 0; k < n_tr; ++k) {
     labels[k] = LogOf(y[rows[k]], t) - Offset(d.anchor[ti][rows[k]], t, m.default_offset);
   }
-  RS_ASSIGN_OR_RETURN(m.median, Booster::Train(x, RowWidth(m), labels, options.median));
+  RS_ASSIGN_OR_RETURN(m.median, Booster::Train(x, m.columns.size(), labels, options.median));
 
   // Calibration on the held-out newest jobs.
   std::vector<float> med_cal;
-  Gather(d, m, rows, n_tr, n, &x);
-  RS_RETURN_IF_ERROR(m.median.Predict(x.data(), n_cal, RowWidth(m), &med_cal));
+  Gather(d, rows, n_tr, n, m.columns, &x);
+  RS_RETURN_IF_ERROR(m.median.Predict(x.data(), n_cal, m.columns.size(), &med_cal));
   for (size_t k = 0; k < n_cal; ++k) {
     med_cal[k] += Offset(d.anchor[ti][rows[n_tr + k]], t, m.default_offset);
   }
@@ -713,9 +665,9 @@ StatusOr<TargetPrediction> PredictTarget(const TargetModel& m, const float* feat
                                          float anchor, std::optional<double> request,
                                          double weight) {
   float row[512];
-  if (RowWidth(m) > 512) return Status::Internal("too many feature columns");
-  ModelRow(m, features, anchor, row);
-  RS_ASSIGN_OR_RETURN(float med, m.median.PredictOne(row, RowWidth(m)));
+  if (m.columns.size() > 512) return Status::Internal("too many feature columns");
+  for (size_t k = 0; k < m.columns.size(); ++k) row[k] = features[m.columns[k]];
+  RS_ASSIGN_OR_RETURN(float med, m.median.PredictOne(row, m.columns.size()));
   return Finish(m, med, HistoryGroup(features, m.target), baselines, anchor, request, weight);
 }
 
@@ -724,8 +676,8 @@ Status PredictTargetRows(const TargetModel& m, const Dataset& d, const std::vect
   out->clear();
   if (rows.empty()) return Status::Ok();
   std::vector<float> x, med;
-  Gather(d, m, rows, 0, rows.size(), &x);
-  RS_RETURN_IF_ERROR(m.median.Predict(x.data(), rows.size(), RowWidth(m), &med));
+  Gather(d, rows, 0, rows.size(), m.columns, &x);
+  RS_RETURN_IF_ERROR(m.median.Predict(x.data(), rows.size(), m.columns.size(), &med));
   int ti = static_cast<int>(m.target);
   out->reserve(rows.size());
   for (size_t k = 0; k < rows.size(); ++k) {
@@ -777,7 +729,6 @@ std::string ModelSet::Serialize() const {
     nlohmann::json tj;
     tj["target"] = NameOf(t);
     tj["columns"] = m.columns;
-    tj["relative"] = m.relative;
     auto median = m.median.Serialize();
     if (!median.ok()) continue;
     tj["median"] = nlohmann::json::binary_t(std::vector<uint8_t>(median->begin(), median->end()));
@@ -843,15 +794,6 @@ StatusOr<ModelSet> ModelSet::Deserialize(const std::string& bytes) {
       TargetModel m;
       m.target = *t;
       m.columns = tj.at("columns").get<std::vector<int>>();
-      // Models stored before the trees read features against the anchor have none.
-      if (auto it = tj.find("relative"); it != tj.end()) {
-        m.relative = it->get<std::vector<int>>();
-        for (int k : m.relative) {
-          if (k < 0 || static_cast<size_t>(k) >= m.columns.size()) {
-            return Status::InvalidArgument("stored model: a relative column is out of range");
-          }
-        }
-      }
       const auto& med = tj.at("median").get_binary();
       RS_ASSIGN_OR_RETURN(m.median, Booster::Deserialize(std::string_view(
                                         reinterpret_cast<const char*>(med.data()), med.size())));

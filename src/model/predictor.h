@@ -109,10 +109,6 @@ struct TargetModel {
   // same kind (History::Anchor): where a user repeats the same work the residual is 0, and
   // the near-miss objective leaves such predictions exact.
   float default_offset = 0;  // log value for rows without a baseline
-  // Positions in `columns` of the target's own log values (the request, the user's mean, each
-  // view's last, last-two, median and largest) that the trees also read minus log(anchor),
-  // appended after `columns` (ModelRow). Empty in models stored before it existed.
-  std::vector<int> relative;
   // Calibrated log errors per history group (HistoryGroup), and all together for a group
   // with too few held-out jobs of its own.
   std::array<QuantileGrid, 3> group_scores;
@@ -193,12 +189,6 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
 // Predicts row `features` (Layout().cols() values) with `m`; `baselines` and `anchor` are
 // that job's baseline predictions and History::Anchor of the target, `weight` its
 // SubmitWeight.
-// The row `m`'s trees read for a job: its features at `m.columns`, then the `m.relative` ones
-// minus log(anchor). RowWidth values; ModelColumnName names each.
-size_t RowWidth(const TargetModel& m);
-void ModelRow(const TargetModel& m, const float* features, float anchor, float* row);
-std::string ModelColumnName(const TargetModel& m, size_t k);
-
 StatusOr<TargetPrediction> PredictTarget(const TargetModel& m, const float* features,
                                          const std::array<float, kNumBaselines>& baselines,
                                          float anchor, std::optional<double> request,

@@ -114,10 +114,9 @@ expect_eq "repeated job: run time p50 within 20% of its 20 s" \
 expect_eq "repeated job: the user is not called new" \
   "$(json_get "$OUT" 'any("has no finished jobs" in n for n in d["notes"])')" False
 
-# Jobs that suddenly run three times as long as they used to, submitted in one burst (none has
-# ended when the others are submitted, so no job's history shows the change): the next `train`
-# finds that the previous model's requests at a 5 % risk would have killed most of them, and
-# lowers the risk its own requests are made at; `predict` says so.
+# Jobs that suddenly run three times as long as they used to: the next `train` finds that the
+# previous model's requests at a 5 % risk would have killed most of them, and lowers the risk
+# its own requests are made at; `predict` says so.
 python3 - "$WORK/steady.swf" "$WORK/longer.swf" <<'PY'
 import random, sys
 random.seed(3)
@@ -128,9 +127,8 @@ for path, first, factor in ((sys.argv[1], 0, 1.0), (sys.argv[2], 1000, 3.0)):
             u = i % 20
             typical = 600 * (1 + u % 5)
             run = min(int(typical * random.lognormvariate(0, 0.3) * factor), 4 * typical)
-            submit = 1600000000 + (600 * i if factor == 1.0 else 600 * first + (i - first))
             f.write("%d %d 0 %d 4 -1 -1 4 %d -1 1 %d 1 %d 1 1 -1 -1\n"
-                    % (i + 1, submit, run, 4 * typical, u + 1, u % 7 + 1))
+                    % (i + 1, 1600000000 + 600 * i, run, 4 * typical, u + 1, u % 7 + 1))
 PY
 (
   export RIGHTSIZE_DB=$WORK/drift.db

@@ -96,9 +96,6 @@ TEST(HistoryTest, EveryFeatureHasWords) {
   EXPECT_EQ(DescribeFeature("runtime.user_name_used_share"),
             "the share of their request used by your jobs of this name");
   EXPECT_EQ(DescribeFeature("not_a_feature"), "not_a_feature");
-  // What the trees read against their starting point says so.
-  EXPECT_EQ(DescribeFeature("runtime.user_median" + std::string(kVsStart)),
-            "the median of your jobs against the starting point");
 }
 
 // `predict` says where the trees started from, and it must be where they did.
