@@ -361,11 +361,8 @@ float History::Anchor(const JobRecord& job, Target t,
   // of its allocation it kept busy, not how many cores this one will. (On HPC2N, jobs that
   // used all of 24–32 cores were started from a past 8-core job's 8 and predicted at 8.)
   bool scaled = t == Target::kCpuCores && req && *req > 0;
-  auto used = [&](const Sample& s) {
-    if (scaled && s.req[ti] > 0 && !std::isnan(s.req[ti])) {
-      return s.y[ti] / s.req[ti] * static_cast<float>(*req);
-    }
-    return s.y[ti];
+  auto used = [&](float y, float of) {
+    return scaled && of > 0 && !std::isnan(of) ? y / of * static_cast<float>(*req) : y;
   };
   for (ViewKind kind : {kUserNameRequest, kUserRequest, kUserName}) {
     const View* v = Find(kind, job);
@@ -377,38 +374,31 @@ float History::Anchor(const JobRecord& job, Target t,
     float last = std::numeric_limits<float>::quiet_NaN();
     v->ForEachNewest([&](const Sample& s) {
       if (std::isnan(s.y[ti])) return true;
-      last = used(s);
+      last = used(s.y[ti], s.req[ti]);
       return false;
     });
     return req ? std::min(last, static_cast<float>(*req)) : last;
   }
   // Where Baselines() took last-two from; CPU cores from the share of their cores the last
   // two jobs used.
-  const View* user = Find(kUser, job);
-  float ys[2];
-  bool two = LastTwo(user, ti, ys);
+  float ys[2], reqs[2];
+  bool two = LastTwo(Find(kUser, job), ti, ys, reqs);
   if (two && scaled) {
-    float sum = 0;
-    int n = 0;
-    user->ForEachNewest([&](const Sample& s) {
-      if (std::isnan(s.y[ti])) return true;
-      sum += used(s);
-      return ++n < 2;
-    });
     say("the mean of your last two jobs, scaled to this request");
-    return std::min(sum / 2, static_cast<float>(*req));
+    return std::min((used(ys[0], reqs[0]) + used(ys[1], reqs[1])) / 2, static_cast<float>(*req));
   }
-  say(two                     ? "the mean of your last two jobs"
-      : TargetRequest(job, t) ? "the request"
-                              : "the cluster's recent median");
+  say(two ? "the mean of your last two jobs" : req ? "the request" : "the cluster's recent median");
   return baselines[static_cast<int>(Baseline::kLast2)];
 }
 
-bool History::LastTwo(const View* user, int ti, float* ys) {
+bool History::LastTwo(const View* user, int ti, float* ys, float* reqs) {
   if (user == nullptr || user->n_target[ti] < 2) return false;
   int n = 0;
   user->ForEachNewest([&](const Sample& s) {
-    if (!std::isnan(s.y[ti])) ys[n++] = s.y[ti];
+    if (!std::isnan(s.y[ti])) {
+      if (reqs != nullptr) reqs[n] = s.req[ti];
+      ys[n++] = s.y[ti];
+    }
     return n < 2;
   });
   return n == 2;

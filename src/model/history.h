@@ -122,9 +122,10 @@ class History {
 
   static uint64_t Key(ViewKind kind, const JobRecord& job);
   const View* Find(ViewKind kind, const JobRecord& job) const;
-  // The user's two newest values of target `ti` into `ys`, newest first; false when fewer.
+  // The user's two newest values of target `ti` into `ys` (and their requests into `reqs`,
+  // when given), newest first; false when fewer.
   // Tsafrir's last-two baseline, and the anchor's words where it falls back to it.
-  static bool LastTwo(const View* user, int ti, float* ys);
+  static bool LastTwo(const View* user, int ti, float* ys, float* reqs = nullptr);
 
   std::array<std::unordered_map<uint64_t, View>, kNumViews> views_;
   std::array<float, kNumTargets> global_median_;
