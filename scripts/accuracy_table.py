@@ -131,6 +131,12 @@ def swf_facts(path):
 # Checks
 
 
+def fallback_text(t):
+    """The baselines that answered before a model existed, as the eval counted them."""
+    by = t.get("fallback_baselines") or {"last2": t.get("fallback_jobs", 0)}
+    return ", ".join(f"{name} ({n:,})" if len(by) > 1 else name for name, n in by.items())
+
+
 def has_intervals(t):
     """Whether any scored job got a model's interval (the rest fell back to last2)."""
     return t.get("fallback_jobs", 0) < t["n"]
@@ -350,7 +356,8 @@ def render_method(doc, rows):
         "- **rightsize** is the shipped predictor: the gradient-boosted trees blended with the "
         "best baseline by a weight chosen on held-out past jobs. **trees** is the trees alone, "
         "before that blend. Until a target has enough past jobs to train on, the shipped answer "
-        "is last2 (counted in *fallback* below).",
+        "is the baseline that was closest on the jobs that had ended (last2 under 10 of them; "
+        "counted in *fallback* below).",
         "- **Baselines**: *request* (what the job asked for; for GPU utilisation 100 %), "
         "*user_mean* (mean of the user's past jobs), *last2* (Tsafrir et al. 2007: mean of the "
         "user's last two finished jobs, capped at the request), *vpa* (Kubernetes VPA's "
@@ -664,14 +671,15 @@ def render_notes(doc, scored, placeholder_of):
                 continue
             if not has_intervals(t):
                 notes.append(f"**{r['name']} {target}**: no model was trained before or "
-                             f"during the scored part ({t['n']:,} jobs, all answered by last2), "
+                             f"during the scored part ({t['n']:,} jobs, all answered by "
+                             f"{fallback_text(t)}), "
                              "so coverage and the saving curve are n/a" +
                              ("; the JSON reports coverage 0 there." if
                               t["model"].get("coverage80") == 0 else "."))
             elif t.get("fallback_jobs"):
                 notes.append(f"**{r['name']} {target}**: {t['fallback_jobs']:,} of "
                              f"{t['n']:,} scored jobs came before the first model and were "
-                             "answered by last2.")
+                             f"answered by {fallback_text(t)}.")
             curve = t.get("saving_curve") or []
             if len(curve) > 1 and has_intervals(t) and len(
                     {(c["model_saved"], c["model_killed"]) for c in curve}) == 1:

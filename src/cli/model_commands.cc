@@ -335,8 +335,13 @@ StatusOr<TrainSummary> TrainCluster(Store& store, const std::string& cluster) {
     nlohmann::json tj;
     if (!m.ok()) {
       if (d.CountWithValue(t) == 0) continue;  // the data never measures it: nothing to say
-      tj = {{"trained", false}, {"reason", m.status().message()}};
-      text += fmt::format("  {:<12} not trained: {}\n", NameOf(t), m.status().message());
+      Baseline fallback = FallbackBaseline(d, t, rows);
+      set.fallback[t] = fallback;
+      tj = {{"trained", false},
+            {"reason", m.status().message()},
+            {"fallback_baseline", NameOf(fallback)}};
+      text += fmt::format("  {:<12} not trained: {}; predict answers with the {} baseline\n",
+                          NameOf(t), m.status().message(), NameOf(fallback));
     } else {
       tj = {{"trained", true},
             {"jobs", m->trained_rows},
@@ -632,10 +637,22 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
       continue;
     }
     if (!set || it == set->targets.end()) {
-      float b = baselines[static_cast<int>(Baseline::kLast2)];
+      // Without a model: the baseline closest on this cluster's jobs so far, as `train` chose
+      // it (last-two before any training).
+      Baseline fb = Baseline::kLast2;
+      if (set) {
+        if (auto f = set->fallback.find(t); f != set->fallback.end()) fb = f->second;
+      }
+      float b = baselines[static_cast<int>(fb)];
       // Without a model, say only what this cluster's jobs have measured.
       if (!std::isfinite(b) || std::isnan(history.GlobalMedian(t))) continue;
-      tj["source"] = "baseline:last2";
+      tj["source"] = fmt::format("baseline:{}", NameOf(fb));
+      if (set) {
+        notes.push_back(fmt::format(
+            "{}: too few finished jobs for a model yet; p50 is the {} baseline (the closest on "
+            "this cluster's finished jobs; last-two under {} of them), without an interval",
+            NameOf(t), NameOf(fb), kMinFallbackJobs));
+      }
       tj["p50"] = b;
       table += fmt::format("  {:<12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", NameOf(t), "",
                            FormatTargetValue(t, b), "",

@@ -15,6 +15,7 @@ namespace {
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kBlendWeights[] = {1.0f, 0.75f, 0.5f, 0.25f, 0.0f};
 constexpr size_t kMinBlendJobs = 100;
+constexpr size_t kMinPairedJobs = 20;
 
 float LogOf(double v, Target t) {
   return static_cast<float>(std::log(std::max(v, InfoOf(t).floor)));
@@ -402,6 +403,39 @@ std::vector<float> KillPrices(const std::vector<PricedJob>& jobs) {
 
 }  // namespace
 
+std::optional<BaselineScore> BestBaseline(const Dataset& d, Target t,
+                                          const std::vector<size_t>& rows) {
+  int ti = static_cast<int>(t);
+  std::optional<BaselineScore> best;
+  for (Baseline b : kAllBaselines) {
+    if (b == Baseline::kVpa && t == Target::kRuntime) continue;  // VPA is for memory and CPU
+    BaselineScore s{b, {}};
+    size_t missing = 0;
+    for (size_t r : rows) {
+      float bv = d.baseline[ti][r][static_cast<int>(b)];
+      if (!std::isfinite(bv)) {
+        ++missing;
+        continue;
+      }
+      s.errors.Add(bv, d.y[ti][r]);
+    }
+    if (missing * 10 > rows.size() || s.errors.n == 0) continue;
+    if (!best || s.errors.mae() < best->errors.mae()) best = s;
+  }
+  return best;
+}
+
+Baseline FallbackBaseline(const Dataset& d, Target t, const std::vector<size_t>& rows) {
+  int ti = static_cast<int>(t);
+  std::vector<size_t> measured;
+  for (size_t r : rows) {
+    if (!std::isnan(d.y[ti][r])) measured.push_back(r);
+  }
+  if (measured.size() < kMinFallbackJobs) return Baseline::kLast2;
+  auto best = BestBaseline(d, t, measured);
+  return best ? best->baseline : Baseline::kLast2;
+}
+
 StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t> rows,
                                   const TrainOptions& options) {
   int ti = static_cast<int>(t);
@@ -453,34 +487,17 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
     if (w < 1 && std::isfinite(bv) && bv > 0) lp = w * lp + (1 - w) * LogOf(bv, t);
     return Cap(std::exp(lp), req[r]);
   };
-  int best_b = -1;
-  double best_b_mae = std::numeric_limits<double>::infinity(), best_b_aea = 0;
-  for (Baseline b : kAllBaselines) {
-    if (b == Baseline::kVpa && t == Target::kRuntime) continue;  // VPA is for memory and CPU
-    PointErrors e;
-    int missing = 0;
-    for (size_t k = 0; k < n_cal; ++k) {
-      size_t r = rows[n_tr + k];
-      float bv = base[r][static_cast<int>(b)];
-      if (!std::isfinite(bv)) {
-        ++missing;
-        continue;
-      }
-      e.Add(bv, y[r]);
-    }
-    if (missing * 10 > static_cast<int>(n_cal) || e.n == 0) continue;
-    if (e.mae() < best_b_mae) {
-      best_b_mae = e.mae();
-      best_b_aea = e.aea();
-      best_b = static_cast<int>(b);
-    }
-  }
+  std::vector<size_t> held_out(rows.begin() + static_cast<std::ptrdiff_t>(n_tr), rows.end());
+  auto best = BestBaseline(d, t, held_out);
+  int best_b = best ? static_cast<int>(best->baseline) : -1;
+  double best_b_mae = best ? best->errors.mae() : std::numeric_limits<double>::infinity();
+  double best_b_aea = best ? best->errors.aea() : 0;
   m.calibration_baseline_mae = best_b < 0 ? 0 : best_b_mae;
   // Blend only where the trees alone lose to a baseline on the held-out jobs by more than
   // chance: the paired difference in absolute error (or in AEA) must exceed two standard
   // errors. A blend chosen on noise made a 3,000-job trace worse, not better.
   bool trees_win = true;
-  if (best_b >= 0 && n_cal >= kMinBlendJobs) {
+  if (best_b >= 0 && n_cal >= kMinPairedJobs) {
     for (Baseline b : kAllBaselines) {
       if (b == Baseline::kVpa && t == Target::kRuntime) continue;
       double sum_abs = 0, sq_abs = 0, sum_aea = 0, sq_aea = 0;
@@ -498,7 +515,7 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
         sq_aea += de * de;
         ++n_b;
       }
-      if (n_b < static_cast<int64_t>(kMinBlendJobs)) continue;
+      if (n_b < static_cast<int64_t>(kMinPairedJobs)) continue;
       auto worse = [n_b](double sum, double sq) {
         double nn = static_cast<double>(n_b), mean = sum / nn;
         double var = std::max(0.0, sq / nn - mean * mean);
@@ -753,6 +770,9 @@ std::string ModelSet::Serialize() const {
     targets.push_back(std::move(tj));
   }
   j["targets"] = std::move(targets);
+  nlohmann::json fallback = nlohmann::json::object();
+  for (const auto& [t, b] : this->fallback) fallback[std::string(NameOf(t))] = NameOf(b);
+  j["fallback"] = std::move(fallback);
   auto bytes = nlohmann::json::to_cbor(j);
   return {bytes.begin(), bytes.end()};
 }
@@ -822,6 +842,16 @@ StatusOr<ModelSet> ModelSet::Deserialize(const std::string& bytes) {
       m.calibration_mae = tj.at("calibration_mae").get<double>();
       m.calibration_baseline_mae = tj.at("calibration_baseline_mae").get<double>();
       s.targets.emplace(*t, std::move(m));
+    }
+    // Models stored before the fallback was chosen have none: last-two, as they answered.
+    if (auto it = j.find("fallback"); it != j.end() && it->is_object()) {
+      for (const auto& [name, bj] : it->items()) {
+        auto t = TargetFromName(name);
+        std::string bn = bj.get<std::string>();
+        for (Baseline b : kAllBaselines) {
+          if (t && NameOf(b) == bn) s.fallback[*t] = b;
+        }
+      }
     }
     return s;
   } catch (const nlohmann::json::exception& e) {

@@ -181,6 +181,21 @@ int HistoryGroup(const float* features, Target t);
 // The group's name in JSON: "none", "some", "much".
 const char* HistoryGroupName(int group);
 
+// A baseline's point errors on some jobs.
+struct BaselineScore {
+  Baseline baseline = Baseline::kLast2;
+  PointErrors errors;
+};
+// The baseline with the lowest MAE on `rows` of `d` (jobs with a value of `t`), among those
+// that predicted at least 90 % of them (VPA: not for run time); nullopt when none did.
+std::optional<BaselineScore> BestBaseline(const Dataset& d, Target t,
+                                          const std::vector<size_t>& rows);
+// What a target without a model answers with: the best baseline (BestBaseline) on the jobs
+// with a value among `rows` — each judged, as always, at its own submit time — once there are
+// kMinFallbackJobs of them; last-two before that.
+inline constexpr size_t kMinFallbackJobs = 10;
+Baseline FallbackBaseline(const Dataset& d, Target t, const std::vector<size_t>& rows);
+
 // Trains the model of `t` on `rows` of `d` (indexes in submit order, all with a value of t,
 // all ended before the moment the model is for). NotFound when there are too few rows.
 StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t> rows,
@@ -228,6 +243,9 @@ struct ModelSet {
   ClusterContext context;
   std::array<float, kNumTargets> global_median{};
   std::map<Target, TargetModel> targets;
+  // Targets measured but with too few jobs for a model: the baseline `predict` answers with
+  // (FallbackBaseline).
+  std::map<Target, Baseline> fallback;
   std::string Serialize() const;  // CBOR
   static StatusOr<ModelSet> Deserialize(const std::string& bytes);
 };

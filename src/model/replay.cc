@@ -66,6 +66,7 @@ struct TargetEval {
   double pinball = 0;
   int64_t pinball_n = 0;  // jobs with bounded p10 and p90 (an unbounded one has no finite loss)
   int64_t fallback_rows = 0;
+  std::array<int64_t, kNumBaselines> fallback_by{};  // of fallback_rows, per baseline used
   // Per history group (HistoryGroup), the jobs with an interval and those it covered: a new
   // user's intervals must hold too.
   std::array<int64_t, 3> group_n{}, group80{}, group95{};
@@ -148,6 +149,7 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
     int64_t cut = 0;
     std::vector<size_t> batch;
     StatusOr<TargetModel> model = Status::NotFound("not trained yet");
+    Baseline fallback = Baseline::kLast2;  // the answer without a model (FallbackBaseline)
     std::vector<TargetPrediction> preds;
     Status predicted;
     bool done = false;
@@ -173,6 +175,7 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
     for (size_t r = 0; r < n && d.submit[r] < task.cut; ++r) {
       if (d.end[r] <= task.cut && !std::isnan(d.y[ti][r])) train_rows.push_back(r);
     }
+    task.fallback = FallbackBaseline(d, e.t, train_rows);
     task.model = TrainTarget(d, e.t, std::move(train_rows), options.train);
     if (task.model.ok()) {
       task.predicted = PredictTargetRows(*task.model, d, task.batch, &task.preds);
@@ -254,10 +257,11 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
       }
       double w = d.Weight(r, e.t);
       if (!model.ok()) {
-        // No model yet: the shipped answer is the last-two baseline, at the request.
+        // No model yet: the shipped answer is the fallback baseline, at the request.
         ++e.fallback_rows;
-        e.model.Add(base[static_cast<int>(Baseline::kLast2)], y);
-        e.learned.Add(base[static_cast<int>(Baseline::kLast2)], y);
+        ++e.fallback_by[static_cast<int>(task.fallback)];
+        e.model.Add(base[static_cast<int>(task.fallback)], y);
+        e.learned.Add(base[static_cast<int>(task.fallback)], y);
         if (!std::isnan(req)) {
           for (auto& c : e.model_curve) c.Add(req, req, y, w);
           for (size_t i = 0; i < nrisks; ++i) {
@@ -322,6 +326,13 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
     tj["n"] = e.rows.size();
     tj["models_trained"] = e.models_trained;
     tj["fallback_jobs"] = e.fallback_rows;
+    nlohmann::json by = nlohmann::json::object();
+    for (Baseline b : kAllBaselines) {
+      if (e.fallback_by[static_cast<int>(b)] > 0) {
+        by[std::string(NameOf(b))] = e.fallback_by[static_cast<int>(b)];
+      }
+    }
+    tj["fallback_baselines"] = std::move(by);
     nlohmann::json m = Json(e.model);
     auto sum = [](const std::array<int64_t, 3>& a) {
       return static_cast<double>(a[0] + a[1] + a[2]);

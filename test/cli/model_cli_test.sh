@@ -171,6 +171,38 @@ expect_eq "a busy user's history is read from its newest 2,500 jobs, and predict
 expect_eq "and predicts from them: the median near their 20 minutes" \
   "$(json_get "$OUT" 'abs(d["targets"]["runtime"]["p50"] / 1200 - 1) < 0.2')" True
 
+# A target with too few jobs for a model (peak memory measured for 34 of 100 jobs, 60 needed):
+# train names the baseline predict answers with instead, the one closest on those 34 jobs.
+# The user's peaks are 2 GiB three times, then 8 GiB: the mean of them all (116/34 GiB) beats
+# the last two, the 16 GiB request and VPA's upper bound.
+python3 - "$WORK/mem.psv" <<'PY'
+import sys, time
+fmt = "%Y-%m-%dT%H:%M:%S"
+with open(sys.argv[1], "w") as f:
+    f.write("JobID|User|JobName|State|Submit|Start|End|Elapsed|Timelimit|NCPUS|ReqMem|TotalCPU|MaxRSS\n")
+    for i in range(100):
+        start = 1600000000 + 3600 * i
+        peak = ("%dK" % ((8 if (i // 3) % 4 == 3 else 2) * 2**20)) if i % 3 == 0 else ""
+        f.write("%d|ann|fit|COMPLETED|%s|%s|%s|00:20:00|01:00:00|2|16G|00:36:00|%s\n" % (
+            i + 1, time.strftime(fmt, time.gmtime(start - 5)), time.strftime(fmt, time.gmtime(start)),
+            time.strftime(fmt, time.gmtime(start + 1200)), peak))
+PY
+(
+  export RIGHTSIZE_DB=$WORK/mem.db TZ=UTC
+  "$RS" ingest sacct "$WORK/mem.psv" --cluster mem >/dev/null
+  "$RS" train >"$WORK/mem_train.txt"
+  printf '#!/bin/bash\n#SBATCH -J fit\n#SBATCH --mem=16G\n#SBATCH -c 2\n#SBATCH -t 60\n./fit\n' >"$WORK/fit.sh"
+  "$RS" predict "$WORK/fit.sh" --user ann --cluster mem --json >"$WORK/mem.json"
+)
+expect_contains "train names the baseline a target without a model answers with" \
+  "$(cat "$WORK/mem_train.txt")" "peak_memory  not trained: peak_memory: 34 jobs with a value, 60 needed to train; predict answers with the user_mean baseline"
+OUT=$(cat "$WORK/mem.json")
+expect_eq "predict answers with it" "$(json_get "$OUT" 'd["targets"]["peak_memory"]["source"]')" baseline:user_mean
+expect_eq "the user's mean peak, 116/34 GiB" \
+  "$(json_get "$OUT" 'abs(d["targets"]["peak_memory"]["p50"] / (116 / 34 * 2**30) - 1) < 0.001')" True
+expect_eq "and says so" \
+  "$(json_get "$OUT" 'any("peak_memory: too few finished jobs for a model yet; p50 is the user_mean baseline" in n for n in d["notes"])')" True
+
 # Bad input: a binary file is a clear error; bad values are warnings with line numbers.
 run_rs predict "$SCRIPTS/binary.bin"
 expect_eq "binary script exits 2" "$RC" 2

@@ -211,6 +211,33 @@ std::vector<JobRecord> SyntheticCluster(int jobs, uint32_t seed) {
   return out;
 }
 
+// A target with too few jobs for a model answers with the baseline that was closest on the
+// jobs so far; here each user's run times scatter around a stable typical value, so the mean
+// of all their past jobs beats the last two and the far-too-large requests.
+TEST(PredictorTest, WithoutAModelTheBaselineClosestSoFarAnswers) {
+  auto jobs = SyntheticCluster(400, 3);
+  Dataset d = BuildDataset(jobs, {});
+  std::vector<size_t> rows(d.rows());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = i;
+  std::array<PointErrors, kNumBaselines> errors;
+  for (size_t r : rows) {
+    for (Baseline b : kAllBaselines) {
+      errors[static_cast<int>(b)].Add(d.baseline[0][r][static_cast<int>(b)], d.y[0][r]);
+    }
+  }
+  auto best = BestBaseline(d, Target::kRuntime, rows);
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(best->baseline, Baseline::kUserMean);
+  for (Baseline b : {Baseline::kRequest, Baseline::kLast2}) {
+    EXPECT_LT(best->errors.mae(), errors[static_cast<int>(b)].mae()) << NameOf(b);
+  }
+  EXPECT_EQ(FallbackBaseline(d, Target::kRuntime, rows), Baseline::kUserMean);
+  // Too few jobs to choose on, or none measured: last-two, as before any evidence.
+  std::vector<size_t> few(rows.begin(), rows.begin() + kMinFallbackJobs - 1);
+  EXPECT_EQ(FallbackBaseline(d, Target::kRuntime, few), Baseline::kLast2);
+  EXPECT_EQ(FallbackBaseline(d, Target::kGpuMemory, rows), Baseline::kLast2);
+}
+
 TEST(ReplayTest, LearnsUsersAndCalibratesItsIntervals) {
   EvalOptions options;
   options.retrain_every_s = 2 * 86400;
@@ -712,6 +739,7 @@ TEST(ModelSetTest, AStoredModelPredictsWhatTheTrainedOneDid) {
   ModelSet set;
   set.cluster = "c";
   set.targets.emplace(Target::kRuntime, std::move(*m));
+  set.fallback[Target::kPeakMemory] = Baseline::kUserMean;
   const TargetModel& trained = set.targets.at(Target::kRuntime);
   double weight = d.SubmitWeight(2999, Target::kRuntime);
   auto before =
@@ -734,6 +762,7 @@ TEST(ModelSetTest, AStoredModelPredictsWhatTheTrainedOneDid) {
   auto after = PredictTarget(loaded->targets.at(Target::kRuntime), d.row(2999), d.baseline[0][2999],
                              d.anchor[0][2999], 7200.0, weight);
   ASSERT_TRUE(after.ok());
+  EXPECT_EQ(loaded->fallback, set.fallback);
   EXPECT_DOUBLE_EQ(before->point, after->point);
   EXPECT_DOUBLE_EQ(before->Quantile(0.9), after->Quantile(0.9));
   EXPECT_DOUBLE_EQ(before->Suggest(0.005), after->Suggest(0.005));
