@@ -92,8 +92,10 @@ struct PointErrors {
 
 // The kill risks at which TargetModel::suggest_with is chosen and the risk correction kept.
 inline constexpr std::array<double, 6> kSuggestRisks = {0.0025, 0.005, 0.01, 0.02, 0.05, 0.1};
-// The index of the kSuggestRisks entry nearest `risk` (in ratio).
-size_t NearestSuggestRisk(double risk);
+// The index of the kSuggestRisks entry whose strategy and correction a request at `risk` is made
+// with: the highest at or below it (the lowest for a risk below them all), so that between two
+// entries the request falls as the risk rises.
+size_t SuggestRiskIndex(double risk);
 // The cluster-wide risks at which TargetModel::kill_price is learned (log-spaced), and the
 // risks one job's request may be made at.
 inline constexpr size_t kPriceRisks = 24;

@@ -338,7 +338,7 @@ TEST(PredictorTest, KillsBeyondTheRiskLowerTheRiskTheNextModelUses) {
     auto m = TrainTarget(d, Target::kRuntime, past, {});
     ASSERT_TRUE(m.ok()) << m.status().message();
     auto f = CorrectRisks(*m, d, since);
-    size_t five = NearestSuggestRisk(0.05);
+    size_t five = SuggestRiskIndex(0.05);
     ASSERT_EQ(kSuggestRisks[five], 0.05);
     auto predict = [&] {
       return PredictTarget(*m, d.row(2999), d.baseline[0][2999], d.anchor[0][2999], d.req[0][2999],
@@ -362,6 +362,39 @@ TEST(PredictorTest, KillsBeyondTheRiskLowerTheRiskTheNextModelUses) {
       EXPECT_LE(after->EffectiveRisk(0.05), 0.05 + 1e-9);
     }
   }
+}
+
+// A user who allows a higher risk is never told to ask for more, even where the corrections of
+// the risks differ (here the 5 % entry's has fallen to its floor, so its own strategy makes the
+// request at 0.5 %, safer than the 2 % entry's) and between the risks the model was tuned at.
+TEST(PredictorTest, AHigherRiskNeverAsksForMore) {
+  auto jobs = SyntheticCluster(3000, 11);
+  Dataset d = BuildDataset(jobs, {});
+  std::vector<size_t> past(2500);
+  for (size_t i = 0; i < past.size(); ++i) past[i] = i;
+  auto m = TrainTarget(d, Target::kRuntime, past, {});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  m->risk_log_factor[SuggestRiskIndex(0.05)] = static_cast<float>(std::log(kRiskFactorMin));
+  std::vector<double> risks;
+  for (double r = 0.001; r < 0.3; r *= 1.1) risks.push_back(r);
+  int cut_at_five = 0, strictly_more = 0;
+  for (size_t r = 2500; r < 3000; ++r) {
+    auto p = PredictTarget(*m, d.row(r), d.baseline[0][r], d.anchor[0][r], d.req[0][r],
+                           d.SubmitWeight(r, Target::kRuntime));
+    ASSERT_TRUE(p.ok());
+    for (RiskScope scope : {RiskScope::kCluster, RiskScope::kJob}) {
+      double prev = p->Suggest(risks[0], scope);
+      for (double risk : risks) {
+        double s = p->Suggest(risk, scope);
+        ASSERT_LE(s, prev * (1 + 1e-9)) << "row " << r << " at risk " << risk;
+        prev = s;
+      }
+    }
+    cut_at_five += p->Suggest(0.05) < *p->request ? 1 : 0;
+    strictly_more += p->Suggest(0.02) < p->Suggest(0.05) ? 1 : 0;
+  }
+  EXPECT_GT(cut_at_five, 100);  // the requests are cut: the check above is not vacuous
+  EXPECT_EQ(strictly_more, 0);
 }
 
 // In a replay of a cluster whose jobs keep growing, the suggestions at a risk kill about that
