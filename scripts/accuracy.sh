@@ -13,6 +13,8 @@
 #   traces      --retrain-every 7d  (the eval default)
 #   usage data  --retrain-every 1d  (these files span days to months, not years)
 #   all         --test-fraction 0.5 (the eval default)
+#               --correct-every 1h  (the eval default: the risk correction moves as an hourly
+#                                    `train` moves it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -348,7 +348,9 @@ def render_method(doc, rows):
         f"dataset of a kind: traces every {', '.join(trace_retrain) or '—'} (the eval's "
         f"default); usage data every {', '.join(usage_retrain) or '—'}, because those files "
         "hold hundreds to a few thousand jobs over days to months, where a weekly schedule "
-        "would retrain a few times or not at all. Not tuned per dataset.",
+        "would retrain a few times or not at all. Not tuned per dataset. Between retrains the "
+        "risk correction moves every hour of trace time on the jobs that ended since, as "
+        "`rightsize train` run hourly moves it (`--correct-every 1h`, the eval's default).",
         "- **Usage data per cluster.** Each usage file is ingested into a store of its own and "
         "each cluster in it is replayed alone (`eval --store --cluster C`): `eval --trace` on a "
         "ClusterCockpit file would put both of its clusters (a GPU and a CPU cluster, or a "

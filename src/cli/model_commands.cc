@@ -130,9 +130,12 @@ std::string Pct(double v) { return fmt::format("{:.1f}%", 100 * v); }
 void PrintEvalText(const std::string& what, const nlohmann::json& r) {
   fmt::print(
       "Replay of {}: {} jobs, scored on the later {:.0f}%, retrained every {} ({} "
-      "retrains, {:.1f} s)\n",
+      "retrains, risk correction {}, {:.1f} s)\n",
       what, r["jobs"].get<int64_t>(), 100 * r["test_fraction"].get<double>(),
       FormatDuration(r["retrain_every_s"].get<double>()), r["retrains"].get<int>(),
+      r["correct_every_s"].get<double>() > 0
+          ? "every " + FormatDuration(r["correct_every_s"].get<double>())
+          : std::string("at retrains"),
       r["seconds"].get<double>());
   for (const auto& item : r["targets"].items()) {
     const std::string& name = item.key();
@@ -194,7 +197,7 @@ void AddEval(CLI::App& app, Context& ctx, Action* action) {
       "Chronological replay: the model and the baselines side by side, trained only on "
       "the past");
   struct Flags {
-    std::string trace, format, cluster, every = "7d";
+    std::string trace, format, cluster, every = "7d", correct_every = "1h";
     bool store = false, json = false;
     double test_fraction = 0.5;
   };
@@ -211,6 +214,10 @@ void AddEval(CLI::App& app, Context& ctx, Action* action) {
                   "The cluster to replay when the store or the trace holds several (default: "
                   "the only one)");
   cmd->add_option("--retrain-every", f->every, "Retrain on this schedule of trace time (7d, 12h)");
+  cmd->add_option("--correct-every", f->correct_every,
+                  "Between retrains, move the risk correction on the jobs that ended since, on "
+                  "this schedule of trace time, as an hourly `train` does (default 1h; 0: only "
+                  "at retrains)");
   cmd->add_option("--test-fraction", f->test_fraction,
                   "Score the latest share of jobs; the earlier ones only train (default 0.5)")
       ->check(CLI::Range(0.05, 0.95));
@@ -224,6 +231,16 @@ void AddEval(CLI::App& app, Context& ctx, Action* action) {
       if (!every.ok() || *every >= 0) {
         return Fail(Status::InvalidArgument(fmt::format(
             "--retrain-every: expected a duration like 7d or 12h, got {}", Quote(f->every))));
+      }
+      int64_t correct_every = 0;
+      if (f->correct_every != "0") {
+        auto spec = ParseTimeSpec(f->correct_every, 0);
+        if (!spec.ok() || *spec >= 0) {
+          return Fail(Status::InvalidArgument(
+              fmt::format("--correct-every: expected a duration like 1h or 1d, or 0, got {}",
+                          Quote(f->correct_every))));
+        }
+        correct_every = -*spec;
       }
       std::vector<JobRecord> jobs;
       ClusterContext context;
@@ -247,6 +264,7 @@ void AddEval(CLI::App& app, Context& ctx, Action* action) {
       }
       EvalOptions options;
       options.retrain_every_s = -*every;
+      options.correct_every_s = correct_every;
       options.test_fraction = f->test_fraction;
       ProgressBar bar("eval");
       options.progress = [&bar](int done, int total) { bar.Update(done, total); };

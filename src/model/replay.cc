@@ -80,7 +80,7 @@ struct TargetEval {
   // (holding the correction then in force), the moment it was trained, and every row with a
   // value and a request in the order they ended.
   std::optional<TargetModel> last;
-  int64_t last_cut = 0;
+  int64_t last_cut = 0;  // the end up to which `last`'s correction has counted the jobs
   std::vector<size_t> by_end;
 };
 
@@ -210,6 +210,11 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
     }
   } join{pool, stop};
 
+  // The first of `e`'s rows (in end order) that ended after `t`.
+  auto by_end_after = [&d](const TargetEval& e, int64_t t) {
+    return std::upper_bound(e.by_end.begin(), e.by_end.end(), t,
+                            [&d](int64_t v, size_t r) { return v < d.end[r]; });
+  };
   int retrains = 0;
   for (Task& task : tasks) {
     {
@@ -225,16 +230,23 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
     if (options.progress) options.progress(retrains, static_cast<int>(tasks.size()));
     std::array<float, kSuggestRisks.size()> factors{};
     if (e.last && options.correct_risks) {
-      // The jobs that ended since the last period's model was trained, judged by its
-      // suggestions.
-      auto by_end_after = [&](int64_t t) {
-        return std::upper_bound(e.by_end.begin(), e.by_end.end(), t,
-                                [&](int64_t v, size_t r) { return v < d.end[r]; });
-      };
-      std::vector<size_t> ended(by_end_after(e.last_cut), by_end_after(task.cut));
+      // The jobs that ended since the last period's model last moved its correction, judged
+      // by its suggestions.
+      std::vector<size_t> ended(by_end_after(e, e.last_cut), by_end_after(e, task.cut));
       factors = CorrectRisks(*e.last, d, ended);
     }
     if (task.model.ok()) task.model->risk_log_factor = factors;
+    int64_t corrected = task.cut;  // jobs that ended by then have moved the correction
+    // Within the period, as an hourly `train` would: before each job, the jobs that ended since
+    // the last step (at most every correct_every_s) move the correction of the model in force.
+    auto correct_until = [&](int64_t t) {
+      if (!options.correct_risks || options.correct_every_s <= 0 || !task.model.ok()) return;
+      t = corrected + (t - corrected) / options.correct_every_s * options.correct_every_s;
+      if (t <= corrected) return;
+      std::vector<size_t> ended(by_end_after(e, corrected), by_end_after(e, t));
+      task.model->risk_log_factor = CorrectRisks(*task.model, d, ended);
+      corrected = t;
+    };
     if (model.ok()) {
       ++e.models_trained;
       RS_RETURN_IF_ERROR(task.predicted);
@@ -249,6 +261,7 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
     }
     for (size_t k2 = 0; k2 < batch.size(); ++k2) {
       size_t r = batch[k2];
+      correct_until(d.submit[r]);
       double y = d.y[ti][r];
       float req = d.req[ti][r];
       const auto& base = d.baseline[ti][r];
@@ -304,10 +317,11 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
     // longer needed.
     if (task.model.ok()) {
       e.last = std::move(*task.model);
+      e.last_cut = corrected;
     } else if (e.last) {
       e.last->risk_log_factor = factors;  // no model this period: the correction moves on
+      e.last_cut = task.cut;
     }
-    if (e.last) e.last_cut = task.cut;
     task.model = Status::NotFound("scored");
     task.preds = {};
     task.batch = {};
@@ -318,6 +332,7 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
   out["jobs"] = n;
   out["scored_from"] = first;
   out["retrain_every_s"] = every;
+  out["correct_every_s"] = options.correct_risks ? options.correct_every_s : 0;
   out["test_fraction"] = options.test_fraction;
   nlohmann::json targets = nlohmann::json::object();
   for (const TargetEval& e : evals) {

@@ -5,7 +5,8 @@
 // nothing from the future reaches a prediction; the baselines read the same history. Scores
 // are taken on the later part of the jobs (`test_fraction`), the first part only trains. Each
 // period's model starts from the previous one's risk correction, moved by the jobs that ended
-// in between, as each `train` starts from the stored version before it.
+// in between, as each `train` starts from the stored version before it; within a period the
+// correction moves every `correct_every_s` of trace time, as an hourly `train` would move it.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,10 @@ struct EvalOptions {
   // Carry the risk correction (TargetModel::risk_log_factor) from period to period, as `train`
   // does from version to version; off, every suggestion is made at its nominal risk.
   bool correct_risks = true;
+  // How often the correction moves between retrains (0: only at each retrain): `train`, run
+  // every hour, moves it every hour on the jobs that ended since, so the replay does too
+  // without retraining the trees that often.
+  int64_t correct_every_s = 3600;
   // Called after each retrain (done, total) for a progress bar.
   std::function<void(int, int)> progress;
 };
