@@ -138,7 +138,7 @@ def fallback_text(t):
 
 
 def has_intervals(t):
-    """Whether any scored job got a model's interval (the rest fell back to last2)."""
+    """Whether any scored job got a model's interval (the rest fell back to a baseline)."""
     return t.get("fallback_jobs", 0) < t["n"]
 
 
@@ -370,7 +370,7 @@ def render_method(doc, rows):
         "unit), AEA (mean of min(p, y)/max(p, y): 1 is perfect, higher is better), *under* "
         "(share of jobs predicted below their use).",
         "- **Intervals**: coverage80 and coverage95 are the shares of scored jobs whose use "
-        "fell inside rightsize's 80 % and 95 % intervals (jobs that fell back to last2 have no "
+        "fell inside rightsize's 80 % and 95 % intervals (jobs that fell back to a baseline have no "
         "interval and are not counted).",
         "- **Saving curve**: at a risk r, each predictor suggests a request: rightsize the one "
         "`predict --risk r` makes (the quantile of the job at which the cut frees the most "
@@ -639,7 +639,7 @@ def render_curves(doc, scored, placeholder_of):
             baselines = [b for b in BASELINES if f"{b}_saved" in t["saving_curve"][0]]
             doc.add(f"### {r['name']}{dagger}: {target}", "")
             if cc is None:
-                doc.add("No scored job had a model (all fell back to last2, at the request), so "
+                doc.add("No scored job had a model (all fell back to a baseline, at the request), so "
                         "the curve is all zeros: n/a.", "")
                 continue
             rows = []

@@ -235,7 +235,7 @@ void AddEval(CLI::App& app, Context& ctx, Action* action) {
       int64_t correct_every = 0;
       if (f->correct_every != "0") {
         auto spec = ParseTimeSpec(f->correct_every, 0);
-        if (!spec.ok() || *spec >= 0) {
+        if (!spec.ok() || *spec > 0) {
           return Fail(Status::InvalidArgument(
               fmt::format("--correct-every: expected a duration like 1h or 1d, or 0, got {}",
                           Quote(f->correct_every))));
@@ -689,9 +689,9 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
     std::optional<double> too_small;
     if (request) too_small = p->ProbTooSmall(*request);
     double suggested = p->Quantile(1 - f.risk);
+    double used = p->EffectiveRisk(f.risk);
     if (request && *too_small <= f.risk) {
-      suggested = p->Suggest(f.risk, f.per_job_risk ? RiskScope::kJob : RiskScope::kCluster);
-      double used = p->EffectiveRisk(f.risk);
+      suggested = p->Suggest(f.risk, f.per_job_risk ? RiskScope::kJob : RiskScope::kCluster, &used);
       if (used < f.risk / 1.1) {  // the correction never raises the risk (kRiskFactorMax)
         notes.push_back(fmt::format(
             "{}: recent jobs outgrew their suggested requests more often than the risk said, so "
@@ -726,7 +726,7 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
     tj["p50"] = p->point;
     tj["p90"] = bound(p->Quantile(0.9));
     tj["suggested_request"] = bound(suggested);
-    tj["risk_used"] = p->EffectiveRisk(f.risk);
+    tj["risk_used"] = used;
     tj["job_risk"] = job_risk;
     tj["history"] = HistoryGroupName(p->group);
     if (p->group == 0) unmeasured.emplace_back(NameOf(t));

@@ -14,7 +14,10 @@ namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kBlendWeights[] = {1.0f, 0.75f, 0.5f, 0.25f, 0.0f};
-constexpr size_t kMinBlendJobs = 100;
+// Held-out jobs needed to price a kill, to hold a history group to its own kill budget and to
+// choose a baseline's margin over the model's quantile for a group.
+constexpr size_t kMinTuningJobs = 100;
+// Held-out jobs with a baseline needed to test whether the trees lose to it (the blend).
 constexpr size_t kMinPairedJobs = 20;
 
 float LogOf(double v, Target t) {
@@ -264,40 +267,51 @@ double PriceAt(const std::vector<float>& prices, double risk) {
   return prices[lo] * (1 - f) + prices[hi] * f;
 }
 
+// The request `p` makes at risk `r` with the strategy chosen for its history group at r's
+// kSuggestRisks entry (SuggestRiskIndex) and that entry's correction, never above the request.
+// A baseline's margin is one for all jobs, so it does not bound one job's risk. `options`
+// caches the job's quantiles at kJobRisks across calls.
+double SuggestAtEntry(const TargetPrediction& p, double r, RiskScope scope,
+                      std::optional<JobOptions>* options) {
+  size_t i = SuggestRiskIndex(r) + static_cast<size_t>(p.group) * kSuggestRisks.size();
+  r = p.EffectiveRisk(r);
+  if (!p.request) return p.Quantile(1 - r);
+  const TargetModel& m = *p.model;
+  const auto& with = m.suggest_with;
+  double s;
+  if (scope == RiskScope::kCluster && i < with.size() && with[i] >= 0) {
+    float bv = p.baselines[with[i]];
+    float q = m.baseline_log_ratio[with[i]].Quantile(1 - r);
+    s = std::isfinite(bv) && bv > 0 && std::isfinite(q) ? bv * std::exp(q) : *p.request;
+  } else if (!m.kill_price.empty()) {
+    if (!*options) *options = OptionsOf(p);
+    s = PricedRequest(**options, p.weight, *p.request, PriceAt(m.kill_price, r),
+                      scope == RiskScope::kJob ? r : MaxJobRisk(OwnGrid(p), r));
+  } else {
+    s = p.Quantile(1 - r);
+  }
+  return std::isfinite(s) ? std::min(*p.request, s) : *p.request;
+}
+
 }  // namespace
 
-double TargetPrediction::Suggest(double risk, RiskScope scope) const {
-  if (!request) return Quantile(1 - EffectiveRisk(risk));
-  std::optional<JobOptions> options;  // the job's quantiles at kJobRisks, read once
-  // The request made at `r` by the strategy chosen for this job's history group at the risk
-  // the model was tuned at just below `r` (SuggestRiskIndex). A baseline's margin is one for
-  // all jobs, so it does not bound one job's risk.
-  auto at = [&](double r) {
-    size_t i = SuggestRiskIndex(r) + static_cast<size_t>(group) * kSuggestRisks.size();
-    r = EffectiveRisk(r);
-    const auto& with = model->suggest_with;
-    double s;
-    if (scope == RiskScope::kCluster && i < with.size() && with[i] >= 0) {
-      float bv = baselines[with[i]];
-      float q = model->baseline_log_ratio[with[i]].Quantile(1 - r);
-      s = std::isfinite(bv) && bv > 0 && std::isfinite(q) ? bv * std::exp(q) : *request;
-    } else if (!model->kill_price.empty()) {
-      if (!options) options = OptionsOf(*this);
-      s = PricedRequest(*options, weight, *request, PriceAt(model->kill_price, r),
-                        scope == RiskScope::kJob ? r : MaxJobRisk(OwnGrid(*this), r));
-    } else {
-      s = Quantile(1 - r);
-    }
-    return std::isfinite(s) ? std::min(*request, s) : *request;
-  };
-  // Never less than what a higher risk's entry asks for: each entry's strategy and correction
-  // are chosen apart, and a user who allows more risk must not be told to ask for more (on
-  // HPC2N's replay 8 % of jobs were, up to 875 times more). Between entries the request falls
-  // with the risk (one strategy, one correction), so this makes it monotone everywhere, and
-  // taking the larger request keeps each risk's kills within what its own strategy killed.
-  double s = at(risk);
+// Never less than what a higher entry asks for: each entry's strategy and correction are
+// chosen apart, and a user who allows more risk must not be told to ask for more (on HPC2N's
+// replay 8 % of jobs were, up to 875 times more). Between entries the request falls with the
+// risk (one strategy, one correction, kill prices falling with the risk), so this makes it
+// monotone everywhere, and taking the larger request keeps each risk's kills within what its
+// own strategy killed.
+double TargetPrediction::Suggest(double risk, RiskScope scope, double* used) const {
+  std::optional<JobOptions> options;
+  double s = SuggestAtEntry(*this, risk, scope, &options);
+  if (used != nullptr) *used = EffectiveRisk(risk);
   for (double r : kSuggestRisks) {
-    if (r > risk) s = std::max(s, at(r));
+    if (r <= risk) continue;
+    double higher = SuggestAtEntry(*this, r, scope, &options);
+    if (higher > s) {
+      s = higher;
+      if (used != nullptr) *used = std::min(*used, EffectiveRisk(r));
+    }
   }
   return s;
 }
@@ -314,8 +328,15 @@ std::array<float, kSuggestRisks.size()> CorrectRisks(const TargetModel& prev, co
     const TargetPrediction& p = preds[k];
     if (!p.request) continue;
     double y = d.y[ti][rows[k]];
+    // Suggest at each entry: the entries' own requests, each at least the next higher one's.
+    std::optional<JobOptions> options;
+    std::array<double, kSuggestRisks.size()> at{};
+    for (size_t i = kSuggestRisks.size(); i-- > 0;) {
+      at[i] = SuggestAtEntry(p, kSuggestRisks[i], RiskScope::kCluster, &options);
+      if (i + 1 < kSuggestRisks.size()) at[i] = std::max(at[i], at[i + 1]);
+    }
     for (size_t i = 0; i < kSuggestRisks.size(); ++i) {
-      double s = p.Suggest(kSuggestRisks[i]);
+      double s = at[i];
       bool killed = y > s && s < *p.request;
       sum[i] += kSuggestRisks[i] - (killed ? 1 : 0);
       ++jobs[i];
@@ -367,7 +388,7 @@ struct PricedJob {
 // there are too few jobs.
 std::vector<float> KillPrices(const std::vector<PricedJob>& jobs) {
   std::vector<float> prices;
-  if (jobs.size() < kMinBlendJobs) return prices;
+  if (jobs.size() < kMinTuningJobs) return prices;
   std::vector<double> sizes;
   for (const PricedJob& h : jobs) sizes.push_back(h.weight * h.request);
   auto mid = sizes.begin() + static_cast<std::ptrdiff_t>(sizes.size() / 2);
@@ -390,7 +411,7 @@ std::vector<float> KillPrices(const std::vector<PricedJob>& jobs) {
         ++n[h.group];
       }
       for (int g = 0; g < 3; ++g) {
-        if (n[g] >= kMinBlendJobs &&
+        if (n[g] >= kMinTuningJobs &&
             static_cast<double>(kills[g]) > risk * static_cast<double>(n[g])) {
           return false;
         }
@@ -407,7 +428,11 @@ std::vector<float> KillPrices(const std::vector<PricedJob>& jobs) {
         lo = j + 1;
       }
     }
-    prices.push_back(static_cast<float>(price(lo)));
+    // A higher risk never prices a kill higher (Suggest's requests fall with the risk between
+    // two tuned entries): the bisections are separate, so say it rather than rely on it.
+    double p = price(lo);
+    if (!prices.empty()) p = std::min(p, static_cast<double>(prices.back()));
+    prices.push_back(static_cast<float>(p));
   }
   return prices;
 }
@@ -508,7 +533,7 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
   // chance: the paired difference in absolute error (or in AEA) must exceed two standard
   // errors. A blend chosen on noise made a 3,000-job trace worse, not better.
   bool trees_win = true;
-  if (best_b >= 0 && n_cal >= kMinPairedJobs) {
+  if (best_b >= 0) {
     for (Baseline b : kAllBaselines) {
       if (b == Baseline::kVpa && t == Target::kRuntime) continue;
       double sum_abs = 0, sq_abs = 0, sum_aea = 0, sq_aea = 0;
@@ -646,7 +671,7 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
         }
       }
       int best = 0;
-      for (int c = 1; c <= kNumBaselines && mine.size() >= kMinBlendJobs; ++c) {
+      for (int c = 1; c <= kNumBaselines && mine.size() >= kMinTuningJobs; ++c) {
         bool within = static_cast<double>(killed[c]) <= risk * static_cast<double>(mine.size());
         if (within && freed[c] > freed[best]) best = c;
       }

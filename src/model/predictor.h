@@ -167,8 +167,13 @@ struct TargetPrediction {
   // maximises weight·((1 - q)·request - its (1 - q) quantile) - price·q, so a large request
   // may be cut at more than `risk` and a small one at less (ProbTooSmall of the result says).
   // RiskScope::kJob never cuts a job at more than `risk`: safer for it, less freed in all.
-  double Suggest(double risk, RiskScope scope = RiskScope::kCluster) const;
-  // The risk Suggest(risk) really uses: `risk` times the model's correction (risk_log_factor).
+  // A risk is made with the strategy and correction of the kSuggestRisks entry at or below it
+  // (SuggestRiskIndex), and never asks for less than a higher entry does: a higher risk never
+  // suggests a larger request. `used`, if given, receives the corrected risk it was made at:
+  // EffectiveRisk(risk), or a higher entry's corrected risk where that entry's larger request
+  // was taken and its risk is lower.
+  double Suggest(double risk, RiskScope scope = RiskScope::kCluster, double* used = nullptr) const;
+  // `risk` times the model's correction (risk_log_factor) of its kSuggestRisks entry.
   double EffectiveRisk(double risk) const;
   // The probability that `amount` is too small for the job: that it needs at least that much
   // (a job stopped at its time or memory limit reached it). For CPU cores at or above the
@@ -216,7 +221,8 @@ Status PredictTargetRows(const TargetModel& m, const Dataset& d, const std::vect
 
 // How far the risk correction moves for one job: log(factor) += kRiskStep · (risk - killed), so
 // about 7 kills beyond what the risk expects halve the factor. The jobs of one batch (those
-// that ended between two trainings, judged by one model) count together as at most
+// that ended between two corrections — two `train` runs, or an hour of a replay — judged by
+// one model) count together as at most
 // kRiskBatchKills expected kills: their outcomes are not independent, and a busy hour must not
 // swing the factor on noise. The factor stays between a tenth and 1: the correction makes
 // suggestions safer where they killed too often, never riskier than what the user asked for.
@@ -227,9 +233,10 @@ inline constexpr double kRiskBatchKills = 10;
 inline constexpr double kRiskFactorMin = 0.1, kRiskFactorMax = 1.0;
 
 // `prev`'s risk correction carried over `rows` of `d` (jobs with a value and a request that
-// ended after `prev` was trained, in any order: one batch): for each, whether the request
-// `prev` suggested at each kSuggestRisks entry would have killed it, each such outcome moving
-// the factor by kRiskStep. The new model of the target starts from the result.
+// ended since `prev`'s correction last moved, in any order: one batch): for each, whether the
+// request `prev` suggested (Suggest) at each kSuggestRisks entry would have killed it, each such
+// outcome moving the factor by kRiskStep. The next correction of the target starts from the
+// result.
 std::array<float, kSuggestRisks.size()> CorrectRisks(const TargetModel& prev, const Dataset& d,
                                                      const std::vector<size_t>& rows);
 

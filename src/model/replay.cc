@@ -77,10 +77,10 @@ struct TargetEval {
   std::vector<nlohmann::json> blends;
   // The risk correction (TargetModel::risk_log_factor), carried from period to period as
   // `train` carries it from version to version: the model that scored the previous period
-  // (holding the correction then in force), the moment it was trained, and every row with a
-  // value and a request in the order they ended.
+  // (holding the correction then in force), the end up to which its correction has counted the
+  // jobs, and every row with a value and a request in the order they ended.
   std::optional<TargetModel> last;
-  int64_t last_cut = 0;  // the end up to which `last`'s correction has counted the jobs
+  int64_t last_cut = 0;
   std::vector<size_t> by_end;
 };
 
@@ -168,6 +168,23 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
       if (!task.batch.empty()) tasks.push_back(std::move(task));
     }
   }
+  // Per target, the end times of the jobs with a value: `train` stores a model set, and with
+  // it the fallbacks of the targets without a model, only once some target has enough of them.
+  std::array<std::vector<int64_t>, kNumTargets> measured_ends;
+  for (Target t : kAllTargets) {
+    int ti = static_cast<int>(t);
+    for (size_t r = 0; r < n; ++r) {
+      if (!std::isnan(d.y[ti][r])) measured_ends[ti].push_back(d.end[r]);
+    }
+    std::sort(measured_ends[ti].begin(), measured_ends[ti].end());
+  }
+  auto some_model_at = [&](int64_t cut) {
+    for (const auto& ends : measured_ends) {
+      auto ended = std::upper_bound(ends.begin(), ends.end(), cut) - ends.begin();
+      if (static_cast<size_t>(ended) >= options.train.min_rows) return true;
+    }
+    return false;
+  };
   auto run = [&](Task& task) {
     const TargetEval& e = evals[task.eval];
     int ti = static_cast<int>(e.t);
@@ -175,7 +192,7 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
     for (size_t r = 0; r < n && d.submit[r] < task.cut; ++r) {
       if (d.end[r] <= task.cut && !std::isnan(d.y[ti][r])) train_rows.push_back(r);
     }
-    task.fallback = FallbackBaseline(d, e.t, train_rows);
+    if (some_model_at(task.cut)) task.fallback = FallbackBaseline(d, e.t, train_rows);
     task.model = TrainTarget(d, e.t, std::move(train_rows), options.train);
     if (task.model.ok()) {
       task.predicted = PredictTargetRows(*task.model, d, task.batch, &task.preds);
