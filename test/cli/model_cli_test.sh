@@ -221,6 +221,7 @@ for k in 'd["targets"]["runtime"]["model"]["mae"]' 'd["targets"]["runtime"]["mod
          'd["targets"]["runtime"]["baselines"]["user_mean"]["mae"]' 'd["targets"]["runtime"]["saving_curve"][0]["last2_killed"]'; do
   expect_eq "eval has $k" "$(json_get "$OUT" "$k is not None")" True
 done
+expect_eq "the risk correction moves every hour between retrains" "$(json_get "$OUT" 'd["correct_every_s"]')" 3600
 expect_eq "four kill risks" "$(json_get "$OUT" '[c["risk"] for c in d["targets"]["runtime"]["saving_curve"]]')" "[0.005, 0.01, 0.02, 0.05]"
 # Coverage per history group: the groups' jobs add up to the jobs with an interval, and the
 # coverage of all is their weighted mean.
@@ -229,6 +230,7 @@ expect_eq "coverage per history group adds up" "$(json_get "$OUT" '
  and [g["history"] for g in m["by_history"]] == ["none", "some", "much"])(d["targets"]["runtime"]["model"])')" True
 run_rs eval --store --retrain-every 14d
 expect_eq "eval --store exits 0" "$RC" 0
+expect_contains "text says how often the correction moves" "$OUT" "risk correction every 01:00:00"
 expect_contains "text names the baselines" "$OUT" "last2"
 expect_contains "text gives coverage per history group" "$OUT" "by the user's past jobs of this target: none"
 run_rs eval
