@@ -34,6 +34,10 @@ inline constexpr int kNumBaselines = 4;
 inline constexpr std::array<Baseline, kNumBaselines> kAllBaselines = {
     Baseline::kRequest, Baseline::kUserMean, Baseline::kLast2, Baseline::kVpa};
 std::string_view NameOf(Baseline b);  // "request", "user_mean", "last2", "vpa"
+// Whether `b` is one of `t`'s baselines: VPA's recommender is for memory and CPU, not run time.
+inline bool IsBaselineOf(Baseline b, Target t) {
+  return b != Baseline::kVpa || t != Target::kRuntime;
+}
 
 // The feature vector's layout: common features, then one block per target.
 struct FeatureLayout {

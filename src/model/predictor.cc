@@ -444,7 +444,7 @@ std::optional<BaselineScore> BestBaseline(const Dataset& d, Target t,
   int ti = static_cast<int>(t);
   std::optional<BaselineScore> best;
   for (Baseline b : kAllBaselines) {
-    if (b == Baseline::kVpa && t == Target::kRuntime) continue;  // VPA is for memory and CPU
+    if (!IsBaselineOf(b, t)) continue;
     BaselineScore s{b, {}};
     size_t missing = 0;
     for (size_t r : rows) {
@@ -535,7 +535,7 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
   bool trees_win = true;
   if (best_b >= 0) {
     for (Baseline b : kAllBaselines) {
-      if (b == Baseline::kVpa && t == Target::kRuntime) continue;
+      if (!IsBaselineOf(b, t)) continue;
       double sum_abs = 0, sq_abs = 0, sum_aea = 0, sq_aea = 0;
       int64_t n_b = 0;
       for (size_t k = 0; k < n_cal; ++k) {
@@ -883,9 +883,10 @@ StatusOr<ModelSet> ModelSet::Deserialize(const std::string& bytes) {
     if (auto it = j.find("fallback"); it != j.end() && it->is_object()) {
       for (const auto& [name, bj] : it->items()) {
         auto t = TargetFromName(name);
+        if (!t) continue;
         std::string bn = bj.get<std::string>();
         for (Baseline b : kAllBaselines) {
-          if (t && NameOf(b) == bn) s.fallback[*t] = b;
+          if (NameOf(b) == bn) s.fallback[*t] = b;
         }
       }
     }

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <limits>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <thread>
 
@@ -65,8 +66,8 @@ struct TargetEval {
   std::array<PointErrors, kNumBaselines> baseline;
   double pinball = 0;
   int64_t pinball_n = 0;  // jobs with bounded p10 and p90 (an unbounded one has no finite loss)
-  int64_t fallback_rows = 0;
-  std::array<int64_t, kNumBaselines> fallback_by{};  // of fallback_rows, per baseline used
+  // Scored jobs answered before a model existed, per baseline that answered them.
+  std::array<int64_t, kNumBaselines> fallback_by{};
   // Per history group (HistoryGroup), the jobs with an interval and those it covered: a new
   // user's intervals must hold too.
   std::array<int64_t, 3> group_n{}, group80{}, group95{};
@@ -288,7 +289,6 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
       double w = d.Weight(r, e.t);
       if (!model.ok()) {
         // No model yet: the shipped answer is the fallback baseline, at the request.
-        ++e.fallback_rows;
         ++e.fallback_by[static_cast<int>(task.fallback)];
         e.model.Add(base[static_cast<int>(task.fallback)], y);
         e.learned.Add(base[static_cast<int>(task.fallback)], y);
@@ -357,7 +357,7 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
     tj["unit"] = InfoOf(e.t).unit;
     tj["n"] = e.rows.size();
     tj["models_trained"] = e.models_trained;
-    tj["fallback_jobs"] = e.fallback_rows;
+    tj["fallback_jobs"] = std::accumulate(e.fallback_by.begin(), e.fallback_by.end(), int64_t{0});
     nlohmann::json by = nlohmann::json::object();
     for (Baseline b : kAllBaselines) {
       if (e.fallback_by[static_cast<int>(b)] > 0) {
@@ -393,7 +393,7 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
     tj["learned"] = Json(e.learned);
     nlohmann::json bj = nlohmann::json::object();
     for (Baseline b : kAllBaselines) {
-      if (b == Baseline::kVpa && e.t == Target::kRuntime) continue;
+      if (!IsBaselineOf(b, e.t)) continue;
       if (e.baseline[static_cast<int>(b)].n == 0) continue;
       bj[std::string(NameOf(b))] = Json(e.baseline[static_cast<int>(b)]);
     }
@@ -407,7 +407,7 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
                             {"model_saved", e.model_saving[i].saved()},
                             {"model_killed", e.model_saving[i].killed_share()}};
         for (Baseline b : kAllBaselines) {
-          if (b == Baseline::kVpa && e.t == Target::kRuntime) continue;
+          if (!IsBaselineOf(b, e.t)) continue;
           const SavingStats& s = e.baseline_saving[i][static_cast<int>(b)];
           c[fmt::format("{}_saved", NameOf(b))] = s.saved();
           c[fmt::format("{}_killed", NameOf(b))] = s.killed_share();
