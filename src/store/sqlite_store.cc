@@ -489,8 +489,8 @@ class SqliteStore final : public Store {
     RS_RETURN_IF_ERROR(Exec("PRAGMA cache_size=-65536"));  // 64 MiB
     sqlite3_busy_timeout(db_.get(), 10000);
     RS_RETURN_IF_ERROR(Migrate());
-    std::string placeholders = "?";
-    for (int i = 1; i < kNumJobColumns; ++i) placeholders += ",?";
+    std::string column_params = "?";  // one SQL parameter per column of kJobColumns
+    for (int i = 1; i < kNumJobColumns; ++i) column_params += ",?";
     std::string merge = MergeAssignments();
     // The WHERE makes a hash collision with another job a no-op (0 changes), which UpsertOne
     // answers by probing the next id.
@@ -499,11 +499,11 @@ class SqliteStore final : public Store {
         Prepare(fmt::format("INSERT INTO jobs (id, {}) VALUES (?, {}) ON CONFLICT (id) DO UPDATE "
                             "SET {} WHERE jobs.cluster = excluded.cluster AND jobs.job_id = "
                             "excluded.job_id",
-                            kJobColumns, placeholders, merge)));
+                            kJobColumns, column_params, merge)));
     upsert_.Reset(std::move(upsert));
     // Direct keys (see JobKey) name one job each, so the conflict needs no check, and several
     // rows per statement save SQLite's per-statement work (about 15% of an ingest).
-    std::string row = "(?," + placeholders + ")";
+    std::string row = "(?," + column_params + ")";
     std::string rows = row;
     for (int i = 1; i < kRowsPerInsert; ++i) rows += "," + row;
     RS_ASSIGN_OR_RETURN(auto one, Prepare(fmt::format("INSERT INTO jobs (id, {}) VALUES {} ON "
