@@ -424,8 +424,13 @@ void AfterPass(Store& store, const FollowOptions& o, int64_t from, int64_t to,
   for (const auto& j : *jobs) {
     auto job = store.GetJob("", j.job_id);
     // Not ingested yet (it ended after this pass's sacct ran): the stored record, if any, is
-    // the agent's of the running job, with no end state; the next pass stores sacct's.
-    if (!job.ok() || job->source != "sacct") continue;
+    // the agent's of the running job, with no end state; or stored with an end state slurmdbd
+    // has since changed (a job on a failing node, first seen ended otherwise, then NODE_FAIL).
+    // The next pass stores sacct's record as it is now; diagnosing the old one would keep a
+    // wrong class for good.
+    if (!job.ok() || job->source != "sacct" || job->outcome.state != NormalizeState(j.state)) {
+      continue;
+    }
     if (auto pred = PredictionFromRecord(j.admin_comment, job->cluster)) {
       if (!store.GetPrediction(job->cluster, j.job_id).ok()) {
         Status st = store.PutPrediction(

@@ -120,7 +120,8 @@ StatusOr<ExitCode> ParseExitCode(std::string_view text) {
   return out;
 }
 
-// "CANCELLED by 10304007" -> "CANCELLED"; "CANCELLED+" (truncated display) -> "CANCELLED".
+}  // namespace
+
 std::string NormalizeState(std::string_view state) {
   state = Trim(state);
   auto space = state.find(' ');
@@ -128,6 +129,8 @@ std::string NormalizeState(std::string_view state) {
   while (!state.empty() && state.back() == '+') state.remove_suffix(1);
   return std::string(state);
 }
+
+namespace {
 
 // Old sacct's ReqGRES/AllocGRES: "gpu:2", "gpu:a100:2", "gpu:tesla:2(IDX:0-1)".
 void ParseGres(std::string_view text, std::optional<int>* gpus, std::string* type) {

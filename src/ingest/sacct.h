@@ -26,6 +26,10 @@ namespace rightsize {
 // assumed to have (`rightsize ingest sacct --print-format`).
 extern const char* const kSacctFormat;
 
+// A sacct State as the store keeps it: "CANCELLED by 10304007" -> "CANCELLED", "CANCELLED+"
+// (truncated display) -> "CANCELLED".
+std::string NormalizeState(std::string_view state);
+
 struct SacctOptions {
   std::string delimiter;             // "" = '|' or detected from the first line
   std::vector<std::string> columns;  // for input without a header; empty = kSacctFormat
