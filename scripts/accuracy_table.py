@@ -598,9 +598,9 @@ def render_history_coverage(doc, scored, placeholder_of):
             "The intervals' coverage split by how many past jobs of the target the job's user "
             "had when it was submitted (*none*, *some*: under 10, *much*), as *coverage80 / "
             "coverage95 (jobs)*. Users with no or few past jobs are calibrated with each user "
-            "counted once (see docs/model.md); where the held-out weeks held too few such "
-            "users to bound a tail, the interval is unbounded and covers its job, so these "
-            "groups can read above nominal.", "")
+            "counted once (see docs/model.md); where a model had seen too few such users to "
+            "bound a tail, the interval is unbounded and covers its job, so these groups can "
+            "read above nominal.", "")
     rows = []
     for target in TARGET_ORDER:
         for r in scored:

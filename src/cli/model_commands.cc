@@ -718,7 +718,7 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
                                   FormatTargetValue(t, suggested)));
     }
     tj["source"] = "model";
-    // An unbounded quantile (too few held-out jobs to bound it) is null in JSON.
+    // An unbounded quantile (too few jobs or users to bound it) is null in JSON.
     auto bound = [](double v) {
       return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
     };
@@ -737,8 +737,8 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
                         : p->group == 0 ? "users the cluster had not seen before"
                                         : "users with a few past jobs";
       notes.push_back(fmt::format(
-          "{}: p90 is unbounded: too few {} were held out to check the model on ({}; {} are "
-          "needed to bound it)",
+          "{}: p90 is unbounded: too few {} to check the model on ({}; {} are needed to bound "
+          "it)",
           NameOf(t), who, p->Grid().n, QuantileGrid::CountToBound(0.9)));
     }
     tj["prob_request_too_small"] = too_small ? nlohmann::json(*too_small) : nlohmann::json(nullptr);

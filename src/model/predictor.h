@@ -6,9 +6,11 @@
 //     with an objective that rewards predictions within a factor of the truth (docs/model.md);
 //   - conformal calibration: the errors log(actual) - log(point) of the most recent jobs, which
 //     were held out of training, kept apart by how much history the user has (none, a little,
-//     a lot). Quantile q of a job is point × exp(the q-th error of its group), so intervals
-//     cover what they claim on recent data whatever the trees got wrong (split conformal
-//     prediction), and are wider for a user the cluster has not seen;
+//     a lot; where the first two have few users there, with their older jobs too, each
+//     predicted by trees trained without its user). Quantile q of a job is point × exp(the
+//     q-th error of its group), so intervals cover what they claim on recent data whatever the
+//     trees got wrong (split conformal prediction), and are wider for a user the cluster has
+//     not seen;
 //   - a blend: the point is exp(w·log(model) + (1-w)·log(baseline)) with w and the baseline
 //     chosen on the held-out jobs, so the shipped predictor is never worse than its best
 //     baseline there (w = 1 when the trees win outright).
