@@ -368,7 +368,13 @@ StatusOr<TrainSummary> TrainCluster(Store& store, const std::string& cluster) {
             {"calibration_best_baseline_mae", m->calibration_baseline_mae},
             {"blend_weight", m->blend_weight},
             {"blend_baseline", NameOf(m->blend_baseline)},
-            {"risk_factors", RiskFactorsJson(*m)}};
+            {"risk_factors", RiskFactorsJson(*m)},
+            // What the intervals are calibrated on: users for groups none and some, whose jobs
+            // miss together, jobs for the users the cluster knows well.
+            {"interval_evidence",
+             {{"none", {{"users", m->group_scores[0].n}}},
+              {"some", {{"users", m->group_scores[1].n}}},
+              {"much", {{"jobs", m->group_scores[2].n}}}}}};
       text += fmt::format(
           "  {:<12} {:>9} jobs, held-out MAE {} (best baseline {}){}\n", NameOf(t),
           FormatThousands(static_cast<double>(m->trained_rows + m->calibration_rows), 0),

@@ -21,6 +21,7 @@ expect_contains "train names the version" "$OUT" "cluster hpc2n: model version 1
 # HPC2N's jobs keep the cores they ask for busy: the request beats the trees, and train says so.
 expect_contains "train says the point is the request" "$OUT" "point = request (the trees lost to it)"
 run_rs train --json
+TRAIN_JSON=$OUT
 expect_eq "retraining makes version 2" "$(json_get "$OUT" 'd["models"][0]["version"]')" 2
 expect_eq "runtime trained" "$(json_get "$OUT" 'd["models"][0]["targets"]["runtime"]["trained"]')" True
 
@@ -89,6 +90,8 @@ run_rs predict "$SCRIPTS/mpi_job.sh" --user nobody-here --json
 expect_eq "new user's history" "$(json_get "$OUT" 'd["targets"]["runtime"]["history"]')" none
 # HPC2N's held-out weeks hold two new users, too few to bound a new user's p90; the older weeks'
 # new users, each predicted by trees that never saw them, bound it: wider than a known user's.
+expect_eq "train calibrates new users' intervals on enough users to bound a p90" \
+  "$(json_get "$TRAIN_JSON" 'd["models"][0]["targets"]["runtime"]["interval_evidence"]["none"]["users"] >= 9')" True
 NEW_JSON=$OUT
 run_rs predict "$SCRIPTS/mpi_job.sh" --user user8 --json
 expect_eq "a new user's p90 is bounded, its interval wider than a known user's" \
