@@ -370,11 +370,13 @@ StatusOr<TrainSummary> TrainCluster(Store& store, const std::string& cluster) {
             {"blend_baseline", NameOf(m->blend_baseline)},
             {"risk_factors", RiskFactorsJson(*m)},
             // What the intervals are calibrated on: users for groups none and some, whose jobs
-            // miss together, jobs for the users the cluster knows well.
+            // miss together; held-out jobs for the users the cluster knows well (every
+            // group's, "pooled", where too few were their own).
             {"interval_evidence",
              {{"none", {{"users", m->group_scores[0].n}}},
               {"some", {{"users", m->group_scores[1].n}}},
-              {"much", {{"jobs", m->group_scores[2].n}}}}}};
+              {"much",
+               {{"jobs", GroupGrid(*m, 2).n}, {"pooled", &GroupGrid(*m, 2) == &m->scores}}}}}};
       text += fmt::format(
           "  {:<12} {:>9} jobs, held-out MAE {} (best baseline {}){}\n", NameOf(t),
           FormatThousands(static_cast<double>(m->trained_rows + m->calibration_rows), 0),

@@ -45,12 +45,13 @@ double Cap(double v, float req) {
 
 // Predictions of rows [0, n_tr) of `rows` where `want`, by trees that never saw the row's user:
 // the users fall into kUserFolds folds, and each fold's rows are predicted by trees trained
-// on the other folds' rows (`labels`, as TrainTarget's). NaN where not wanted.
+// on the other folds' rows (`labels`, as TrainTarget's). NaN where not wanted, and for a fold
+// whose trees could not be trained (these errors only add evidence; the model stands without).
 constexpr uint32_t kUserFolds = 5;
-Status UnseenUserPredictions(const Dataset& d, const std::vector<size_t>& rows, size_t n_tr,
-                             const std::vector<int>& columns, const std::vector<float>& labels,
-                             const BoosterParams& params, const std::vector<bool>& want,
-                             std::vector<float>* out) {
+void UnseenUserPredictions(const Dataset& d, const std::vector<size_t>& rows, size_t n_tr,
+                           const std::vector<int>& columns, const std::vector<float>& labels,
+                           const BoosterParams& params, const std::vector<bool>& want,
+                           std::vector<float>* out) {
   out->assign(n_tr, kNaN);
   std::vector<size_t> fit, ask;
   std::vector<float> x, fy, pred;
@@ -68,15 +69,15 @@ Status UnseenUserPredictions(const Dataset& d, const std::vector<size_t>& rows, 
     }
     if (ask.empty() || fit.empty()) continue;
     Gather(d, fit, 0, fit.size(), columns, &x);
-    RS_ASSIGN_OR_RETURN(Booster b, Booster::Train(x, columns.size(), fy, params));
+    auto b = Booster::Train(x, columns.size(), fy, params);
+    if (!b.ok()) continue;
     std::vector<size_t> ask_rows;
     ask_rows.reserve(ask.size());
     for (size_t k : ask) ask_rows.push_back(rows[k]);
     Gather(d, ask_rows, 0, ask_rows.size(), columns, &x);
-    RS_RETURN_IF_ERROR(b.Predict(x.data(), ask.size(), columns.size(), &pred));
+    if (!b->Predict(x.data(), ask.size(), columns.size(), &pred).ok()) continue;
     for (size_t i = 0; i < ask.size(); ++i) (*out)[ask[i]] = pred[i];
   }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -140,14 +141,15 @@ QuantileGrid QuantileGrid::FromWeighted(std::vector<std::pair<float, double>> va
 }
 
 float QuantileGrid::Quantile(double p) const {
-  if (q.empty()) return kNaN;
   // Split conformal prediction's finite-sample correction: with n scores, the ceil((n+1)p)-th
   // smallest covers a new job with probability >= p (mirrored for the lower tail). When that
-  // rank is beyond the n scores, n jobs are too few to bound the tail: the bound is infinite.
+  // rank is beyond the n scores, n jobs are too few to bound the tail: the bound is infinite
+  // (with no scores at all, every bound).
   double n = static_cast<double>(this->n);
   double k = p >= 0.5 ? std::ceil((n + 1) * p) : std::floor((n + 1) * p);
   if (k > n) return std::numeric_limits<float>::infinity();
   if (k < 1) return -std::numeric_limits<float>::infinity();
+  if (q.empty()) return kNaN;
   // The k-th smallest of n sits at (k - 1) / (n - 1) of the way along the grid.
   double pos = n > 1 ? (k - 1) / (n - 1) * static_cast<double>(q.size() - 1) : 0.0;
   auto lo = static_cast<size_t>(pos);
@@ -201,16 +203,13 @@ const char* HistoryGroupName(int group) {
   return kNames.at(static_cast<size_t>(group));
 }
 
-namespace {
-// The errors a prediction of `group` draws its quantiles from.
 const QuantileGrid& GroupGrid(const TargetModel& m, int group) {
   const QuantileGrid& g = m.group_scores[group];
   // Groups 0 and 1 count users (see TrainTarget): a few users are few, and their tails are
-  // unbounded rather than borrowed from the users the model knows well.
-  bool own = group < 2 ? !g.q.empty() : g.n >= kMinGroupScores;
-  return own ? g : m.scores;
+  // unbounded (no user at all: every quantile) rather than borrowed from the users the model
+  // knows well.
+  return group < 2 || g.n >= kMinGroupScores ? g : m.scores;
 }
-}  // namespace
 
 const QuantileGrid& TargetPrediction::Grid() const { return GroupGrid(*model, group); }
 
@@ -650,8 +649,7 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
         want[k] = group[k] < 2 && borrow[group[k]];
       }
       std::vector<float> med;
-      RS_RETURN_IF_ERROR(
-          UnseenUserPredictions(d, rows, n_tr, m.columns, labels, options.median, want, &med));
+      UnseenUserPredictions(d, rows, n_tr, m.columns, labels, options.median, want, &med);
       for (size_t k = 0; k < n_tr; ++k) {
         if (!want[k] || std::isnan(med[k])) continue;
         size_t r = rows[k];

@@ -6,11 +6,12 @@
 //     with an objective that rewards predictions within a factor of the truth (docs/model.md);
 //   - conformal calibration: the errors log(actual) - log(point) of the most recent jobs, which
 //     were held out of training, kept apart by how much history the user has (none, a little,
-//     a lot; where the first two have few users there, with their older jobs too, each
-//     predicted by trees trained without its user). Quantile q of a job is point × exp(the
-//     q-th error of its group), so intervals cover what they claim on recent data whatever the
-//     trees got wrong (split conformal prediction), and are wider for a user the cluster has
-//     not seen;
+//     a lot). Quantile q of a job is point × exp(the q-th error of its group), so intervals
+//     cover what they claim on recent data whatever the trees got wrong (split conformal
+//     prediction), and are wider for a user the cluster has not seen. Where the first two
+//     groups have few users among the recent jobs, they take in the older jobs of the training
+//     window too, each predicted by trees trained without its user: new users of the past
+//     months stand for the next one;
 //   - a blend: the point is exp(w·log(model) + (1-w)·log(baseline)) with w and the baseline
 //     chosen on the held-out jobs, so the shipped predictor is never worse than its best
 //     baseline there (w = 1 when the trees win outright).
@@ -183,6 +184,11 @@ struct TargetPrediction {
   // beyond CPU time's accounting noise (a job that keeps all its cores busy fits them).
   double ProbTooSmall(double amount) const;
 };
+
+// The calibrated errors a prediction of history `group` draws its quantiles from: the group's
+// own (groups 0 and 1 always, counted in users; group 2 from 100 held-out jobs), else those of
+// every group's held-out jobs.
+const QuantileGrid& GroupGrid(const TargetModel& m, int group);
 
 // How much of the user's own history a job has for `t`: 0 none, 1 a few jobs, 2 many. The
 // intervals are calibrated per group.
