@@ -739,8 +739,8 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
     tj["history"] = HistoryGroupName(p->group);
     if (p->group == 0) unmeasured.emplace_back(NameOf(t));
     if (!std::isfinite(p->Quantile(0.9))) {
-      // Groups 0 and 1 count users (TrainTarget) unless they borrowed every group's errors.
-      bool users = p->group < 2 && &p->Grid() == &m.group_scores[p->group];
+      // Groups 0 and 1 count users (TrainTarget, GroupGrid).
+      bool users = p->group < 2;
       std::string who = !users          ? "held-out jobs"
                         : p->group == 0 ? "users the cluster had not seen before"
                                         : "users with a few past jobs";
