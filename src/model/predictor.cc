@@ -43,6 +43,12 @@ double Cap(double v, float req) {
   return std::isnan(req) ? v : std::min(v, static_cast<double>(req));
 }
 
+// The blend of the trees' log prediction `lp` with baseline value `bv` at trees' weight `w`
+// (TargetModel::blend_weight): the trees alone where the baseline has no value.
+double Blend(double lp, float w, float bv, Target t) {
+  return w < 1 && std::isfinite(bv) && bv > 0 ? w * lp + (1 - w) * LogOf(bv, t) : lp;
+}
+
 // Predictions of rows [0, n_tr) of `rows` where `want`, by trees that never saw the row's user:
 // the users fall into kUserFolds folds, and each fold's rows are predicted by trees trained
 // on the other folds' rows (`labels`, as TrainTarget's). NaN where not wanted, and for a fold
@@ -553,10 +559,7 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
   // The best baseline on the held-out jobs, then the blend weight.
   auto point = [&](size_t k, float w, int b) {
     size_t r = rows[n_tr + k];
-    double lp = med_cal[k];
-    float bv = base[r][b];
-    if (w < 1 && std::isfinite(bv) && bv > 0) lp = w * lp + (1 - w) * LogOf(bv, t);
-    return Cap(std::exp(lp), req[r]);
+    return Cap(std::exp(Blend(med_cal[k], w, base[r][b], t)), req[r]);
   };
   std::vector<size_t> held_out(rows.begin() + static_cast<std::ptrdiff_t>(n_tr), rows.end());
   auto best = BestBaseline(d, t, held_out);
@@ -653,11 +656,8 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
       for (size_t k = 0; k < n_tr; ++k) {
         if (!want[k] || std::isnan(med[k])) continue;
         size_t r = rows[k];
-        double lp = med[k] + Offset(d.anchor[ti][r], t, m.default_offset);
-        float bv = base[r][static_cast<int>(m.blend_baseline)];
-        if (m.blend_weight < 1 && std::isfinite(bv) && bv > 0) {
-          lp = m.blend_weight * lp + (1 - m.blend_weight) * LogOf(bv, t);
-        }
+        double lp = Blend(med[k] + Offset(d.anchor[ti][r], t, m.default_offset), m.blend_weight,
+                          base[r][static_cast<int>(m.blend_baseline)], t);
         float e = LogOf(y[r], t) - LogOf(Cap(std::exp(lp), req[r]), t);
         if (std::isfinite(e)) few[group[k]].emplace_back(e, d.user[r]);
       }
@@ -763,12 +763,8 @@ TargetPrediction Finish(const TargetModel& m, float med, int group,
   p.baselines = baselines;
   med += Offset(anchor, m.target, m.default_offset);
   p.learned = std::exp(static_cast<double>(med));
-  double lp = med;
-  float bv = baselines[static_cast<int>(m.blend_baseline)];
-  if (m.blend_weight < 1 && std::isfinite(bv) && bv > 0) {
-    lp = m.blend_weight * lp + (1 - m.blend_weight) * LogOf(bv, m.target);
-  }
-  p.point = std::exp(lp);
+  p.point =
+      std::exp(Blend(med, m.blend_weight, baselines[static_cast<int>(m.blend_baseline)], m.target));
   if (request) {
     p.point = std::min(p.point, *request);
     p.learned = std::min(p.learned, *request);
