@@ -660,8 +660,19 @@ def render_curves(doc, scored, placeholder_of):
                 for c in t["model_curve"]) + ".", "")
 
 
+def within_tolerance_chance(n, level):
+    """The chance that n independent jobs, each covered with probability `level` (a perfectly
+    calibrated interval), show a coverage within COVERAGE_TOLERANCE of it (exact binomial)."""
+    def log_pmf(k):
+        return (math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) +
+                k * math.log(level) + (n - k) * math.log(1 - level))
+    return sum(math.exp(log_pmf(k)) for k in range(n + 1)
+               if abs(k / n - level) <= COVERAGE_TOLERANCE + 1e-12)
+
+
 def render_notes(doc, scored, placeholder_of):
     notes, small = [], []
+    all_pass = 1.0  # chance that a perfectly calibrated predictor passes every coverage check
     for (name, target), (label, value) in sorted(placeholder_of.items()):
         notes.append(f"† **{name} {target}**: the SWF field *{label}* holds `{value}` for every "
                      "job, a placeholder rather than a measurement, so this target is not "
@@ -694,14 +705,22 @@ def render_notes(doc, scored, placeholder_of):
                         "risk, as happens when its calibration set holds fewer than 39 jobs: "
                         "the conformal quantiles from 95 % to 99.5 % are then all the largest "
                         "calibration error, whatever the risk.")
-            if has_intervals(t):
-                noise = 2 * math.sqrt(0.8 * 0.2 / max(t["n"] - t.get("fallback_jobs", 0), 1))
+            if has_intervals(t) and (r["name"], target) not in placeholder_of:
+                n = max(t["n"] - t.get("fallback_jobs", 0), 1)
+                p80, p95 = within_tolerance_chance(n, 0.8), within_tolerance_chance(n, 0.95)
+                all_pass *= p80 * p95
+                noise = 2 * math.sqrt(0.8 * 0.2 / n)
                 if noise > COVERAGE_TOLERANCE:
-                    small.append(f"{r['name']} {target} (±{100 * noise:.1f})")
+                    small.append(f"{r['name']} {target} (±{100 * noise:.1f}; "
+                                 f"{100 * p80:.0f} % / {100 * p95:.0f} %)")
     if small:
         notes.append("Small samples: coverage80 is judged at ±3 points everywhere, but on "
                      "these rows sampling noise alone is larger (2 standard deviations, in "
-                     "points): " + ", ".join(small) + ".")
+                     "points; then the chance that a perfectly calibrated 80 % / 95 % interval "
+                     "lands within ±3 points on that many jobs, each missed independently): " +
+                     ", ".join(small) + f". All the table's coverage checks together: "
+                     f"{100 * all_pass:.2g} %, and less in truth, since one user's jobs miss "
+                     "together.")
     if notes:
         doc.add("## Notes", "")
         for n in notes:
