@@ -3,10 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -197,7 +200,7 @@ void AddEval(CLI::App& app, Context& ctx, Action* action) {
       "Chronological replay: the model and the baselines side by side, trained only on "
       "the past");
   struct Flags {
-    std::string trace, format, cluster, every = "7d", correct_every = "1h";
+    std::string trace, format, cluster, every = "7d", correct_every = "1h", jobs;
     bool store = false, json = false;
     double test_fraction = 0.5;
   };
@@ -222,6 +225,10 @@ void AddEval(CLI::App& app, Context& ctx, Action* action) {
                   "Score the latest share of jobs; the earlier ones only train (default 0.5)")
       ->check(CLI::Range(0.05, 0.95));
   cmd->add_flag("--json", f->json, "Print the rightsize.eval/v1 document");
+  cmd->add_option("--jobs", f->jobs,
+                  "Also write every scored job's prediction (point, trees, interval, suggested "
+                  "requests) beside the baselines and what it used to this file, one JSON "
+                  "object a line, to study where the model misses");
   cmd->callback([&ctx, action, f] {
     *action = [&ctx, f]() -> int {
       if (f->trace.empty() && !f->store) {
@@ -262,7 +269,20 @@ void AddEval(CLI::App& app, Context& ctx, Action* action) {
         context = ContextFor(**store, *cluster);
         what = fmt::format("cluster {}", *cluster);
       }
+      std::ofstream jobs_out;
+      if (!f->jobs.empty()) {
+        jobs_out.open(f->jobs, std::ios::trunc);
+        if (!jobs_out) {
+          return Fail(Status::IoError(
+              fmt::format("--jobs {}: cannot write: {}", f->jobs, std::strerror(errno))));
+        }
+      }
       EvalOptions options;
+      if (jobs_out.is_open()) {
+        options.on_scored_job = [&jobs_out](const nlohmann::json& j) {
+          jobs_out << j.dump() << '\n';
+        };
+      }
       options.retrain_every_s = -*every;
       options.correct_every_s = correct_every;
       options.test_fraction = f->test_fraction;
@@ -271,6 +291,12 @@ void AddEval(CLI::App& app, Context& ctx, Action* action) {
       auto result = Replay(std::move(jobs), context, options);
       bar.Done();
       if (!result.ok()) return Fail(result.status());
+      if (jobs_out.is_open()) {
+        jobs_out.close();
+        if (!jobs_out) {
+          return Fail(Status::IoError(fmt::format("--jobs {}: write failed", f->jobs)));
+        }
+      }
       (*result)["input"] = what;
       if (f->json) {
         fmt::print("{}\n", result->dump(2));

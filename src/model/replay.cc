@@ -91,6 +91,14 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
                                 const EvalOptions& options) {
   auto started = std::chrono::steady_clock::now();
   Dataset d = BuildDataset(jobs, cluster);
+  // Row r is jobs[r] now; the ids and users are kept only to name the scored jobs.
+  std::vector<std::string> job_ids, users;
+  if (options.on_scored_job) {
+    for (const JobRecord& j : jobs) {
+      job_ids.push_back(j.job_id);
+      users.push_back(j.request.user);
+    }
+  }
   jobs.clear();
   jobs.shrink_to_fit();
   size_t n = d.rows();
@@ -287,6 +295,36 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
         e.baseline[static_cast<int>(b)].Add(base[static_cast<int>(b)], y);
       }
       double w = d.Weight(r, e.t);
+      if (options.on_scored_job) {
+        nlohmann::json b = nlohmann::json::object();
+        for (Baseline bl : kAllBaselines) {
+          if (IsBaselineOf(bl, e.t)) b[std::string(NameOf(bl))] = base[static_cast<int>(bl)];
+        }
+        nlohmann::json job = {
+            {"target", NameOf(e.t)},    {"job_id", job_ids[r]}, {"user", users[r]},
+            {"submit", d.submit[r]},    {"actual", y},          {"request", req},
+            {"baselines", std::move(b)}};
+        if (!model.ok()) {
+          job["fallback"] = NameOf(task.fallback);
+          job["point"] = base[static_cast<int>(task.fallback)];
+        } else {
+          const TargetPrediction& p = preds[k2];
+          job["history"] = HistoryGroupName(p.group);
+          job["point"] = p.point;
+          job["trees"] = p.learned;
+          // NaN and infinite bounds (unbounded intervals) are written as null.
+          job["p2_5"] = p.Quantile(0.025);
+          job["p10"] = p.Quantile(0.1);
+          job["p90"] = p.Quantile(0.9);
+          job["p97_5"] = p.Quantile(0.975);
+          if (!std::isnan(req)) {
+            nlohmann::json s = nlohmann::json::object();
+            for (double risk : options.risks) s[fmt::format("{:g}", risk)] = p.Suggest(risk);
+            job["suggested"] = std::move(s);
+          }
+        }
+        options.on_scored_job(job);
+      }
       if (!model.ok()) {
         // No model yet: the shipped answer is the fallback baseline, at the request.
         ++e.fallback_by[static_cast<int>(task.fallback)];

@@ -34,6 +34,9 @@ struct EvalOptions {
   int64_t correct_every_s = 3600;
   // Called after each retrain (done, total) for a progress bar.
   std::function<void(int, int)> progress;
+  // Called with each scored job's prediction of each target beside the baselines and what the
+  // job used (`eval --jobs`), target by target and period by period, in submit order within one.
+  std::function<void(const nlohmann::json&)> on_scored_job;
 };
 
 // Replays `jobs` (any order) and returns the rightsize.eval/v1 document (see README).

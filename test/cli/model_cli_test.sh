@@ -245,6 +245,29 @@ expect_eq "four kill risks" "$(json_get "$OUT" '[c["risk"] for c in d["targets"]
 expect_eq "coverage per history group adds up" "$(json_get "$OUT" '
 (lambda m: abs(sum(g["n"] * g["coverage80"] for g in m["by_history"]) / sum(g["n"] for g in m["by_history"]) - m["coverage80"]) < 1e-9
  and [g["history"] for g in m["by_history"]] == ["none", "some", "much"])(d["targets"]["runtime"]["model"])')" True
+# --jobs: every scored job, one JSON object a line; the document's scores are theirs.
+run_rs eval --trace "$TRACE" --retrain-every 14d --json --jobs "$WORK/jobs.jsonl"
+expect_eq "eval --jobs exits 0" "$RC" 0
+expect_eq "one line per scored job and target, and the MAE and coverage are the lines'" "$(python3 -c '
+import json, math, sys
+doc = json.loads(sys.stdin.read())
+lines = [json.loads(l) for l in open(sys.argv[1])]
+ok = True
+for name, t in doc["targets"].items():
+    mine = [l for l in lines if l["target"] == name]
+    mae = sum(abs(l["point"] - l["actual"]) for l in mine) / len(mine)
+    modelled = [l for l in mine if "history" in l]
+    lo = lambda v: -math.inf if v is None else v
+    hi = lambda v: math.inf if v is None else v
+    cov = sum(lo(l["p10"]) <= l["actual"] <= hi(l["p90"]) for l in modelled) / len(modelled)
+    ok = ok and len(mine) == t["n"] and abs(mae / t["model"]["mae"] - 1) < 1e-6
+    ok = ok and abs(cov - t["model"]["coverage80"]) < 1e-9 and len(mine) - len(modelled) == t.get("fallback_jobs", 0)
+    ok = ok and all(l["point"] <= l["request"] * (1 + 1e-6) for l in mine if l["request"] is not None)
+print(ok and len(lines) == sum(t["n"] for t in doc["targets"].values()))' "$WORK/jobs.jsonl" <<<"$OUT")" True
+expect_eq "a job line names the job and its user" "$(head -1 "$WORK/jobs.jsonl" | json_get "$(cat)" 'bool(d["job_id"]) and bool(d["user"]) and "last2" in d["baselines"]')" True
+run_rs eval --trace "$TRACE" --retrain-every 14d --jobs "$WORK/no/such/dir/jobs.jsonl"
+expect_eq "an unwritable --jobs file fails" "$([ "$RC" -ne 0 ] && echo yes)" yes
+expect_contains "and names it" "$ERR" "no/such/dir/jobs.jsonl"
 run_rs eval --store --retrain-every 14d
 expect_eq "eval --store exits 0" "$RC" 0
 expect_contains "text says how often the correction moves" "$OUT" "risk correction every 01:00:00"
