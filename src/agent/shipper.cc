@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/json_text.h"
 #include "core/units.h"
 
 namespace rightsize {
@@ -61,7 +62,7 @@ void Shipper::Enqueue(std::vector<JobTelemetry> jobs, int64_t now_ms) {
   std::lock_guard lock(mu_);
   // Strictly increasing across restarts too (the server keeps each agent's last one).
   last_seq_ = std::max(last_seq_ + 1, now_ms);
-  Batch b{last_seq_, TelemetryBatchJson(options_.agent, last_seq_, jobs).dump(), ""};
+  Batch b{last_seq_, JsonText(TelemetryBatchJson(options_.agent, last_seq_, jobs)), ""};
   Spool(b);
   queue_.push_back(std::move(b));
   while (queue_.size() > options_.max_queued) {

@@ -13,6 +13,7 @@
 #include "code/analysis.h"
 #include "code/memory_model.h"
 #include "code/report.h"
+#include "core/json_text.h"
 #include "ingest/job_script.h"
 
 namespace rightsize::cli {
@@ -75,7 +76,7 @@ int RunAdvise(const AdviseFlags& f) {
         {"gpu_memory_undetermined",
          estimate.ok() ? nlohmann::json(nullptr) : nlohmann::json(estimate.status().message())},
         {"advice", code::AdviceJson(advice)}};
-    fmt::print("{}\n", out.dump(2));
+    fmt::print("{}\n", JsonText(out, 2));
     return kExitOk;
   }
   fmt::print("{}: {} {} ({}), code in {}\n", f.script,

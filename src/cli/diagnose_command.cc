@@ -8,6 +8,7 @@
 
 #include "cli/app.h"
 #include "cli/terminal.h"
+#include "core/json_text.h"
 #include "diagnose/diagnosis.h"
 
 namespace rightsize::cli {
@@ -126,13 +127,13 @@ void AddDiagnoseCommand(CLI::App& app, Context& ctx, Action* action) {
                                static_cast<int64_t>(std::time(nullptr)),
                                std::string(FailureClassName(d->cls)),
                                d->confidence,
-                               doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
+                               JsonText(doc)};
         Status st = (*store)->PutDiagnosis(stored);
         if (!st.ok()) return Fail(st);
       }
       if (f->json) {
         // Log text is cleaned to UTF-8 already; replace, never throw, if anything slipped by.
-        fmt::print("{}\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+        fmt::print("{}\n", JsonText(doc, 2));
       } else {
         fmt::print("{}", RenderDiagnosisText(*d));
       }

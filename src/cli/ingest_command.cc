@@ -22,6 +22,7 @@
 
 #include "cli/app.h"
 #include "cli/terminal.h"
+#include "core/json_text.h"
 #include "diagnose/diagnosis.h"
 #include "ingest/clustercockpit.h"
 #include "ingest/ingest.h"
@@ -125,11 +126,11 @@ int IngestFiles(Context& ctx, const std::vector<std::string>& files, const Commo
     }
   }
   if (flags.json) {
-    fmt::print("{}\n", nlohmann::json{{"files", out},
-                                      {"stored", total_stored},
-                                      {"skipped", total_skipped},
-                                      {"store", ctx.StorePath()}}
-                           .dump(2));
+    fmt::print("{}\n", JsonText(nlohmann::json{{"files", out},
+                                               {"stored", total_stored},
+                                               {"skipped", total_skipped},
+                                               {"store", ctx.StorePath()}},
+                                2));
   }
   return exit_code;
 }
@@ -470,7 +471,7 @@ void AfterPass(Store& store, const FollowOptions& o, int64_t from, int64_t to,
                            static_cast<int64_t>(std::time(nullptr)),
                            std::string(FailureClassName(d->cls)),
                            d->confidence,
-                           doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
+                           JsonText(doc)};
     Status st = store.PutDiagnosis(stored);
     if (!st.ok()) {
       fmt::print(stderr, "rightsize: diagnose {}: {}\n", j.job_id, st.message());
@@ -479,13 +480,13 @@ void AfterPass(Store& store, const FollowOptions& o, int64_t from, int64_t to,
     done->insert(j.job_id);
     std::string fix = d->fixes.empty() ? "" : d->fixes.front().text;
     if (o.json) {
-      fmt::print("{}\n", nlohmann::json{{"diagnosed", j.job_id},
-                                        {"state", j.state},
-                                        {"class", stored.cls},
-                                        {"confidence", d->confidence},
-                                        {"log", input.log_paths.empty() ? "" : input.log_paths[0]},
-                                        {"fix", fix}}
-                             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      fmt::print("{}\n",
+                 JsonText(nlohmann::json{{"diagnosed", j.job_id},
+                                         {"state", j.state},
+                                         {"class", stored.cls},
+                                         {"confidence", d->confidence},
+                                         {"log", input.log_paths.empty() ? "" : input.log_paths[0]},
+                                         {"fix", fix}}));
     } else {
       fmt::print("job {} {}: {} ({:.0f}%){}\n", j.job_id, j.state, stored.cls, 100 * d->confidence,
                  fix.empty() ? "" : ": " + fix);

@@ -6,6 +6,7 @@
 
 #include "cli/app.h"
 #include "cli/terminal.h"
+#include "core/json_text.h"
 #include "core/units.h"
 #include "report/job_card.h"
 #include "report/live.h"
@@ -62,7 +63,7 @@ void AddJobCommand(CLI::App& app, Context& ctx, Action* action) {
               {"memory_bytes_now",
                live.memory_bytes_now ? nlohmann::json(*live.memory_bytes_now) : nlohmann::json()}};
         }
-        fmt::print("{}\n", card.dump(2));
+        fmt::print("{}\n", JsonText(card, 2));
       } else {
         fmt::print("{}", RenderJobCardText(*job, *prices));
         if (!job->end_time && live.as_of_s > 0) {

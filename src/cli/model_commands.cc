@@ -18,6 +18,7 @@
 
 #include "cli/app.h"
 #include "cli/terminal.h"
+#include "core/json_text.h"
 #include "ingest/clustercockpit.h"
 #include "ingest/ingest.h"
 #include "ingest/job_script.h"
@@ -269,18 +270,29 @@ void AddEval(CLI::App& app, Context& ctx, Action* action) {
         context = ContextFor(**store, *cluster);
         what = fmt::format("cluster {}", *cluster);
       }
+      // --jobs is written beside its path and renamed into place once the replay is done, so a
+      // replay that fails leaves an earlier file as it was.
       std::ofstream jobs_out;
+      std::string jobs_tmp = f->jobs + ".partial";
       if (!f->jobs.empty()) {
-        jobs_out.open(f->jobs, std::ios::trunc);
+        jobs_out.open(jobs_tmp, std::ios::trunc);
         if (!jobs_out) {
           return Fail(Status::IoError(
               fmt::format("--jobs {}: cannot write: {}", f->jobs, std::strerror(errno))));
         }
       }
+      struct RemoveOnExit {
+        const std::string* path;
+        ~RemoveOnExit() {
+          std::error_code ec;
+          if (path != nullptr) std::filesystem::remove(*path, ec);
+        }
+      } remove_partial{jobs_out.is_open() ? &jobs_tmp : nullptr};
       EvalOptions options;
       if (jobs_out.is_open()) {
-        options.on_scored_job = [&jobs_out](const nlohmann::json& j) {
-          jobs_out << j.dump() << '\n';
+        options.on_scored_job = [&jobs_out](const nlohmann::ordered_json& j) {
+          // A user or job name that is not UTF-8 must not end the replay.
+          jobs_out << JsonText(j) << '\n';
         };
       }
       options.retrain_every_s = -*every;
@@ -293,9 +305,15 @@ void AddEval(CLI::App& app, Context& ctx, Action* action) {
       if (!result.ok()) return Fail(result.status());
       if (jobs_out.is_open()) {
         jobs_out.close();
+        std::error_code ec;
         if (!jobs_out) {
           return Fail(Status::IoError(fmt::format("--jobs {}: write failed", f->jobs)));
         }
+        std::filesystem::rename(jobs_tmp, f->jobs, ec);
+        if (ec) {
+          return Fail(Status::IoError(fmt::format("--jobs {}: {}", f->jobs, ec.message())));
+        }
+        remove_partial.path = nullptr;
       }
       (*result)["input"] = what;
       if (f->json) {
@@ -477,7 +495,7 @@ void AddTrain(CLI::App& app, Context& ctx, Action* action) {
           fmt::print("{}", s->second);
         }
       }
-      if (f->json) fmt::print("{}\n", nlohmann::json{{"models", out}}.dump(2));
+      if (f->json) fmt::print("{}\n", JsonText(nlohmann::json{{"models", out}}, 2));
       return code;
     };
   });
@@ -921,7 +939,7 @@ int RunPredict(Context& ctx, const PredictFlags& f) {
   auto out = PredictScript(**store, f, std::nullopt);
   if (!out.ok()) return Fail(out.status());
   if (f.json) {
-    fmt::print("{}\n", out->doc.dump(2));
+    fmt::print("{}\n", JsonText(out->doc, 2));
   } else {
     fmt::print(stderr, "{}", out->warnings);
     fmt::print("{}", out->text);

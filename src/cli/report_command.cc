@@ -6,6 +6,7 @@
 
 #include "cli/app.h"
 #include "cli/terminal.h"
+#include "core/json_text.h"
 #include "report/render.h"
 #include "report/waste.h"
 
@@ -87,7 +88,7 @@ void AddReportCommand(CLI::App& app, Context& ctx, Action* action) {
       std::string format = f->json ? "json" : f->format;
       std::string text;
       if (format == "json") {
-        text = RenderJson(*report).dump(2) + "\n";
+        text = JsonText(RenderJson(*report), 2) + "\n";
       } else if (format == "html") {
         text = RenderHtml(*report);
       } else {

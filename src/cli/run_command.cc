@@ -23,6 +23,7 @@
 #include "agent/stacks.h"
 #include "cli/app.h"
 #include "cli/terminal.h"
+#include "core/json_text.h"
 #include "core/units.h"
 #include "diagnose/diagnosis.h"
 
@@ -350,7 +351,7 @@ void AddRunCommand(CLI::App& app, Context& ctx, Action* action) {
         j["dcgm"] = {{"available", dcgm->available()}, {"status", dcgm->status()}};
         j["cgroup"] = cg_path.empty() ? nlohmann::json() : nlohmann::json(cg_path);
         j["diagnosis"] = diagnosis ? DiagnosisToJson(*diagnosis) : nlohmann::json();
-        fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+        fmt::print("{}\n", JsonText(j, 2));
       } else {
         fmt::print(stderr, "rightsize run: {} in {}, peak memory {}, {:.2f} CPU cores{}\n",
                    job.outcome.state, FormatDuration(elapsed_s),

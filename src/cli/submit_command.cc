@@ -27,6 +27,7 @@
 
 #include "cli/app.h"
 #include "cli/terminal.h"
+#include "core/json_text.h"
 #include "core/units.h"
 #include "ingest/job_script.h"
 
@@ -510,7 +511,7 @@ int RunSubmit(Context& ctx, const SubmitFlags& f, std::vector<std::string> rest)
     }
     if (!f.json) fmt::print("{}", sbatch_out);
   }
-  if (f.json) fmt::print("{}\n", out.dump(2));
+  if (f.json) fmt::print("{}\n", JsonText(out, 2));
   return exit_code;
 }
 

@@ -6,6 +6,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
+
 namespace rightsize {
 
 namespace {
@@ -85,10 +87,7 @@ class FieldReader {
   void Fail(const char* key, const char* expected, const nlohmann::json& got) {
     if (!error_->ok()) return;
     // Containers are named, not dumped (dumping a deeply nested value recurses per level).
-    std::string shown = got.is_array() ? "an array"
-                        : got.is_object()
-                            ? "an object"
-                            : got.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    std::string shown = got.is_array() ? "an array" : got.is_object() ? "an object" : JsonText(got);
     if (shown.size() > 40) shown = shown.substr(0, 40) + "...";
     *error_ =
         Status::BadInput(fmt::format("{}{}: expected {}, got {}", prefix_, key, expected, shown));

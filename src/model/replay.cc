@@ -296,33 +296,41 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
       }
       double w = d.Weight(r, e.t);
       if (options.on_scored_job) {
-        nlohmann::json b = nlohmann::json::object();
-        for (Baseline bl : kAllBaselines) {
-          if (IsBaselineOf(bl, e.t)) b[std::string(NameOf(bl))] = base[static_cast<int>(bl)];
-        }
-        nlohmann::json job = {
-            {"target", NameOf(e.t)},    {"job_id", job_ids[r]}, {"user", users[r]},
-            {"submit", d.submit[r]},    {"actual", y},          {"request", req},
-            {"baselines", std::move(b)}};
+        // An unbounded end of an interval (a quantile of 0 or infinity) is written as null.
+        auto bound = [](double v) {
+          return v > 0 && std::isfinite(v) ? nlohmann::ordered_json(v)
+                                           : nlohmann::ordered_json(nullptr);
+        };
+        nlohmann::ordered_json job = {{"target", NameOf(e.t)},    {"job_id", job_ids[r]},
+                                      {"user", users[r]},         {"submit", d.submit[r]},
+                                      {"unit", InfoOf(e.t).unit}, {"actual", y},
+                                      {"request", req},           {"weight", w}};
+        nlohmann::ordered_json suggested = nlohmann::ordered_json::array();
         if (!model.ok()) {
           job["fallback"] = NameOf(task.fallback);
           job["point"] = base[static_cast<int>(task.fallback)];
+          for (double risk : options.risks) suggested.push_back({{"risk", risk}, {"request", req}});
         } else {
           const TargetPrediction& p = preds[k2];
           job["history"] = HistoryGroupName(p.group);
           job["point"] = p.point;
           job["trees"] = p.learned;
-          // NaN and infinite bounds (unbounded intervals) are written as null.
-          job["p2_5"] = p.Quantile(0.025);
-          job["p10"] = p.Quantile(0.1);
-          job["p90"] = p.Quantile(0.9);
-          job["p97_5"] = p.Quantile(0.975);
-          if (!std::isnan(req)) {
-            nlohmann::json s = nlohmann::json::object();
-            for (double risk : options.risks) s[fmt::format("{:g}", risk)] = p.Suggest(risk);
-            job["suggested"] = std::move(s);
+          job["p2_5"] = bound(p.Quantile(0.025));
+          job["p10"] = bound(p.Quantile(0.1));
+          job["p90"] = bound(p.Quantile(0.9));
+          job["p97_5"] = bound(p.Quantile(0.975));
+          for (double risk : options.risks) {
+            if (!std::isnan(req)) {
+              suggested.push_back({{"risk", risk}, {"request", p.Suggest(risk)}});
+            }
           }
         }
+        if (!std::isnan(req)) job["suggested"] = std::move(suggested);
+        nlohmann::ordered_json b = nlohmann::ordered_json::object();
+        for (Baseline bl : kAllBaselines) {
+          if (IsBaselineOf(bl, e.t)) b[std::string(NameOf(bl))] = base[static_cast<int>(bl)];
+        }
+        job["baselines"] = std::move(b);
         options.on_scored_job(job);
       }
       if (!model.ok()) {

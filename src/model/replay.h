@@ -36,7 +36,7 @@ struct EvalOptions {
   std::function<void(int, int)> progress;
   // Called with each scored job's prediction of each target beside the baselines and what the
   // job used (`eval --jobs`), target by target and period by period, in submit order within one.
-  std::function<void(const nlohmann::json&)> on_scored_job;
+  std::function<void(const nlohmann::ordered_json&)> on_scored_job;
 };
 
 // Replays `jobs` (any order) and returns the rightsize.eval/v1 document (see README).

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/json_text.h"
 #include "core/units.h"
 #include "report/live.h"
 #include "report/render.h"
@@ -24,12 +25,11 @@ namespace {
 using Query = std::multimap<std::string, std::string>;
 
 ApiServer::Reply Error(int status, const std::string& message) {
-  return {status, nlohmann::json{{"error", message}}.dump(), "application/json"};
+  return {status, JsonText(nlohmann::json{{"error", message}}), "application/json"};
 }
 
 ApiServer::Reply Json(const nlohmann::json& j, int status = 200) {
-  return {status, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-          "application/json"};
+  return {status, JsonText(j), "application/json"};
 }
 
 // The HTTP status for a failed Status.

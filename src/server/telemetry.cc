@@ -6,6 +6,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
+
 namespace rightsize {
 
 namespace {
@@ -15,7 +17,7 @@ namespace {
 std::string Shown(const nlohmann::json& j) {
   if (j.is_array()) return fmt::format("an array of {}", j.size());
   if (j.is_object()) return fmt::format("an object of {} keys", j.size());
-  std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string s = JsonText(j);
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   return s;
 }

@@ -245,29 +245,38 @@ expect_eq "four kill risks" "$(json_get "$OUT" '[c["risk"] for c in d["targets"]
 expect_eq "coverage per history group adds up" "$(json_get "$OUT" '
 (lambda m: abs(sum(g["n"] * g["coverage80"] for g in m["by_history"]) / sum(g["n"] for g in m["by_history"]) - m["coverage80"]) < 1e-9
  and [g["history"] for g in m["by_history"]] == ["none", "some", "much"])(d["targets"]["runtime"]["model"])')" True
-# --jobs: every scored job, one JSON object a line; the document's scores are theirs.
+# --jobs: every scored job, one JSON object a line; the document's scores are the lines', and
+# each line's job is the trace's (check_eval_jobs.py).
+CHECK_JOBS=$TESTDIR/cli/check_eval_jobs.py
 run_rs eval --trace "$TRACE" --retrain-every 14d --json --jobs "$WORK/jobs.jsonl"
 expect_eq "eval --jobs exits 0" "$RC" 0
-expect_eq "one line per scored job and target, and the MAE and coverage are the lines'" "$(python3 -c '
-import json, math, sys
-doc = json.loads(sys.stdin.read())
-lines = [json.loads(l) for l in open(sys.argv[1])]
-ok = True
-for name, t in doc["targets"].items():
-    mine = [l for l in lines if l["target"] == name]
-    mae = sum(abs(l["point"] - l["actual"]) for l in mine) / len(mine)
-    modelled = [l for l in mine if "history" in l]
-    lo = lambda v: -math.inf if v is None else v
-    hi = lambda v: math.inf if v is None else v
-    cov = sum(lo(l["p10"]) <= l["actual"] <= hi(l["p90"]) for l in modelled) / len(modelled)
-    ok = ok and len(mine) == t["n"] and abs(mae / t["model"]["mae"] - 1) < 1e-6
-    ok = ok and abs(cov - t["model"]["coverage80"]) < 1e-9 and len(mine) - len(modelled) == t.get("fallback_jobs", 0)
-    ok = ok and all(l["point"] <= l["request"] * (1 + 1e-6) for l in mine if l["request"] is not None)
-print(ok and len(lines) == sum(t["n"] for t in doc["targets"].values()))' "$WORK/jobs.jsonl" <<<"$OUT")" True
-expect_eq "a job line names the job and its user" "$(head -1 "$WORK/jobs.jsonl" | json_get "$(cat)" 'bool(d["job_id"]) and bool(d["user"]) and "last2" in d["baselines"]')" True
+printf '%s' "$OUT" >"$WORK/eval.json"
+expect_eq "every scored job is a line with the scores of the document" \
+  "$(python3 "$CHECK_JOBS" "$WORK/eval.json" "$WORK/jobs.jsonl" "$TRACE")" ok
+# The trace's first 400 jobs: the first scored ones come before any model, from a baseline.
+zcat "$TRACE" | awk '/^;/ { print; next } n++ < 400' | gzip >"$WORK/first400.swf.gz"
+run_rs eval --trace "$WORK/first400.swf.gz" --format swf --retrain-every 1d --test-fraction 0.9 \
+  --json --jobs "$WORK/jobs400.jsonl"
+printf '%s' "$OUT" >"$WORK/eval400.json"
+expect_eq "jobs answered before any model are lines too, named by their baseline" \
+  "$(json_get "$OUT" 'd["targets"]["runtime"]["fallback_jobs"] > 0'):$(python3 "$CHECK_JOBS" \
+     "$WORK/eval400.json" "$WORK/jobs400.jsonl" "$WORK/first400.swf.gz")" True:ok
 run_rs eval --trace "$TRACE" --retrain-every 14d --jobs "$WORK/no/such/dir/jobs.jsonl"
 expect_eq "an unwritable --jobs file fails" "$([ "$RC" -ne 0 ] && echo yes)" yes
 expect_contains "and names it" "$ERR" "no/such/dir/jobs.jsonl"
+# A user name that is not UTF-8 (Latin-1 "é"): written with a replacement character, not a crash.
+PHILLIPS=$TESTDIR/data/sacct/sites/ub-ccr-phillips_slurm-2016-12-2017-01.psv.gz
+zcat "$PHILLIPS" | sed "\$s/|[^|]*|\([0-9]*\)|201/|nor$(printf '\351')r|\1|201/" >"$WORK/latin1.psv"
+run_rs eval --trace "$WORK/latin1.psv" --format sacct --jobs "$WORK/latin1.jsonl"
+expect_eq "a Latin-1 user name does not stop --jobs" \
+  "$RC:$(grep -q "\"user\":\"nor$(printf '\357\277\275')r\"" "$WORK/latin1.jsonl" && echo written)" "0:written"
+run_rs predict "$SCRIPTS/mpi_job.sh" --user "nor$(printf '\351')r" --json
+expect_eq "predict --json for a Latin-1 user name is JSON" \
+  "$RC:$(json_get "$OUT" 'ascii(d["user"])')" "0:'nor\ufffdr'"
+echo kept >"$WORK/kept.jsonl"
+run_rs eval --trace "$SCRIPTS/mpi_job.sh" --format swf --jobs "$WORK/kept.jsonl"
+expect_eq "a replay that fails leaves an earlier --jobs file as it was" \
+  "$RC:$(cat "$WORK/kept.jsonl"):$(ls "$WORK" | grep -c partial || true)" "2:kept:0"
 run_rs eval --store --retrain-every 14d
 expect_eq "eval --store exits 0" "$RC" 0
 expect_contains "text says how often the correction moves" "$OUT" "risk correction every 01:00:00"

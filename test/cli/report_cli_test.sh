@@ -65,4 +65,18 @@ run_rs --db "$WORK/h.db" report --prices "$WORK/bad-prices.json"
 expect_eq "bad price file exit" "$RC" 2
 expect_contains "bad price file names the field" "$ERR" "cpu_core_hour"
 
+# Accounting whose user and job name are Latin-1, not UTF-8: the JSON carries U+FFFD where the
+# bad byte was, instead of an internal error.
+PHILLIPS=$TESTDIR/data/sacct/sites/ub-ccr-phillips_slurm-2016-12-2017-01.psv.gz
+E=$(printf '\351')
+zcat "$PHILLIPS" | sed "\$s/|[^|]*|\([0-9]*\)|201/|nor${E}r|\1|201/; \$s/|[^|]*\$/|caf${E}/" >"$WORK/latin1.psv"
+LAST=$(tail -1 "$WORK/latin1.psv" | cut -d'|' -f1)
+run_rs --db "$WORK/l.db" ingest sacct "$WORK/latin1.psv"
+expect_eq "Latin-1 accounting is stored" "$RC" 0
+run_rs --db "$WORK/l.db" report --json
+expect_eq "report --json of it is JSON" "$RC:$(json_get "$OUT" 'd["jobs"] > 0')" "0:True"
+run_rs --db "$WORK/l.db" job "$LAST" --json
+expect_eq "the job's card names its user and job name with U+FFFD" \
+  "$RC:$(json_get "$OUT" 'ascii((d["job"]["request"]["user"], d["job"]["request"]["job_name"]))')" "0:('nor\ufffdr', 'caf\ufffd')"
+
 finish
