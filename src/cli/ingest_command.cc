@@ -435,7 +435,7 @@ void AfterPass(Store& store, const FollowOptions& o, int64_t from, int64_t to,
     if (auto pred = PredictionFromRecord(j.admin_comment, job->cluster)) {
       if (!store.GetPrediction(job->cluster, j.job_id).ok()) {
         Status st = store.PutPrediction(
-            {job->cluster, j.job_id, job->submit_time.value_or(0), pred->dump()});
+            {job->cluster, j.job_id, job->submit_time.value_or(0), JsonText(*pred)});
         if (!st.ok()) fmt::print(stderr, "rightsize: {}: {}\n", j.job_id, st.message());
       }
     }

@@ -317,7 +317,7 @@ void AddEval(CLI::App& app, Context& ctx, Action* action) {
       }
       (*result)["input"] = what;
       if (f->json) {
-        fmt::print("{}\n", result->dump(2));
+        fmt::print("{}\n", JsonText(*result, 2));
       } else {
         PrintEvalText(what, *result);
       }

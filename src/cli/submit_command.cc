@@ -502,7 +502,7 @@ int RunSubmit(Context& ctx, const SubmitFlags& f, std::vector<std::string> rest)
     if (code == 0 && std::regex_search(sbatch_out, m, kJobId)) {
       out["submitted"] = true;
       out["job_id"] = m[1].str();
-      StoredPrediction p{(*doc)["cluster"].get<std::string>(), m[1].str(), pin.now, doc->dump()};
+      StoredPrediction p{(*doc)["cluster"].get<std::string>(), m[1].str(), pin.now, JsonText(*doc)};
       Status st = (*store)->PutPrediction(p);
       if (!st.ok()) fmt::print(stderr, "rightsize: prediction not stored: {}\n", st.message());
     } else {

@@ -767,7 +767,7 @@ ApiServer::Reply ApiServer::Predict(const Caller& who, const std::string& body) 
     p.cluster = pred->value("cluster", in.cluster);
     p.job_id = job_id;
     p.created_at = in.now;
-    p.document = pred->dump();
+    p.document = JsonText(*pred);
     Status st = store->PutPrediction(p);
     if (!st.ok()) return Error(500, st.message());
   }
