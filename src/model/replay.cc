@@ -85,6 +85,52 @@ struct TargetEval {
   std::vector<size_t> by_end;
 };
 
+// One scored job of target `t` as `eval --jobs` writes it: what it used and asked for, the
+// model's answer (`p`; null: `fallback` answered, no model yet) beside the baselines, and the
+// requests the saving curve counted at `risks`.
+nlohmann::ordered_json ScoredJobJson(const Dataset& d, size_t r, Target t,
+                                     const std::string& job_id, const std::string& user,
+                                     const TargetPrediction* p, Baseline fallback,
+                                     const std::vector<double>& risks,
+                                     const std::vector<double>& suggested) {
+  int ti = static_cast<int>(t);
+  float req = d.req[ti][r];
+  const auto& base = d.baseline[ti][r];
+  // An unbounded end of an interval (a quantile of 0 or infinity) is written as null.
+  auto bound = [](double v) {
+    return v > 0 && std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
+  };
+  nlohmann::ordered_json job = {{"target", NameOf(t)},    {"job_id", job_id},
+                                {"user", user},           {"submit", d.submit[r]},
+                                {"unit", InfoOf(t).unit}, {"actual", d.y[ti][r]},
+                                {"request", req},         {"weight", d.Weight(r, t)}};
+  if (p == nullptr) {
+    job["fallback"] = NameOf(fallback);
+    job["point"] = base[static_cast<int>(fallback)];
+  } else {
+    job["history"] = HistoryGroupName(p->group);
+    job["point"] = p->point;
+    job["trees"] = p->learned;
+    job["p2_5"] = bound(p->Quantile(0.025));
+    job["p10"] = bound(p->Quantile(0.1));
+    job["p90"] = bound(p->Quantile(0.9));
+    job["p97_5"] = bound(p->Quantile(0.975));
+  }
+  if (!std::isnan(req)) {
+    nlohmann::ordered_json s = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < risks.size(); ++i) {
+      s.push_back({{"risk", risks[i]}, {"request", suggested[i]}});
+    }
+    job["suggested"] = std::move(s);
+  }
+  nlohmann::ordered_json b = nlohmann::ordered_json::object();
+  for (Baseline bl : kAllBaselines) {
+    if (IsBaselineOf(bl, t)) b[std::string(NameOf(bl))] = base[static_cast<int>(bl)];
+  }
+  job["baselines"] = std::move(b);
+  return job;
+}
+
 }  // namespace
 
 StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContext& cluster,
@@ -285,6 +331,7 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
                             {"risk_factors", shown}});
       }
     }
+    std::vector<double> suggested(nrisks);
     for (size_t k2 = 0; k2 < batch.size(); ++k2) {
       size_t r = batch[k2];
       correct_until(d.submit[r]);
@@ -295,43 +342,17 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
         e.baseline[static_cast<int>(b)].Add(base[static_cast<int>(b)], y);
       }
       double w = d.Weight(r, e.t);
+      // The requests the saving curve counts at options.risks: the request itself before any
+      // model (nothing cut), else the model's suggestion.
+      if (!std::isnan(req)) {
+        for (size_t i = 0; i < nrisks; ++i) {
+          suggested[i] = model.ok() ? preds[k2].Suggest(options.risks[i]) : req;
+        }
+      }
       if (options.on_scored_job) {
-        // An unbounded end of an interval (a quantile of 0 or infinity) is written as null.
-        auto bound = [](double v) {
-          return v > 0 && std::isfinite(v) ? nlohmann::ordered_json(v)
-                                           : nlohmann::ordered_json(nullptr);
-        };
-        nlohmann::ordered_json job = {{"target", NameOf(e.t)},    {"job_id", job_ids[r]},
-                                      {"user", users[r]},         {"submit", d.submit[r]},
-                                      {"unit", InfoOf(e.t).unit}, {"actual", y},
-                                      {"request", req},           {"weight", w}};
-        nlohmann::ordered_json suggested = nlohmann::ordered_json::array();
-        if (!model.ok()) {
-          job["fallback"] = NameOf(task.fallback);
-          job["point"] = base[static_cast<int>(task.fallback)];
-          for (double risk : options.risks) suggested.push_back({{"risk", risk}, {"request", req}});
-        } else {
-          const TargetPrediction& p = preds[k2];
-          job["history"] = HistoryGroupName(p.group);
-          job["point"] = p.point;
-          job["trees"] = p.learned;
-          job["p2_5"] = bound(p.Quantile(0.025));
-          job["p10"] = bound(p.Quantile(0.1));
-          job["p90"] = bound(p.Quantile(0.9));
-          job["p97_5"] = bound(p.Quantile(0.975));
-          for (double risk : options.risks) {
-            if (!std::isnan(req)) {
-              suggested.push_back({{"risk", risk}, {"request", p.Suggest(risk)}});
-            }
-          }
-        }
-        if (!std::isnan(req)) job["suggested"] = std::move(suggested);
-        nlohmann::ordered_json b = nlohmann::ordered_json::object();
-        for (Baseline bl : kAllBaselines) {
-          if (IsBaselineOf(bl, e.t)) b[std::string(NameOf(bl))] = base[static_cast<int>(bl)];
-        }
-        job["baselines"] = std::move(b);
-        options.on_scored_job(job);
+        options.on_scored_job(ScoredJobJson(d, r, e.t, job_ids[r], users[r],
+                                            model.ok() ? &preds[k2] : nullptr, task.fallback,
+                                            options.risks, suggested));
       }
       if (!model.ok()) {
         // No model yet: the shipped answer is the fallback baseline, at the request.
@@ -341,7 +362,7 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
         if (!std::isnan(req)) {
           for (auto& c : e.model_curve) c.Add(req, req, y, w);
           for (size_t i = 0; i < nrisks; ++i) {
-            e.model_saving[i].Add(req, req, y, w);
+            e.model_saving[i].Add(req, suggested[i], y, w);
             for (int b = 0; b < kNumBaselines; ++b) e.baseline_saving[i][b].Add(req, req, y, w);
           }
         }
@@ -364,7 +385,7 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
       }
       for (size_t i = 0; i < nrisks; ++i) {
         double risk = options.risks[i];
-        e.model_saving[i].Add(req, p.Suggest(risk), y, w);
+        e.model_saving[i].Add(req, suggested[i], y, w);
         for (Baseline b : kAllBaselines) {
           int bi = static_cast<int>(b);
           float bv = base[bi];
