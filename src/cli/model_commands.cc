@@ -420,7 +420,9 @@ StatusOr<TrainSummary> TrainCluster(Store& store, const std::string& cluster) {
              {{"none", {{"users", m->group_scores[0].n}}},
               {"some", {{"users", m->group_scores[1].n}}},
               {"much",
-               {{"jobs", GroupGrid(*m, 2).n}, {"pooled", &GroupGrid(*m, 2) == &m->scores}}}}}};
+               {{"jobs", GroupGrid(*m, 2).n},
+                {"pooled", &GroupGrid(*m, 2) == &m->scores},
+                {"request_jobs", m->request_scores.n}}}}}};
       text += fmt::format(
           "  {:<12} {:>9} jobs, held-out MAE {} (best baseline {}){}\n", NameOf(t),
           FormatThousands(static_cast<double>(m->trained_rows + m->calibration_rows), 0),

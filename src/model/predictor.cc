@@ -219,6 +219,18 @@ const QuantileGrid& GroupGrid(const TargetModel& m, int group) {
 
 const QuantileGrid& TargetPrediction::Grid() const { return GroupGrid(*model, group); }
 
+namespace {
+// The errors requests of history `group` are cut on (TargetPrediction::RequestGrid).
+const QuantileGrid& RequestGroupGrid(const TargetModel& m, int group) {
+  return group == 2 && m.request_scores.n >= kMinGroupScores ? m.request_scores
+                                                             : GroupGrid(m, group);
+}
+}  // namespace
+
+const QuantileGrid& TargetPrediction::RequestGrid() const {
+  return RequestGroupGrid(*model, group);
+}
+
 double TargetPrediction::Quantile(double q) const {
   return std::exp(log_point + Grid().Quantile(q));
 }
@@ -257,7 +269,7 @@ namespace {
 using JobOptions = std::array<double, kJobRisks>;
 JobOptions OptionsOf(const TargetPrediction& p) {
   JobOptions o;
-  const QuantileGrid& g = p.Grid();
+  const QuantileGrid& g = p.RequestGrid();
   for (size_t k = 0; k < kJobRisks; ++k) {
     float e = g.Quantile(1 - JobRisk(k));
     double s = std::exp(p.log_point + e);
@@ -285,11 +297,12 @@ double PricedRequest(const JobOptions& o, double weight, double req, double pric
   return best;
 }
 
-// Whether the job's quantiles come from enough of its own history group's held-out errors
-// (kMinGroupScores jobs, or users for groups 0 and 1) for its request to be cut at more than
-// the cluster-wide risk.
+// Whether the job's requests are cut on enough errors of its own history group (kMinGroupScores
+// jobs, older ones included for group 2 (RequestGrid), or users for groups 0 and 1) to be cut
+// at more than the cluster-wide risk.
 bool OwnGrid(const TargetPrediction& p) {
-  return p.model->group_scores[p.group].n >= kMinGroupScores;
+  return p.group == 2 ? &p.RequestGrid() != &p.model->scores
+                      : p.model->group_scores[p.group].n >= kMinGroupScores;
 }
 // The highest risk one job's request may be made at, for a cluster-wide `risk`. A job whose
 // group had too few held-out jobs borrows every group's errors, which understate its spread
@@ -316,7 +329,8 @@ double SuggestAtEntry(const TargetPrediction& p, double r, RiskScope scope,
                       std::optional<JobOptions>* options) {
   size_t i = SuggestRiskIndex(r) + static_cast<size_t>(p.group) * kSuggestRisks.size();
   r = p.EffectiveRisk(r);
-  if (!p.request) return p.Quantile(1 - r);
+  auto quantile = [&p](double q) { return std::exp(p.log_point + p.RequestGrid().Quantile(q)); };
+  if (!p.request) return quantile(1 - r);
   const TargetModel& m = *p.model;
   const auto& with = m.suggest_with;
   double s;
@@ -329,7 +343,7 @@ double SuggestAtEntry(const TargetPrediction& p, double r, RiskScope scope,
     s = PricedRequest(**options, p.weight, *p.request, PriceAt(m.kill_price, r),
                       scope == RiskScope::kJob ? r : MaxJobRisk(OwnGrid(p), r));
   } else {
-    s = p.Quantile(1 - r);
+    s = quantile(1 - r);
   }
   return std::isfinite(s) ? std::min(*p.request, s) : *p.request;
 }
@@ -405,7 +419,7 @@ double TargetPrediction::ProbTooSmall(double amount) const {
     return g.ShareAbove(static_cast<float>(std::log(kCpuTimeNoise * amount / *request)));
   }
   auto s = static_cast<float>(std::log(std::max(amount, InfoOf(target).floor)) - log_point);
-  return Grid().ShareAtLeast(s);
+  return RequestGrid().ShareAtLeast(s);
 }
 
 namespace {
@@ -663,6 +677,36 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
       }
     }
   }
+  // The requests' errors of users with many past jobs (TargetModel::request_scores): the
+  // held-out ones, and the training window's in `request_blocks` blocks, each block's jobs
+  // predicted by trees trained on the blocks before it, so that each error is one of trees
+  // that had not seen the job, as the next job's will be. The first block has no past.
+  std::vector<float> request_errors = many;
+  {
+    const size_t blocks = options.request_blocks;
+    std::vector<float> fit_x, fit_pred;
+    for (size_t b = 1; b < blocks; ++b) {
+      size_t lo = n_tr * b / blocks, hi = n_tr * (b + 1) / blocks;
+      if (lo < options.min_rows || hi <= lo) continue;
+      Gather(d, rows, 0, lo, m.columns, &fit_x);
+      auto trees = Booster::Train(
+          fit_x, m.columns.size(),
+          std::vector<float>(labels.begin(), labels.begin() + static_cast<std::ptrdiff_t>(lo)),
+          options.median);
+      if (!trees.ok()) continue;
+      Gather(d, rows, lo, hi, m.columns, &fit_x);
+      if (!trees->Predict(fit_x.data(), hi - lo, m.columns.size(), &fit_pred).ok()) continue;
+      for (size_t k = lo; k < hi; ++k) {
+        size_t r = rows[k];
+        if (HistoryGroup(d.row(r), t) != 2) continue;
+        double lp = Blend(fit_pred[k - lo] + Offset(d.anchor[ti][r], t, m.default_offset),
+                          m.blend_weight, base[r][static_cast<int>(m.blend_baseline)], t);
+        float e = LogOf(y[r], t) - LogOf(Cap(std::exp(lp), req[r]), t);
+        if (std::isfinite(e)) request_errors.push_back(e);
+      }
+    }
+  }
+  m.request_scores = QuantileGrid::From(std::move(request_errors));
   for (int g = 0; g < 2; ++g) {
     std::unordered_map<uint32_t, int> per_user;
     for (const auto& [e, u] : few[g]) ++per_user[u];
@@ -710,7 +754,7 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
     for (const PricedJob& h : priced) {
       if (h.group == grp) mine.push_back(&h);
     }
-    const QuantileGrid& g = GroupGrid(m, grp);
+    const QuantileGrid& g = RequestGroupGrid(m, grp);
     for (double risk : kSuggestRisks) {
       std::array<double, kNumBaselines + 1> freed{};
       std::array<size_t, kNumBaselines + 1> killed{};
@@ -855,6 +899,7 @@ std::string ModelSet::Serialize() const {
     tj["suggest_with"] = m.suggest_with;
     tj["risk_log_factor"] = m.risk_log_factor;
     tj["kill_price"] = m.kill_price;
+    tj["request_scores"] = GridJson(m.request_scores);
     tj["blend_weight"] = m.blend_weight;
     tj["blend_baseline"] = NameOf(m.blend_baseline);
     nlohmann::json ratios = nlohmann::json::object();
@@ -929,6 +974,8 @@ StatusOr<ModelSet> ModelSet::Deserialize(const std::string& bytes) {
         m.kill_price = it->get<std::vector<float>>();
         if (m.kill_price.size() != kPriceRisks) m.kill_price.clear();
       }
+      // Nor requests' errors of their own: theirs are cut on the intervals' errors.
+      if (auto it = tj.find("request_scores"); it != tj.end()) m.request_scores = GridFrom(*it);
       m.blend_weight = tj.at("blend_weight").get<float>();
       std::string bb = tj.at("blend_baseline").get<std::string>();
       for (Baseline b : kAllBaselines) {

@@ -51,6 +51,9 @@ struct TrainOptions {
   double calibration_fraction = 0.2;  // the newest jobs, held out to calibrate
   size_t min_rows = 60;               // fewer jobs with a value: no model, baselines only
   size_t max_rows = 100000;           // the newest jobs only: old behaviour fades
+  // Blocks of the training window whose jobs of users with many past jobs, each predicted by
+  // trees trained on the blocks before it, add to TargetModel::request_scores (1: none).
+  size_t request_blocks = 4;
 };
 
 // An empirical distribution stored as evenly spaced quantiles.
@@ -118,6 +121,11 @@ struct TargetModel {
   // with too few held-out jobs of its own.
   std::array<QuantileGrid, 3> group_scores;
   QuantileGrid scores;
+  // The requests' errors for group 2 (users with many past jobs): its held-out errors and those
+  // of its older jobs, each predicted by trees trained on the jobs before it (forward
+  // chaining). A request at 0.5 % reads a tail that a few hundred held-out jobs cannot bound;
+  // the intervals keep to the held-out errors, which describe the newest jobs.
+  QuantileGrid request_scores;
   float blend_weight = 1.0f;  // of the trees; the rest goes to blend_baseline
   Baseline blend_baseline = Baseline::kLast2;
   // Per baseline: log(actual / baseline) over the training window, to turn a baseline into a
@@ -164,6 +172,9 @@ struct TargetPrediction {
   double Quantile(double q) const;
   // The calibrated errors this prediction draws its quantiles from.
   const QuantileGrid& Grid() const;
+  // Those its requests at a risk are cut on: TargetModel::request_scores for group 2 where
+  // they are enough, else Grid().
+  const QuantileGrid& RequestGrid() const;
   // The request to make at kill risk `risk`, never above the request (the request when no
   // cut is safe enough); without a request, the (1 - risk) quantile. The risk is a share of
   // all jobs, as `eval` counts kills: with a kill price the job's own risk q is the one that

@@ -92,6 +92,9 @@ expect_eq "new user's history" "$(json_get "$OUT" 'd["targets"]["runtime"]["hist
 # new users, each predicted by trees that never saw them, bound it: wider than a known user's.
 expect_eq "train calibrates new users' intervals on enough users to bound a p90" \
   "$(json_get "$TRAIN_JSON" 'd["models"][0]["targets"]["runtime"]["interval_evidence"]["none"]["users"] >= 9')" True
+# Well-known users' requests are cut on more jobs than the held-out ones.
+expect_eq "train cuts well-known users' requests on older jobs' errors too" \
+  "$(json_get "$TRAIN_JSON" 'd["models"][0]["targets"]["runtime"]["interval_evidence"]["much"]["request_jobs"] > 2 * d["models"][0]["targets"]["runtime"]["interval_evidence"]["much"]["jobs"]')" True
 NEW_JSON=$OUT
 run_rs predict "$SCRIPTS/mpi_job.sh" --user user8 --json
 expect_eq "a new user's p90 is bounded, its interval wider than a known user's" \
