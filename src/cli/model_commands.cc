@@ -415,7 +415,8 @@ StatusOr<TrainSummary> TrainCluster(Store& store, const std::string& cluster) {
             {"risk_factors", RiskFactorsJson(*m)},
             // What the intervals are calibrated on: users for groups none and some, whose jobs
             // miss together; held-out jobs for the users the cluster knows well (every
-            // group's, "pooled", where too few were their own).
+            // group's, "pooled", where too few were their own), whose requests are also cut
+            // on older jobs' errors ("request_jobs": TargetModel::request_scores).
             {"interval_evidence",
              {{"none", {{"users", m->group_scores[0].n}}},
               {"some", {{"users", m->group_scores[1].n}}},
