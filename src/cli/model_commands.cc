@@ -743,7 +743,7 @@ StatusOr<PredictionOutput> PredictScript(Store& store, const PredictFlags& f,
     // never more cores than asked for (too few cores slow a job down, they do not kill it).
     std::optional<double> too_small;
     if (request) too_small = p->ProbTooSmall(*request);
-    double suggested = p->Quantile(1 - f.risk);
+    double suggested = p->RequestQuantile(1 - f.risk);
     double used = p->EffectiveRisk(f.risk);
     if (request && *too_small <= f.risk) {
       suggested = p->Suggest(f.risk, f.per_job_risk ? RiskScope::kJob : RiskScope::kCluster, &used);

@@ -235,6 +235,10 @@ double TargetPrediction::Quantile(double q) const {
   return std::exp(log_point + Grid().Quantile(q));
 }
 
+double TargetPrediction::RequestQuantile(double q) const {
+  return std::exp(log_point + RequestGrid().Quantile(q));
+}
+
 size_t SuggestRiskIndex(double risk) {
   size_t i = 0;
   // A relative tolerance: a risk read back from JSON or a flag as 0.02 is the entry 0.02.
@@ -297,12 +301,12 @@ double PricedRequest(const JobOptions& o, double weight, double req, double pric
   return best;
 }
 
-// Whether the job's requests are cut on enough errors of its own history group (kMinGroupScores
-// jobs, older ones included for group 2 (RequestGrid), or users for groups 0 and 1) to be cut
-// at more than the cluster-wide risk.
+// Whether the job's quantiles come from enough of its own history group's held-out errors
+// (kMinGroupScores jobs, or users for groups 0 and 1) for its request to be cut at more than
+// the cluster-wide risk. The older jobs' errors of group 2 (RequestGrid) do not count here:
+// KillPrices holds a group to its share of the risk only from kMinTuningJobs held-out jobs.
 bool OwnGrid(const TargetPrediction& p) {
-  return p.group == 2 ? &p.RequestGrid() != &p.model->scores
-                      : p.model->group_scores[p.group].n >= kMinGroupScores;
+  return p.model->group_scores[p.group].n >= kMinGroupScores;
 }
 // The highest risk one job's request may be made at, for a cluster-wide `risk`. A job whose
 // group had too few held-out jobs borrows every group's errors, which understate its spread
@@ -329,8 +333,7 @@ double SuggestAtEntry(const TargetPrediction& p, double r, RiskScope scope,
                       std::optional<JobOptions>* options) {
   size_t i = SuggestRiskIndex(r) + static_cast<size_t>(p.group) * kSuggestRisks.size();
   r = p.EffectiveRisk(r);
-  auto quantile = [&p](double q) { return std::exp(p.log_point + p.RequestGrid().Quantile(q)); };
-  if (!p.request) return quantile(1 - r);
+  if (!p.request) return p.RequestQuantile(1 - r);
   const TargetModel& m = *p.model;
   const auto& with = m.suggest_with;
   double s;
@@ -343,7 +346,7 @@ double SuggestAtEntry(const TargetPrediction& p, double r, RiskScope scope,
     s = PricedRequest(**options, p.weight, *p.request, PriceAt(m.kill_price, r),
                       scope == RiskScope::kJob ? r : MaxJobRisk(OwnGrid(p), r));
   } else {
-    s = quantile(1 - r);
+    s = p.RequestQuantile(1 - r);
   }
   return std::isfinite(s) ? std::min(*p.request, s) : *p.request;
 }

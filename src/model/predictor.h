@@ -175,8 +175,10 @@ struct TargetPrediction {
   // Those its requests at a risk are cut on: TargetModel::request_scores for group 2 where
   // they are enough, else Grid().
   const QuantileGrid& RequestGrid() const;
+  // Quantile() on RequestGrid(): what a request at risk 1 - q asks for.
+  double RequestQuantile(double q) const;
   // The request to make at kill risk `risk`, never above the request (the request when no
-  // cut is safe enough); without a request, the (1 - risk) quantile. The risk is a share of
+  // cut is safe enough); without a request, RequestQuantile(1 - risk). The risk is a share of
   // all jobs, as `eval` counts kills: with a kill price the job's own risk q is the one that
   // maximises weight·((1 - q)·request - its (1 - q) quantile) - price·q, so a large request
   // may be cut at more than `risk` and a small one at less (ProbTooSmall of the result says).
