@@ -651,6 +651,13 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
       few[g].emplace_back(scores[k], d.user[r]);
     }
   }
+  // The shipped point's log error on training row r, given the residual `med` that trees which
+  // never saw the row predicted there (the borrowed new users' errors and request_scores).
+  auto unseen_error = [&](size_t r, float med) {
+    double lp = Blend(med + Offset(d.anchor[ti][r], t, m.default_offset), m.blend_weight,
+                      base[r][static_cast<int>(m.blend_baseline)], t);
+    return static_cast<float>(LogOf(y[r], t) - LogOf(Cap(std::exp(lp), req[r]), t));
+  };
   // A group whose held-out jobs come from fewer users than bound a 95 % interval (39) takes
   // in the group's older jobs too, each predicted by trees that never saw its user: otherwise
   // a cluster with few new users in its newest jobs gives every new user unbounded intervals.
@@ -673,9 +680,7 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
       for (size_t k = 0; k < n_tr; ++k) {
         if (!want[k] || std::isnan(med[k])) continue;
         size_t r = rows[k];
-        double lp = Blend(med[k] + Offset(d.anchor[ti][r], t, m.default_offset), m.blend_weight,
-                          base[r][static_cast<int>(m.blend_baseline)], t);
-        float e = LogOf(y[r], t) - LogOf(Cap(std::exp(lp), req[r]), t);
+        float e = unseen_error(r, med[k]);
         if (std::isfinite(e)) few[group[k]].emplace_back(e, d.user[r]);
       }
     }
@@ -702,9 +707,7 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
       for (size_t k = lo; k < hi; ++k) {
         size_t r = rows[k];
         if (HistoryGroup(d.row(r), t) != 2) continue;
-        double lp = Blend(fit_pred[k - lo] + Offset(d.anchor[ti][r], t, m.default_offset),
-                          m.blend_weight, base[r][static_cast<int>(m.blend_baseline)], t);
-        float e = LogOf(y[r], t) - LogOf(Cap(std::exp(lp), req[r]), t);
+        float e = unseen_error(r, fit_pred[k - lo]);
         if (std::isfinite(e)) request_errors.push_back(e);
       }
     }
