@@ -10,7 +10,7 @@ PKGS=(
   sqlite3 python3 gzip bc time clang-format clang-tidy
   libxgboost-dev libre2-dev libdw-dev stress-ng libcpp-httplib-dev
   libtree-sitter-dev libyaml-cpp-dev
-  chromium openssl curl prometheus
+  clang chromium openssl curl prometheus
   lua5.1 lua-socket
 )
 # npm fetches the tree-sitter Python grammar (src/code/grammar/) and the dashboard's packages

@@ -15,13 +15,9 @@
 #include "code/report.h"
 #include "core/json_text.h"
 #include "ingest/job_script.h"
+#include "predict/code_estimate.h"
 
 namespace rightsize::cli {
-
-std::string DefaultCodeDir(const std::string& script_path) {
-  std::filesystem::path dir = std::filesystem::path(script_path).parent_path();
-  return dir.empty() ? std::string(".") : dir.string();
-}
 
 namespace {
 
@@ -117,45 +113,6 @@ void AddAdviseCommand(CLI::App& app, Context& /*ctx*/, Action* action) {
                   "script's --gres type, else H100-80GB)");
   cmd->add_flag("--json", f->json, "Print the rightsize.advise/v1 document");
   cmd->callback([action, f] { *action = [f]() -> int { return RunAdvise(*f); }; });
-}
-
-}  // namespace rightsize::cli
-
-namespace rightsize::cli {
-
-std::optional<nlohmann::json> GpuMemoryFromCode(const JobScript& script,
-                                                const std::string& script_path,
-                                                const std::string& code_dir) {
-  std::string dir = code_dir.empty() ? DefaultCodeDir(script_path) : code_dir;
-  auto facts =
-      code::AnalyzeJobCode(script, dir, std::filesystem::path(script_path).filename().string());
-  if (!facts.ok()) return std::nullopt;
-  auto e = code::EstimateGpuMemory(*facts);
-  if (!e.ok()) return std::nullopt;
-  // The target is per job: every GPU the code uses holds the per-GPU peak.
-  double gpus = e->data_parallel_gpus;
-  std::vector<std::string> lines;
-  std::string text = fmt::format("GPU memory from the code ({} per GPU × {} GPU{}):\n",
-                                 code::FormatGb(e->p50_bytes), gpus, gpus == 1 ? "" : "s");
-  for (const auto& t : e->terms) {
-    if (t.lines.empty()) continue;
-    std::vector<std::string> where;
-    for (const auto& l : t.lines) {
-      where.push_back(l.ToString());
-      if (std::find(lines.begin(), lines.end(), l.ToString()) == lines.end()) {
-        lines.push_back(l.ToString());
-      }
-    }
-    text += fmt::format("  {:<18} {:>9}  from {}\n", t.name, code::FormatGb(t.bytes),
-                        fmt::join(where, ", "));
-  }
-  return nlohmann::json{{"p10", e->p10_bytes * gpus},
-                        {"p50", e->p50_bytes * gpus},
-                        {"p90", e->p90_bytes * gpus},
-                        {"per_gpu", code::EstimateJson(*e)},
-                        {"gpus", gpus},
-                        {"lines", lines},
-                        {"text", text}};
 }
 
 }  // namespace rightsize::cli

@@ -46,8 +46,6 @@ void AddRunCommand(CLI::App& app, Context& ctx, Action* action);
 void AddAgentCommand(CLI::App& app, Context& ctx, Action* action);
 void AddAdviseCommand(CLI::App& app, Context& ctx, Action* action);
 
-// The folder `advise` and `predict` read a job's code from by default: the script's own.
-std::string DefaultCodeDir(const std::string& script_path);
 void AddServeCommand(CLI::App& app, Context& ctx, Action* action);
 
 // What the agents stored about a job, for its diagnosis: the memory series of its last ten
@@ -66,11 +64,6 @@ struct SlurmIngestOptions {
 int IngestSlurm(Context& ctx, const SlurmIngestOptions& o, int64_t from, int64_t to,
                 const std::atomic<bool>& stop);
 void AddSubmitCommand(CLI::App& app, Context& ctx, Action* action);
-
-// `rightsize predict` for the HTTP API (POST /api/v1/predict): the rightsize.predict/v1 document.
-// `models`, when given, keeps the deserialised models between calls (the server's).
-StatusOr<nlohmann::json> PredictForServer(Store& store, const PredictInput& in,
-                                          ModelCache* models = nullptr);
 
 // Runs the CLI; returns the exit code.
 int RunCli(int argc, char** argv);

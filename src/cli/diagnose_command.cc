@@ -10,10 +10,10 @@
 #include "cli/terminal.h"
 #include "core/json_text.h"
 #include "diagnose/diagnosis.h"
+#include "report/prices.h"
 
 namespace rightsize::cli {
 
-StatusOr<PriceTable> PricesFor(const std::string& path);
 
 StatusOr<std::optional<Telemetry>> StoredTelemetry(Store& store, const JobRecord& job) {
   Telemetry t;

@@ -9,11 +9,11 @@
 #include "core/json_text.h"
 #include "core/units.h"
 #include "report/job_card.h"
+#include "report/prices.h"
 #include "report/live.h"
 
 namespace rightsize::cli {
 
-StatusOr<PriceTable> PricesFor(const std::string& path);
 
 void AddJobCommand(CLI::App& app, Context& ctx, Action* action) {
   auto* cmd = app.add_subcommand(

@@ -12,13 +12,6 @@
 
 namespace rightsize::cli {
 
-extern const char* const kDefaultPricesJson;  // share/prices.json, embedded at build time
-
-StatusOr<PriceTable> PricesFor(const std::string& path) {
-  if (path.empty()) return ParsePriceTable(kDefaultPricesJson, "<built-in share/prices.json>");
-  return LoadPriceTable(path);
-}
-
 Status WriteOutput(const std::string& path, const std::string& text) {
   if (path.empty() || path == "-") {
     fmt::print("{}", text);

@@ -14,11 +14,10 @@
 #include "cli/listen.h"
 #include "cli/terminal.h"
 #include "core/units.h"
+#include "report/prices.h"
 #include "server/server.h"
 
 namespace rightsize::cli {
-
-StatusOr<PriceTable> PricesFor(const std::string& path);
 
 namespace {
 
@@ -88,11 +87,6 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
       auto prices = PricesFor(f->prices);
       if (!prices.ok()) return Fail(prices.status());
       opts.prices = std::move(*prices);
-      // Each cluster's model is read once per version, not once per prediction.
-      auto models = std::make_shared<ModelCache>();
-      opts.predict = [models](Store& store, const PredictInput& in) {
-        return PredictForServer(store, in, models.get());
-      };
       ApiServer api(std::move(opts));
       Status st = api.Init();
       if (!st.ok()) return Fail(st);

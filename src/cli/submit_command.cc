@@ -30,6 +30,7 @@
 #include "core/json_text.h"
 #include "core/units.h"
 #include "ingest/job_script.h"
+#include "predict/predict.h"
 
 extern char** environ;
 
@@ -404,10 +405,10 @@ int RunSubmit(Context& ctx, const SubmitFlags& f, std::vector<std::string> rest)
 
   auto store = ctx.OpenedStore();
   if (!store.ok()) return Fail(store.status());
-  PredictInput pin;
-  pin.script = text;
-  pin.name = std::filesystem::path(script_path).filename().string();
-  pin.args = sbatch_args;
+  PredictRequest pin;
+  pin.script_text = text;
+  pin.script = std::filesystem::path(script_path).filename().string();
+  pin.sbatch_args = sbatch_args;
   pin.cluster = f.cluster;
   pin.user = f.user;
   if (pin.user.empty()) {  // sbatch submits as this user, whatever $USER says
@@ -418,8 +419,9 @@ int RunSubmit(Context& ctx, const SubmitFlags& f, std::vector<std::string> rest)
   pin.risk = f.risk;
   pin.per_job_risk = f.per_job_risk;
   pin.now = static_cast<int64_t>(std::time(nullptr));
-  auto doc = PredictForServer(**store, pin);
-  if (!doc.ok()) return Fail(doc.status().WithContext(script_path));
+  auto predicted = PredictJob(**store, pin);
+  if (!predicted.ok()) return Fail(predicted.status().WithContext(script_path));
+  const nlohmann::json* doc = &predicted->doc;
 
   std::vector<Change> changes = SuggestChanges(*doc, *script);
   std::vector<std::string> new_args = ApplyToArgs(sbatch_args, &changes);
@@ -475,7 +477,7 @@ int RunSubmit(Context& ctx, const SubmitFlags& f, std::vector<std::string> rest)
     if (f.apply && script_changed) {
       // sbatch reads the script when it submits, so a private copy can go right after.
       bool named = script->request.job_name.size() > 0;
-      if (!named) argv.push_back("--job-name=" + pin.name);
+      if (!named) argv.push_back("--job-name=" + pin.script);
       char path[] = "/tmp/rightsize-submit-XXXXXX";
       int fd = mkstemp(path);
       if (fd < 0) return Fail(Status::IoError(fmt::format("mkstemp: {}", std::strerror(errno))));

@@ -3,11 +3,10 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <thread>
 
+#include "core/mutex.h"
 #include "ingest/line_reader.h"
 
 namespace rightsize {
@@ -28,27 +27,27 @@ class BatchWriter {
 
   // Queues a batch; blocks while two are already waiting.
   void Push(std::vector<JobRecord> batch) {
-    std::unique_lock lock(mu_);
-    space_.wait(lock, [&] { return queue_.size() < 2 || !error_.ok(); });
+    MutexLock lock(mu_);
+    while (queue_.size() >= 2 && error_.ok()) space_.Wait(lock);
     if (!error_.ok()) return;
     queue_.push_back(std::move(batch));
-    ready_.notify_one();
+    ready_.NotifyOne();
   }
 
   // Waits until everything queued is stored; returns the first error.
   Status Close() {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       closing_ = true;
-      ready_.notify_one();
+      ready_.NotifyOne();
     }
     if (thread_.joinable()) thread_.join();
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return error_;
   }
 
   int64_t stored() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return stored_;
   }
 
@@ -57,19 +56,19 @@ class BatchWriter {
     while (true) {
       std::vector<JobRecord> batch;
       {
-        std::unique_lock lock(mu_);
-        ready_.wait(lock, [&] { return !queue_.empty() || closing_; });
+        MutexLock lock(mu_);
+        while (queue_.empty() && !closing_) ready_.Wait(lock);
         if (queue_.empty()) return;
         batch = std::move(queue_.front());
         queue_.pop_front();
-        space_.notify_one();
+        space_.NotifyOne();
       }
       Status st = store_.UpsertJobs(batch);
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (!st.ok()) {
         error_ = st;
         queue_.clear();
-        space_.notify_all();
+        space_.NotifyAll();
         return;
       }
       stored_ += static_cast<int64_t>(batch.size());
@@ -77,14 +76,14 @@ class BatchWriter {
   }
 
   Store& store_;  // used only by thread_
-  mutable std::mutex mu_;
-  std::condition_variable ready_;             // a batch is queued, or closing
-  std::condition_variable space_;             // the queue has room, or an error ended it
-  std::deque<std::vector<JobRecord>> queue_;  // GUARDED_BY(mu_)
-  bool closing_ = false;                      // GUARDED_BY(mu_)
-  Status error_;                              // GUARDED_BY(mu_)
-  int64_t stored_ = 0;                        // GUARDED_BY(mu_)
-  std::thread thread_;                        // last: starts after the members above
+  mutable Mutex mu_;
+  CondVar ready_;  // a batch is queued, or closing
+  CondVar space_;  // the queue has room, or an error ended it
+  std::deque<std::vector<JobRecord>> queue_ GUARDED_BY(mu_);
+  bool closing_ GUARDED_BY(mu_) = false;
+  Status error_ GUARDED_BY(mu_);
+  int64_t stored_ GUARDED_BY(mu_) = 0;
+  std::thread thread_;  // last: starts after the members above
 };
 
 }  // namespace

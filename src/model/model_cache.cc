@@ -5,7 +5,7 @@ namespace rightsize {
 StatusOr<ModelCache::Entry> ModelCache::Get(const std::string& cluster, int64_t version,
                                             const std::function<StatusOr<ModelSet>()>& load) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = by_cluster_.find(cluster);
     if (it != by_cluster_.end() && it->second.set->version == version) return it->second;
   }
@@ -14,7 +14,7 @@ StatusOr<ModelCache::Entry> ModelCache::Get(const std::string& cluster, int64_t 
   auto loaded = load();
   if (!loaded.ok()) return loaded.status();
   Entry e{std::make_shared<const ModelSet>(std::move(*loaded)), std::make_shared<std::mutex>()};
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ++loads_;
   auto& slot = by_cluster_[cluster];
   if (!slot.set || slot.set->version <= e.set->version) slot = e;
@@ -22,7 +22,7 @@ StatusOr<ModelCache::Entry> ModelCache::Get(const std::string& cluster, int64_t 
 }
 
 int64_t ModelCache::loads() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return loads_;
 }
 

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/mutex.h"
 #include "core/status.h"
 #include "model/predictor.h"
 
@@ -33,9 +34,9 @@ class ModelCache {
   int64_t loads() const;
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::string, Entry> by_cluster_;
-  int64_t loads_ = 0;
+  mutable Mutex mu_;
+  std::map<std::string, Entry> by_cluster_ GUARDED_BY(mu_);
+  int64_t loads_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace rightsize

@@ -530,260 +530,337 @@ Baseline FallbackBaseline(const Dataset& d, Target t, const std::vector<size_t>&
   return best ? best->baseline : Baseline::kLast2;
 }
 
-StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t> rows,
-                                  const TrainOptions& options) {
-  int ti = static_cast<int>(t);
-  const auto& y = d.y[ti];
-  std::erase_if(rows, [&](size_t r) { return std::isnan(y[r]); });
-  if (rows.size() > options.max_rows) {
-    rows.erase(rows.begin(), rows.end() - static_cast<std::ptrdiff_t>(options.max_rows));
+namespace {
+
+// One target's training, phase by phase (TrainTarget). `rows` are the training window's rows
+// with a value, oldest first; the newest `n_cal` are held out for calibration.
+class TargetTrainer {
+ public:
+  TargetTrainer(const Dataset& d, Target t, std::vector<size_t> rows, const TrainOptions& options)
+      : d_(d),
+        t_(t),
+        ti_(static_cast<int>(t)),
+        y_(d.y[ti_]),
+        req_(d.req[ti_]),
+        base_(d.baseline[ti_]),
+        rows_(std::move(rows)),
+        options_(options) {}
+
+  StatusOr<TargetModel> Train();
+
+ private:
+  Status FitMedian();
+  // The shipped point of held-out job k: the trees blended with baseline `b` at weight `w`.
+  double Point(size_t k, float w, int b) const {
+    size_t r = rows_[n_tr_ + k];
+    return Cap(std::exp(Blend(med_cal_[k], w, base_[r][b], t_)), req_[r]);
   }
-  if (rows.size() < options.min_rows) {
-    return Status::NotFound(fmt::format("{}: {} jobs with a value, {} needed to train", NameOf(t),
-                                        rows.size(), options.min_rows));
+  double ShippedPoint(size_t k) const {
+    return Point(k, m_.blend_weight, static_cast<int>(m_.blend_baseline));
   }
-  TargetModel m;
-  m.target = t;
-  m.columns = Layout().ColumnsFor(t);
-  size_t n = rows.size();
-  size_t n_cal = std::max<size_t>(
-      20, static_cast<size_t>(std::llround(static_cast<double>(n) * options.calibration_fraction)));
-  size_t n_tr = n - n_cal;
-  std::vector<float> x, labels(n_tr), pred;
-  Gather(d, rows, 0, n_tr, m.columns, &x);
-  const auto& base = d.baseline[ti];
+  bool TreesWin(int best_b) const;
+  void ChooseBlend();
+  // The shipped point's log error on training row r, given the residual `med` that trees which
+  // never saw the row predicted there (the borrowed new users' errors and request_scores).
+  float UnseenError(size_t r, float med) const {
+    double lp = Blend(med + Offset(d_.anchor[ti_][r], t_, m_.default_offset), m_.blend_weight,
+                      base_[r][static_cast<int>(m_.blend_baseline)], t_);
+    return static_cast<float>(LogOf(y_[r], t_) - LogOf(Cap(std::exp(lp), req_[r]), t_));
+  }
+  void BorrowUnseenUsers();
+  std::vector<float> RequestErrors() const;
+  void Intervals();
+  void BaselineRatios();
+  std::vector<PricedJob> PriceHeldOut() const;
+  void ChooseSuggestions(const std::vector<PricedJob>& priced);
+
+  const Dataset& d_;
+  const Target t_;
+  const int ti_;
+  const std::vector<float>& y_;
+  const std::vector<float>& req_;
+  const decltype(Dataset::baseline)::value_type& base_;
+  std::vector<size_t> rows_;
+  const TrainOptions& options_;
+  size_t n_ = 0, n_cal_ = 0, n_tr_ = 0;
+  TargetModel m_;
+  std::vector<float> x_, labels_, med_cal_;
+  // Calibration errors: all held-out jobs', those of users with many past jobs, and per user
+  // those of users with none or a few (groups 0 and 1).
+  std::vector<float> scores_, many_;
+  std::array<std::vector<std::pair<float, uint32_t>>, 2> few_;  // (error, user)
+};
+
+StatusOr<TargetModel> TargetTrainer::Train() {
+  std::erase_if(rows_, [&](size_t r) { return std::isnan(y_[r]); });
+  if (rows_.size() > options_.max_rows) {
+    rows_.erase(rows_.begin(), rows_.end() - static_cast<std::ptrdiff_t>(options_.max_rows));
+  }
+  if (rows_.size() < options_.min_rows) {
+    return Status::NotFound(fmt::format("{}: {} jobs with a value, {} needed to train", NameOf(t_),
+                                        rows_.size(), options_.min_rows));
+  }
+  m_.target = t_;
+  m_.columns = Layout().ColumnsFor(t_);
+  n_ = rows_.size();
+  n_cal_ = std::max<size_t>(20, static_cast<size_t>(std::llround(static_cast<double>(n_) *
+                                                                 options_.calibration_fraction)));
+  n_tr_ = n_ - n_cal_;
+  RS_RETURN_IF_ERROR(FitMedian());
+  ChooseBlend();
+  Intervals();
+  BaselineRatios();
+  // The held-out jobs with a request as predicted: for the price of a kill (KillPrices) and
+  // the choice of how to turn the distribution into a request.
+  std::vector<PricedJob> priced = PriceHeldOut();
+  m_.kill_price = KillPrices(priced);
+  ChooseSuggestions(priced);
+  m_.trained_rows = static_cast<int64_t>(n_tr_);
+  m_.calibration_rows = static_cast<int64_t>(n_cal_);
+  return std::move(m_);
+}
+
+// The median trees on the training rows' log residuals from their anchors, and their
+// predictions on the held-out newest jobs.
+Status TargetTrainer::FitMedian() {
+  labels_.resize(n_tr_);
+  Gather(d_, rows_, 0, n_tr_, m_.columns, &x_);
   {
-    std::vector<float> logs(n_tr);
-    for (size_t k = 0; k < n_tr; ++k) logs[k] = LogOf(y[rows[k]], t);
-    std::nth_element(logs.begin(), logs.begin() + static_cast<std::ptrdiff_t>(n_tr / 2),
+    std::vector<float> logs(n_tr_);
+    for (size_t k = 0; k < n_tr_; ++k) logs[k] = LogOf(y_[rows_[k]], t_);
+    std::nth_element(logs.begin(), logs.begin() + static_cast<std::ptrdiff_t>(n_tr_ / 2),
                      logs.end());
-    m.default_offset = logs[n_tr / 2];
+    m_.default_offset = logs[n_tr_ / 2];
   }
-  for (size_t k = 0; k < n_tr; ++k) {
-    labels[k] = LogOf(y[rows[k]], t) - Offset(d.anchor[ti][rows[k]], t, m.default_offset);
+  for (size_t k = 0; k < n_tr_; ++k) {
+    labels_[k] = LogOf(y_[rows_[k]], t_) - Offset(d_.anchor[ti_][rows_[k]], t_, m_.default_offset);
   }
-  RS_ASSIGN_OR_RETURN(m.median, Booster::Train(x, m.columns.size(), labels, options.median));
-
+  RS_ASSIGN_OR_RETURN(m_.median, Booster::Train(x_, m_.columns.size(), labels_, options_.median));
   // Calibration on the held-out newest jobs.
-  std::vector<float> med_cal;
-  Gather(d, rows, n_tr, n, m.columns, &x);
-  RS_RETURN_IF_ERROR(m.median.Predict(x.data(), n_cal, m.columns.size(), &med_cal));
-  for (size_t k = 0; k < n_cal; ++k) {
-    med_cal[k] += Offset(d.anchor[ti][rows[n_tr + k]], t, m.default_offset);
+  Gather(d_, rows_, n_tr_, n_, m_.columns, &x_);
+  RS_RETURN_IF_ERROR(m_.median.Predict(x_.data(), n_cal_, m_.columns.size(), &med_cal_));
+  for (size_t k = 0; k < n_cal_; ++k) {
+    med_cal_[k] += Offset(d_.anchor[ti_][rows_[n_tr_ + k]], t_, m_.default_offset);
   }
-  const auto& req = d.req[ti];
+  return Status::Ok();
+}
 
-  // The best baseline on the held-out jobs, then the blend weight.
-  auto point = [&](size_t k, float w, int b) {
-    size_t r = rows[n_tr + k];
-    return Cap(std::exp(Blend(med_cal[k], w, base[r][b], t)), req[r]);
-  };
-  std::vector<size_t> held_out(rows.begin() + static_cast<std::ptrdiff_t>(n_tr), rows.end());
-  auto best = BestBaseline(d, t, held_out);
+// Blend only where the trees alone lose to a baseline on the held-out jobs by more than
+// chance: the paired difference in absolute error (or in AEA) must exceed two standard errors.
+// A blend chosen on noise made a 3,000-job trace worse, not better.
+bool TargetTrainer::TreesWin(int best_b) const {
+  if (best_b < 0) return true;
+  bool trees_win = true;
+  for (Baseline b : kAllBaselines) {
+    if (!IsBaselineOf(b, t_)) continue;
+    double sum_abs = 0, sq_abs = 0, sum_aea = 0, sq_aea = 0;
+    int64_t n_b = 0;
+    for (size_t k = 0; k < n_cal_; ++k) {
+      size_t r = rows_[n_tr_ + k];
+      float bv = base_[r][static_cast<int>(b)];
+      if (!std::isfinite(bv)) continue;
+      double p = Point(k, 1, 0), yy = y_[r];
+      double da = std::abs(p - yy) - std::abs(bv - yy);
+      double de = AgreementRatio(bv, yy) - AgreementRatio(p, yy);
+      sum_abs += da;
+      sq_abs += da * da;
+      sum_aea += de;
+      sq_aea += de * de;
+      ++n_b;
+    }
+    if (n_b < static_cast<int64_t>(kMinPairedJobs)) continue;
+    auto worse = [n_b](double sum, double sq) {
+      double nn = static_cast<double>(n_b), mean = sum / nn;
+      double var = std::max(0.0, sq / nn - mean * mean);
+      return mean > 2 * std::sqrt(var / nn);
+    };
+    if (worse(sum_abs, sq_abs) || worse(sum_aea, sq_aea)) trees_win = false;
+  }
+  return trees_win;
+}
+
+// The best baseline on the held-out jobs, then the blend weight.
+void TargetTrainer::ChooseBlend() {
+  std::vector<size_t> held_out(rows_.begin() + static_cast<std::ptrdiff_t>(n_tr_), rows_.end());
+  auto best = BestBaseline(d_, t_, held_out);
   int best_b = best ? static_cast<int>(best->baseline) : -1;
   double best_b_mae = best ? best->errors.mae() : std::numeric_limits<double>::infinity();
   double best_b_aea = best ? best->errors.aea() : 0;
-  m.calibration_baseline_mae = best_b < 0 ? 0 : best_b_mae;
-  // Blend only where the trees alone lose to a baseline on the held-out jobs by more than
-  // chance: the paired difference in absolute error (or in AEA) must exceed two standard
-  // errors. A blend chosen on noise made a 3,000-job trace worse, not better.
-  bool trees_win = true;
-  if (best_b >= 0) {
-    for (Baseline b : kAllBaselines) {
-      if (!IsBaselineOf(b, t)) continue;
-      double sum_abs = 0, sq_abs = 0, sum_aea = 0, sq_aea = 0;
-      int64_t n_b = 0;
-      for (size_t k = 0; k < n_cal; ++k) {
-        size_t r = rows[n_tr + k];
-        float bv = base[r][static_cast<int>(b)];
-        if (!std::isfinite(bv)) continue;
-        double p = point(k, 1, 0), yy = y[r];
-        double da = std::abs(p - yy) - std::abs(bv - yy);
-        double de = AgreementRatio(bv, yy) - AgreementRatio(p, yy);
-        sum_abs += da;
-        sq_abs += da * da;
-        sum_aea += de;
-        sq_aea += de * de;
-        ++n_b;
-      }
-      if (n_b < static_cast<int64_t>(kMinPairedJobs)) continue;
-      auto worse = [n_b](double sum, double sq) {
-        double nn = static_cast<double>(n_b), mean = sum / nn;
-        double var = std::max(0.0, sq / nn - mean * mean);
-        return mean > 2 * std::sqrt(var / nn);
-      };
-      if (worse(sum_abs, sq_abs) || worse(sum_aea, sq_aea)) trees_win = false;
-    }
-  }
+  m_.calibration_baseline_mae = best_b < 0 ? 0 : best_b_mae;
+  bool trees_win = TreesWin(best_b);
   double best_score = std::numeric_limits<double>::infinity();
   for (float w : kBlendWeights) {
     if (trees_win && w < 1) break;
     if (best_b < 0 && w < 1) continue;
     PointErrors e;
-    for (size_t k = 0; k < n_cal; ++k) e.Add(point(k, w, std::max(best_b, 0)), y[rows[n_tr + k]]);
+    for (size_t k = 0; k < n_cal_; ++k) {
+      e.Add(Point(k, w, std::max(best_b, 0)), y_[rows_[n_tr_ + k]]);
+    }
     // MAE and AEA weigh equally, each relative to the best baseline.
     double score =
         best_b < 0 ? e.mae()
                    : e.mae() / std::max(best_b_mae, 1e-9) + best_b_aea / std::max(e.aea(), 1e-9);
     if (score < best_score - 1e-9) {
       best_score = score;
-      m.blend_weight = w;
-      m.blend_baseline = static_cast<Baseline>(std::max(best_b, 0));
-      m.calibration_mae = e.mae();
+      m_.blend_weight = w;
+      m_.blend_baseline = static_cast<Baseline>(std::max(best_b, 0));
+      m_.calibration_mae = e.mae();
     }
   }
-  // The errors of users with no or few past jobs (groups 0 and 1) are weighed per user, each
-  // user 1 in all, and counted as one each: a new user's burst of 200 jobs misses together,
-  // and what the next job asks is how wrong the model is on a new user, not on a new job
-  // (conformal prediction for two-layer hierarchical data: Dunn, Wasserman and Ramdas 2022).
-  // Counted per job, the woody replay's new users' 80 % intervals held 2 % of their jobs.
-  std::vector<float> scores(n_cal);
-  std::vector<float> many;
-  std::array<std::vector<std::pair<float, uint32_t>>, 2> few;  // (error, user)
-  for (size_t k = 0; k < n_cal; ++k) {
-    size_t r = rows[n_tr + k];
-    double p = point(k, m.blend_weight, static_cast<int>(m.blend_baseline));
-    scores[k] = LogOf(y[r], t) - LogOf(p, t);
-    int g = HistoryGroup(d.row(r), t);
+}
+
+// A group whose held-out jobs come from fewer users than bound a 95 % interval (39) takes in
+// the group's older jobs too, each predicted by trees that never saw its user: otherwise a
+// cluster with few new users in its newest jobs gives every new user unbounded intervals.
+void TargetTrainer::BorrowUnseenUsers() {
+  std::array<bool, 2> borrow{};
+  for (int g = 0; g < 2; ++g) {
+    std::unordered_map<uint32_t, int> users;
+    for (const auto& [e, u] : few_[g]) ++users[u];
+    borrow[g] = static_cast<int64_t>(users.size()) < QuantileGrid::CountToBound(0.975);
+  }
+  if (!borrow[0] && !borrow[1]) return;
+  std::vector<bool> want(n_tr_);
+  std::vector<int> group(n_tr_);
+  for (size_t k = 0; k < n_tr_; ++k) {
+    group[k] = HistoryGroup(d_.row(rows_[k]), t_);
+    want[k] = group[k] < 2 && borrow[group[k]];
+  }
+  std::vector<float> med;
+  UnseenUserPredictions(d_, rows_, n_tr_, m_.columns, labels_, options_.median, want, &med);
+  for (size_t k = 0; k < n_tr_; ++k) {
+    if (!want[k] || std::isnan(med[k])) continue;
+    size_t r = rows_[k];
+    float e = UnseenError(r, med[k]);
+    if (std::isfinite(e)) few_[group[k]].emplace_back(e, d_.user[r]);
+  }
+}
+
+// The requests' errors of users with many past jobs (TargetModel::request_scores): the held-out
+// ones, and the training window's in `request_blocks` blocks, each block's jobs predicted by
+// trees trained on the blocks before it, so that each error is one of trees that had not seen
+// the job, as the next job's will be. The first block has no past.
+std::vector<float> TargetTrainer::RequestErrors() const {
+  std::vector<float> request_errors = many_;
+  const size_t blocks = options_.request_blocks;
+  std::vector<float> fit_x, fit_pred;
+  for (size_t b = 1; b < blocks; ++b) {
+    size_t lo = n_tr_ * b / blocks, hi = n_tr_ * (b + 1) / blocks;
+    if (lo < options_.min_rows || hi <= lo) continue;
+    Gather(d_, rows_, 0, lo, m_.columns, &fit_x);
+    auto trees = Booster::Train(
+        fit_x, m_.columns.size(),
+        std::vector<float>(labels_.begin(), labels_.begin() + static_cast<std::ptrdiff_t>(lo)),
+        options_.median);
+    if (!trees.ok()) continue;
+    Gather(d_, rows_, lo, hi, m_.columns, &fit_x);
+    if (!trees->Predict(fit_x.data(), hi - lo, m_.columns.size(), &fit_pred).ok()) continue;
+    for (size_t k = lo; k < hi; ++k) {
+      size_t r = rows_[k];
+      if (HistoryGroup(d_.row(r), t_) != 2) continue;
+      float e = UnseenError(r, fit_pred[k - lo]);
+      if (std::isfinite(e)) request_errors.push_back(e);
+    }
+  }
+  return request_errors;
+}
+
+// The errors of users with no or few past jobs (groups 0 and 1) are weighed per user, each user
+// 1 in all, and counted as one each: a new user's burst of 200 jobs misses together, and what
+// the next job asks is how wrong the model is on a new user, not on a new job (conformal
+// prediction for two-layer hierarchical data: Dunn, Wasserman and Ramdas 2022). Counted per
+// job, the woody replay's new users' 80 % intervals held 2 % of their jobs.
+void TargetTrainer::Intervals() {
+  scores_.resize(n_cal_);
+  for (size_t k = 0; k < n_cal_; ++k) {
+    size_t r = rows_[n_tr_ + k];
+    scores_[k] = LogOf(y_[r], t_) - LogOf(ShippedPoint(k), t_);
+    int g = HistoryGroup(d_.row(r), t_);
     if (g == 2) {
-      many.push_back(scores[k]);
-    } else if (std::isfinite(scores[k])) {
-      few[g].emplace_back(scores[k], d.user[r]);
+      many_.push_back(scores_[k]);
+    } else if (std::isfinite(scores_[k])) {
+      few_[g].emplace_back(scores_[k], d_.user[r]);
     }
   }
-  // The shipped point's log error on training row r, given the residual `med` that trees which
-  // never saw the row predicted there (the borrowed new users' errors and request_scores).
-  auto unseen_error = [&](size_t r, float med) {
-    double lp = Blend(med + Offset(d.anchor[ti][r], t, m.default_offset), m.blend_weight,
-                      base[r][static_cast<int>(m.blend_baseline)], t);
-    return static_cast<float>(LogOf(y[r], t) - LogOf(Cap(std::exp(lp), req[r]), t));
-  };
-  // A group whose held-out jobs come from fewer users than bound a 95 % interval (39) takes
-  // in the group's older jobs too, each predicted by trees that never saw its user: otherwise
-  // a cluster with few new users in its newest jobs gives every new user unbounded intervals.
-  {
-    std::array<bool, 2> borrow{};
-    for (int g = 0; g < 2; ++g) {
-      std::unordered_map<uint32_t, int> users;
-      for (const auto& [e, u] : few[g]) ++users[u];
-      borrow[g] = static_cast<int64_t>(users.size()) < QuantileGrid::CountToBound(0.975);
-    }
-    if (borrow[0] || borrow[1]) {
-      std::vector<bool> want(n_tr);
-      std::vector<int> group(n_tr);
-      for (size_t k = 0; k < n_tr; ++k) {
-        group[k] = HistoryGroup(d.row(rows[k]), t);
-        want[k] = group[k] < 2 && borrow[group[k]];
-      }
-      std::vector<float> med;
-      UnseenUserPredictions(d, rows, n_tr, m.columns, labels, options.median, want, &med);
-      for (size_t k = 0; k < n_tr; ++k) {
-        if (!want[k] || std::isnan(med[k])) continue;
-        size_t r = rows[k];
-        float e = unseen_error(r, med[k]);
-        if (std::isfinite(e)) few[group[k]].emplace_back(e, d.user[r]);
-      }
-    }
-  }
-  // The requests' errors of users with many past jobs (TargetModel::request_scores): the
-  // held-out ones, and the training window's in `request_blocks` blocks, each block's jobs
-  // predicted by trees trained on the blocks before it, so that each error is one of trees
-  // that had not seen the job, as the next job's will be. The first block has no past.
-  std::vector<float> request_errors = many;
-  {
-    const size_t blocks = options.request_blocks;
-    std::vector<float> fit_x, fit_pred;
-    for (size_t b = 1; b < blocks; ++b) {
-      size_t lo = n_tr * b / blocks, hi = n_tr * (b + 1) / blocks;
-      if (lo < options.min_rows || hi <= lo) continue;
-      Gather(d, rows, 0, lo, m.columns, &fit_x);
-      auto trees = Booster::Train(
-          fit_x, m.columns.size(),
-          std::vector<float>(labels.begin(), labels.begin() + static_cast<std::ptrdiff_t>(lo)),
-          options.median);
-      if (!trees.ok()) continue;
-      Gather(d, rows, lo, hi, m.columns, &fit_x);
-      if (!trees->Predict(fit_x.data(), hi - lo, m.columns.size(), &fit_pred).ok()) continue;
-      for (size_t k = lo; k < hi; ++k) {
-        size_t r = rows[k];
-        if (HistoryGroup(d.row(r), t) != 2) continue;
-        float e = unseen_error(r, fit_pred[k - lo]);
-        if (std::isfinite(e)) request_errors.push_back(e);
-      }
-    }
-  }
-  m.request_scores = QuantileGrid::From(std::move(request_errors));
+  BorrowUnseenUsers();
+  m_.request_scores = QuantileGrid::From(RequestErrors());
   for (int g = 0; g < 2; ++g) {
     std::unordered_map<uint32_t, int> per_user;
-    for (const auto& [e, u] : few[g]) ++per_user[u];
+    for (const auto& [e, u] : few_[g]) ++per_user[u];
     std::vector<std::pair<float, double>> weighted;
-    weighted.reserve(few[g].size());
-    for (const auto& [e, u] : few[g]) weighted.emplace_back(e, 1.0 / per_user[u]);
-    m.group_scores[g] =
+    weighted.reserve(few_[g].size());
+    for (const auto& [e, u] : few_[g]) weighted.emplace_back(e, 1.0 / per_user[u]);
+    m_.group_scores[g] =
         QuantileGrid::FromWeighted(std::move(weighted), static_cast<int64_t>(per_user.size()));
   }
-  m.scores = QuantileGrid::From(std::move(scores));
-  m.group_scores[2] = QuantileGrid::From(std::move(many));
+  m_.scores = QuantileGrid::From(std::move(scores_));
+  m_.group_scores[2] = QuantileGrid::From(std::move(many_));
+}
+
+void TargetTrainer::BaselineRatios() {
   for (Baseline b : kAllBaselines) {
     std::vector<float> ratios;
-    ratios.reserve(n);
-    for (size_t r : rows) {
-      float bv = base[r][static_cast<int>(b)];
-      if (std::isfinite(bv) && bv > 0) ratios.push_back(LogOf(y[r], t) - LogOf(bv, t));
+    ratios.reserve(n_);
+    for (size_t r : rows_) {
+      float bv = base_[r][static_cast<int>(b)];
+      if (std::isfinite(bv) && bv > 0) ratios.push_back(LogOf(y_[r], t_) - LogOf(bv, t_));
     }
-    m.baseline_log_ratio[static_cast<int>(b)] = QuantileGrid::From(std::move(ratios));
+    m_.baseline_log_ratio[static_cast<int>(b)] = QuantileGrid::From(std::move(ratios));
   }
+}
 
-  // The held-out jobs with a request as predicted: for the price of a kill (KillPrices) and the
-  // choice below.
+std::vector<PricedJob> TargetTrainer::PriceHeldOut() const {
   std::vector<PricedJob> priced;
-  for (size_t k = 0; k < n_cal; ++k) {
-    size_t r = rows[n_tr + k];
-    if (std::isnan(req[r])) continue;
+  for (size_t k = 0; k < n_cal_; ++k) {
+    size_t r = rows_[n_tr_ + k];
+    if (std::isnan(req_[r])) continue;
     TargetPrediction p;
-    p.model = &m;
-    p.request = req[r];
-    p.group = HistoryGroup(d.row(r), t);
-    p.log_point = LogOf(point(k, m.blend_weight, static_cast<int>(m.blend_baseline)), t);
-    priced.push_back({OptionsOf(p), d.SubmitWeight(r, t), req[r], y[r], p.group, OwnGrid(p), k});
+    p.model = &m_;
+    p.request = req_[r];
+    p.group = HistoryGroup(d_.row(r), t_);
+    p.log_point = LogOf(ShippedPoint(k), t_);
+    priced.push_back(
+        {OptionsOf(p), d_.SubmitWeight(r, t_), req_[r], y_[r], p.group, OwnGrid(p), k});
   }
-  m.kill_price = KillPrices(priced);
+  return priced;
+}
 
-  // How to turn the distribution into a request at each kill risk, per history group (as the
-  // intervals are): the model's own quantile, or a baseline times its margin, whichever freed the
-  // most resource-time (net of the jobs it would have killed) on the group's held-out jobs —
-  // among those that killed no more than the risk there. The margins are global, so a baseline
-  // chosen on every group at once served users with few past jobs badly: on CTC-SP2 it killed
-  // 11 % of them at a 5 % risk.
+// How to turn the distribution into a request at each kill risk, per history group (as the
+// intervals are): the model's own quantile, or a baseline times its margin, whichever freed the
+// most resource-time (net of the jobs it would have killed) on the group's held-out jobs —
+// among those that killed no more than the risk there. The margins are global, so a baseline
+// chosen on every group at once served users with few past jobs badly: on CTC-SP2 it killed
+// 11 % of them at a 5 % risk.
+void TargetTrainer::ChooseSuggestions(const std::vector<PricedJob>& priced) {
   for (int grp = 0; grp < 3; ++grp) {
     std::vector<const PricedJob*> mine;
     for (const PricedJob& h : priced) {
       if (h.group == grp) mine.push_back(&h);
     }
-    const QuantileGrid& g = RequestGroupGrid(m, grp);
+    const QuantileGrid& g = RequestGroupGrid(m_, grp);
     for (double risk : kSuggestRisks) {
       std::array<double, kNumBaselines + 1> freed{};
       std::array<size_t, kNumBaselines + 1> killed{};
       for (const PricedJob* h : mine) {
-        size_t r = rows[n_tr + h->held_out];
-        double p = point(h->held_out, m.blend_weight, static_cast<int>(m.blend_baseline));
+        size_t r = rows_[n_tr_ + h->held_out];
+        double p = ShippedPoint(h->held_out);
         for (int c = 0; c <= kNumBaselines; ++c) {
-          double sug = req[r];
-          if (c == 0 && !m.kill_price.empty()) {
-            sug = PricedRequest(h->options, h->weight, h->request, PriceAt(m.kill_price, risk),
+          double sug = req_[r];
+          if (c == 0 && !m_.kill_price.empty()) {
+            sug = PricedRequest(h->options, h->weight, h->request, PriceAt(m_.kill_price, risk),
                                 MaxJobRisk(h->own_grid, risk));
           } else if (c == 0) {
             float q = g.Quantile(1 - risk);
             if (std::isfinite(q)) sug = p * std::exp(q);
           } else {
-            float bv = base[r][c - 1];
-            float q = m.baseline_log_ratio[c - 1].Quantile(1 - risk);
+            float bv = base_[r][c - 1];
+            float q = m_.baseline_log_ratio[c - 1].Quantile(1 - risk);
             if (std::isfinite(bv) && bv > 0 && std::isfinite(q)) sug = bv * std::exp(q);
           }
-          sug = std::min<double>(sug, req[r]);
-          double w = d.Weight(r, t);
-          bool kill = y[r] > sug && sug < req[r];
-          freed[c] += kill ? -sug * w : (req[r] - sug) * w;
+          sug = std::min<double>(sug, req_[r]);
+          double w = d_.Weight(r, t_);
+          bool kill = y_[r] > sug && sug < req_[r];
+          freed[c] += kill ? -sug * w : (req_[r] - sug) * w;
           killed[c] += kill ? 1 : 0;
         }
       }
@@ -792,12 +869,16 @@ StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t
         bool within = static_cast<double>(killed[c]) <= risk * static_cast<double>(mine.size());
         if (within && freed[c] > freed[best]) best = c;
       }
-      m.suggest_with.push_back(best - 1);
+      m_.suggest_with.push_back(best - 1);
     }
   }
-  m.trained_rows = static_cast<int64_t>(n_tr);
-  m.calibration_rows = static_cast<int64_t>(n_cal);
-  return m;
+}
+
+}  // namespace
+
+StatusOr<TargetModel> TrainTarget(const Dataset& d, Target t, std::vector<size_t> rows,
+                                  const TrainOptions& options) {
+  return TargetTrainer(d, t, std::move(rows), options).Train();
 }
 
 namespace {

@@ -6,12 +6,12 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <limits>
-#include <mutex>
 #include <numeric>
 #include <optional>
 #include <thread>
+
+#include "core/mutex.h"
 
 namespace rightsize {
 namespace {
@@ -131,6 +131,412 @@ nlohmann::ordered_json ScoredJobJson(const Dataset& d, size_t r, Target t,
   return job;
 }
 
+// One target's part of the eval document.
+nlohmann::json TargetJson(const TargetEval& e, const EvalOptions& options) {
+  size_t nrisks = options.risks.size();
+  nlohmann::json tj;
+  tj["unit"] = InfoOf(e.t).unit;
+  tj["n"] = e.rows.size();
+  tj["models_trained"] = e.models_trained;
+  tj["fallback_jobs"] = std::accumulate(e.fallback_by.begin(), e.fallback_by.end(), int64_t{0});
+  nlohmann::json by = nlohmann::json::object();
+  for (Baseline b : kAllBaselines) {
+    if (e.fallback_by[static_cast<int>(b)] > 0) {
+      by[std::string(NameOf(b))] = e.fallback_by[static_cast<int>(b)];
+    }
+  }
+  tj["fallback_baselines"] = std::move(by);
+  nlohmann::json m = Json(e.model);
+  auto sum = [](const std::array<int64_t, 3>& a) {
+    return static_cast<double>(a[0] + a[1] + a[2]);
+  };
+  double in = sum(e.group_n);
+  // No scored job had a model: there were no intervals to measure.
+  auto share = [&](double v) { return in > 0 ? nlohmann::json(v / in) : nlohmann::json(nullptr); };
+  m["pinball"] = e.pinball_n > 0 ? nlohmann::json(e.pinball / static_cast<double>(e.pinball_n))
+                                 : nlohmann::json(nullptr);
+  m["pinball_n"] = e.pinball_n;
+  m["coverage80"] = share(sum(e.group80));
+  m["coverage95"] = share(sum(e.group95));
+  nlohmann::json groups = nlohmann::json::array();
+  for (int g = 0; g < 3; ++g) {
+    if (e.group_n[g] == 0) continue;
+    auto gn = static_cast<double>(e.group_n[g]);
+    groups.push_back({{"history", HistoryGroupName(g)},
+                      {"n", e.group_n[g]},
+                      {"coverage80", static_cast<double>(e.group80[g]) / gn},
+                      {"coverage95", static_cast<double>(e.group95[g]) / gn}});
+  }
+  m["by_history"] = std::move(groups);
+  tj["model"] = std::move(m);
+  tj["learned"] = Json(e.learned);
+  nlohmann::json bj = nlohmann::json::object();
+  for (Baseline b : kAllBaselines) {
+    if (!IsBaselineOf(b, e.t)) continue;
+    if (e.baseline[static_cast<int>(b)].n == 0) continue;
+    bj[std::string(NameOf(b))] = Json(e.baseline[static_cast<int>(b)]);
+  }
+  tj["baselines"] = std::move(bj);
+  nlohmann::json curve = nlohmann::json::array();
+  if (e.t != Target::kGpuUtil) {
+    for (size_t i = 0; i < nrisks; ++i) {
+      if (e.model_saving[i].n == 0) continue;
+      nlohmann::json c = {{"risk", options.risks[i]},
+                          {"jobs", e.model_saving[i].n},
+                          {"model_saved", e.model_saving[i].saved()},
+                          {"model_killed", e.model_saving[i].killed_share()}};
+      for (Baseline b : kAllBaselines) {
+        if (!IsBaselineOf(b, e.t)) continue;
+        const SavingStats& s = e.baseline_saving[i][static_cast<int>(b)];
+        c[fmt::format("{}_saved", NameOf(b))] = s.saved();
+        c[fmt::format("{}_killed", NameOf(b))] = s.killed_share();
+      }
+      curve.push_back(std::move(c));
+    }
+  }
+  tj["saving_curve"] = std::move(curve);
+  // The model's curve alone, at more risks: what it frees at any share of jobs killed.
+  nlohmann::json model_curve = nlohmann::json::array();
+  if (e.t != Target::kGpuUtil && !e.model_curve.empty() && e.model_curve[0].n > 0) {
+    for (size_t i = 0; i < kCurveRisks.size(); ++i) {
+      model_curve.push_back({{"risk", kCurveRisks[i]},
+                             {"saved", e.model_curve[i].saved()},
+                             {"killed", e.model_curve[i].killed_share()}});
+    }
+  }
+  tj["model_curve"] = std::move(model_curve);
+  tj["blends"] = e.blends;
+  return tj;
+}
+
+// One target and retrain period: the rows it scores and the model trained at its start.
+struct Task {
+  size_t eval = 0;
+  int64_t cut = 0;
+  std::vector<size_t> batch;
+  StatusOr<TargetModel> model = Status::NotFound("not trained yet");
+  Baseline fallback = Baseline::kLast2;  // the answer without a model (FallbackBaseline)
+  std::vector<TargetPrediction> preds;
+  Status predicted;
+  bool done = false;  // guarded by ReplayRun::mu_
+};
+
+// One chronological replay. The models are independent (each reads the shared dataset only), so
+// they train on a pool of threads, one thread each as in `train`; the scores are summed in task
+// order, so the document is the same whatever the number of threads.
+class ReplayRun {
+ public:
+  ReplayRun(const Dataset& d, const EvalOptions& options, std::vector<std::string> job_ids,
+            std::vector<std::string> users)
+      : d_(d),
+        options_(options),
+        n_(d.rows()),
+        nrisks_(options.risks.size()),
+        job_ids_(std::move(job_ids)),
+        users_(std::move(users)) {}
+
+  // The targets to score and their tasks; BadInput when there is too little to replay.
+  Status Prepare();
+  // Trains every task's model on the pool and scores its jobs, in order.
+  Status Run();
+  nlohmann::json Document() const;
+
+ private:
+  void MakeTasks();
+  bool SomeModelAt(int64_t cut) const;
+  void Train(Task& task) const;
+  // The first of `e`'s rows (in end order) that ended after `t`.
+  std::vector<size_t>::const_iterator ByEndAfter(const TargetEval& e, int64_t t) const {
+    return std::upper_bound(e.by_end.begin(), e.by_end.end(), t,
+                            [this](int64_t v, size_t r) { return v < d_.end[r]; });
+  }
+  Status Score(Task& task);
+  void ScoreJob(TargetEval& e, Task& task, size_t k2, std::vector<double>& suggested);
+
+  const Dataset& d_;
+  const EvalOptions& options_;
+  const size_t n_;
+  const size_t nrisks_;
+  std::vector<std::string> job_ids_, users_;  // per row, to name the scored jobs
+  size_t test_begin_ = 0;
+  int64_t first_ = 0, every_ = 0;
+  std::vector<TargetEval> evals_;
+  std::vector<Task> tasks_;
+  // Per target, the end times of the jobs with a value: `train` stores a model set, and with
+  // it the fallbacks of the targets without a model, only once some target has enough of them.
+  std::array<std::vector<int64_t>, kNumTargets> measured_ends_;
+  Mutex mu_;  // guards each task's `done`
+  CondVar cv_;
+  int retrains_ = 0;
+};
+
+Status ReplayRun::Prepare() {
+  if (n_ < 100) {
+    return Status::BadInput(
+        fmt::format("{} jobs with a submit time: too few to replay (100 needed)", n_));
+  }
+  test_begin_ = static_cast<size_t>(static_cast<double>(n_) * (1 - options_.test_fraction));
+  test_begin_ = std::clamp<size_t>(test_begin_, 1, n_ - 1);
+  for (Target t : kAllTargets) {
+    int ti = static_cast<int>(t);
+    TargetEval e{t};
+    size_t before = 0;
+    for (size_t r = 0; r < n_; ++r) {
+      if (std::isnan(d_.y[ti][r])) continue;
+      if (t == Target::kRuntime && std::isnan(d_.req[ti][r])) continue;  // only jobs with a limit
+      if (r >= test_begin_) {
+        e.rows.push_back(r);
+      } else {
+        ++before;
+      }
+    }
+    if (e.rows.empty() || before + e.rows.size() < options_.train.min_rows) continue;
+    for (size_t r = 0; r < n_; ++r) {
+      if (!std::isnan(d_.y[ti][r]) && !std::isnan(d_.req[ti][r]) &&
+          d_.end[r] != std::numeric_limits<int64_t>::max()) {
+        e.by_end.push_back(r);
+      }
+    }
+    std::stable_sort(e.by_end.begin(), e.by_end.end(),
+                     [&](size_t a, size_t b) { return d_.end[a] < d_.end[b]; });
+    e.model_saving.resize(nrisks_);
+    e.model_curve.resize(kCurveRisks.size());
+    e.baseline_saving.resize(nrisks_);
+    evals_.push_back(std::move(e));
+  }
+  if (evals_.empty()) {
+    return Status::BadInput(
+        "no target has enough measured jobs to replay (run time with a time "
+        "limit, peak memory, CPU time or GPU usage)");
+  }
+  MakeTasks();
+  return Status::Ok();
+}
+
+void ReplayRun::MakeTasks() {
+  first_ = d_.submit[test_begin_];
+  int64_t last = d_.submit[n_ - 1];
+  every_ = std::max<int64_t>(options_.retrain_every_s, 3600);
+  int epochs = static_cast<int>((last - first_) / every_) + 1;
+  for (size_t ei = 0; ei < evals_.size(); ++ei) {
+    const TargetEval& e = evals_[ei];
+    size_t next = 0;  // into e.rows
+    for (int k = 0; k < epochs; ++k) {
+      Task task;
+      task.eval = ei;
+      task.cut = first_ + k * every_;
+      while (next < e.rows.size() && d_.submit[e.rows[next]] < task.cut + every_) {
+        task.batch.push_back(e.rows[next++]);
+      }
+      if (!task.batch.empty()) tasks_.push_back(std::move(task));
+    }
+  }
+  for (Target t : kAllTargets) {
+    int ti = static_cast<int>(t);
+    for (size_t r = 0; r < n_; ++r) {
+      if (!std::isnan(d_.y[ti][r])) measured_ends_[ti].push_back(d_.end[r]);
+    }
+    std::sort(measured_ends_[ti].begin(), measured_ends_[ti].end());
+  }
+}
+
+bool ReplayRun::SomeModelAt(int64_t cut) const {
+  for (const auto& ends : measured_ends_) {
+    auto ended = std::upper_bound(ends.begin(), ends.end(), cut) - ends.begin();
+    if (static_cast<size_t>(ended) >= options_.train.min_rows) return true;
+  }
+  return false;
+}
+
+void ReplayRun::Train(Task& task) const {
+  const TargetEval& e = evals_[task.eval];
+  int ti = static_cast<int>(e.t);
+  std::vector<size_t> train_rows;
+  for (size_t r = 0; r < n_ && d_.submit[r] < task.cut; ++r) {
+    if (d_.end[r] <= task.cut && !std::isnan(d_.y[ti][r])) train_rows.push_back(r);
+  }
+  if (SomeModelAt(task.cut)) task.fallback = FallbackBaseline(d_, e.t, train_rows);
+  task.model = TrainTarget(d_, e.t, std::move(train_rows), options_.train);
+  if (task.model.ok()) {
+    task.predicted = PredictTargetRows(*task.model, d_, task.batch, &task.preds);
+  }
+}
+
+Status ReplayRun::Run() {
+  std::atomic<size_t> claimed{0};
+  std::vector<std::thread> pool;
+  int threads = options_.threads > 0 ? options_.threads
+                                     : static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::clamp(threads, 1, std::max(1, static_cast<int>(tasks_.size())));
+  std::atomic<bool> stop{false};
+  for (int w = 0; w < threads; ++w) {
+    pool.emplace_back([&] {
+      while (!stop) {
+        size_t i = claimed.fetch_add(1);
+        if (i >= tasks_.size()) return;
+        Train(tasks_[i]);
+        MutexLock lock(mu_);
+        tasks_[i].done = true;
+        cv_.NotifyAll();
+      }
+    });
+  }
+  struct JoinPool {
+    std::vector<std::thread>& pool;
+    std::atomic<bool>& stop;
+    ~JoinPool() {
+      stop = true;
+      for (auto& t : pool) t.join();
+    }
+  } join{pool, stop};
+  for (Task& task : tasks_) {
+    {
+      MutexLock lock(mu_);
+      while (!task.done) cv_.Wait(lock);
+    }
+    RS_RETURN_IF_ERROR(Score(task));
+  }
+  return Status::Ok();
+}
+
+Status ReplayRun::Score(Task& task) {
+  TargetEval& e = evals_[task.eval];
+  const auto& model = task.model;
+  ++retrains_;
+  if (options_.progress) options_.progress(retrains_, static_cast<int>(tasks_.size()));
+  std::array<float, kSuggestRisks.size()> factors{};
+  if (e.last && options_.correct_risks) {
+    // The jobs that ended since the last period's model last moved its correction, judged
+    // by its suggestions.
+    std::vector<size_t> ended(ByEndAfter(e, e.last_cut), ByEndAfter(e, task.cut));
+    factors = CorrectRisks(*e.last, d_, ended);
+  }
+  if (task.model.ok()) task.model->risk_log_factor = factors;
+  int64_t corrected = task.cut;  // jobs that ended by then have moved the correction
+  // Within the period, as an hourly `train` would: before each job, the jobs that ended since
+  // the last step (at most every correct_every_s) move the correction of the model in force.
+  auto correct_until = [&](int64_t t) {
+    if (!options_.correct_risks || options_.correct_every_s <= 0 || !task.model.ok()) return;
+    t = corrected + (t - corrected) / options_.correct_every_s * options_.correct_every_s;
+    if (t <= corrected) return;
+    std::vector<size_t> ended(ByEndAfter(e, corrected), ByEndAfter(e, t));
+    task.model->risk_log_factor = CorrectRisks(*task.model, d_, ended);
+    corrected = t;
+  };
+  if (model.ok()) {
+    ++e.models_trained;
+    RS_RETURN_IF_ERROR(task.predicted);
+    if (e.blends.size() < 200) {
+      std::vector<double> shown;
+      for (float f : factors) shown.push_back(std::exp(static_cast<double>(f)));
+      e.blends.push_back({{"at", task.cut},
+                          {"weight", model->blend_weight},
+                          {"baseline", NameOf(model->blend_baseline)},
+                          {"risk_factors", shown}});
+    }
+  }
+  std::vector<double> suggested(nrisks_);
+  for (size_t k2 = 0; k2 < task.batch.size(); ++k2) {
+    correct_until(d_.submit[task.batch[k2]]);
+    ScoreJob(e, task, k2, suggested);
+  }
+  // Scored: the model is kept for the next period's risk correction, its predictions are no
+  // longer needed.
+  if (task.model.ok()) {
+    e.last = std::move(*task.model);
+    e.last_cut = corrected;
+  } else if (e.last) {
+    e.last->risk_log_factor = factors;  // no model this period: the correction moves on
+    e.last_cut = task.cut;
+  }
+  task.model = Status::NotFound("scored");
+  task.preds = {};
+  task.batch = {};
+  return Status::Ok();
+}
+
+void ReplayRun::ScoreJob(TargetEval& e, Task& task, size_t k2, std::vector<double>& suggested) {
+  const auto& model = task.model;
+  int ti = static_cast<int>(e.t);
+  size_t r = task.batch[k2];
+  double y = d_.y[ti][r];
+  float req = d_.req[ti][r];
+  const auto& base = d_.baseline[ti][r];
+  for (Baseline b : kAllBaselines) {
+    e.baseline[static_cast<int>(b)].Add(base[static_cast<int>(b)], y);
+  }
+  double w = d_.Weight(r, e.t);
+  // The requests the saving curve counts at options.risks: the request itself before any
+  // model (nothing cut), else the model's suggestion.
+  if (!std::isnan(req)) {
+    for (size_t i = 0; i < nrisks_; ++i) {
+      suggested[i] = model.ok() ? task.preds[k2].Suggest(options_.risks[i]) : req;
+    }
+  }
+  if (options_.on_scored_job) {
+    options_.on_scored_job(ScoredJobJson(d_, r, e.t, job_ids_[r], users_[r],
+                                         model.ok() ? &task.preds[k2] : nullptr, task.fallback,
+                                         options_.risks, suggested));
+  }
+  if (!model.ok()) {
+    // No model yet: the shipped answer is the fallback baseline, at the request.
+    ++e.fallback_by[static_cast<int>(task.fallback)];
+    e.model.Add(base[static_cast<int>(task.fallback)], y);
+    e.learned.Add(base[static_cast<int>(task.fallback)], y);
+    if (!std::isnan(req)) {
+      for (auto& c : e.model_curve) c.Add(req, req, y, w);
+      for (size_t i = 0; i < nrisks_; ++i) {
+        e.model_saving[i].Add(req, suggested[i], y, w);
+        for (int b = 0; b < kNumBaselines; ++b) e.baseline_saving[i][b].Add(req, req, y, w);
+      }
+    }
+    return;
+  }
+  const TargetPrediction& p = task.preds[k2];
+  e.model.Add(p.point, y);
+  e.learned.Add(p.learned, y);
+  double q10 = p.Quantile(0.1), q90 = p.Quantile(0.9);
+  if (std::isfinite(q10) && std::isfinite(q90)) {
+    e.pinball += (Pinball(y, q10, 0.1) + Pinball(y, p.point, 0.5) + Pinball(y, q90, 0.9)) / 3;
+    ++e.pinball_n;
+  }
+  ++e.group_n[p.group];
+  e.group80[p.group] += y >= q10 && y <= q90 ? 1 : 0;
+  e.group95[p.group] += y >= p.Quantile(0.025) && y <= p.Quantile(0.975) ? 1 : 0;
+  if (std::isnan(req)) return;
+  for (size_t i = 0; i < kCurveRisks.size(); ++i) {
+    e.model_curve[i].Add(req, p.Suggest(kCurveRisks[i]), y, w);
+  }
+  for (size_t i = 0; i < nrisks_; ++i) {
+    double risk = options_.risks[i];
+    e.model_saving[i].Add(req, suggested[i], y, w);
+    for (Baseline b : kAllBaselines) {
+      int bi = static_cast<int>(b);
+      float bv = base[bi];
+      const QuantileGrid& g = model->baseline_log_ratio[bi];
+      double s = (std::isfinite(bv) && !g.q.empty())
+                     ? bv * std::exp(static_cast<double>(g.Quantile(1 - risk)))
+                     : req;
+      e.baseline_saving[i][bi].Add(req, s, y, w);
+    }
+  }
+}
+
+nlohmann::json ReplayRun::Document() const {
+  nlohmann::json out;
+  out["schema"] = "rightsize.eval/v1";
+  out["jobs"] = n_;
+  out["scored_from"] = first_;
+  out["retrain_every_s"] = every_;
+  out["correct_every_s"] = options_.correct_risks ? options_.correct_every_s : 0;
+  out["test_fraction"] = options_.test_fraction;
+  nlohmann::json targets = nlohmann::json::object();
+  for (const TargetEval& e : evals_) targets[std::string(NameOf(e.t))] = TargetJson(e, options_);
+  out["targets"] = std::move(targets);
+  out["retrains"] = retrains_;
+  return out;
+}
+
 }  // namespace
 
 StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContext& cluster,
@@ -147,357 +553,10 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
   }
   jobs.clear();
   jobs.shrink_to_fit();
-  size_t n = d.rows();
-  if (n < 100) {
-    return Status::BadInput(
-        fmt::format("{} jobs with a submit time: too few to replay (100 needed)", n));
-  }
-  auto test_begin = static_cast<size_t>(static_cast<double>(n) * (1 - options.test_fraction));
-  test_begin = std::clamp<size_t>(test_begin, 1, n - 1);
-  size_t nrisks = options.risks.size();
-
-  std::vector<TargetEval> evals;
-  for (Target t : kAllTargets) {
-    int ti = static_cast<int>(t);
-    TargetEval e{t};
-    size_t before = 0;
-    for (size_t r = 0; r < n; ++r) {
-      if (std::isnan(d.y[ti][r])) continue;
-      if (t == Target::kRuntime && std::isnan(d.req[ti][r])) continue;  // only jobs with a limit
-      if (r >= test_begin) {
-        e.rows.push_back(r);
-      } else {
-        ++before;
-      }
-    }
-    if (e.rows.empty() || before + e.rows.size() < options.train.min_rows) continue;
-    for (size_t r = 0; r < n; ++r) {
-      if (!std::isnan(d.y[ti][r]) && !std::isnan(d.req[ti][r]) &&
-          d.end[r] != std::numeric_limits<int64_t>::max()) {
-        e.by_end.push_back(r);
-      }
-    }
-    std::stable_sort(e.by_end.begin(), e.by_end.end(),
-                     [&](size_t a, size_t b) { return d.end[a] < d.end[b]; });
-    e.model_saving.resize(nrisks);
-    e.model_curve.resize(kCurveRisks.size());
-    e.baseline_saving.resize(nrisks);
-    evals.push_back(std::move(e));
-  }
-  if (evals.empty()) {
-    return Status::BadInput(
-        "no target has enough measured jobs to replay (run time with a time "
-        "limit, peak memory, CPU time or GPU usage)");
-  }
-
-  int64_t first = d.submit[test_begin];
-  int64_t last = d.submit[n - 1];
-  int64_t every = std::max<int64_t>(options.retrain_every_s, 3600);
-  int epochs = static_cast<int>((last - first) / every) + 1;
-
-  // One task per target and retrain period: the rows it scores and the model trained at its
-  // start. The models are independent (each reads the shared dataset only), so they train on a
-  // pool of threads, one thread each as in `train`; the scores are summed in task order, so the
-  // document is the same whatever the number of threads.
-  struct Task {
-    size_t eval = 0;
-    int64_t cut = 0;
-    std::vector<size_t> batch;
-    StatusOr<TargetModel> model = Status::NotFound("not trained yet");
-    Baseline fallback = Baseline::kLast2;  // the answer without a model (FallbackBaseline)
-    std::vector<TargetPrediction> preds;
-    Status predicted;
-    bool done = false;
-  };
-  std::vector<Task> tasks;
-  for (size_t ei = 0; ei < evals.size(); ++ei) {
-    const TargetEval& e = evals[ei];
-    size_t next = 0;  // into e.rows
-    for (int k = 0; k < epochs; ++k) {
-      Task task;
-      task.eval = ei;
-      task.cut = first + k * every;
-      while (next < e.rows.size() && d.submit[e.rows[next]] < task.cut + every) {
-        task.batch.push_back(e.rows[next++]);
-      }
-      if (!task.batch.empty()) tasks.push_back(std::move(task));
-    }
-  }
-  // Per target, the end times of the jobs with a value: `train` stores a model set, and with
-  // it the fallbacks of the targets without a model, only once some target has enough of them.
-  std::array<std::vector<int64_t>, kNumTargets> measured_ends;
-  for (Target t : kAllTargets) {
-    int ti = static_cast<int>(t);
-    for (size_t r = 0; r < n; ++r) {
-      if (!std::isnan(d.y[ti][r])) measured_ends[ti].push_back(d.end[r]);
-    }
-    std::sort(measured_ends[ti].begin(), measured_ends[ti].end());
-  }
-  auto some_model_at = [&](int64_t cut) {
-    for (const auto& ends : measured_ends) {
-      auto ended = std::upper_bound(ends.begin(), ends.end(), cut) - ends.begin();
-      if (static_cast<size_t>(ended) >= options.train.min_rows) return true;
-    }
-    return false;
-  };
-  auto run = [&](Task& task) {
-    const TargetEval& e = evals[task.eval];
-    int ti = static_cast<int>(e.t);
-    std::vector<size_t> train_rows;
-    for (size_t r = 0; r < n && d.submit[r] < task.cut; ++r) {
-      if (d.end[r] <= task.cut && !std::isnan(d.y[ti][r])) train_rows.push_back(r);
-    }
-    if (some_model_at(task.cut)) task.fallback = FallbackBaseline(d, e.t, train_rows);
-    task.model = TrainTarget(d, e.t, std::move(train_rows), options.train);
-    if (task.model.ok()) {
-      task.predicted = PredictTargetRows(*task.model, d, task.batch, &task.preds);
-    }
-  };
-  std::mutex mu;
-  std::condition_variable cv;
-  std::atomic<size_t> claimed{0};
-  std::vector<std::thread> pool;
-  int threads =
-      options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
-  threads = std::clamp(threads, 1, std::max(1, static_cast<int>(tasks.size())));
-  std::atomic<bool> stop{false};
-  for (int w = 0; w < threads; ++w) {
-    pool.emplace_back([&] {
-      while (!stop) {
-        size_t i = claimed.fetch_add(1);
-        if (i >= tasks.size()) return;
-        run(tasks[i]);
-        std::lock_guard<std::mutex> lock(mu);
-        tasks[i].done = true;
-        cv.notify_all();
-      }
-    });
-  }
-  struct JoinPool {
-    std::vector<std::thread>& pool;
-    std::atomic<bool>& stop;
-    ~JoinPool() {
-      stop = true;
-      for (auto& t : pool) t.join();
-    }
-  } join{pool, stop};
-
-  // The first of `e`'s rows (in end order) that ended after `t`.
-  auto by_end_after = [&d](const TargetEval& e, int64_t t) {
-    return std::upper_bound(e.by_end.begin(), e.by_end.end(), t,
-                            [&d](int64_t v, size_t r) { return v < d.end[r]; });
-  };
-  int retrains = 0;
-  for (Task& task : tasks) {
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return task.done; });
-    }
-    TargetEval& e = evals[task.eval];
-    int ti = static_cast<int>(e.t);
-    const std::vector<size_t>& batch = task.batch;
-    const auto& model = task.model;
-    const std::vector<TargetPrediction>& preds = task.preds;
-    ++retrains;
-    if (options.progress) options.progress(retrains, static_cast<int>(tasks.size()));
-    std::array<float, kSuggestRisks.size()> factors{};
-    if (e.last && options.correct_risks) {
-      // The jobs that ended since the last period's model last moved its correction, judged
-      // by its suggestions.
-      std::vector<size_t> ended(by_end_after(e, e.last_cut), by_end_after(e, task.cut));
-      factors = CorrectRisks(*e.last, d, ended);
-    }
-    if (task.model.ok()) task.model->risk_log_factor = factors;
-    int64_t corrected = task.cut;  // jobs that ended by then have moved the correction
-    // Within the period, as an hourly `train` would: before each job, the jobs that ended since
-    // the last step (at most every correct_every_s) move the correction of the model in force.
-    auto correct_until = [&](int64_t t) {
-      if (!options.correct_risks || options.correct_every_s <= 0 || !task.model.ok()) return;
-      t = corrected + (t - corrected) / options.correct_every_s * options.correct_every_s;
-      if (t <= corrected) return;
-      std::vector<size_t> ended(by_end_after(e, corrected), by_end_after(e, t));
-      task.model->risk_log_factor = CorrectRisks(*task.model, d, ended);
-      corrected = t;
-    };
-    if (model.ok()) {
-      ++e.models_trained;
-      RS_RETURN_IF_ERROR(task.predicted);
-      if (e.blends.size() < 200) {
-        std::vector<double> shown;
-        for (float f : factors) shown.push_back(std::exp(static_cast<double>(f)));
-        e.blends.push_back({{"at", task.cut},
-                            {"weight", model->blend_weight},
-                            {"baseline", NameOf(model->blend_baseline)},
-                            {"risk_factors", shown}});
-      }
-    }
-    std::vector<double> suggested(nrisks);
-    for (size_t k2 = 0; k2 < batch.size(); ++k2) {
-      size_t r = batch[k2];
-      correct_until(d.submit[r]);
-      double y = d.y[ti][r];
-      float req = d.req[ti][r];
-      const auto& base = d.baseline[ti][r];
-      for (Baseline b : kAllBaselines) {
-        e.baseline[static_cast<int>(b)].Add(base[static_cast<int>(b)], y);
-      }
-      double w = d.Weight(r, e.t);
-      // The requests the saving curve counts at options.risks: the request itself before any
-      // model (nothing cut), else the model's suggestion.
-      if (!std::isnan(req)) {
-        for (size_t i = 0; i < nrisks; ++i) {
-          suggested[i] = model.ok() ? preds[k2].Suggest(options.risks[i]) : req;
-        }
-      }
-      if (options.on_scored_job) {
-        options.on_scored_job(ScoredJobJson(d, r, e.t, job_ids[r], users[r],
-                                            model.ok() ? &preds[k2] : nullptr, task.fallback,
-                                            options.risks, suggested));
-      }
-      if (!model.ok()) {
-        // No model yet: the shipped answer is the fallback baseline, at the request.
-        ++e.fallback_by[static_cast<int>(task.fallback)];
-        e.model.Add(base[static_cast<int>(task.fallback)], y);
-        e.learned.Add(base[static_cast<int>(task.fallback)], y);
-        if (!std::isnan(req)) {
-          for (auto& c : e.model_curve) c.Add(req, req, y, w);
-          for (size_t i = 0; i < nrisks; ++i) {
-            e.model_saving[i].Add(req, suggested[i], y, w);
-            for (int b = 0; b < kNumBaselines; ++b) e.baseline_saving[i][b].Add(req, req, y, w);
-          }
-        }
-        continue;
-      }
-      const TargetPrediction& p = preds[k2];
-      e.model.Add(p.point, y);
-      e.learned.Add(p.learned, y);
-      double q10 = p.Quantile(0.1), q90 = p.Quantile(0.9);
-      if (std::isfinite(q10) && std::isfinite(q90)) {
-        e.pinball += (Pinball(y, q10, 0.1) + Pinball(y, p.point, 0.5) + Pinball(y, q90, 0.9)) / 3;
-        ++e.pinball_n;
-      }
-      ++e.group_n[p.group];
-      e.group80[p.group] += y >= q10 && y <= q90 ? 1 : 0;
-      e.group95[p.group] += y >= p.Quantile(0.025) && y <= p.Quantile(0.975) ? 1 : 0;
-      if (std::isnan(req)) continue;
-      for (size_t i = 0; i < kCurveRisks.size(); ++i) {
-        e.model_curve[i].Add(req, p.Suggest(kCurveRisks[i]), y, w);
-      }
-      for (size_t i = 0; i < nrisks; ++i) {
-        double risk = options.risks[i];
-        e.model_saving[i].Add(req, suggested[i], y, w);
-        for (Baseline b : kAllBaselines) {
-          int bi = static_cast<int>(b);
-          float bv = base[bi];
-          const QuantileGrid& g = model->baseline_log_ratio[bi];
-          double s = (std::isfinite(bv) && !g.q.empty())
-                         ? bv * std::exp(static_cast<double>(g.Quantile(1 - risk)))
-                         : req;
-          e.baseline_saving[i][bi].Add(req, s, y, w);
-        }
-      }
-    }
-    // Scored: the model is kept for the next period's risk correction, its predictions are no
-    // longer needed.
-    if (task.model.ok()) {
-      e.last = std::move(*task.model);
-      e.last_cut = corrected;
-    } else if (e.last) {
-      e.last->risk_log_factor = factors;  // no model this period: the correction moves on
-      e.last_cut = task.cut;
-    }
-    task.model = Status::NotFound("scored");
-    task.preds = {};
-    task.batch = {};
-  }
-
-  nlohmann::json out;
-  out["schema"] = "rightsize.eval/v1";
-  out["jobs"] = n;
-  out["scored_from"] = first;
-  out["retrain_every_s"] = every;
-  out["correct_every_s"] = options.correct_risks ? options.correct_every_s : 0;
-  out["test_fraction"] = options.test_fraction;
-  nlohmann::json targets = nlohmann::json::object();
-  for (const TargetEval& e : evals) {
-    nlohmann::json tj;
-    tj["unit"] = InfoOf(e.t).unit;
-    tj["n"] = e.rows.size();
-    tj["models_trained"] = e.models_trained;
-    tj["fallback_jobs"] = std::accumulate(e.fallback_by.begin(), e.fallback_by.end(), int64_t{0});
-    nlohmann::json by = nlohmann::json::object();
-    for (Baseline b : kAllBaselines) {
-      if (e.fallback_by[static_cast<int>(b)] > 0) {
-        by[std::string(NameOf(b))] = e.fallback_by[static_cast<int>(b)];
-      }
-    }
-    tj["fallback_baselines"] = std::move(by);
-    nlohmann::json m = Json(e.model);
-    auto sum = [](const std::array<int64_t, 3>& a) {
-      return static_cast<double>(a[0] + a[1] + a[2]);
-    };
-    double in = sum(e.group_n);
-    // No scored job had a model: there were no intervals to measure.
-    auto share = [&](double v) {
-      return in > 0 ? nlohmann::json(v / in) : nlohmann::json(nullptr);
-    };
-    m["pinball"] = e.pinball_n > 0 ? nlohmann::json(e.pinball / static_cast<double>(e.pinball_n))
-                                   : nlohmann::json(nullptr);
-    m["pinball_n"] = e.pinball_n;
-    m["coverage80"] = share(sum(e.group80));
-    m["coverage95"] = share(sum(e.group95));
-    nlohmann::json groups = nlohmann::json::array();
-    for (int g = 0; g < 3; ++g) {
-      if (e.group_n[g] == 0) continue;
-      auto gn = static_cast<double>(e.group_n[g]);
-      groups.push_back({{"history", HistoryGroupName(g)},
-                        {"n", e.group_n[g]},
-                        {"coverage80", static_cast<double>(e.group80[g]) / gn},
-                        {"coverage95", static_cast<double>(e.group95[g]) / gn}});
-    }
-    m["by_history"] = std::move(groups);
-    tj["model"] = std::move(m);
-    tj["learned"] = Json(e.learned);
-    nlohmann::json bj = nlohmann::json::object();
-    for (Baseline b : kAllBaselines) {
-      if (!IsBaselineOf(b, e.t)) continue;
-      if (e.baseline[static_cast<int>(b)].n == 0) continue;
-      bj[std::string(NameOf(b))] = Json(e.baseline[static_cast<int>(b)]);
-    }
-    tj["baselines"] = std::move(bj);
-    nlohmann::json curve = nlohmann::json::array();
-    if (e.t != Target::kGpuUtil) {
-      for (size_t i = 0; i < nrisks; ++i) {
-        if (e.model_saving[i].n == 0) continue;
-        nlohmann::json c = {{"risk", options.risks[i]},
-                            {"jobs", e.model_saving[i].n},
-                            {"model_saved", e.model_saving[i].saved()},
-                            {"model_killed", e.model_saving[i].killed_share()}};
-        for (Baseline b : kAllBaselines) {
-          if (!IsBaselineOf(b, e.t)) continue;
-          const SavingStats& s = e.baseline_saving[i][static_cast<int>(b)];
-          c[fmt::format("{}_saved", NameOf(b))] = s.saved();
-          c[fmt::format("{}_killed", NameOf(b))] = s.killed_share();
-        }
-        curve.push_back(std::move(c));
-      }
-    }
-    tj["saving_curve"] = std::move(curve);
-    // The model's curve alone, at more risks: what it frees at any share of jobs killed.
-    nlohmann::json model_curve = nlohmann::json::array();
-    if (e.t != Target::kGpuUtil && !e.model_curve.empty() && e.model_curve[0].n > 0) {
-      for (size_t i = 0; i < kCurveRisks.size(); ++i) {
-        model_curve.push_back({{"risk", kCurveRisks[i]},
-                               {"saved", e.model_curve[i].saved()},
-                               {"killed", e.model_curve[i].killed_share()}});
-      }
-    }
-    tj["model_curve"] = std::move(model_curve);
-    tj["blends"] = e.blends;
-    targets[std::string(NameOf(e.t))] = std::move(tj);
-  }
-  out["targets"] = std::move(targets);
-  out["retrains"] = retrains;
+  ReplayRun run(d, options, std::move(job_ids), std::move(users));
+  RS_RETURN_IF_ERROR(run.Prepare());
+  RS_RETURN_IF_ERROR(run.Run());
+  nlohmann::json out = run.Document();
   out["seconds"] =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return out;

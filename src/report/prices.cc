@@ -144,4 +144,9 @@ StatusOr<PriceTable> LoadPriceTable(const std::string& path) {
   return ParsePriceTable(text.str(), path);
 }
 
+StatusOr<PriceTable> PricesFor(const std::string& path) {
+  if (path.empty()) return ParsePriceTable(kDefaultPricesJson, "<built-in share/prices.json>");
+  return LoadPriceTable(path);
+}
+
 }  // namespace rightsize

@@ -66,6 +66,11 @@ StatusOr<PriceTable> ParsePriceTable(std::string_view json_text, const std::stri
 // Reads and parses a price file. NotFound / IoError when it cannot be read.
 StatusOr<PriceTable> LoadPriceTable(const std::string& path);
 
+// share/prices.json, embedded at build time (default_prices.cc.in).
+extern const char* const kDefaultPricesJson;
+// The price table of `path`, or the built-in one when `path` is empty.
+StatusOr<PriceTable> PricesFor(const std::string& path);
+
 // Lower-cases ASCII letters; GPU type keys are compared this way.
 std::string LowerAscii(std::string_view text);
 

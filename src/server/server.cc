@@ -13,6 +13,7 @@
 
 #include "core/json_text.h"
 #include "core/units.h"
+#include "predict/predict.h"
 #include "report/live.h"
 #include "report/render.h"
 #include "report/waste.h"
@@ -336,19 +337,19 @@ struct ApiServer::PendingWrite {
   const TelemetryBatch* batch = nullptr;
   // Its own: one shared condition variable woke every waiting request thread at each commit,
   // and the context switches cost more than the writes.
-  std::condition_variable cv;
-  bool done = false;
-  StatusOr<bool> result = false;
+  CondVar cv;
+  bool done = false;              // guarded by write_mu_
+  StatusOr<bool> result = false;  // guarded by write_mu_
 };
 
 ApiServer::ApiServer(ServerOptions options) : options_(std::move(options)) {}
 
 ApiServer::~ApiServer() {
   {
-    std::lock_guard lock(write_mu_);
+    MutexLock lock(write_mu_);
     stop_writer_ = true;
   }
-  write_cv_.notify_all();
+  write_cv_.NotifyAll();
   if (writer_.joinable()) writer_.join();
 }
 
@@ -362,23 +363,23 @@ Status ApiServer::Init() {
 StatusOr<bool> ApiServer::Write(const TelemetryBatch& batch, bool* busy) {
   PendingWrite w;
   w.batch = &batch;
-  std::unique_lock lock(write_mu_);
+  MutexLock lock(write_mu_);
   if (!writer_.joinable()) return Status::Internal("the server was not initialised");
   if (writes_.size() >= kMaxQueuedWrites) {
     *busy = true;
     return Status::IoError("the server is busy storing other batches: retry later");
   }
   writes_.push_back(&w);
-  write_cv_.notify_one();  // only the writer waits on it
-  w.cv.wait(lock, [&] { return w.done; });
+  write_cv_.NotifyOne();  // only the writer waits on it
+  while (!w.done) w.cv.Wait(lock);
   return std::move(w.result);
 }
 
 void ApiServer::WriterLoop() {
   std::unique_ptr<Store> store;
-  std::unique_lock lock(write_mu_);
+  MutexLock lock(write_mu_);
   while (true) {
-    write_cv_.wait(lock, [&] { return stop_writer_ || !writes_.empty(); });
+    while (!stop_writer_ && writes_.empty()) write_cv_.Wait(lock);
     if (writes_.empty() && stop_writer_) break;
     // Everything that queued up while the last transaction ran, bounded so that one commit
     // never holds the lock for long.
@@ -387,7 +388,7 @@ void ApiServer::WriterLoop() {
       group.push_back(writes_.front());
       writes_.pop_front();
     }
-    lock.unlock();
+    lock.Unlock();
     std::vector<Store::TelemetryWrite> batch;
     for (PendingWrite* w : group) batch.push_back({w->batch->agent, w->batch->seq, w->batch->jobs});
     StatusOr<std::vector<bool>> stored = Status::Internal("no store");
@@ -400,20 +401,20 @@ void ApiServer::WriterLoop() {
       }
     }
     if (store) stored = store->WriteTelemetryGroup(batch);
-    lock.lock();
+    lock.Lock();
     for (size_t i = 0; i < group.size(); ++i) {
       group[i]->result =
           stored.ok() ? StatusOr<bool>((*stored)[i]) : StatusOr<bool>(stored.status());
       group[i]->done = true;
       // Under the lock: once woken, the request thread returns and its PendingWrite is gone.
-      group[i]->cv.notify_one();
+      group[i]->cv.NotifyOne();
     }
   }
 }
 
 StatusOr<std::unique_ptr<Store>> ApiServer::Acquire() {
   {
-    std::lock_guard lock(pool_mu_);
+    MutexLock lock(pool_mu_);
     if (!pool_.empty()) {
       auto s = std::move(pool_.back());
       pool_.pop_back();
@@ -424,7 +425,7 @@ StatusOr<std::unique_ptr<Store>> ApiServer::Acquire() {
 }
 
 void ApiServer::Release(std::unique_ptr<Store> store) {
-  std::lock_guard lock(pool_mu_);
+  MutexLock lock(pool_mu_);
   if (pool_.size() < 64) pool_.push_back(std::move(store));
 }
 
@@ -477,7 +478,7 @@ ApiServer::Reply ApiServer::Health() {
 
 ApiServer::Reply ApiServer::Telemetry(const Caller& who, const std::string& body) {
   auto reject = [&](int status, const std::string& reason, const std::string& msg) {
-    std::lock_guard lock(metrics_mu_);
+    MutexLock lock(metrics_mu_);
     ++rejected_[reason];
     return Error(status, msg);
   };
@@ -492,7 +493,7 @@ ApiServer::Reply ApiServer::Telemetry(const Caller& who, const std::string& body
   if (!stored.ok()) {
     // 503: the agent keeps the batch and retries with backoff.
     if (busy) {
-      std::lock_guard lock(metrics_mu_);
+      MutexLock lock(metrics_mu_);
       ++rejected_["busy"];
     }
     return Error(busy ? 503 : 500, stored.status().message());
@@ -513,7 +514,7 @@ ApiServer::Reply ApiServer::Telemetry(const Caller& who, const std::string& body
       {"rejected", rejected}};
   if (batch->rejected.empty()) return Json(out);
   {
-    std::lock_guard lock(metrics_mu_);
+    MutexLock lock(metrics_mu_);
     rejected_["invalid_entry"] += static_cast<int64_t>(batch->rejected.size());
   }
   out["error"] = fmt::format("{} of {} job entries rejected", batch->rejected.size(),
@@ -710,12 +711,13 @@ ApiServer::Reply ApiServer::Stacks(const Caller& who, const std::string& cluster
 }
 
 ApiServer::Reply ApiServer::Predict(const Caller& who, const std::string& body) {
-  if (!options_.predict) return Error(501, "this server has no predictor");
   nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
     return Error(400, "expected a JSON object with \"script\"");
   }
-  PredictInput in;
+  PredictRequest in;
+  in.script_text.emplace();
+  std::string name;
   auto text = [&](const char* key, std::string* out) -> bool {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) return true;
@@ -725,8 +727,8 @@ ApiServer::Reply ApiServer::Predict(const Caller& who, const std::string& body) 
   };
   std::string job_id;
   for (auto [key, out] :
-       std::initializer_list<std::pair<const char*, std::string*>>{{"script", &in.script},
-                                                                   {"name", &in.name},
+       std::initializer_list<std::pair<const char*, std::string*>>{{"script", &*in.script_text},
+                                                                   {"name", &name},
                                                                    {"cluster", &in.cluster},
                                                                    {"user", &in.user},
                                                                    {"account", &in.account},
@@ -734,12 +736,15 @@ ApiServer::Reply ApiServer::Predict(const Caller& who, const std::string& body) 
                                                                    {"job_id", &job_id}}) {
     if (!text(key, out)) return Error(400, fmt::format("{}: expected a string", key));
   }
-  if (in.script.empty()) return Error(400, "script: required (the job script's text)");
+  if (in.script_text->empty()) {
+    return Error(400, "script: required (the job script's text)");
+  }
+  in.script = name.empty() ? "script" : name;  // sbatch's job name without -J
   if (auto it = j.find("args"); it != j.end() && !it->is_null()) {
     if (!it->is_array()) return Error(400, "args: expected a list of strings");
     for (const auto& a : *it) {
       if (!a.is_string()) return Error(400, "args: expected a list of strings");
-      in.args.push_back(a.get<std::string>());
+      in.sbatch_args.push_back(a.get<std::string>());
     }
   }
   if (auto it = j.find("risk"); it != j.end() && !it->is_null()) {
@@ -760,8 +765,9 @@ ApiServer::Reply ApiServer::Predict(const Caller& who, const std::string& body) 
   }
   in.now = Now();
   RS_LEASE(store);
-  auto pred = options_.predict(*store, in);
-  if (!pred.ok()) return Error(HttpStatus(pred.status()), pred.status().message());
+  auto out = PredictJob(*store, in, &models_);
+  if (!out.ok()) return Error(HttpStatus(out.status()), out.status().message());
+  const nlohmann::json* pred = &out->doc;
   if (!job_id.empty()) {
     StoredPrediction p;
     p.cluster = pred->value("cluster", in.cluster);
@@ -872,7 +878,7 @@ ApiServer::Reply ApiServer::OverviewOf(const Caller& who, bool with_waste) {
     // minute per cluster and viewer, however often dashboards poll.
     std::pair<std::string, std::string> key{cluster, who.admin ? std::string("*") : who.user};
     {
-      std::lock_guard lock(waste_mu_);
+      MutexLock lock(waste_mu_);
       auto it = waste_cache_.find(key);
       if (it != waste_cache_.end() && now - it->second.first < kWasteCacheS) {
         c.update(it->second.second);
@@ -906,7 +912,7 @@ ApiServer::Reply ApiServer::OverviewOf(const Caller& who, bool with_waste) {
                      {"top_wasters", top}};
     }
     {
-      std::lock_guard lock(waste_mu_);
+      MutexLock lock(waste_mu_);
       waste_cache_[key] = {now, waste};
     }
     c.update(waste);
@@ -916,7 +922,7 @@ ApiServer::Reply ApiServer::OverviewOf(const Caller& who, bool with_waste) {
 }
 
 void ApiServer::Count(const std::string& route, int status, double seconds) {
-  std::lock_guard lock(metrics_mu_);
+  MutexLock lock(metrics_mu_);
   ++requests_[{route, status}];
   seconds_[route] += seconds;
 }
@@ -924,7 +930,7 @@ void ApiServer::Count(const std::string& route, int status, double seconds) {
 std::string ApiServer::Metrics() {
   std::string out;
   {
-    std::lock_guard lock(metrics_mu_);
+    MutexLock lock(metrics_mu_);
     out +=
         "# HELP rightsize_http_requests_total HTTP requests by route and status.\n"
         "# TYPE rightsize_http_requests_total counter\n";
@@ -1048,7 +1054,7 @@ void ApiServer::Mount(httplib::Server& http) {
     Reply r;
     if (too_large) {
       {
-        std::lock_guard lock(metrics_mu_);
+        MutexLock lock(metrics_mu_);
         ++rejected_["too_large"];
       }
       r = Error(413, fmt::format("the batch is over {} bytes (after decompression): send smaller "

@@ -24,7 +24,9 @@
 #include <thread>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/status.h"
+#include "model/model_cache.h"
 #include "report/prices.h"
 #include "server/telemetry.h"
 #include "store/store.h"
@@ -49,23 +51,10 @@ struct ServerConfig {
 // Reads the JSON config file (docs/api.md, "Access"). BadInput naming the field.
 StatusOr<ServerConfig> LoadServerConfig(const std::string& path);
 
-// What POST /api/v1/predict passes on to the predictor.
-struct PredictInput {
-  std::string script;
-  std::string name;               // the script's file name (the job name when -J is not given)
-  std::vector<std::string> args;  // sbatch's own arguments
-  std::string cluster, user, account, partition;
-  double risk = 0.01;
-  bool per_job_risk = false;  // the risk bounds each job's own chance, not a share of all jobs
-  int64_t now = 0;
-};
-using PredictFn = std::function<StatusOr<nlohmann::json>(Store&, const PredictInput&)>;
-
 struct ServerOptions {
   std::string db;  // the store's location
   ServerConfig config;
   PriceTable prices;
-  PredictFn predict;               // null: /api/v1/predict answers 501
   std::function<int64_t()> now_s;  // the clock (tests set it); default: the system clock
   TelemetryLimits limits;
 };
@@ -130,23 +119,27 @@ class ApiServer {
   void WriterLoop();
 
   ServerOptions options_;
-  std::mutex write_mu_;
-  std::condition_variable write_cv_;
-  std::deque<PendingWrite*> writes_;
-  bool stop_writer_ = false;
+  // Each cluster's model, read once per version, not once per prediction (thread-safe).
+  ModelCache models_;
+  Mutex write_mu_;
+  CondVar write_cv_;
+  std::deque<PendingWrite*> writes_ GUARDED_BY(write_mu_);
+  bool stop_writer_ GUARDED_BY(write_mu_) = false;
   std::thread writer_;
-  std::mutex pool_mu_;
-  std::vector<std::unique_ptr<Store>> pool_;
+  Mutex pool_mu_;
+  std::vector<std::unique_ptr<Store>> pool_ GUARDED_BY(pool_mu_);
 
   // The overview's waste figures per (cluster, viewer: "*" for admins), with when made.
   static constexpr int64_t kWasteCacheS = 60;
-  std::mutex waste_mu_;
-  std::map<std::pair<std::string, std::string>, std::pair<int64_t, nlohmann::json>> waste_cache_;
+  Mutex waste_mu_;
+  std::map<std::pair<std::string, std::string>, std::pair<int64_t, nlohmann::json>> waste_cache_
+      GUARDED_BY(waste_mu_);
 
-  std::mutex metrics_mu_;
-  std::map<std::pair<std::string, int>, int64_t> requests_;  // (route, status) -> count
-  std::map<std::string, double> seconds_;                    // route -> total seconds
-  std::map<std::string, int64_t> rejected_;                  // reason -> batches or entries
+  Mutex metrics_mu_;
+  // (route, status) -> count
+  std::map<std::pair<std::string, int>, int64_t> requests_ GUARDED_BY(metrics_mu_);
+  std::map<std::string, double> seconds_ GUARDED_BY(metrics_mu_);    // route -> total seconds
+  std::map<std::string, int64_t> rejected_ GUARDED_BY(metrics_mu_);  // reason -> batches or entries
   std::atomic<int64_t> samples_{0}, batches_{0};
 };
 

@@ -1,0 +1,25 @@
+// The GPU memory a job's Python code needs, read from the code itself (code/): the prediction
+// for a program the cluster has never run, and the figure shown beside the history's.
+//
+// Pure functions of the files they read; thread-safe.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "ingest/job_script.h"
+
+namespace rightsize {
+
+// The folder `advise` and `predict` read a job's code from by default: the script's own.
+std::string DefaultCodeDir(const std::string& script_path);
+
+// The GPU memory the job's code needs: p10/p50/p90 per job (bytes), "per_gpu" (the estimate's
+// document), "gpus", "lines" (file:line of the terms) and "text" (the lines `predict` prints).
+// nullopt when the code cannot be read or sized. `code_dir` "" = the script's folder.
+std::optional<nlohmann::json> GpuMemoryFromCode(const JobScript& script,
+                                                const std::string& script_path,
+                                                const std::string& code_dir);
+
+}  // namespace rightsize

@@ -1,0 +1,532 @@
+#include "predict/predict.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "ingest/job_script.h"
+#include "model/dataset.h"
+#include "model/history.h"
+#include "model/predictor.h"
+#include "model/target.h"
+#include "predict/cluster.h"
+#include "predict/code_estimate.h"
+#include "report/prices.h"
+#include "report/render.h"
+
+namespace rightsize {
+
+namespace {
+
+// How many of the user's (and the program's) newest finished jobs a prediction reads.
+constexpr int64_t kMaxPastJobs = 2500;
+
+// Rounds a suggestion up to what a request is written in.
+double RoundUp(Target t, double v) {
+  switch (t) {
+    case Target::kRuntime:
+      return std::ceil(v / 60) * 60;
+    case Target::kPeakMemory:
+    case Target::kGpuMemory: {
+      double step = v > 4.0 * kGiB ? static_cast<double>(kGiB) : 256.0 * kMiB;
+      return std::ceil(v / step) * step;
+    }
+    case Target::kCpuCores:
+      return std::ceil(v);
+    case Target::kGpuUtil:
+      return v;
+  }
+  return v;
+}
+
+std::string TableRow(Target t, const std::string& p10, const std::string& p50,
+                     const std::string& p90, const std::string& request,
+                     const std::string& too_small, const std::string& suggested) {
+  return fmt::format("  {:<12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", NameOf(t), p10, p50,
+                     p90, request, too_small, suggested);
+}
+
+// What one prediction has read and said so far; the steps below fill it in order.
+struct Work {  // NOLINT(bugprone-exception-escape): json's move may throw
+  const PredictRequest& req;
+  JobScript script;
+  std::optional<nlohmann::json> from_code;  // the code's reading of GPU memory
+  std::string cluster;
+  JobRecord job;
+  int64_t now = 0;
+  nlohmann::json notes = nlohmann::json::array();
+  // The model: from the cache when the caller keeps one (its lock held while predicting).
+  std::shared_ptr<const ModelSet> held;
+  std::unique_lock<std::mutex> predicting;
+  const ModelSet* set = nullptr;
+  std::vector<JobRecord> past;  // the user's and the program's finished jobs, oldest first
+  History history;
+  ClusterContext context;
+  std::vector<float> row;
+  std::optional<double> gpu_capacity;
+  // What is said per target.
+  nlohmann::json targets = nlohmann::json::object();
+  std::string table;
+  std::vector<std::string> why_lines;
+  std::vector<std::string> unmeasured;  // targets the user's finished jobs never measured
+};
+
+// The cluster the job is for; one the store has never seen still gets an answer, from the
+// script and the code alone, with a note.
+Status PickJobCluster(Store& store, Work& w) {
+  auto cluster = PickCluster(store, w.req.cluster);
+  if (!cluster.ok() && cluster.status().code() == Status::Code::kNotFound) {
+    cluster = w.req.cluster.empty() ? std::string("default") : w.req.cluster;
+    w.notes.push_back(
+        fmt::format("the store has no jobs of cluster {}: no history to learn from, only "
+                    "what the script{} says",
+                    *cluster, w.from_code ? " and its code" : ""));
+  }
+  if (!cluster.ok()) return cluster.status();
+  w.cluster = *cluster;
+  return Status::Ok();
+}
+
+// The job as submitted: the script's request with the request's overrides.
+void BuildJob(Work& w) {
+  const PredictRequest& r = w.req;
+  w.job.cluster = w.cluster;
+  w.job.request = w.script.request;
+  if (!r.user.empty()) w.job.request.user = r.user;
+  if (w.job.request.user.empty()) {
+    const char* u = std::getenv("USER");
+    w.job.request.user = u != nullptr ? u : "";
+  }
+  if (!r.account.empty()) w.job.request.account = r.account;
+  if (!r.partition.empty()) w.job.request.partition = r.partition;
+  if (w.job.request.job_name.empty()) {
+    // sbatch names a job after its script when -J is not given.
+    w.job.request.job_name = std::filesystem::path(r.script).filename().string();
+  }
+  w.now = r.now > 0 ? r.now : static_cast<int64_t>(std::time(nullptr));
+  w.job.submit_time = w.now;
+}
+
+Status LoadModel(Store& store, ModelCache* models, Work& w) {
+  auto load = [&]() -> StatusOr<ModelSet> {
+    RS_ASSIGN_OR_RETURN(auto stored, store.GetModel(w.cluster, 0));
+    RS_ASSIGN_OR_RETURN(auto parsed, ModelSet::Deserialize(stored.blob));
+    parsed.version = stored.version;
+    return parsed;
+  };
+  auto version = store.LatestModelVersion(w.cluster);
+  if (version.ok()) {
+    if (models != nullptr) {
+      RS_ASSIGN_OR_RETURN(auto entry, models->Get(w.cluster, *version, load));
+      w.held = entry.set;
+      w.predicting = std::unique_lock<std::mutex>(*entry.mu);
+    } else {
+      RS_ASSIGN_OR_RETURN(auto parsed, load());
+      w.held = std::make_shared<const ModelSet>(std::move(parsed));
+    }
+  } else if (version.status().code() == Status::Code::kNotFound) {
+    w.notes.push_back(
+        fmt::format("no model for cluster {} yet (run `rightsize train`): the "
+                    "answers below are the last-two baseline, without intervals",
+                    w.cluster));
+  } else {
+    return version.status();
+  }
+  w.set = w.held.get();
+  return Status::Ok();
+}
+
+// The past this job's features come from: the user's newest finished jobs and the program's,
+// at most kMaxPastJobs of each. The features read the last few runs of each view and its counts
+// and means; beyond a few thousand jobs only those counts and means differ (over the newest
+// kMaxPastJobs instead of all), and reading a user's 50,000 jobs took 0.4 s.
+Status ReadPast(Store& store, Work& w) {
+  std::set<std::string> seen;
+  for (int pass = 0; pass < 2; ++pass) {
+    JobFilter filter;
+    filter.cluster = w.cluster;
+    filter.ended_until = w.now + 1;
+    if (pass == 0) {
+      if (w.job.request.user.empty()) continue;
+      filter.user = w.job.request.user;
+    } else {
+      filter.job_name = w.job.request.job_name;
+    }
+    filter.newest = kMaxPastJobs + 1;  // one more: to know there are more
+    int64_t read = 0;
+    RS_RETURN_IF_ERROR(store.ScanJobs(filter, [&](const JobRecord& j) {
+      if (++read > kMaxPastJobs) return false;
+      if (j.end_time && *j.end_time <= w.now && seen.insert(j.job_id).second) {
+        w.past.push_back(j);
+      }
+      return true;
+    }));
+    if (read > kMaxPastJobs) {
+      w.notes.push_back(fmt::format(
+          "{} has more than {} finished jobs: the counts and means of its history are read "
+          "from the newest {}",
+          pass == 0 ? fmt::format("user {}", w.job.request.user)
+                    : fmt::format("job name {}", w.job.request.job_name),
+          FormatThousands(static_cast<double>(kMaxPastJobs), 0),
+          FormatThousands(static_cast<double>(kMaxPastJobs), 0)));
+    }
+  }
+  std::sort(w.past.begin(), w.past.end(),
+            [](const JobRecord& a, const JobRecord& b) { return *a.end_time < *b.end_time; });
+  for (const auto& j : w.past) w.history.AddFinished(j);
+  if (w.set != nullptr) {
+    for (Target t : kAllTargets) {
+      w.history.SetGlobalMedian(t, w.set->global_median[static_cast<int>(t)]);
+    }
+  }
+  return Status::Ok();
+}
+
+// The job's features against the cluster as `rightsize ingest slurm` last saw it (sinfo), not
+// as the model was trained; and one GPU's memory, the request of a GPU job.
+void ReadCluster(Store& store, Work& w) {
+  w.context = ContextFor(store, w.cluster);
+  if (w.context.partitions.empty() && w.set != nullptr) w.context = w.set->context;
+  const NodeShape* nodes = w.context.NodesOf(w.job.request.partition);
+  if (w.job.request.partition.empty() && nodes != nullptr) {
+    w.notes.push_back(
+        fmt::format("no partition given: the cluster's default, {}", w.context.default_partition));
+  }
+  w.row.assign(Layout().cols(), 0.0F);
+  w.history.Features(w.job, w.now, w.context, w.row.data());
+  if (w.job.AllocatedGpus().value_or(0) > 0) {
+    auto prices = PricesFor(w.req.prices);
+    if (prices.ok()) {
+      // A request without a GPU type gets the partition's.
+      std::string type = w.job.GpuType();
+      if (type.empty() && nodes != nullptr) type = nodes->gpu_type;
+      double bytes = prices->GpuMemoryBytes(type, 1);  // one GPU's, as the request
+      if (bytes > 0) w.gpu_capacity = bytes;
+    }
+  }
+}
+
+// GPU memory without a model of it: the code's own reading.
+void PredictFromCode(Work& w, Target t, const std::optional<double>& request, nlohmann::json tj) {
+  const nlohmann::json& c = *w.from_code;
+  for (const char* q : {"p10", "p50", "p90"}) tj[q] = c[q];
+  tj["source"] = "code";
+  tj["code"] = c;
+  w.table += TableRow(t, FormatTargetValue(t, c["p10"].get<double>()),
+                      FormatTargetValue(t, c["p50"].get<double>()),
+                      FormatTargetValue(t, c["p90"].get<double>()),
+                      request ? FormatTargetValue(t, *request) : "-", "", "");
+  w.targets[std::string(NameOf(t))] = std::move(tj);
+}
+
+// Without a model: the baseline closest on this cluster's jobs so far, as `train` chose it
+// (last-two before any training). Says only what this cluster's jobs have measured.
+void PredictFromBaseline(Work& w, Target t, const std::optional<double>& request,
+                         const std::array<float, kNumBaselines>& baselines, nlohmann::json tj) {
+  Baseline fb = Baseline::kLast2;
+  if (w.set != nullptr) {
+    if (auto f = w.set->fallback.find(t); f != w.set->fallback.end()) fb = f->second;
+  }
+  float b = baselines[static_cast<int>(fb)];
+  if (!std::isfinite(b) || std::isnan(w.history.GlobalMedian(t))) return;
+  tj["source"] = fmt::format("baseline:{}", NameOf(fb));
+  if (w.set != nullptr) {
+    w.notes.push_back(fmt::format(
+        "{}: too few finished jobs for a model yet; p50 is the {} baseline (the closest on "
+        "this cluster's finished jobs; last-two under {} of them), without an interval",
+        NameOf(t), NameOf(fb), kMinFallbackJobs));
+  }
+  tj["p50"] = b;
+  w.table += TableRow(t, "", FormatTargetValue(t, b), "",
+                      request ? FormatTargetValue(t, *request) : "-", "", "");
+  w.targets[std::string(NameOf(t))] = std::move(tj);
+}
+
+// The request to suggest at the asked risk. Above the request the history holds only jobs
+// stopped there (time limit, OOM kill), so the upper tail is not known beyond it: never
+// suggest more than twice the request, and never more cores than asked for (too few cores
+// slow a job down, they do not kill it). Sets `used` to the risk the suggestion is made at.
+double SuggestRequest(Work& w, Target t, const TargetPrediction& p,
+                      const std::optional<double>& request, const std::optional<double>& too_small,
+                      double* used) {
+  const PredictRequest& r = w.req;
+  double suggested = p.RequestQuantile(1 - r.risk);
+  *used = p.EffectiveRisk(r.risk);
+  if (request && *too_small <= r.risk) {
+    suggested = p.Suggest(r.risk, r.per_job_risk ? RiskScope::kJob : RiskScope::kCluster, used);
+    if (*used < r.risk / 1.1) {  // the correction never raises the risk (kRiskFactorMax)
+      w.notes.push_back(fmt::format(
+          "{}: recent jobs outgrew their suggested requests more often than the risk said, so "
+          "this one is made at a {:.2g}% risk for your {:.2g}%",
+          NameOf(t), 100 * *used, 100 * r.risk));
+    }
+  } else if (request && *too_small < 0.1) {
+    suggested = *request;  // a small but real chance of needing more: keep the request
+  } else if (request) {
+    suggested = std::min(suggested, (t == Target::kCpuCores ? 1 : 2) * *request);
+  }
+  suggested = RoundUp(t, suggested);
+  double job_risk = p.ProbTooSmall(suggested);
+  if (request && suggested < *request && job_risk > 1.5 * r.risk && !r.per_job_risk) {
+    w.notes.push_back(fmt::format(
+        "{}: this job would outgrow the suggested request with a {:.2g}% chance: the {:.2g}% "
+        "asked for is a share of all jobs, and a large request, whose cut frees the most, "
+        "takes more of it than a small one (--per-job-risk bounds this job's own)",
+        NameOf(t), 100 * job_risk, 100 * r.risk));
+  }
+  if (request && suggested > *request) {
+    w.notes.push_back(fmt::format("{}: the request ({}) is probably too small; ask for {}",
+                                  NameOf(t), FormatTargetValue(t, *request),
+                                  FormatTargetValue(t, suggested)));
+  }
+  return suggested;
+}
+
+// The features that moved this prediction most (SHAP values of the trees): the "why" entries
+// of the document and one line of the text.
+nlohmann::json Explain(Work& w, Target t, const TargetModel& m, float anchor,
+                       const std::string& anchor_from) {
+  std::vector<float> gathered;
+  for (int c : m.columns) gathered.push_back(w.row[c]);
+  std::vector<float> contrib;
+  nlohmann::json why = nlohmann::json::array();
+  if (!m.median.Contributions(gathered.data(), 1, gathered.size(), &contrib).ok()) return why;
+  std::vector<size_t> order(m.columns.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return std::abs(contrib[a]) > std::abs(contrib[b]); });
+  std::string line;
+  for (size_t k = 0; k < std::min<size_t>(3, order.size()); ++k) {
+    size_t c = order[k];
+    if (contrib[c] == 0) break;
+    const std::string& name = Layout().names[m.columns[c]];
+    std::string words = DescribeFeature(name);
+    why.push_back(
+        {{"feature", name},
+         {"description", words},
+         {"value", std::isnan(gathered[c]) ? nlohmann::json(nullptr) : nlohmann::json(gathered[c])},
+         {"factor", std::exp(contrib[c])}});
+    // A missing value moves the trees too: the job has no such past.
+    line += fmt::format("{}{}{} ×{:.2f}", line.empty() ? "" : "; ", words,
+                        std::isnan(gathered[c]) ? ": none" : "", std::exp(contrib[c]));
+  }
+  if (!line.empty()) {
+    std::string start = std::isfinite(anchor) && anchor > 0
+                            ? fmt::format("{} ({})", anchor_from, FormatTargetValue(t, anchor))
+                            : "the cluster's typical job";
+    w.why_lines.push_back(fmt::format("  {}: from {}, {}", NameOf(t), start, line));
+  }
+  return why;
+}
+
+// A target the cluster's model predicts: quantiles, the suggested request and why.
+Status PredictFromModel(Work& w, Target t, const TargetModel& m,
+                        const std::optional<double>& request,
+                        const std::array<float, kNumBaselines>& baselines, nlohmann::json tj) {
+  std::string anchor_from;
+  float anchor = w.history.Anchor(w.job, t, baselines, &anchor_from);
+  RS_ASSIGN_OR_RETURN(
+      auto p, PredictTarget(m, w.row.data(), baselines, anchor, request, SubmitWeight(t, w.job)));
+  std::optional<double> too_small;
+  if (request) too_small = p.ProbTooSmall(*request);
+  double used = 0;
+  double suggested = SuggestRequest(w, t, p, request, too_small, &used);
+  tj["source"] = "model";
+  // An unbounded quantile (too few jobs or users to bound it) is null in JSON.
+  auto bound = [](double v) {
+    return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+  };
+  tj["p10"] = bound(std::max(0.0, p.Quantile(0.1)));
+  tj["p50"] = p.point;
+  tj["p90"] = bound(p.Quantile(0.9));
+  tj["suggested_request"] = bound(suggested);
+  tj["risk_used"] = used;
+  tj["job_risk"] = p.ProbTooSmall(suggested);
+  tj["history"] = HistoryGroupName(p.group);
+  if (p.group == 0) w.unmeasured.emplace_back(NameOf(t));
+  if (!std::isfinite(p.Quantile(0.9))) {
+    // Groups 0 and 1 count users (TrainTarget, GroupGrid).
+    bool users = p.group < 2;
+    std::string who = !users         ? "held-out jobs"
+                      : p.group == 0 ? "users the cluster had not seen before"
+                                     : "users with a few past jobs";
+    w.notes.push_back(fmt::format(
+        "{}: p90 is unbounded: too few {} to check the model on ({}; {} are needed to bound "
+        "it)",
+        NameOf(t), who, p.Grid().n, QuantileGrid::CountToBound(0.9)));
+  }
+  tj["prob_request_too_small"] = too_small ? nlohmann::json(*too_small) : nlohmann::json(nullptr);
+  if (t == Target::kGpuMemory && w.from_code) {
+    tj["code"] = *w.from_code;
+    if (p.group == 0) {  // no history for this job: the code's reading is the prediction
+      for (const char* q : {"p10", "p50", "p90"}) tj[q] = (*w.from_code)[q];
+      tj["source"] = "code";
+    }
+  }
+  tj["why"] = Explain(w, t, m, anchor, anchor_from);
+  w.table += TableRow(t, FormatTargetValue(t, p.Quantile(0.1)), FormatTargetValue(t, p.point),
+                      FormatTargetValue(t, p.Quantile(0.9)),
+                      request ? FormatTargetValue(t, *request) : "-",
+                      too_small ? fmt::format("{:.1f}%", 100 * *too_small) : "-",
+                      t == Target::kGpuUtil ? "-" : FormatTargetValue(t, suggested));
+  w.targets[std::string(NameOf(t))] = std::move(tj);
+  return Status::Ok();
+}
+
+Status PredictTargets(Work& w) {
+  for (Target t : kAllTargets) {
+    bool gpu_target = t == Target::kGpuMemory || t == Target::kGpuUtil;
+    if (gpu_target && w.job.AllocatedGpus().value_or(0) == 0) continue;
+    auto request = TargetRequest(w.job, t, w.gpu_capacity);
+    auto baselines = w.history.Baselines(w.job, w.now, t);
+    nlohmann::json tj;
+    tj["unit"] = InfoOf(t).unit;
+    tj["request"] = request ? nlohmann::json(*request) : nlohmann::json(nullptr);
+    const TargetModel* model = nullptr;
+    if (w.set != nullptr) {
+      if (auto it = w.set->targets.find(t); it != w.set->targets.end()) model = &it->second;
+    }
+    if (model == nullptr && t == Target::kGpuMemory && w.from_code) {
+      PredictFromCode(w, t, request, std::move(tj));
+    } else if (model == nullptr) {
+      PredictFromBaseline(w, t, request, baselines, std::move(tj));
+    } else {
+      RS_RETURN_IF_ERROR(PredictFromModel(w, t, *model, request, baselines, std::move(tj)));
+    }
+  }
+  if (!w.unmeasured.empty()) {
+    // A user with finished jobs that did not measure a target (CPU cores of jobs under a
+    // minute) is told which, not that they have no jobs at all.
+    bool has_jobs = std::any_of(w.past.begin(), w.past.end(), [&](const JobRecord& j) {
+      return j.request.user == w.job.request.user;
+    });
+    std::string user = w.job.request.user.empty() ? "(unknown)" : w.job.request.user;
+    w.notes.push_back(
+        has_jobs ? fmt::format("the finished jobs of user {} in cluster {} never measured {}: "
+                               "{} intervals are those of users the cluster had not seen "
+                               "before, and wider",
+                               user, w.cluster, fmt::join(w.unmeasured, " or "),
+                               w.unmeasured.size() == 1 ? "its" : "their")
+                 : fmt::format("user {} has no finished jobs in cluster {}: the intervals are "
+                               "those of users the cluster had not seen before, and wider",
+                               user, w.cluster));
+  }
+  return Status::Ok();
+}
+
+// The most similar past jobs: same user and name, then same user and request, then the user's,
+// then the program's; the newest first. Returns the document's list; appends to `text`.
+nlohmann::json SimilarJobs(const Work& w, std::string* text) {
+  std::vector<std::pair<int, const JobRecord*>> ranked;
+  std::string sig = RequestSignature(w.job);
+  for (const auto& j : w.past) {
+    bool same_user = j.request.user == w.job.request.user;
+    int score = (same_user && j.request.job_name == w.job.request.job_name) ? 3
+                : (same_user && RequestSignature(j) == sig)                 ? 2
+                : same_user                                                 ? 1
+                                                                            : 0;
+    ranked.emplace_back(score, &j);
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first > b.first;
+    return *a.second->end_time > *b.second->end_time;
+  });
+  nlohmann::json similar = nlohmann::json::array();
+  for (size_t k = 0; k < std::min<size_t>(3, ranked.size()); ++k) {
+    const JobRecord& j = *ranked[k].second;
+    nlohmann::json sj = {{"job_id", j.job_id},
+                         {"user", j.request.user},
+                         {"job_name", j.request.job_name},
+                         {"end_time", *j.end_time},
+                         {"state", j.outcome.state}};
+    std::string used;
+    for (Target t : kAllTargets) {
+      auto v = TargetValue(j, t);
+      if (!v) continue;
+      sj[std::string(NameOf(t))] = *v;
+      used += fmt::format(" {} {}", NameOf(t), FormatTargetValue(t, *v));
+    }
+    *text += fmt::format("  {} {} ({}, ended {}):{}\n", j.job_id, j.request.job_name,
+                         j.request.user, FormatTimestamp(*j.end_time), used);
+    similar.push_back(std::move(sj));
+  }
+  return similar;
+}
+
+PredictionOutput Finish(const Work& w, nlohmann::json warnings, std::string warnings_text) {
+  const PredictRequest& r = w.req;
+  std::string similar_text;
+  nlohmann::json similar = SimilarJobs(w, &similar_text);
+  PredictionOutput result;
+  const ModelSet* set = w.set;
+  result.doc = {{"schema", "rightsize.predict/v1"},
+                {"script", r.script},
+                {"cluster", w.cluster},
+                {"user", w.job.request.user},
+                {"job_name", w.job.request.job_name},
+                {"risk", r.risk},
+                {"per_job_risk", r.per_job_risk},
+                {"model", set != nullptr ? nlohmann::json{{"version", set->version},
+                                                          {"trained_at", set->trained_at},
+                                                          {"jobs", set->jobs}}
+                                         : nlohmann::json(nullptr)},
+                {"targets", w.targets},
+                {"similar_jobs", similar},
+                {"warnings", std::move(warnings)},
+                {"notes", w.notes}};
+  result.warnings = std::move(warnings_text);
+  std::string& text = result.text;
+  text +=
+      fmt::format("{}: user {}, cluster {}, {}\n", r.script,
+                  w.job.request.user.empty() ? "(unknown)" : w.job.request.user, w.cluster,
+                  set != nullptr ? fmt::format("model version {} ({} jobs)", set->version,
+                                               FormatThousands(static_cast<double>(set->jobs), 0))
+                                 : std::string("no model"));
+  text += fmt::format("  {:<12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "", "p10", "p50",
+                      "p90", "request", "too small", fmt::format("at {:.1f}%", 100 * r.risk));
+  text += w.table;
+  if (w.from_code) text += (*w.from_code)["text"].get<std::string>();
+  if (!w.why_lines.empty()) {
+    text += "why:\n";
+    for (const auto& l : w.why_lines) text += l + "\n";
+  }
+  if (!similar_text.empty()) text += "similar past jobs:\n" + similar_text;
+  for (const auto& n : w.notes) text += fmt::format("note: {}\n", n.get<std::string>());
+  return result;
+}
+
+}  // namespace
+
+StatusOr<PredictionOutput> PredictJob(Store& store, const PredictRequest& request,
+                                      ModelCache* models) {
+  auto script = request.script_text ? ParseJobScript(*request.script_text, request.sbatch_args)
+                                    : ParseJobScriptFile(request.script, request.sbatch_args);
+  if (!script.ok()) return script.status();
+  Work w{request, std::move(*script)};
+  nlohmann::json warnings = nlohmann::json::array();
+  std::string warnings_text;
+  for (const auto& warning : w.script.warnings) {
+    warnings.push_back({{"line", warning.line}, {"message", warning.message}});
+    warnings_text += fmt::format("{}: {}\n", request.script, warning.ToString());
+  }
+  // The code's own reading of GPU memory: the prediction on a cold start, else shown beside.
+  if (!request.script_text || !request.code.empty()) {
+    w.from_code = GpuMemoryFromCode(w.script, request.script, request.code);
+  }
+  RS_RETURN_IF_ERROR(PickJobCluster(store, w));
+  BuildJob(w);
+  RS_RETURN_IF_ERROR(LoadModel(store, models, w));
+  RS_RETURN_IF_ERROR(ReadPast(store, w));
+  ReadCluster(store, w);
+  RS_RETURN_IF_ERROR(PredictTargets(w));
+  return Finish(w, std::move(warnings), std::move(warnings_text));
+}
+
+}  // namespace rightsize

@@ -1,0 +1,57 @@
+// The prediction service: one submission in (a job script as written, with sbatch's own
+// options, the user, the cluster), what it will really use out — p10/p50/p90 per resource, the
+// risk that its request is too small, the request to make instead, why, and the most similar
+// past jobs — as the rightsize.predict/v1 document and as the text `rightsize predict` prints.
+//
+// Every door uses it: the command line (`predict`, `submit`), the HTTP API (POST
+// /api/v1/predict) and the SLURM submit hook through the server. It reads the store (the
+// cluster's model, the user's and the program's finished jobs, the cluster's shape) and, for
+// GPU memory, the job's Python code (code/).
+//
+// Thread-safe when each thread has its own Store connection; a shared ModelCache serialises the
+// use of each model set. Failures: a script that cannot be read or parsed (BadInput/NotFound),
+// a store error; a cluster or user without history still gets an answer, with notes saying so.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/model_cache.h"
+#include "store/store.h"
+
+namespace rightsize {
+
+struct PredictRequest {
+  // The script's path; when `script_text` is set, only its name (sbatch's job name without -J).
+  std::string script;
+  std::optional<std::string> script_text;  // the script itself, when not read from `script`
+  std::vector<std::string> sbatch_args;    // sbatch options, which override #SBATCH lines
+  // The job's code folder ("" = the script's folder when the script is a file; a script given
+  // as text is read for code only when this is set).
+  std::string code;
+  std::string cluster;        // "" = the store's only cluster
+  std::string user;           // "" = the script's, else $USER
+  std::string account;        // overrides the script's
+  std::string partition;      // overrides the script's
+  std::string prices;         // price table file, for GPU memory sizes ("" = built in)
+  double risk = 0.01;         // accepted share of jobs whose suggested request is too small
+  bool per_job_risk = false;  // the risk bounds this job's own chance instead
+  int64_t now = 0;            // predict as of this Unix time (0 = now)
+};
+
+struct PredictionOutput {  // NOLINT(bugprone-exception-escape): json's move may throw
+  nlohmann::json doc;      // rightsize.predict/v1
+  std::string text;        // what `predict` prints
+  std::string warnings;    // the script's warnings, one per line ("SCRIPT:LINE: message")
+};
+
+// Predicts one submission. `models`, when given, keeps the deserialised models between calls
+// (the server's); without it the model is read from the store.
+StatusOr<PredictionOutput> PredictJob(Store& store, const PredictRequest& request,
+                                      ModelCache* models = nullptr);
+
+}  // namespace rightsize

@@ -1,0 +1,167 @@
+// The prediction service in process, as the server, the submit command and the webhook call it:
+// a store filled with the real HPC2N excerpt, trained, then asked about job scripts.
+#include "predict/predict.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "ingest/ingest.h"
+#include "ingest/swf.h"
+#include "predict/cluster.h"
+#include "predict/train.h"
+
+namespace rightsize {
+namespace {
+
+const std::string kTrace =
+    std::string(RIGHTSIZE_SOURCE_DIR) + "/data/traces/HPC2N-excerpt-alea.swf.gz";
+
+class PredictServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = OpenStore(":memory:");
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(*store);
+    SwfParser parser;
+    IngestStats stats;
+    ASSERT_TRUE(IngestFile(kTrace, parser, *store_, "hpc2n", IngestOptions{}, &stats).ok());
+    ASSERT_GT(stats.stored, 3000);
+    // The user with the most finished jobs, and the time after the last one ended.
+    std::map<std::string, int> count;
+    JobFilter f;
+    ASSERT_TRUE(store_
+                    ->ScanJobs(f,
+                               [&](const JobRecord& j) {
+                                 if (j.end_time) {
+                                   ++count[j.request.user];
+                                   last_end_ = std::max(last_end_, *j.end_time);
+                                 }
+                                 return true;
+                               })
+                    .ok());
+    for (const auto& [u, n] : count) {
+      if (n > count[busiest_]) busiest_ = u;
+    }
+    ASSERT_GT(count[busiest_], 100);
+  }
+
+  PredictRequest Script(const std::string& text) const {
+    PredictRequest r;
+    r.script = "job.sh";
+    r.script_text = text;
+    r.user = busiest_;
+    r.now = last_end_ + 3600;
+    return r;
+  }
+
+  std::unique_ptr<Store> store_;
+  std::string busiest_;
+  int64_t last_end_ = 0;
+};
+
+constexpr const char* kScript =
+    "#!/bin/bash\n#SBATCH -n 4\n#SBATCH --time=2-00:00:00\nsrun ./simulate\n";
+
+TEST_F(PredictServiceTest, BeforeTrainingAnswersWithTheLastTwoBaselineAndSaysSo) {
+  auto out = PredictJob(*store_, Script(kScript));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const auto& doc = out->doc;
+  EXPECT_EQ(doc["schema"], "rightsize.predict/v1");
+  EXPECT_EQ(doc["cluster"], "hpc2n");
+  EXPECT_TRUE(doc["model"].is_null());
+  EXPECT_EQ(doc["targets"]["runtime"]["source"], "baseline:last2");
+  EXPECT_GT(doc["targets"]["runtime"]["p50"].get<double>(), 0);
+  EXPECT_NE(out->text.find("no model"), std::string::npos) << out->text;
+  bool said = false;
+  for (const auto& n : doc["notes"]) {
+    said = said || n.get<std::string>().find("no model for cluster hpc2n yet") != std::string::npos;
+  }
+  EXPECT_TRUE(said) << doc["notes"].dump();
+}
+
+TEST_F(PredictServiceTest, TrainedModelGivesIntervalsAndCutsAGenerousRequest) {
+  auto trained = TrainCluster(*store_, "hpc2n");
+  ASSERT_TRUE(trained.ok()) << trained.status().ToString();
+  EXPECT_EQ(trained->doc["version"], 1);
+  EXPECT_TRUE(trained->doc["targets"]["runtime"]["trained"].get<bool>());
+  EXPECT_NE(trained->text.find("cluster hpc2n: model version 1"), std::string::npos);
+
+  auto out = PredictJob(*store_, Script(kScript));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const auto& rt = out->doc["targets"]["runtime"];
+  EXPECT_EQ(rt["source"], "model");
+  EXPECT_EQ(out->doc["model"]["version"], 1);
+  double p10 = rt["p10"].get<double>(), p50 = rt["p50"].get<double>();
+  EXPECT_LE(p10, p50);
+  if (!rt["p90"].is_null()) EXPECT_LE(p50, rt["p90"].get<double>());
+  // Two days asked for: the suggestion is a whole number of minutes, and not above the request.
+  double suggested = rt["suggested_request"].get<double>();
+  EXPECT_LE(suggested, 2 * 86400.0);
+  EXPECT_EQ(std::fmod(suggested, 60.0), 0.0);
+  EXPECT_EQ(rt["request"], 2 * 86400.0);
+  // The similar jobs are the user's own.
+  ASSERT_FALSE(out->doc["similar_jobs"].empty());
+  EXPECT_EQ(out->doc["similar_jobs"][0]["user"], busiest_);
+
+  // A second training is a new version, and predictions read it.
+  auto again = TrainCluster(*store_, "hpc2n");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->doc["version"], 2);
+  auto out2 = PredictJob(*store_, Script(kScript));
+  ASSERT_TRUE(out2.ok());
+  EXPECT_EQ(out2->doc["model"]["version"], 2);
+}
+
+TEST_F(PredictServiceTest, ModelCacheReadsEachVersionOnce) {
+  ASSERT_TRUE(TrainCluster(*store_, "hpc2n").ok());
+  ModelCache cache;
+  auto a = PredictJob(*store_, Script(kScript), &cache);
+  auto b = PredictJob(*store_, Script(kScript), &cache);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(cache.loads(), 1);
+  // The cache answers exactly what a fresh read does.
+  auto fresh = PredictJob(*store_, Script(kScript));
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(a->doc["targets"].dump(), fresh->doc["targets"].dump());
+}
+
+TEST_F(PredictServiceTest, UnknownClusterStillAnswersFromTheScript) {
+  PredictRequest r = Script(kScript);
+  r.cluster = "brand-new";
+  auto out = PredictJob(*store_, r);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->doc["cluster"], "brand-new");
+  ASSERT_FALSE(out->doc["notes"].empty());
+  EXPECT_NE(out->doc["notes"][0].get<std::string>().find("no history to learn from"),
+            std::string::npos);
+}
+
+TEST_F(PredictServiceTest, ScriptWarningsAndBadScripts) {
+  // sbatch's own options override the script's, and a bad value is a warning with its line.
+  auto out = PredictJob(*store_, Script("#!/bin/bash\n#SBATCH --mem=lots\nsrun ./a\n"));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ(out->doc["warnings"].size(), 1u);
+  EXPECT_EQ(out->doc["warnings"][0]["line"], 2);
+  EXPECT_NE(out->warnings.find("job.sh:"), std::string::npos);
+  // A script file that does not exist is an error, not an answer.
+  PredictRequest missing;
+  missing.script = "/nonexistent/job.sh";
+  EXPECT_FALSE(PredictJob(*store_, missing).ok());
+}
+
+TEST(TrainServiceTest, AnEmptyClusterIsABadInputNotACrash) {
+  auto store = OpenStore(":memory:");
+  ASSERT_TRUE(store.ok());
+  auto trained = TrainCluster(**store, "nothing");
+  ASSERT_FALSE(trained.ok());
+  EXPECT_EQ(trained.status().code(), Status::Code::kBadInput);
+  auto picked = PickCluster(**store, "");
+  EXPECT_EQ(picked.status().code(), Status::Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace rightsize
