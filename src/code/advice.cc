@@ -85,71 +85,83 @@ std::optional<GpuSpec> FindGpu(std::string_view name) {
   return std::nullopt;
 }
 
-std::vector<Advice> Advise(const CodeFacts& facts, const MemoryEstimate& e, const GpuSpec& gpu,
-                           const JobScript& script) {
-  std::vector<Advice> out;
+namespace {
+
+// The batch needs more than the GPU at p50: the remedies that would fit, each with its saving.
+Advice OutOfMemoryAdvice(const CodeFacts& facts, const MemoryEstimate& e, const GpuSpec& gpu,
+                         const JobScript& script) {
   const double cap = gpu.memory_bytes;
   const SourceLine entry{facts.entry, 0};
   bool training = facts.training.value.value_or(false);
   std::string bs_text = facts.batch_size.known()
                             ? fmt::format("batch_size={}", *facts.batch_size.value)
                             : std::string("the model");
+  Advice a;
+  a.kind = "out_of_memory";
+  a.where = facts.batch_size.known() ? facts.batch_size.where : facts.model.where;
+  std::vector<std::string> remedies;
+  double first_saving = 0;
+  auto remedy = [&](std::optional<double> p50, const std::string& what) {
+    if (!p50 || *p50 >= e.p50_bytes * 0.98) return;
+    remedies.push_back(fmt::format("{} (−{})", what, FormatGb(e.p50_bytes - *p50)));
+    if (first_saving == 0) first_saving = e.p50_bytes - *p50;
+  };
+  if (facts.batch_size.known() && *facts.batch_size.value > 1) {
+    int64_t b = LargestBatch(facts, cap * 0.95, *facts.batch_size.value - 1);
+    if (b > 0) {
+      int64_t accum = facts.grad_accum.value.value_or(1) * *facts.batch_size.value / b;
+      remedy(WhatIf(facts, [b](CodeFacts& c) { c.batch_size.value = b; }),
+             fmt::format("use {} with gradient_accumulation_steps={} for the same effective batch",
+                         b, accum));
+    }
+  }
+  Precision p = facts.precision.value.value_or(Precision::kFp32);
+  if (p == Precision::kFp32) {
+    remedy(WhatIf(facts, [](CodeFacts& c) { c.precision.value = Precision::kMixedBf16; }),
+           "bf16 autocast");
+  }
+  if (training &&
+      facts.checkpointing.value.value_or(Checkpointing::kNone) != Checkpointing::kFull) {
+    remedy(WhatIf(facts, [](CodeFacts& c) { c.checkpointing.value = Checkpointing::kFull; }),
+           "activation checkpointing");
+  }
+  if (training && facts.architecture == Architecture::kTransformer &&
+      !facts.fused_attention.value.value_or(false)) {
+    remedy(WhatIf(facts, [](CodeFacts& c) { c.fused_attention.value = true; }),
+           "SDPA/FlashAttention (attn_implementation=\"sdpa\")");
+  }
+  int gpus = std::max(e.data_parallel_gpus, script.request.gpus.value_or(1));
+  if (training && gpus > 1 && facts.zero_stage.value.value_or(0) < 3) {
+    remedy(WhatIf(facts,
+                  [gpus](CodeFacts& c) {
+                    c.zero_stage.value = 3;
+                    c.parallelism.value = "FSDP";
+                    c.processes.value = gpus;
+                  }),
+           fmt::format("FSDP/ZeRO-3 over the {} GPUs requested", gpus));
+  }
+  if (training && facts.optimizer.value.value_or(Optimizer::kSgd) == Optimizer::kAdam) {
+    remedy(WhatIf(facts, [](CodeFacts& c) { c.optimizer.value = Optimizer::kAdam8bit; }),
+           "8-bit Adam (bitsandbytes)");
+  }
+  a.effect_bytes = first_saving;
+  a.message = fmt::format("{} {} needs ≈ {} per GPU on one {} GPU ({}){}{}", Place(a.where, entry),
+                          bs_text, FormatGb(e.p50_bytes), FormatGb(cap), gpu.name,
+                          remedies.empty() ? "" : ": ", fmt::join(remedies, ", or "));
+  return a;
+}
 
+// The estimate against one GPU's memory: out of memory at p50, at risk at p90, or half unused.
+void MemoryAdvice(const CodeFacts& facts, const MemoryEstimate& e, const GpuSpec& gpu,
+                  const JobScript& script, std::vector<Advice>* out) {
+  const double cap = gpu.memory_bytes;
+  const SourceLine entry{facts.entry, 0};
+  bool training = facts.training.value.value_or(false);
+  std::string bs_text = facts.batch_size.known()
+                            ? fmt::format("batch_size={}", *facts.batch_size.value)
+                            : std::string("the model");
   if (e.p50_bytes > cap) {
-    Advice a;
-    a.kind = "out_of_memory";
-    a.where = facts.batch_size.known() ? facts.batch_size.where : facts.model.where;
-    std::vector<std::string> remedies;
-    double first_saving = 0;
-    auto remedy = [&](std::optional<double> p50, const std::string& what) {
-      if (!p50 || *p50 >= e.p50_bytes * 0.98) return;
-      remedies.push_back(fmt::format("{} (−{})", what, FormatGb(e.p50_bytes - *p50)));
-      if (first_saving == 0) first_saving = e.p50_bytes - *p50;
-    };
-    if (facts.batch_size.known() && *facts.batch_size.value > 1) {
-      int64_t b = LargestBatch(facts, cap * 0.95, *facts.batch_size.value - 1);
-      if (b > 0) {
-        int64_t accum = facts.grad_accum.value.value_or(1) * *facts.batch_size.value / b;
-        remedy(
-            WhatIf(facts, [b](CodeFacts& c) { c.batch_size.value = b; }),
-            fmt::format("use {} with gradient_accumulation_steps={} for the same effective batch",
-                        b, accum));
-      }
-    }
-    Precision p = facts.precision.value.value_or(Precision::kFp32);
-    if (p == Precision::kFp32) {
-      remedy(WhatIf(facts, [](CodeFacts& c) { c.precision.value = Precision::kMixedBf16; }),
-             "bf16 autocast");
-    }
-    if (training &&
-        facts.checkpointing.value.value_or(Checkpointing::kNone) != Checkpointing::kFull) {
-      remedy(WhatIf(facts, [](CodeFacts& c) { c.checkpointing.value = Checkpointing::kFull; }),
-             "activation checkpointing");
-    }
-    if (training && facts.architecture == Architecture::kTransformer &&
-        !facts.fused_attention.value.value_or(false)) {
-      remedy(WhatIf(facts, [](CodeFacts& c) { c.fused_attention.value = true; }),
-             "SDPA/FlashAttention (attn_implementation=\"sdpa\")");
-    }
-    int gpus = std::max(e.data_parallel_gpus, script.request.gpus.value_or(1));
-    if (training && gpus > 1 && facts.zero_stage.value.value_or(0) < 3) {
-      remedy(WhatIf(facts,
-                    [gpus](CodeFacts& c) {
-                      c.zero_stage.value = 3;
-                      c.parallelism.value = "FSDP";
-                      c.processes.value = gpus;
-                    }),
-             fmt::format("FSDP/ZeRO-3 over the {} GPUs requested", gpus));
-    }
-    if (training && facts.optimizer.value.value_or(Optimizer::kSgd) == Optimizer::kAdam) {
-      remedy(WhatIf(facts, [](CodeFacts& c) { c.optimizer.value = Optimizer::kAdam8bit; }),
-             "8-bit Adam (bitsandbytes)");
-    }
-    a.effect_bytes = first_saving;
-    a.message = fmt::format("{} {} needs ≈ {} per GPU on one {} GPU ({}){}{}",
-                            Place(a.where, entry), bs_text, FormatGb(e.p50_bytes), FormatGb(cap),
-                            gpu.name, remedies.empty() ? "" : ": ", fmt::join(remedies, ", or "));
-    out.push_back(std::move(a));
+    out->push_back(OutOfMemoryAdvice(facts, e, gpu, script));
   } else if (e.p90_bytes > cap) {
     Advice a;
     a.kind = "out_of_memory";
@@ -160,7 +172,7 @@ std::vector<Advice> Advise(const CodeFacts& facts, const MemoryEstimate& e, cons
         "CUDA out of memory; leave headroom with a smaller batch",
         Place(a.where, entry), bs_text, FormatGb(cap), gpu.name, FormatGb(e.p50_bytes),
         FormatGb(e.p90_bytes));
-    out.push_back(std::move(a));
+    out->push_back(std::move(a));
   } else if (e.p90_bytes < 0.5 * cap) {
     Advice a;
     a.kind = "memory_headroom";
@@ -182,10 +194,12 @@ std::vector<Advice> Advise(const CodeFacts& facts, const MemoryEstimate& e, cons
     a.message = fmt::format("{} the job uses at most ≈ {} (p90) of the {} of one {}{}{}",
                             Place(a.where, entry), FormatGb(e.p90_bytes), FormatGb(cap), gpu.name,
                             options.empty() ? "" : ": ", fmt::join(options, ", or "));
-    out.push_back(std::move(a));
+    out->push_back(std::move(a));
   }
+}
 
-  // GPUs asked for against GPUs the code uses.
+// GPUs asked for against GPUs the code uses.
+void GpuCountAdvice(const CodeFacts& facts, const JobScript& script, std::vector<Advice>* out) {
   int requested = script.request.gpus.value_or(0);
   int used = facts.DataParallelGpus();
   if (requested > used) {
@@ -204,7 +218,7 @@ std::vector<Advice> Advise(const CodeFacts& facts, const MemoryEstimate& e, cons
         "{} you request {} GPUs but the code uses {} ({}): ask for --gres=gpu:{}, or launch "
         "with torchrun --nproc_per_node={} and wrap the model in DDP",
         a.where.ToString(), requested, used, why, used, requested);
-    out.push_back(std::move(a));
+    out->push_back(std::move(a));
   } else if (requested > 0 && facts.processes.value.value_or(1) > requested) {
     Advice a;
     a.kind = "unused_gpus";
@@ -214,10 +228,13 @@ std::vector<Advice> Advise(const CodeFacts& facts, const MemoryEstimate& e, cons
         "{} the launcher starts {} processes but the job has {} GPUs: processes will share GPUs "
         "(or fail); ask for --gres=gpu:{}",
         a.where.ToString(), *facts.processes.value, requested, *facts.processes.value);
-    out.push_back(std::move(a));
+    out->push_back(std::move(a));
   }
+}
 
-  // Data-loader workers against the cores.
+// Data-loader workers against the cores.
+void WorkerAdvice(const CodeFacts& facts, const JobScript& script, std::vector<Advice>* out) {
+  bool training = facts.training.value.value_or(false);
   if (facts.num_workers.known()) {
     int processes_per_node = std::max(
         1, facts.processes.value.value_or(1) / std::max(1, script.request.nodes.value_or(1)));
@@ -240,7 +257,7 @@ std::vector<Advice> Advise(const CodeFacts& facts, const MemoryEstimate& e, cons
           "cores; use num_workers={} or ask for --cpus-per-task={}",
           a.where.ToString(), workers, cpus_flag, workers, cores, std::max(1, cores - 1),
           workers + 1);
-      out.push_back(std::move(a));
+      out->push_back(std::move(a));
     } else if (workers == 0 && cores >= 4 && training) {
       Advice a;
       a.kind = "workers";
@@ -249,10 +266,19 @@ std::vector<Advice> Advise(const CodeFacts& facts, const MemoryEstimate& e, cons
           "{} num_workers=0 with {}: data loading runs inside the training loop and the GPU "
           "waits for it; use num_workers={}",
           a.where.ToString(), cpus_flag, std::min(8, cores - 1));
-      out.push_back(std::move(a));
+      out->push_back(std::move(a));
     }
   }
+}
 
+}  // namespace
+
+std::vector<Advice> Advise(const CodeFacts& facts, const MemoryEstimate& e, const GpuSpec& gpu,
+                           const JobScript& script) {
+  std::vector<Advice> out;
+  MemoryAdvice(facts, e, gpu, script, &out);
+  GpuCountAdvice(facts, script, &out);
+  WorkerAdvice(facts, script, &out);
   for (const auto& u : facts.undetermined) {
     Advice a;
     a.kind = "undetermined";

@@ -101,6 +101,10 @@ struct CodeFacts {
   Fact<int> processes;            // processes the launcher starts, all nodes together
   Fact<int> num_workers;
   Fact<bool> compiled;
+  // The learning rate, when a constant: an optimizer's or TrainingArguments' lr, else a variable
+  // or argparse option named lr / learning_rate. Never undetermined (no estimate needs it); for
+  // the diagnosis of a diverged run. Not in FactsJson.
+  Fact<double> learning_rate;
   std::vector<Undetermined> undetermined;
 
   // GPUs the code spreads work over: the processes when it is written for data parallelism,

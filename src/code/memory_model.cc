@@ -88,25 +88,24 @@ std::string FormatGb(double bytes) {
                     : fmt::format("{:.2f} GiB", gib);
 }
 
-StatusOr<MemoryEstimate> EstimateGpuMemory(const CodeFacts& f) {
-  auto missing = [&](const std::string& what) {
-    std::string reason = "not found";
-    for (const auto& u : f.undetermined) {
-      if (u.what == what || (what == "parameters" && u.what == "model")) {
-        reason = u.where.empty() ? u.reason : fmt::format("{} ({})", u.reason, u.where.ToString());
-      }
-    }
-    return Status::NotFound(fmt::format("the {} is undetermined: {}", what, reason));
-  };
-  if (!f.parameters.known()) return missing("parameters");
-  bool training = f.training.value.value_or(false);
-  Precision precision = f.precision.value.value_or(Precision::kFp32);
-  Optimizer optimizer = f.optimizer.value.value_or(Optimizer::kAdam);
-  double params = *f.parameters.value;
+namespace {
 
-  MemoryEstimate e;
-  e.data_parallel_gpus = f.DataParallelGpus();
-  const double d = e.data_parallel_gpus;
+// NotFound for a fact the estimate needs, with the analysis's reason when it gave one.
+Status Missing(const CodeFacts& f, const std::string& what) {
+  std::string reason = "not found";
+  for (const auto& u : f.undetermined) {
+    if (u.what == what || (what == "parameters" && u.what == "model")) {
+      reason = u.where.empty() ? u.reason : fmt::format("{} ({})", u.reason, u.where.ToString());
+    }
+  }
+  return Status::NotFound(fmt::format("the {} is undetermined: {}", what, reason));
+}
+
+// The terms that do not grow with the batch: weights, gradients (and DDP's bucket copy),
+// optimizer states, each sharded by the ZeRO stage. Returns their sum.
+double StaticTerms(const CodeFacts& f, bool training, Precision precision, Optimizer optimizer,
+                   double params, MemoryEstimate* e) {
+  const double d = e->data_parallel_gpus;
   int stage = f.zero_stage.value.value_or(0);
   PerParam per = BytesPerParameter(precision, training, optimizer);
 
@@ -126,7 +125,7 @@ StatusOr<MemoryEstimate> EstimateGpuMemory(const CodeFacts& f) {
   AddLine(&weights.lines, f.model);
   AddLine(&weights.lines, f.precision);
   AddLine(&weights.lines, f.zero_stage);
-  e.terms.push_back(weights);
+  e->terms.push_back(weights);
   double static_bytes = weights.bytes;
   if (training && per.gradients > 0) {
     MemoryTerm grads{
@@ -136,7 +135,7 @@ StatusOr<MemoryEstimate> EstimateGpuMemory(const CodeFacts& f) {
         {}};
     AddLine(&grads.lines, f.precision);
     AddLine(&grads.lines, f.zero_stage);
-    e.terms.push_back(grads);
+    e->terms.push_back(grads);
     static_bytes += grads.bytes;
     std::string_view par = f.parallelism.value.value_or("none");
     if (d > 1 && stage == 0 && par != "FSDP" && par != "DeepSpeed") {
@@ -146,7 +145,7 @@ StatusOr<MemoryEstimate> EstimateGpuMemory(const CodeFacts& f) {
                          "one more copy of the gradients for all-reduce",
                          {}};
       AddLine(&buckets.lines, f.parallelism);
-      e.terms.push_back(buckets);
+      e->terms.push_back(buckets);
       static_bytes += buckets.bytes;
     }
   }
@@ -161,11 +160,17 @@ StatusOr<MemoryEstimate> EstimateGpuMemory(const CodeFacts& f) {
     AddLine(&opt.lines, f.optimizer);
     AddLine(&opt.lines, f.zero_stage);
     AddLine(&opt.lines, f.optimizer_offload);
-    e.terms.push_back(opt);
+    e->terms.push_back(opt);
     static_bytes += opt.bytes;
   }
 
-  // Activations.
+  return static_bytes;
+}
+
+// The terms that grow with the batch: activations (transformer, ViT and CNN formulas) and
+// logits; sets *dynamic_bytes to their sum. NotFound when a shape they need is undetermined.
+Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, MemoryEstimate* e,
+                       double* dynamic_bytes) {
   double act = 0;
   MemoryTerm acts{"activations", 0, "", {}};
   MemoryTerm logits{"logits", 0, "", {}};
@@ -174,7 +179,7 @@ StatusOr<MemoryEstimate> EstimateGpuMemory(const CodeFacts& f) {
   bool fused = f.fused_attention.value.value_or(false);
   auto need = [&](bool ok, const std::string& what) -> Status {
     if (ok) return Status::Ok();
-    return missing(what);
+    return Missing(f, what);
   };
   if (f.architecture == Architecture::kTransformer || f.architecture == Architecture::kVit) {
     RS_RETURN_IF_ERROR(
@@ -210,13 +215,13 @@ StatusOr<MemoryEstimate> EstimateGpuMemory(const CodeFacts& f) {
     acts.formula = fmt::format("{}; L={} s={} b={} h={} a={}{}", per_layer, layers, s, b, h, a,
                                half_acts ? "" : ", ×2 for fp32");
     acts.bytes = act;
-    e.bytes_per_sample = act / b;
+    e->bytes_per_sample = act / b;
     if (f.vocab.known() && f.architecture == Architecture::kTransformer) {
       double v = static_cast<double>(*f.vocab.value);
       logits.bytes = b * s * v * 4 * (training ? 2 : 1);
       logits.formula = fmt::format("b·s·V·4{} = {}·{}·{}·4{}", training ? "·2" : "", b, s, v,
                                    training ? "·2 (fp32 logits and their gradient)" : "");
-      e.bytes_per_sample += logits.bytes / b;
+      e->bytes_per_sample += logits.bytes / b;
       AddLine(&logits.lines, f.vocab);
       AddLine(&logits.lines, f.batch_size);
       AddLine(&logits.lines, f.seq_len);
@@ -238,10 +243,10 @@ StatusOr<MemoryEstimate> EstimateGpuMemory(const CodeFacts& f) {
                                : ckpt == Checkpointing::kFull ? " × 0.3 (checkpointing)"
                                                               : "");
     acts.bytes = act;
-    e.bytes_per_sample = act / b;
+    e->bytes_per_sample = act / b;
   } else {
     acts.formula = "not modelled for this architecture";
-    e.assumptions.push_back("activations of a custom model are not modelled: the range is wider");
+    e->assumptions.push_back("activations of a custom model are not modelled: the range is wider");
   }
   AddLine(&acts.lines, f.batch_size);
   AddLine(&acts.lines, f.seq_len);
@@ -250,9 +255,26 @@ StatusOr<MemoryEstimate> EstimateGpuMemory(const CodeFacts& f) {
   AddLine(&acts.lines, f.checkpointing);
   AddLine(&acts.lines, f.fused_attention);
   AddLine(&acts.lines, f.precision);
-  e.terms.push_back(acts);
-  if (logits.bytes > 0) e.terms.push_back(logits);
-  double dynamic_bytes = acts.bytes + logits.bytes;
+  e->terms.push_back(acts);
+  if (logits.bytes > 0) e->terms.push_back(logits);
+  *dynamic_bytes = acts.bytes + logits.bytes;
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<MemoryEstimate> EstimateGpuMemory(const CodeFacts& f) {
+  if (!f.parameters.known()) return Missing(f, "parameters");
+  bool training = f.training.value.value_or(false);
+  Precision precision = f.precision.value.value_or(Precision::kFp32);
+  Optimizer optimizer = f.optimizer.value.value_or(Optimizer::kAdam);
+  double params = *f.parameters.value;
+
+  MemoryEstimate e;
+  e.data_parallel_gpus = f.DataParallelGpus();
+  double static_bytes = StaticTerms(f, training, precision, optimizer, params, &e);
+  double dynamic_bytes = 0;
+  RS_RETURN_IF_ERROR(ActivationTerms(f, training, precision, &e, &dynamic_bytes));
 
   e.terms.push_back(
       {"CUDA context", kCudaContextBytes, "CUDA context and cuBLAS/cuDNN workspaces", {}});

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/units.h"
+#include "diagnose/code_facts.h"
 #include "diagnose/xid_catalog.h"
 #include "ingest/job_script.h"
 
@@ -426,26 +427,6 @@ const Traceback::Frame* UserFrame(const Traceback& tb) {
   return nullptr;
 }
 
-const SourceHint* FindHint(const std::vector<SourceHint>& hints, SourceHint::Kind kind,
-                           bool with_value = true) {
-  for (const SourceHint& h : hints) {
-    if (h.kind == kind && (!with_value || !h.value.empty())) return &h;
-  }
-  return nullptr;
-}
-
-bool HasPrecisionHint(const std::vector<SourceHint>& hints) {
-  for (const SourceHint& h : hints) {
-    if (h.kind != SourceHint::Kind::kPrecision) continue;
-    std::string v = h.value;
-    if (v.find("16") != std::string::npos || v == "autocast" || v == "GradScaler" ||
-        v.find("mixed") != std::string::npos || v.find("bf") != std::string::npos) {
-      return true;
-    }
-  }
-  return false;
-}
-
 // Progress from the end of a log: "370/1000 [", "Epoch 3/10", "step 1200/5000", "45%|".
 std::optional<double> ProgressFraction(const std::vector<LogScan>& scans, std::string* shown) {
   static const RE2 counted(
@@ -471,7 +452,7 @@ std::optional<double> ProgressFraction(const std::vector<LogScan>& scans, std::s
 struct FixContext {
   const DiagnoseInput& input;
   const std::optional<JobScript>& script;
-  const std::vector<SourceHint>& hints;
+  const CodeFactsForDiagnosis& code;
   const std::vector<LogScan>& scans;
   nlohmann::json& facts;
   std::vector<Fix>& fixes;
@@ -490,12 +471,13 @@ const JobScript::Directive* FindDirective(const std::optional<JobScript>& script
   return found;
 }
 
-void HintFix(FixContext& ctx, const SourceHint& hint, const std::string& to_value,
-             const std::string& text) {
-  std::string to = hint.text;
-  size_t at = to.rfind(hint.value);
-  if (at != std::string::npos) to.replace(at, hint.value.size(), to_value);
-  ctx.fixes.push_back({"code", text, hint.file, hint.line, hint.text, to});
+// A fix that changes the literal on a line of the job's code.
+void CodeLineFix(FixContext& ctx, const CodeLine& at, const std::string& to_value,
+                 const std::string& text) {
+  std::string to = at.text;
+  size_t pos = to.rfind(at.value);
+  if (pos != std::string::npos) to.replace(pos, at.value.size(), to_value);
+  ctx.fixes.push_back({"code", text, at.file, at.line, at.text, to});
 }
 
 void GpuOomFixes(FixContext& ctx) {
@@ -540,13 +522,13 @@ void GpuOomFixes(FixContext& ctx) {
                          "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the job script",
                          "", 0, "", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"});
   }
-  if (const SourceHint* bs = FindHint(ctx.hints, SourceHint::Kind::kBatchSize)) {
-    int64_t v = std::atoll(bs->value.c_str());
+  if (const auto& bs = ctx.code.batch_size) {
+    auto v = static_cast<int64_t>(bs->number);
     if (v > 1) {
-      HintFix(ctx, *bs, std::to_string(v / 2),
-              fmt::format("Halve the batch size at {}:{} ({} → {}); keep the effective batch "
-                          "with gradient accumulation",
-                          bs->file, bs->line, v, v / 2));
+      CodeLineFix(ctx, *bs, std::to_string(v / 2),
+                  fmt::format("Halve the batch size at {}:{} ({} → {}); keep the effective batch "
+                              "with gradient accumulation",
+                              bs->file, bs->line, v, v / 2));
     }
   } else {
     ctx.fixes.push_back({"code",
@@ -554,13 +536,13 @@ void GpuOomFixes(FixContext& ctx) {
                          "accumulation)",
                          "", 0, "", ""});
   }
-  if (!HasPrecisionHint(ctx.hints)) {
+  if (!ctx.code.reduced_precision) {
     ctx.fixes.push_back({"code",
                          "Train in bf16: wrap the forward pass in torch.autocast(\"cuda\", "
                          "dtype=torch.bfloat16) (halves activation memory)",
                          "", 0, "", ""});
   }
-  if (!FindHint(ctx.hints, SourceHint::Kind::kCheckpointing, false)) {
+  if (!ctx.code.checkpointing) {
     ctx.fixes.push_back({"code",
                          "Enable activation checkpointing (model.gradient_checkpointing_enable() "
                          "or torch.utils.checkpoint) to trade compute for memory",
@@ -694,13 +676,13 @@ void HostOomFixes(FixContext& ctx) {
     ctx.fixes.push_back(
         {"sbatch", "Ask for more memory (--mem) than the job's peak", "", 0, "", ""});
   }
-  if (const SourceHint* w = FindHint(ctx.hints, SourceHint::Kind::kNumWorkers)) {
-    int64_t v = std::atoll(w->value.c_str());
+  if (const auto& w = ctx.code.num_workers) {
+    auto v = static_cast<int64_t>(w->number);
     if (v > 2) {
-      HintFix(ctx, *w, std::to_string(v / 2),
-              fmt::format("Each data-loader worker holds its own copy of what it loads: "
-                          "num_workers at {}:{} {} → {}",
-                          w->file, w->line, v, v / 2));
+      CodeLineFix(ctx, *w, std::to_string(v / 2),
+                  fmt::format("Each data-loader worker holds its own copy of what it loads: "
+                              "num_workers at {}:{} {} → {}",
+                              w->file, w->line, v, v / 2));
     }
   }
   ctx.fixes.push_back({"code",
@@ -780,276 +762,355 @@ std::string NodeOf(const FixContext& ctx) {
   return "";
 }
 
+// ---------------------------------------------------------------------------------------------
+// The fixes of each failure class, as data.
+//
+// A template's {key} is a fact's value (or a value derived from the facts, FixVars); a
+// bracketed part `[ … ]` is shown only when every key in it has a value. A condition is a
+// list of tests joined by '&', each `key` (has a value), `!key` (has none), `key~text` (the
+// value contains text) or `key>n` (the value is a number above n). The summary and the why are
+// the first entry whose condition holds; every fix whose condition holds is given, in order.
+// The three classes whose advice is computed from sizes and times have a function instead.
+
+struct FixEntry {
+  const char* kind;  // "sbatch", "code", …; a template
+  const char* when;  // condition; "" always
+  const char* text;  // template
+  // A fix that changes a line of the job's code: the CodeLine (batch_size, num_workers,
+  // learning_rate) whose literal becomes the value of the key `<line>_half`.
+  const char* line = nullptr;
+};
+
+struct ClassFixTable {
+  FailureClass cls;
+  void (*compute)(FixContext& ctx);  // set for the computed classes; the rest is then empty
+  std::vector<FixEntry> summary, why, fixes;
+};
+
+const std::vector<ClassFixTable>& FixTables() {
+  static const auto* tables = new std::vector<ClassFixTable>{
+      {C::kGpuOom, GpuOomFixes, {}, {}, {}},
+      {C::kHostOom, HostOomFixes, {}, {}, {}},
+      {C::kTimeout, TimeoutFixes, {}, {}, {}},
+      {C::kNodeFailure,
+       nullptr,
+       {{"", "!node", "A node of the job failed."},
+        {"", "node", "Node {node} failed under the job."}},
+       {{"", "",
+         "The node stopped responding to the controller (crash, hang, network or power); the "
+         "job's work on it was lost. Nothing in the job has to change."}},
+       {{"rerun", "!node", "Resubmit the job (add --requeue so SLURM does it next time)"},
+        {"rerun", "node",
+         "Resubmit the job, avoiding the node: --exclude={node} (add --requeue so SLURM "
+         "resubmits it next time)"},
+        {"node", "node",
+         "Operators: check the node and drain it until it is fixed: scontrol update "
+         "NodeName={node} State=DRAIN Reason=\"node failure under a job\""}}},
+      {C::kPreemption,
+       nullptr,
+       {{"", "", "The job was preempted by a job of higher priority."}},
+       {{"", "",
+         "It ran in a preemptible partition or QOS (or on spot capacity), and the scheduler "
+         "took its resources back."}},
+       {{"sbatch", "", "Make preemption cheap: checkpoint periodically and add --requeue"},
+        {"sbatch", "", "Or submit to a partition or QOS that is not preemptible"}}},
+      {C::kNcclTimeout,
+       nullptr,
+       {{"", "",
+         "A collective operation[ ({op})] timed out in NCCL's watchdog[ after {timeout_ms} "
+         "ms]."}},
+       {{"", "",
+         "One or more ranks never joined the collective: a rank that crashed, hung, or fell far "
+         "behind (uneven data, slow I/O, a stuck data loader).[ Rank {rank} reported the "
+         "timeout.]"}},
+       {{"info", "",
+         "Find the rank that did not arrive: its first error comes before these timeouts (run "
+         "with NCCL_DEBUG=INFO and TORCH_NCCL_DESYNC_DEBUG=1)"},
+        {"code", "",
+         "Give every rank the same number of batches (drop_last=True, a DistributedSampler) so "
+         "none waits for a collective the others skipped"},
+        {"code", "",
+         "Only if one step legitimately takes longer: raise the timeout, "
+         "init_process_group(..., timeout=datetime.timedelta(minutes=30))"}}},
+      {C::kNcclError,
+       nullptr,
+       {{"", "", "NCCL failed[: {nccl_error}]."}},
+       {{"", "nccl_error~remote process",
+         "A peer rank exited or the network between the nodes failed."},
+        {"", "",
+         "A communication error between the GPUs or nodes (network, InfiniBand, a crashed "
+         "peer, or a library mismatch)."}},
+       {{"info", "", "Rerun with NCCL_DEBUG=INFO to see which link and rank failed"},
+        {"node", "",
+         "If it repeats on the same nodes, have the network checked (ibstat, link errors) and "
+         "exclude them with --exclude"},
+        {"env", "", "If NCCL picks the wrong interface: set NCCL_SOCKET_IFNAME / NCCL_IB_HCA"}}},
+      {C::kGpuHardware,
+       nullptr,
+       {{"", "known_xid", "The GPU[ at {pci}] failed: Xid {xid} ({xid_name})."},
+        {"", "", "A GPU failed[ with Xid {xid}]."}},
+       {{"", "known_xid", "{xid_meaning}"},
+        {"", "",
+         "The GPU or its driver reported a hardware fault; the job itself is not at fault."}},
+       {{"{xid_fix_kind}", "known_xid", "{xid_action}"},
+        {"node", "drain&!node", "Drain the node and resubmit the job elsewhere"},
+        {"node", "drain&node",
+         "Drain {node} (scontrol update NodeName={node} State=DRAIN Reason=\"GPU Xid {xid}\") "
+         "and resubmit the job with --exclude={node}"}}},
+      {C::kIllegalMemoryAccess,
+       nullptr,
+       {{"", "assert_failed", "A CUDA kernel's device-side assertion failed."},
+        {"", "", "A CUDA kernel accessed memory it does not own."}},
+       {{"", "",
+         "This is a bug in the job's code or input, not a lack of memory: most often an index "
+         "out of range (class labels ≥ the number of classes, token ids ≥ the vocabulary size) "
+         "or a custom kernel's bad pointer."}},
+       {{"rerun", "",
+         "Rerun with CUDA_LAUNCH_BLOCKING=1 so the error is reported at the kernel that failed "
+         "(CUDA reports it later, asynchronously, otherwise)"},
+        {"code", "",
+         "Check the labels and indices fed to losses and embeddings (e.g. assert labels.max() < "
+         "num_classes), or run the step on the CPU for a clear error"}}},
+      {C::kSegfault,
+       nullptr,
+       {{"", "", "The job crashed with a segmentation fault[ in {object}]."}},
+       {{"", "",
+         "Native code read or wrote an invalid address: a bug in a compiled extension, "
+         "libraries built against different versions, or a stack overflow."}},
+       {{"rerun", "",
+         "Get the native stack: python -X faulthandler, or ulimit -c unlimited and gdb on the "
+         "core file"},
+        {"env", "",
+         "Check that compiled extensions match the loaded modules and Python (rebuild them "
+         "after a module or compiler change)"}}},
+      {C::kMpiAbort,
+       nullptr,
+       {{"", "", "The MPI application aborted[ (rank {mpi_rank})]."}},
+       {{"", "",
+         "A rank called MPI_Abort or exited abnormally; the reason is that rank's own error "
+         "message just before the abort."}},
+       {{"info", "",
+         "Read the rank's output before the abort (the lines shown below) for the "
+         "application's own error"}}},
+      {C::kDiskFull,
+       nullptr,
+       {{"", "", "A file system was full or the quota was exceeded[ writing {path}]."}},
+       {{"", "",
+         "The job wrote more than the file system or the user's quota allows (checkpoints, "
+         "logs, caches)."}},
+       {{"info", "",
+         "Check space and quota: df -h on the path, quota -s, or lfs quota -hu $USER on "
+         "Lustre"},
+        {"code", "",
+         "Write to scratch ($SCRATCH or $TMPDIR), keep fewer checkpoints, and point caches "
+         "(HF_HOME, TORCH_HOME, pip) off the home directory"}}},
+      {C::kMissingFile,
+       nullptr,
+       {{"", "command", "The command {command} was not found."},
+        {"", "missing_path", "A file the job needs does not exist: {missing_path}."},
+        {"", "", "A file the job needs does not exist."}},
+       {{"", "",
+         "Paths resolve on the compute node and relative ones from the job's working "
+         "directory, which may not be where it was submitted from."}},
+       {{"sbatch", "command",
+         "Load the module or activate the environment that provides {command} in the job "
+         "script before it is used"},
+        {"sbatch", "!command",
+         "Use an absolute path, or set the working directory with --chdir; check the file "
+         "system is mounted on the compute nodes"}}},
+      {C::kImportError,
+       nullptr,
+       {{"", "module", "Python could not import {module}."},
+        {"", "library", "The shared library {library} was not found."},
+        {"", "", "A module or library could not be loaded."}},
+       {{"", "",
+         "The job ran in an environment without it: another Python, an inactive virtual "
+         "environment or conda env, or a module not loaded on the compute node."}},
+       {{"sbatch", "library",
+         "module load the package that provides {library} (or set LD_LIBRARY_PATH) in the job "
+         "script; check with ldd"},
+        {"sbatch", "!library",
+         "Activate the environment in the job script (source venv/bin/activate, conda "
+         "activate, module load) before Python starts"},
+        {"env", "!library&module", "Install it there: python -m pip install {module_root}"}}},
+      {C::kDriverMismatch,
+       nullptr,
+       {{"", "",
+         "The CUDA runtime the job uses does not match the node's NVIDIA driver[ (driver "
+         "supports CUDA {driver_cuda})]."}},
+       {{"", "",
+         "The framework was built for a newer CUDA (or a different GPU architecture) than the "
+         "node's driver and GPU support."}},
+       {{"env", "",
+         "Install a build for the node's CUDA version (e.g. a PyTorch wheel for an older "
+         "CUDA), or use a container with CUDA forward compatibility"},
+        {"sbatch", "", "Or run on nodes with a newer driver or a supported GPU (--constraint)"}}},
+      {C::kDataloaderKilled,
+       nullptr,
+       {{"", "", "A data-loader worker died[ ({worker_signal})]."}},
+       {{"", "worker_signal~Bus",
+         "Workers pass batches through shared memory (/dev/shm), which was too small."},
+        {"", "",
+         "Workers are separate processes; each holds its own memory, and together they outgrew "
+         "the job's memory or shared memory."}},
+       {{"code", "num_workers>1",
+         "Use fewer workers: num_workers at {num_workers_at} {num_workers} → {num_workers_half}",
+         "num_workers"},
+        {"code", "!num_workers", "Use fewer data-loader workers (num_workers)"},
+        {"sbatch", "",
+         "Give the job more memory (--mem), and in containers a larger /dev/shm (--shm-size)"}}},
+      {C::kNanDivergence,
+       nullptr,
+       {{"", "", "Training diverged: the loss became NaN or infinite."}},
+       {{"", "",
+         "Usually a learning rate too high for the batch, fp16 overflow, or bad values in the "
+         "input data."}},
+       {{"code", "learning_rate>0",
+         "Lower the learning rate at {learning_rate_at} ({learning_rate} → "
+         "{learning_rate_half}) or add warm-up",
+         "learning_rate"},
+        {"code", "!learning_rate", "Lower the learning rate or add warm-up"},
+        {"code", "",
+         "Clip gradients (torch.nn.utils.clip_grad_norm_(params, 1.0)) and prefer bf16 to "
+         "fp16"},
+        {"rerun", "",
+         "Find the first bad value: torch.autograd.set_detect_anomaly(True), and check inputs "
+         "with torch.isfinite"}}},
+  };
+  return *tables;
+}
+
+using FixVars = std::map<std::string, std::string, std::less<>>;
+
+// The values the templates name: the facts that are strings, and what is derived from them.
+FixVars MakeFixVars(FixContext& ctx) {
+  FixVars v;
+  for (const auto& [key, value] : ctx.facts.items()) {
+    if (value.is_string()) v[key] = value.get<std::string>();
+  }
+  auto get = [&](const char* key) {
+    auto it = v.find(key);
+    return it == v.end() ? std::string() : it->second;
+  };
+  v["node"] = NodeOf(ctx);
+  v["mpi_rank"] = !get("rank").empty() ? get("rank") : get("rank2");
+  v["missing_path"] = !get("path").empty() ? get("path") : get("path2");
+  v["module_root"] = get("module").substr(0, get("module").find('.'));
+  if (std::string found = get("driver_version"); !found.empty()) {
+    v["driver_cuda"] = std::to_string(std::atoi(found.c_str()) / 1000) + "." +
+                       std::to_string(std::atoi(found.c_str()) % 1000 / 10);
+  }
+  if (!get("assertion").empty() || ctx.facts.contains("device_assert")) v["assert_failed"] = "1";
+  std::string code = get("xid");
+  const XidInfo* info = code.empty() ? nullptr : FindXid(std::atoi(code.c_str()));
+  if (info) {
+    v["known_xid"] = "1";
+    v["xid_name"] = std::string(info->name);
+    v["xid_meaning"] = std::string(info->meaning);
+    v["xid_action"] = std::string(info->action);
+    v["xid_fix_kind"] = info->node_action ? "node" : "code";
+  }
+  if (!info || info->node_action) v["drain"] = "1";
+  auto line = [&](const char* key, const std::optional<CodeLine>& at, std::string half) {
+    if (!at) return;
+    v[key] = at->value;
+    v[std::string(key) + "_at"] = fmt::format("{}:{}", at->file, at->line);
+    v[std::string(key) + "_half"] = std::move(half);
+  };
+  if (const auto& w = ctx.code.num_workers) {
+    auto n = static_cast<int64_t>(w->number);
+    line("num_workers", w, std::to_string(n / 2));
+    v["num_workers"] = std::to_string(n);
+  }
+  if (const auto& lr = ctx.code.learning_rate) {
+    line("learning_rate", lr, fmt::format("{:g}", lr->number / 2));
+  }
+  return v;
+}
+
+// Whether every test of `when` holds (see the table's comment).
+bool Holds(std::string_view when, const FixVars& v) {
+  while (!when.empty()) {
+    size_t amp = when.find('&');
+    std::string_view test = when.substr(0, amp);
+    when = amp == std::string_view::npos ? std::string_view() : when.substr(amp + 1);
+    bool negate = test.starts_with('!');
+    if (negate) test.remove_prefix(1);
+    size_t op = test.find_first_of("~>");
+    auto it = v.find(test.substr(0, op));
+    std::string value = it == v.end() ? std::string() : it->second;
+    bool ok = !value.empty();
+    if (op != std::string_view::npos && test[op] == '~') {
+      ok = value.find(test.substr(op + 1)) != std::string::npos;
+    } else if (op != std::string_view::npos) {
+      ok = ok && std::atof(value.c_str()) > std::atof(std::string(test.substr(op + 1)).c_str());
+    }
+    if (ok == negate) return false;
+  }
+  return true;
+}
+
+// A template with its {keys} filled in and its [parts] kept only when all their keys are set.
+std::string Render(std::string_view tmpl, const FixVars& v) {
+  std::string out, part;
+  bool in_part = false, part_ok = true;
+  for (size_t i = 0; i < tmpl.size(); ++i) {
+    std::string& to = in_part ? part : out;
+    if (tmpl[i] == '[') {
+      in_part = true;
+      part.clear();
+      part_ok = true;
+    } else if (tmpl[i] == ']' && in_part) {
+      if (part_ok) out += part;
+      in_part = false;
+    } else if (tmpl[i] == '{') {
+      size_t end = tmpl.find('}', i);
+      auto it = v.find(tmpl.substr(i + 1, end - i - 1));
+      if (it == v.end() || it->second.empty()) {
+        part_ok = false;
+      } else {
+        to += it->second;
+      }
+      i = end;
+    } else {
+      to += tmpl[i];
+    }
+  }
+  return out;
+}
+
 void ClassFixes(C cls, FixContext& ctx) {
-  auto& f = ctx.facts;
-  auto fact = [&](const char* key) {
-    return f.contains(key) && f[key].is_string() ? f[key].get<std::string>() : std::string();
-  };
-  auto add = [&](const char* kind, std::string text) {
-    ctx.fixes.push_back({kind, std::move(text), "", 0, "", ""});
-  };
-  switch (cls) {
-    case C::kGpuOom:
-      GpuOomFixes(ctx);
-      break;
-    case C::kHostOom:
-      HostOomFixes(ctx);
-      break;
-    case C::kTimeout:
-      TimeoutFixes(ctx);
-      break;
-    case C::kNodeFailure: {
-      std::string node = NodeOf(ctx);
-      ctx.summary =
-          node.empty() ? "A node of the job failed." : "Node " + node + " failed under the job.";
-      ctx.why =
-          "The node stopped responding to the controller (crash, hang, network or power); "
-          "the job's work on it was lost. Nothing in the job has to change.";
-      add("rerun", node.empty() ? "Resubmit the job (add --requeue so SLURM does it next time)"
-                                : "Resubmit the job, avoiding the node: --exclude=" + node +
-                                      " (add --requeue so SLURM resubmits it next time)");
-      if (!node.empty()) {
-        add("node",
-            "Operators: check the node and drain it until it is fixed: scontrol update "
-            "NodeName=" +
-                node + " State=DRAIN Reason=\"node failure under a job\"");
+  for (const ClassFixTable& t : FixTables()) {
+    if (t.cls != cls) continue;
+    if (t.compute != nullptr) return t.compute(ctx);
+    FixVars v = MakeFixVars(ctx);
+    if (cls == C::kGpuHardware && v.count("known_xid") != 0) {
+      ctx.facts["xid_name"] = v["xid_name"];
+      ctx.facts["xid_cause"] =
+          std::string(XidCauseName(FindXid(std::atoi(v["xid"].c_str()))->cause));
+    }
+    auto first = [&](const std::vector<FixEntry>& entries) {
+      for (const FixEntry& e : entries) {
+        if (Holds(e.when, v)) return Render(e.text, v);
       }
-      break;
-    }
-    case C::kPreemption:
-      ctx.summary = "The job was preempted by a job of higher priority.";
-      ctx.why =
-          "It ran in a preemptible partition or QOS (or on spot capacity), and the "
-          "scheduler took its resources back.";
-      add("sbatch", "Make preemption cheap: checkpoint periodically and add --requeue");
-      add("sbatch", "Or submit to a partition or QOS that is not preemptible");
-      break;
-    case C::kNcclTimeout: {
-      std::string op = fact("op"), ms = fact("timeout_ms"), rank = fact("rank");
-      ctx.summary = "A collective operation" + (op.empty() ? "" : " (" + op + ")") +
-                    " timed out in NCCL's watchdog" + (ms.empty() ? "" : " after " + ms + " ms") +
-                    ".";
-      ctx.why =
-          "One or more ranks never joined the collective: a rank that crashed, hung, or "
-          "fell far behind (uneven data, slow I/O, a stuck data loader)." +
-          (rank.empty() ? std::string() : " Rank " + rank + " reported the timeout.");
-      add("info",
-          "Find the rank that did not arrive: its first error comes before these "
-          "timeouts (run with NCCL_DEBUG=INFO and TORCH_NCCL_DESYNC_DEBUG=1)");
-      add("code",
-          "Give every rank the same number of batches (drop_last=True, a "
-          "DistributedSampler) so none waits for a collective the others skipped");
-      add("code",
-          "Only if one step legitimately takes longer: raise the timeout, "
-          "init_process_group(..., timeout=datetime.timedelta(minutes=30))");
-      break;
-    }
-    case C::kNcclError: {
-      std::string what = fact("nccl_error");
-      ctx.summary = "NCCL failed" + (what.empty() ? "" : ": " + what) + ".";
-      ctx.why = what.find("remote process") != std::string::npos
-                    ? "A peer rank exited or the network between the nodes failed."
-                    : "A communication error between the GPUs or nodes (network, InfiniBand, "
-                      "a crashed peer, or a library mismatch).";
-      add("info", "Rerun with NCCL_DEBUG=INFO to see which link and rank failed");
-      add("node",
-          "If it repeats on the same nodes, have the network checked (ibstat, "
-          "link errors) and exclude them with --exclude");
-      add("env", "If NCCL picks the wrong interface: set NCCL_SOCKET_IFNAME / NCCL_IB_HCA");
-      break;
-    }
-    case C::kGpuHardware: {
-      std::string code = fact("xid"), pci = fact("pci"), node = NodeOf(ctx);
-      const XidInfo* info = code.empty() ? nullptr : FindXid(std::atoi(code.c_str()));
-      if (info) {
-        f["xid_name"] = std::string(info->name);
-        f["xid_cause"] = std::string(XidCauseName(info->cause));
-        ctx.summary = fmt::format("The GPU{} failed: Xid {} ({}).", pci.empty() ? "" : " at " + pci,
-                                  code, info->name);
-        ctx.why = std::string(info->meaning);
-        add(info->node_action ? "node" : "code", std::string(info->action));
+      return std::string();
+    };
+    ctx.summary = first(t.summary);
+    ctx.why = first(t.why);
+    for (const FixEntry& e : t.fixes) {
+      if (!Holds(e.when, v)) continue;
+      std::string kind = Render(e.kind, v), text = Render(e.text, v);
+      const std::optional<CodeLine>& at = e.line == nullptr ? std::nullopt
+                                          : std::string_view(e.line) == "num_workers"
+                                              ? ctx.code.num_workers
+                                              : ctx.code.learning_rate;
+      if (at) {
+        CodeLineFix(ctx, *at, v[std::string(e.line) + "_half"], text);
       } else {
-        ctx.summary =
-            "A GPU failed" + (code.empty() ? std::string(".") : " with Xid " + code + ".");
-        ctx.why =
-            "The GPU or its driver reported a hardware fault; the job itself is not at fault.";
+        ctx.fixes.push_back({kind, text, "", 0, "", ""});
       }
-      if (!info || info->node_action) {
-        add("node", node.empty() ? "Drain the node and resubmit the job elsewhere"
-                                 : "Drain " + node + " (scontrol update NodeName=" + node +
-                                       " State=DRAIN Reason=\"GPU Xid " + code +
-                                       "\") and "
-                                       "resubmit the job with --exclude=" +
-                                       node);
-      }
-      break;
     }
-    case C::kIllegalMemoryAccess: {
-      bool assert_failed = fact("assertion").size() > 0 || ctx.facts.contains("device_assert");
-      ctx.summary = assert_failed ? "A CUDA kernel's device-side assertion failed."
-                                  : "A CUDA kernel accessed memory it does not own.";
-      ctx.why =
-          "This is a bug in the job's code or input, not a lack of memory: most often an "
-          "index out of range (class labels ≥ the number of classes, token ids ≥ the "
-          "vocabulary size) or a custom kernel's bad pointer.";
-      add("rerun",
-          "Rerun with CUDA_LAUNCH_BLOCKING=1 so the error is reported at the kernel "
-          "that failed (CUDA reports it later, asynchronously, otherwise)");
-      add("code",
-          "Check the labels and indices fed to losses and embeddings (e.g. assert "
-          "labels.max() < num_classes), or run the step on the CPU for a clear error");
-      break;
-    }
-    case C::kSegfault: {
-      std::string object = fact("object");
-      ctx.summary = "The job crashed with a segmentation fault" +
-                    (object.empty() ? std::string(".") : " in " + object + ".");
-      ctx.why =
-          "Native code read or wrote an invalid address: a bug in a compiled extension, "
-          "libraries built against different versions, or a stack overflow.";
-      add("rerun",
-          "Get the native stack: python -X faulthandler, or ulimit -c unlimited and "
-          "gdb on the core file");
-      add("env",
-          "Check that compiled extensions match the loaded modules and Python "
-          "(rebuild them after a module or compiler change)");
-      break;
-    }
-    case C::kMpiAbort: {
-      std::string rank = fact("rank");
-      if (rank.empty()) rank = fact("rank2");
-      ctx.summary =
-          "The MPI application aborted" + (rank.empty() ? "" : " (rank " + rank + ")") + ".";
-      ctx.why =
-          "A rank called MPI_Abort or exited abnormally; the reason is that rank's own "
-          "error message just before the abort.";
-      add("info",
-          "Read the rank's output before the abort (the lines shown below) for the "
-          "application's own error");
-      break;
-    }
-    case C::kDiskFull: {
-      std::string path = fact("path");
-      ctx.summary = "A file system was full or the quota was exceeded" +
-                    (path.empty() ? std::string(".") : " writing " + path + ".");
-      ctx.why =
-          "The job wrote more than the file system or the user's quota allows "
-          "(checkpoints, logs, caches).";
-      add("info",
-          "Check space and quota: df -h on the path, quota -s, or lfs quota -hu $USER "
-          "on Lustre");
-      add("code",
-          "Write to scratch ($SCRATCH or $TMPDIR), keep fewer checkpoints, and point "
-          "caches (HF_HOME, TORCH_HOME, pip) off the home directory");
-      break;
-    }
-    case C::kMissingFile: {
-      std::string path = fact("path");
-      if (path.empty()) path = fact("path2");
-      std::string command = fact("command");
-      ctx.summary = !command.empty() ? "The command " + command + " was not found."
-                    : path.empty()   ? "A file the job needs does not exist."
-                                     : "A file the job needs does not exist: " + path + ".";
-      ctx.why =
-          "Paths resolve on the compute node and relative ones from the job's working "
-          "directory, which may not be where it was submitted from.";
-      if (!command.empty()) {
-        add("sbatch", "Load the module or activate the environment that provides " + command +
-                          " in the job script before it is used");
-      } else {
-        add("sbatch",
-            "Use an absolute path, or set the working directory with --chdir; check "
-            "the file system is mounted on the compute nodes");
-      }
-      break;
-    }
-    case C::kImportError: {
-      std::string module = fact("module"), library = fact("library");
-      ctx.summary = !module.empty()    ? "Python could not import " + module + "."
-                    : !library.empty() ? "The shared library " + library + " was not found."
-                                       : "A module or library could not be loaded.";
-      ctx.why =
-          "The job ran in an environment without it: another Python, an inactive virtual "
-          "environment or conda env, or a module not loaded on the compute node.";
-      if (!library.empty()) {
-        add("sbatch", "module load the package that provides " + library +
-                          " (or set LD_LIBRARY_PATH) in the job script; check with ldd");
-      } else {
-        add("sbatch",
-            "Activate the environment in the job script (source venv/bin/activate, "
-            "conda activate, module load) before Python starts");
-        if (!module.empty()) {
-          add("env",
-              "Install it there: python -m pip install " + module.substr(0, module.find('.')));
-        }
-      }
-      break;
-    }
-    case C::kDriverMismatch: {
-      std::string found = fact("driver_version");
-      ctx.summary =
-          "The CUDA runtime the job uses does not match the node's NVIDIA driver" +
-          (found.empty()
-               ? std::string(".")
-               : " (driver supports CUDA " + std::to_string(std::atoi(found.c_str()) / 1000) + "." +
-                     std::to_string(std::atoi(found.c_str()) % 1000 / 10) + ").");
-      ctx.why =
-          "The framework was built for a newer CUDA (or a different GPU architecture) "
-          "than the node's driver and GPU support.";
-      add("env",
-          "Install a build for the node's CUDA version (e.g. a PyTorch wheel for an "
-          "older CUDA), or use a container with CUDA forward compatibility");
-      add("sbatch", "Or run on nodes with a newer driver or a supported GPU (--constraint)");
-      break;
-    }
-    case C::kDataloaderKilled: {
-      std::string sig = fact("worker_signal");
-      ctx.summary =
-          "A data-loader worker died" + (sig.empty() ? std::string(".") : " (" + sig + ").");
-      ctx.why = sig.find("Bus") != std::string::npos
-                    ? "Workers pass batches through shared memory (/dev/shm), which was too small."
-                    : "Workers are separate processes; each holds its own memory, and together "
-                      "they outgrew the job's memory or shared memory.";
-      if (const SourceHint* w = FindHint(ctx.hints, SourceHint::Kind::kNumWorkers)) {
-        int64_t v = std::atoll(w->value.c_str());
-        if (v > 1) {
-          HintFix(ctx, *w, std::to_string(v / 2),
-                  fmt::format("Use fewer workers: num_workers at {}:{} {} → {}", w->file, w->line,
-                              v, v / 2));
-        }
-      } else {
-        add("code", "Use fewer data-loader workers (num_workers)");
-      }
-      add("sbatch",
-          "Give the job more memory (--mem), and in containers a larger /dev/shm "
-          "(--shm-size)");
-      break;
-    }
-    case C::kNanDivergence: {
-      ctx.summary = "Training diverged: the loss became NaN or infinite.";
-      ctx.why =
-          "Usually a learning rate too high for the batch, fp16 overflow, or bad values in "
-          "the input data.";
-      if (const SourceHint* lr = FindHint(ctx.hints, SourceHint::Kind::kLearningRate)) {
-        double v = std::atof(lr->value.c_str());
-        if (v > 0) {
-          HintFix(ctx, *lr, fmt::format("{:g}", v / 2),
-                  fmt::format("Lower the learning rate at {}:{} ({} → {:g}) or add warm-up",
-                              lr->file, lr->line, lr->value, v / 2));
-        }
-      } else {
-        add("code", "Lower the learning rate or add warm-up");
-      }
-      add("code",
-          "Clip gradients (torch.nn.utils.clip_grad_norm_(params, 1.0)) and prefer "
-          "bf16 to fp16");
-      add("rerun",
-          "Find the first bad value: torch.autograd.set_detect_anomaly(True), and check "
-          "inputs with torch.isfinite");
-      break;
-    }
-    case C::kUnknown:
-      break;
+    return;
   }
 }
 
@@ -1066,20 +1127,10 @@ bool LooksLikeError(std::string_view text) {
   return RE2::PartialMatch(text, re);
 }
 
-}  // namespace
-
-Diagnosis DiagnoseScans(std::vector<LogScan> scans, const DiagnoseInput& input) {
-  Diagnosis d;
-  d.job = input.job;
-  std::vector<Item> items;
-  std::vector<Traceback> tracebacks;
-  LogItems(scans, &items, &tracebacks);
-  if (input.job) RecordItems(*input.job, &items);
-  if (input.telemetry) TelemetryItems(*input.telemetry, &items);
-  auto classes = Score(items);
-  const Traceback* earlier = EarlierError(tracebacks, items, &classes);
-
-  // Rank: adjusted score; near-ties go to the cause that appeared first.
+// The causes, ranked by adjusted score (near-ties go to the one that appeared first), each
+// with its strongest evidence, one piece per log line. Returns the classes in rank order.
+std::vector<int> RankCauses(const std::array<ClassScore, kFailureClassCount>& classes,
+                            Diagnosis& d) {
   std::vector<int> order;
   for (int c = 0; c < kFailureClassCount; ++c) {
     if (classes[static_cast<size_t>(c)].score >= 0.1) order.push_back(c);
@@ -1116,18 +1167,13 @@ Diagnosis DiagnoseScans(std::vector<LogScan> scans, const DiagnoseInput& input) 
     d.causes.push_back(std::move(cause));
   }
 
-  std::optional<JobScript> script;
-  if (!input.script_path.empty()) {
-    auto parsed = ParseJobScriptFile(input.script_path);
-    if (parsed.ok()) script = std::move(*parsed);
-  }
-  std::vector<SourceHint> hints;
-  if (!input.code_dir.empty()) hints = ScanSourceDir(input.code_dir);
-  if (!input.script_path.empty()) {
-    auto more = ScanSourceFile(input.script_path, input.script_path);
-    hints.insert(hints.end(), more.begin(), more.end());
-  }
+  return order;
+}
 
+// The root cause's class and confidence, and the facts its signatures captured (strongest
+// first). Returns whether a class scored enough to be named.
+bool NameRootCause(const std::array<ClassScore, kFailureClassCount>& classes,
+                   const std::vector<int>& order, Diagnosis& d) {
   bool known = !d.causes.empty() && classes[static_cast<size_t>(order[0])].adjusted >= kMinScore;
   d.cls = known ? d.causes[0].cls : C::kUnknown;
   if (known) {
@@ -1154,7 +1200,14 @@ Diagnosis DiagnoseScans(std::vector<LogScan> scans, const DiagnoseInput& input) 
     d.confidence = std::round((1 - best) * 100) / 100;
   }
 
-  // The Python traceback that goes with the root cause (or the last one for unknown).
+  return known;
+}
+
+// The Python traceback that goes with the root cause (or, for unknown, the earlier error or the
+// last exception of the job's own).
+const Traceback* ChooseTraceback(const std::vector<Traceback>& tracebacks, const Traceback* earlier,
+                                 const std::array<ClassScore, kFailureClassCount>& classes,
+                                 const std::vector<int>& order, bool known, const Diagnosis& d) {
   const Traceback* tb = nullptr;
   if (known && !d.evidence.empty() && d.evidence[0].line > 0) {
     tb = TracebackFor(tracebacks, classes[static_cast<size_t>(order[0])].items, d.evidence[0].file,
@@ -1170,6 +1223,12 @@ Diagnosis DiagnoseScans(std::vector<LogScan> scans, const DiagnoseInput& input) 
       if (!it->frames.empty()) tb = &*it;
     }
   }
+  return tb;
+}
+
+// The traceback's exception and the job's own frame, with its line of code when the code
+// folder holds the file.
+void TracebackFacts(const Traceback* tb, const DiagnoseInput& input, Diagnosis& d) {
   if (tb) {
     if (!tb->exception.empty()) {
       d.facts["exception"] = tb->exception;
@@ -1184,6 +1243,10 @@ Diagnosis DiagnoseScans(std::vector<LogScan> scans, const DiagnoseInput& input) 
       }
     }
   }
+}
+
+// What the job record and the agent add: the state, the exit, the hottest stacks.
+void JobAndTelemetryFacts(const DiagnoseInput& input, Diagnosis& d) {
   if (input.job) {
     d.facts["state"] = input.job->outcome.state;
     if (input.job->outcome.exit_code) d.facts["exit_code"] = *input.job->outcome.exit_code;
@@ -1217,8 +1280,26 @@ Diagnosis DiagnoseScans(std::vector<LogScan> scans, const DiagnoseInput& input) 
     }
     if (!hot.empty()) d.facts["hottest_stacks"] = hot;
   }
+}
 
-  FixContext ctx{input, script, hints, scans, d.facts, d.fixes, "", ""};
+// The file under the code folder where the job's own program started: the outermost frame of
+// the traceback that is not a library's; "" when none.
+std::string EntryOf(const Traceback* tb, const std::string& code_dir) {
+  if (tb == nullptr || code_dir.empty()) return "";
+  for (const Traceback::Frame& frame : tb->frames) {
+    if (!IsLibraryPath(frame.file)) return FindSourceFile(code_dir, frame.file);
+  }
+  return "";
+}
+
+// The summary, the why and the fixes: the root cause's, or for unknown, what to read.
+void ExplainAndFix(bool known, const Traceback* tb, const std::vector<LogScan>& scans,
+                   const std::optional<JobScript>& script, const DiagnoseInput& input,
+                   Diagnosis& d) {
+  CodeFactsForDiagnosis code;
+  if (known)
+    code = ReadCodeFacts(script, input.script_path, input.code_dir, EntryOf(tb, input.code_dir));
+  FixContext ctx{input, script, code, scans, d.facts, d.fixes, "", ""};
   if (known) {
     ClassFixes(d.cls, ctx);
     d.summary = ctx.summary;
@@ -1261,8 +1342,11 @@ Diagnosis DiagnoseScans(std::vector<LogScan> scans, const DiagnoseInput& input) 
                          "", 0, "", ""});
     }
   }
+}
 
-  // The lines worth reading: evidence, the traceback's end, then the last error-like lines.
+// The lines worth reading: evidence, the traceback's end, then the last error-like lines.
+void RelevantLines(bool known, const Traceback* tb, const std::vector<LogScan>& scans,
+                   Diagnosis& d) {
   for (const Evidence& e : d.evidence) AddRelevant(&d.relevant_lines, e);
   if (tb) {
     for (const LogScan& scan : scans) {
@@ -1296,8 +1380,39 @@ Diagnosis DiagnoseScans(std::vector<LogScan> scans, const DiagnoseInput& input) 
                    [](const Evidence& a, const Evidence& b) {
                      return a.file == b.file ? a.line < b.line : false;
                    });
+}
+
+Diagnosis DiagnoseParsed(std::vector<LogScan> scans, const DiagnoseInput& input,
+                         const std::optional<JobScript>& script) {
+  Diagnosis d;
+  d.job = input.job;
+  std::vector<Item> items;
+  std::vector<Traceback> tracebacks;
+  LogItems(scans, &items, &tracebacks);
+  if (input.job) RecordItems(*input.job, &items);
+  if (input.telemetry) TelemetryItems(*input.telemetry, &items);
+  auto classes = Score(items);
+  const Traceback* earlier = EarlierError(tracebacks, items, &classes);
+  std::vector<int> order = RankCauses(classes, d);
+  bool known = NameRootCause(classes, order, d);
+  const Traceback* tb = ChooseTraceback(tracebacks, earlier, classes, order, known, d);
+  TracebackFacts(tb, input, d);
+  JobAndTelemetryFacts(input, d);
+  ExplainAndFix(known, tb, scans, script, input, d);
+  RelevantLines(known, tb, scans, d);
   d.logs = std::move(scans);
   return d;
+}
+
+}  // namespace
+
+Diagnosis DiagnoseScans(std::vector<LogScan> scans, const DiagnoseInput& input) {
+  std::optional<JobScript> script;
+  if (!input.script_path.empty()) {
+    auto parsed = ParseJobScriptFile(input.script_path);
+    if (parsed.ok()) script = std::move(*parsed);
+  }
+  return DiagnoseParsed(std::move(scans), input, script);
 }
 
 StatusOr<Diagnosis> Diagnose(const DiagnoseInput& input) {
@@ -1307,11 +1422,13 @@ StatusOr<Diagnosis> Diagnose(const DiagnoseInput& input) {
     if (!scan.ok()) return scan.status();
     scans.push_back(std::move(*scan));
   }
+  std::optional<JobScript> script;
   if (!input.script_path.empty()) {
     auto parsed = ParseJobScriptFile(input.script_path);
     if (!parsed.ok()) return parsed.status().WithContext("--script");
+    script = std::move(*parsed);
   }
-  return DiagnoseScans(std::move(scans), input);
+  return DiagnoseParsed(std::move(scans), input, script);
 }
 
 namespace {

@@ -25,7 +25,6 @@
 #include "core/status.h"
 #include "diagnose/log_scan.h"
 #include "diagnose/signatures.h"
-#include "diagnose/source_hints.h"
 
 namespace rightsize {
 

@@ -1,0 +1,593 @@
+// The facts calls decide besides the model (data loader, trainer, precision, optimizer,
+// checkpointing, parallelism, sequence length and image size), the frameworks imported, the
+// DeepSpeed/launcher config files, and the fallbacks when no call decided a fact. See
+// analyzer.h.
+#include <algorithm>
+
+#include "code/analyzer.h"
+
+namespace rightsize::code::internal {
+
+void Analyzer::Undecided(const std::string& what, const std::string& reason, SourceLine where) {
+  pending_[what] = {what, reason, std::move(where)};
+}
+
+void Analyzer::ExtractFrameworks() {
+  static constexpr std::pair<std::string_view, std::string_view> kFrameworks[] = {
+      {"deepspeed", "DeepSpeed"},
+      {"lightning", "Lightning"},
+      {"pytorch_lightning", "Lightning"},
+      {"accelerate", "HF Accelerate"},
+      {"transformers", "HF Transformers"},
+      {"jax", "JAX"},
+      {"flax", "JAX"},
+      {"tensorflow", "TensorFlow"},
+      {"keras", "TensorFlow"},
+      {"torch", "PyTorch"},
+      {"torchvision", "PyTorch"},
+  };
+  int best = -1;
+  for (const auto& [module, where] : imports_) {
+    std::string_view root = std::string_view(module).substr(0, module.find('.'));
+    for (int i = 0; i < static_cast<int>(std::size(kFrameworks)); ++i) {
+      if (kFrameworks[i].first != root) continue;
+      std::string name(kFrameworks[i].second);
+      if (std::find(facts_.frameworks.begin(), facts_.frameworks.end(), name) ==
+          facts_.frameworks.end()) {
+        facts_.frameworks.push_back(name);
+      }
+      if (best < 0 || i < best) {
+        best = i;
+        facts_.framework = {};
+        Set(facts_.framework, name, where, fmt::format("import {}", module), kRankCall);
+      }
+    }
+  }
+  if (!facts_.framework.known()) {
+    Undecided("framework", "no deep-learning framework is imported", {facts_.entry, 0});
+  }
+}
+
+Analyzer::CallMatch Analyzer::ExtractTrainingLoopCall(const CallSite& c) {
+  std::string_view name = c.name;
+  SourceLine where = Where(c);
+  if (name == "DataLoader") {
+    TSNode bs = Kw(c.file, c.node, "batch_size");
+    if (ts_node_is_null(bs)) bs = Pos(c.node, 1);
+    std::string first = Text(c.file, Pos(c.node, 0));
+    bool train = Lower(first).find("train") != std::string::npos;
+    bool eval = Lower(first).find("val") != std::string::npos ||
+                Lower(first).find("test") != std::string::npos;
+    if (!eval) {
+      if (ts_node_is_null(bs)) {
+        Set(facts_.batch_size, int64_t{1}, where, "DataLoader default batch_size=1", kRankDefault);
+      } else {
+        SetNumber(facts_.batch_size, Eval(c.file, bs, 0), where, "batch_size",
+                  train ? kRankCall + 1 : kRankCall);
+      }
+      Value w = KwValue(c, "num_workers");
+      if (w.IsNumber()) {
+        SetNumber(facts_.num_workers, w, where, "num_workers", kRankCall);
+      } else if (!ts_node_is_null(Kw(c.file, c.node, "num_workers"))) {
+        Undecided("num_workers", w.reason, where);
+      }
+    }
+  } else if (name == "TrainingArguments" || name == "SFTConfig" ||
+             name == "Seq2SeqTrainingArguments") {
+    Set(facts_.training, true, where, fmt::format("{}()", name), kRankCall);
+    Value bs = KwValue(c, "per_device_train_batch_size");
+    if (ts_node_is_null(Kw(c.file, c.node, "per_device_train_batch_size"))) {
+      Set(facts_.batch_size, int64_t{8}, where,
+          "TrainingArguments default per_device_train_batch_size=8", kRankDefault);
+    } else {
+      SetNumber(facts_.batch_size, bs, where, "batch_size", kRankCall + 1);
+    }
+    SetNumber(facts_.grad_accum, KwValue(c, "gradient_accumulation_steps"), where, "grad_accum",
+              kRankCall);
+    if (KwValue(c, "bf16").Truthy()) {
+      Set(facts_.precision, Precision::kMixedBf16, where, "TrainingArguments(bf16=True)",
+          kRankCall);
+    }
+    if (KwValue(c, "fp16").Truthy()) {
+      Set(facts_.precision, Precision::kMixedFp16, where, "TrainingArguments(fp16=True)",
+          kRankCall);
+    }
+    if (KwValue(c, "gradient_checkpointing").Truthy()) {
+      Set(facts_.checkpointing, Checkpointing::kFull, where,
+          "TrainingArguments(gradient_checkpointing=True)", kRankCall);
+    }
+    if (KwValue(c, "torch_compile").Truthy()) {
+      Set(facts_.compiled, true, where, "TrainingArguments(torch_compile=True)", kRankCall);
+    }
+    SetNumber(facts_.num_workers, KwValue(c, "dataloader_num_workers"), where, "num_workers",
+              kRankCall);
+    Value optim = KwValue(c, "optim");
+    std::string o = optim.kind == Value::Kind::kString ? Lower(optim.text) : "adamw_torch";
+    Optimizer opt = o.find("8bit") != std::string::npos        ? Optimizer::kAdam8bit
+                    : o.find("adafactor") != std::string::npos ? Optimizer::kAdafactor
+                    : o.find("sgd") != std::string::npos       ? Optimizer::kSgdMomentum
+                                                               : Optimizer::kAdam;
+    Set(facts_.optimizer, opt, where,
+        optim.known() ? fmt::format("TrainingArguments(optim=\"{}\")", o)
+                      : "the HF Trainer's default AdamW",
+        optim.known() ? kRankCall : kRankDefault);
+    Value ds = KwValue(c, "deepspeed");
+    if (ds.kind == Value::Kind::kString) config_refs_.push_back(ds.text);
+    Value fsdp = KwValue(c, "fsdp");
+    if (fsdp.kind == Value::Kind::kString && !fsdp.text.empty()) {
+      int stage = fsdp.text.find("shard_grad_op") != std::string::npos ? 2 : 3;
+      Set(facts_.zero_stage, stage, where, fmt::format("TrainingArguments(fsdp=\"{}\")", fsdp.text),
+          kRankCall);
+      Set(facts_.parallelism, std::string("FSDP"), where, "TrainingArguments(fsdp=…)", kRankCall);
+    }
+    Set(facts_.parallelism, std::string("HF Trainer (DDP)"), where,
+        "the HF Trainer runs DDP over the processes it is launched with", kRankDefault);
+  } else if (name == "Trainer" && (c.callee.find("pl.") != std::string::npos ||
+                                   c.callee.find("L.") != std::string::npos ||
+                                   c.callee.find("lightning") != std::string::npos)) {
+    Set(facts_.training, true, where, "Lightning Trainer", kRankCall);
+    Value precision = KwValue(c, "precision");
+    std::string p = precision.kind == Value::Kind::kNumber ? fmt::format("{}", precision.number)
+                                                           : Lower(precision.text);
+    if (p.starts_with("bf16")) {
+      Set(facts_.precision,
+          p.find("true") != std::string::npos ? Precision::kBf16 : Precision::kMixedBf16, where,
+          fmt::format("Trainer(precision={})", Text(c.file, Kw(c.file, c.node, "precision"))),
+          kRankCall);
+    } else if (p.starts_with("16")) {
+      Set(facts_.precision,
+          p.find("true") != std::string::npos ? Precision::kFp16 : Precision::kMixedFp16, where,
+          fmt::format("Trainer(precision={})", Text(c.file, Kw(c.file, c.node, "precision"))),
+          kRankCall);
+    }
+    SetNumber(facts_.grad_accum, KwValue(c, "accumulate_grad_batches"), where, "grad_accum",
+              kRankCall);
+    Value devices = KwValue(c, "devices");
+    Value strategy = KwValue(c, "strategy");
+    std::string s = Lower(strategy.text);
+    if (devices.IsNumber() && devices.number > 1 && facts_.launcher == "python") {
+      Set(facts_.processes, static_cast<int>(devices.number), where,
+          fmt::format("Trainer(devices={}) spawns one process per device", devices.number),
+          kRankLauncher);
+    } else if (devices.kind == Value::Kind::kNumber && devices.number == -1) {
+      Set(facts_.processes, std::max(1, gpus_requested_), where, "Trainer(devices=-1): every GPU",
+          kRankLauncher);
+    }
+    if (s.find("fsdp") != std::string::npos) {
+      Set(facts_.zero_stage, 3, where, fmt::format("Trainer(strategy=\"{}\")", s), kRankCall);
+    } else if (s.find("deepspeed_stage_") != std::string::npos) {
+      Set(facts_.zero_stage, s[s.find("deepspeed_stage_") + 16] - '0', where,
+          fmt::format("Trainer(strategy=\"{}\")", s), kRankCall);
+    }
+    if ((devices.IsNumber() && (devices.number > 1 || devices.number == -1)) || !s.empty() ||
+        (facts_.processes.value.value_or(1) > 1)) {
+      Set(facts_.parallelism, s.empty() ? std::string("Lightning (DDP)") : "Lightning " + s, where,
+          "Lightning Trainer", kRankCall);
+    }
+  } else if (name == "Accelerator") {
+    Value mp = KwValue(c, "mixed_precision");
+    if (mp.text == "bf16") {
+      Set(facts_.precision, Precision::kMixedBf16, where, "Accelerator(mixed_precision=\"bf16\")",
+          kRankCall);
+    }
+    if (mp.text == "fp16") {
+      Set(facts_.precision, Precision::kMixedFp16, where, "Accelerator(mixed_precision=\"fp16\")",
+          kRankCall);
+    }
+    SetNumber(facts_.grad_accum, KwValue(c, "gradient_accumulation_steps"), where, "grad_accum",
+              kRankCall);
+    Set(facts_.parallelism, std::string("Accelerate (DDP)"), where,
+        "Accelerator() wraps the model for the processes launched", kRankCall);
+  } else {
+    return CallMatch::kNone;
+  }
+  return CallMatch::kMatched;
+}
+
+Analyzer::CallMatch Analyzer::ExtractPrecisionCall(const CallSite& c) {
+  std::string_view name = c.name;
+  SourceLine where = Where(c);
+  if (name == "autocast") {
+    if (TruthOf(KwValue(c, "enabled")) == false) return CallMatch::kDone;
+    TSNode dtype_node = Kw(c.file, c.node, "dtype");
+    if (ts_node_is_null(dtype_node)) dtype_node = Pos(c.node, 1);  // autocast("cuda", torch.…)
+    Value dtype = Eval(c.file, dtype_node, 0);
+    if (!ts_node_is_null(dtype_node) && !dtype.known()) {
+      // Not fp16 by default: a wrong guess halves the activations the estimate counts.
+      Undecided("precision",
+                fmt::format("{}(dtype={}): {}", c.callee, Text(c.file, dtype_node), dtype.reason),
+                where);
+      return CallMatch::kDone;
+    }
+    std::string device = KwValue(c, "device_type").text;
+    if (device.empty()) device = Eval(c.file, Pos(c.node, 0), 0).text;
+    bool bf16 = dtype.kind == Value::Kind::kName
+                    ? dtype.text.ends_with("bfloat16")
+                    : device == "cpu";  // autocast's default: bf16 on CPU, fp16 on CUDA
+    if (dtype.kind == Value::Kind::kName && dtype.text.ends_with("float32"))
+      return CallMatch::kDone;
+    SetInBranch(facts_.precision, bf16 ? Precision::kMixedBf16 : Precision::kMixedFp16, where,
+                fmt::format("{}({})", c.callee,
+                            dtype.kind == Value::Kind::kName ? "dtype=" + dtype.text
+                            : bf16                           ? "CPU default bfloat16"
+                                                             : "default float16"),
+                kRankCall);
+  } else if (name == "GradScaler") {
+    TSNode enabled_node = Kw(c.file, c.node, "enabled");
+    auto enabled = TruthOf(KwValue(c, "enabled"));
+    if (enabled == false) return CallMatch::kDone;
+    if (!ts_node_is_null(enabled_node) && !enabled) {
+      Undecided(
+          "precision",
+          fmt::format("GradScaler(enabled={}) could not be evaluated", Text(c.file, enabled_node)),
+          where);
+      return CallMatch::kDone;
+    }
+    SetInBranch(facts_.precision, Precision::kMixedFp16, where, "GradScaler (fp16 AMP)",
+                kRankDefault);
+  } else if (name == "half" || name == "bfloat16") {
+    Set(facts_.precision, name == "half" ? Precision::kFp16 : Precision::kBf16, where,
+        fmt::format(".{}() on the model", name), kRankDefault);
+  } else if (name == "to" && c.callee.find('.') != std::string::npos) {
+    std::string args = Text(c.file, Field(c.node, "arguments"));
+    // `.to(torch.bfloat16 if args.precision == "bf16-pure" else torch.float16)`: the one taken.
+    TSNode dtype_node = Kw(c.file, c.node, "dtype");
+    Value dtype = Eval(c.file, ts_node_is_null(dtype_node) ? Pos(c.node, 0) : dtype_node, 0);
+    if (dtype.kind == Value::Kind::kName) args = dtype.text;
+    if (args.find("torch.bfloat16") != std::string::npos) {
+      Set(facts_.precision, Precision::kBf16, where, ".to(torch.bfloat16)", kRankDefault);
+    }
+    if (args.find("torch.float16") != std::string::npos ||
+        args.find("torch.half") != std::string::npos) {
+      Set(facts_.precision, Precision::kFp16, where, ".to(torch.float16)", kRankDefault);
+    }
+  } else if (name == "BitsAndBytesConfig") {
+    if (KwValue(c, "load_in_4bit").Truthy()) {
+      Set(facts_.precision, Precision::kInt4, where, "BitsAndBytesConfig(load_in_4bit=True)",
+          kRankConfig);
+    }
+    if (KwValue(c, "load_in_8bit").Truthy()) {
+      Set(facts_.precision, Precision::kInt8, where, "BitsAndBytesConfig(load_in_8bit=True)",
+          kRankConfig);
+    }
+  } else {
+    return CallMatch::kNone;
+  }
+  return CallMatch::kMatched;
+}
+
+Analyzer::CallMatch Analyzer::ExtractOptimizerCall(const CallSite& c) {
+  std::string_view name = c.name;
+  SourceLine where = Where(c);
+  if (name == "Adam" || name == "AdamW" || name == "FusedAdam" || name == "DeepSpeedCPUAdam" ||
+      name == "Lamb" || name == "LAMB" || name == "NAdam" || name == "RAdam") {
+    SetInBranch(facts_.optimizer, Optimizer::kAdam, where, fmt::format("{}()", c.callee),
+                kRankCall);
+    Set(facts_.training, true, where, fmt::format("{}()", c.callee), kRankCall);
+  } else if (name.find("8bit") != std::string_view::npos &&
+             name.find("Adam") != std::string_view::npos) {
+    SetInBranch(facts_.optimizer, Optimizer::kAdam8bit, where, fmt::format("{}()", c.callee),
+                kRankCall);
+    Set(facts_.training, true, where, fmt::format("{}()", c.callee), kRankCall);
+  } else if (name == "SGD") {
+    TSNode m = Kw(c.file, c.node, "momentum");
+    if (ts_node_is_null(m)) m = Pos(c.node, 2);
+    Value mv = Eval(c.file, m, 0);
+    bool momentum = ts_node_is_null(m) ? false : (!mv.IsNumber() || mv.number > 0);
+    SetInBranch(facts_.optimizer, momentum ? Optimizer::kSgdMomentum : Optimizer::kSgd, where,
+                fmt::format("SGD({})", momentum ? "momentum" : "no momentum"), kRankCall);
+    Set(facts_.training, true, where, "SGD()", kRankCall);
+  } else if (name == "Adafactor") {
+    SetInBranch(facts_.optimizer, Optimizer::kAdafactor, where, "Adafactor()", kRankCall);
+    Set(facts_.training, true, where, "Adafactor()", kRankCall);
+  } else if (name == "RMSprop" || name == "Adagrad" || name == "Lion") {
+    SetInBranch(facts_.optimizer, Optimizer::kSgdMomentum, where,
+                fmt::format("{}() keeps one state per parameter", name), kRankCall);
+    Set(facts_.training, true, where, fmt::format("{}()", name), kRankCall);
+  } else if (name == "backward" || (name == "fit" && c.callee != "fit") ||
+             (name == "train" && c.callee.find("trainer") != std::string::npos)) {
+    Set(facts_.training, true, where, fmt::format("{}()", c.callee), kRankDefault);
+  } else if (name == "gradient_checkpointing_enable" || name == "apply_activation_checkpointing" ||
+             name == "checkpoint_sequential" ||
+             (name == "checkpoint" && (c.callee.find("utils.checkpoint") != std::string::npos ||
+                                       c.callee == "checkpoint"))) {
+    SetInBranch(facts_.checkpointing, Checkpointing::kFull, where, fmt::format("{}()", c.callee),
+                kRankCall);
+  } else if (name == "scaled_dot_product_attention" || name == "flash_attn_func") {
+    Set(facts_.fused_attention, true, where, fmt::format("{}()", c.callee), kRankCall);
+  } else {
+    return CallMatch::kNone;
+  }
+  return CallMatch::kMatched;
+}
+
+Analyzer::CallMatch Analyzer::ExtractParallelCall(const CallSite& c) {
+  std::string_view name = c.name;
+  SourceLine where = Where(c);
+  if (name == "DistributedDataParallel" || name == "DDP") {
+    Set(facts_.parallelism, std::string("DDP"), where, fmt::format("{}()", c.callee), kRankCall);
+  } else if (name == "FullyShardedDataParallel" || name == "FSDP" || name == "fully_shard") {
+    Set(facts_.parallelism, std::string("FSDP"), where, fmt::format("{}()", c.callee), kRankCall);
+    std::string args = Text(c.file, Field(c.node, "arguments"));
+    int stage = args.find("SHARD_GRAD_OP") != std::string::npos ? 2
+                : args.find("NO_SHARD") != std::string::npos    ? 0
+                                                                : 3;
+    Set(facts_.zero_stage, stage, where, stage == 3 ? "FSDP full shard" : "FSDP sharding_strategy",
+        kRankCall);
+    if (args.find("CPUOffload") != std::string::npos) {
+      Set(facts_.optimizer_offload, true, where, "FSDP CPUOffload", kRankCall);
+    }
+  } else if (name == "DataParallel") {
+    Set(facts_.parallelism, std::string("DataParallel"), where,
+        "nn.DataParallel: one process, every visible GPU", kRankCall);
+    Set(facts_.processes, std::max(1, gpus_requested_), where,
+        "nn.DataParallel replicates onto every GPU", kRankCall);
+  } else if (name == "initialize" && c.callee.find("deepspeed") != std::string::npos) {
+    Set(facts_.parallelism, std::string("DeepSpeed"), where, "deepspeed.initialize()", kRankCall);
+    Set(facts_.training, true, where, "deepspeed.initialize()", kRankDefault);
+    Value cfg = KwValue(c, "config");
+    if (cfg.kind != Value::Kind::kString) cfg = KwValue(c, "config_params");
+    if (cfg.kind == Value::Kind::kString) config_refs_.push_back(cfg.text);
+  } else if (name == "init_process_group") {
+    Set(facts_.parallelism, std::string("torch.distributed"), where, "init_process_group()",
+        kRankDefault);
+  } else if (name == "spawn" && c.callee.find("mp") != std::string::npos) {
+    Value n = KwValue(c, "nprocs");
+    SetNumber(facts_.processes, n, where, "processes", kRankLauncher);
+  } else if (name == "compile" && c.callee.starts_with("torch")) {
+    Set(facts_.compiled, true, where, "torch.compile()", kRankCall);
+  } else {
+    return CallMatch::kNone;
+  }
+  return CallMatch::kMatched;
+}
+
+void Analyzer::ExtractShapeCall(const CallSite& c) {
+  std::string_view name = c.name;
+  SourceLine where = Where(c);
+  // Sequence length and image size from the calls that fix them.
+  for (std::string_view key :
+       {"max_length", "max_seq_length", "block_size", "seq_len", "max_len"}) {
+    TSNode n = Kw(c.file, c.node, key);
+    if (ts_node_is_null(n) || name == "generate") continue;
+    SetNumber(facts_.seq_len, Eval(c.file, n, 0), where, "seq_len", kRankCall);
+  }
+  if (name == "RandomResizedCrop" || name == "Resize" || name == "CenterCrop" ||
+      name == "RandomCrop") {
+    TSNode size = Kw(c.file, c.node, "size");
+    if (ts_node_is_null(size)) size = Pos(c.node, 0);
+    Value v = Eval(c.file, size, 0);
+    if (v.IsNumber()) {
+      SetNumber(facts_.image_size, v, where, "image_size",
+                name == "RandomResizedCrop" || name == "RandomCrop" ? kRankCall + 1 : kRankCall);
+    }
+  }
+}
+
+void Analyzer::ExtractLearningRate(const CallSite& c) {
+  for (std::string_view key : {"lr", "learning_rate"}) {
+    if (ts_node_is_null(Kw(c.file, c.node, key))) continue;
+    Value v = KwValue(c, key);
+    if (!v.IsNumber()) return;
+    SourceLine where = v.origin.empty() ? Where(c) : v.origin;
+    Set(facts_.learning_rate, v.number, where, fmt::format("{}={}", key, v.number), kRankCall);
+    return;
+  }
+}
+
+void Analyzer::LearningRateFallback() {
+  if (facts_.learning_rate.known()) return;
+  for (std::string_view n : {"lr", "learning_rate", "LR", "LEARNING_RATE"}) {
+    for (const auto& o : options_) {
+      if (o.dest != n) continue;
+      Value v = ArgValue(o, 0);
+      if (!v.IsNumber()) continue;
+      SourceLine where = v.origin.empty() ? SourceLine{files_[o.file].name, o.line} : v.origin;
+      Set(facts_.learning_rate, v.number, where, "argparse", kRankName);
+      return;
+    }
+    auto it = bindings_.find(std::string(n));
+    if (it == bindings_.end() || it->second.back().field) continue;
+    const Binding& b = it->second.back();
+    Value v = Eval(b.file, b.value, 0);
+    if (!v.IsNumber()) continue;
+    Set(facts_.learning_rate, v.number, v.origin.empty() ? Where(b.file, b.value) : v.origin,
+        "a variable", kRankName);
+    return;
+  }
+}
+
+void Analyzer::ExtractCall(const CallSite& c) {
+  ExtractModelCall(c);
+  ExtractLearningRate(c);
+  // One family decides a call (the first whose name matches), as an else-if chain would;
+  // kDone: the family also rules out the shapes.
+  CallMatch match = ExtractTrainingLoopCall(c);
+  if (match == CallMatch::kNone) match = ExtractPrecisionCall(c);
+  if (match == CallMatch::kNone) match = ExtractOptimizerCall(c);
+  if (match == CallMatch::kNone) match = ExtractParallelCall(c);
+  if (match == CallMatch::kDone) return;
+  ExtractShapeCall(c);
+}
+
+void Analyzer::ExtractConfigs() {
+  // DeepSpeed's JSON: the launcher-level truth about batch, precision, ZeRO and the optimizer.
+  for (const auto& cfg : configs_) {
+    auto get = [&](const char* key) -> std::optional<ConfigValue> {
+      auto it = cfg.values.find(key);
+      if (it == cfg.values.end()) return std::nullopt;
+      return it->second;
+    };
+    bool deepspeed = get("zero_optimization.stage") || get("train_micro_batch_size_per_gpu") ||
+                     get("train_batch_size");
+    if (!deepspeed) continue;
+    auto where = [&](const ConfigValue& v) { return SourceLine{cfg.name, v.line}; };
+    if (auto v = get("zero_optimization.stage")) {
+      if (auto n = ParseNumber(v->text)) {
+        Set(facts_.zero_stage, static_cast<int>(*n), where(*v),
+            fmt::format("{}: zero_optimization.stage", cfg.name), kRankConfig);
+      }
+    }
+    if (auto v = get("zero_optimization.offload_optimizer.device"); v && v->text != "none") {
+      Set(facts_.optimizer_offload, true, where(*v), "offload_optimizer.device=" + v->text,
+          kRankConfig);
+    }
+    if (auto v = get("train_micro_batch_size_per_gpu")) {
+      SetNumber(facts_.batch_size,
+                FromText(v->text, where(*v), cfg.name + ": train_micro_batch_size_per_gpu"),
+                where(*v), "batch_size", kRankConfig);
+    }
+    if (auto v = get("gradient_accumulation_steps")) {
+      SetNumber(facts_.grad_accum, FromText(v->text, where(*v), cfg.name), where(*v), "grad_accum",
+                kRankConfig);
+    }
+    if (auto v = get("bf16.enabled"); v && Lower(v->text) == "true") {
+      Set(facts_.precision, Precision::kMixedBf16, where(*v), cfg.name + ": bf16.enabled",
+          kRankConfig);
+    }
+    if (auto v = get("fp16.enabled"); v && Lower(v->text) == "true") {
+      Set(facts_.precision, Precision::kMixedFp16, where(*v), cfg.name + ": fp16.enabled",
+          kRankConfig);
+    }
+    if (auto v = get("optimizer.type")) {
+      std::string t = Lower(v->text);
+      Optimizer o = t.find("sgd") != std::string::npos ? Optimizer::kSgdMomentum : Optimizer::kAdam;
+      Set(facts_.optimizer, o, where(*v), cfg.name + ": optimizer.type " + v->text, kRankConfig);
+      Set(facts_.training, true, where(*v), cfg.name + ": optimizer", kRankDefault);
+    }
+    if (auto v = get("activation_checkpointing.partition_activations")) {
+      Set(facts_.checkpointing, Checkpointing::kFull, where(*v),
+          cfg.name + ": activation_checkpointing", kRankDefault);
+    }
+    Set(facts_.parallelism, std::string("DeepSpeed"), SourceLine{cfg.name, 1}, cfg.name,
+        kRankDefault);
+  }
+}
+
+void Analyzer::ExtractFallbacks() {
+  auto named = [&](std::initializer_list<std::string_view> names, auto& fact, const char* what) {
+    if (fact.known()) return;
+    for (auto n : names) {
+      for (const auto& o : options_) {
+        if (o.dest != n) continue;
+        Value v = ArgValue(o, 0);
+        SetNumber(fact, v, SourceLine{files_[o.file].name, o.line}, what, kRankName);
+        if (fact.known()) return;
+      }
+      auto it = bindings_.find(std::string(n));
+      if (it == bindings_.end()) {
+        std::string upper(n);  // module constants: SEQ_LEN = 512
+        std::transform(upper.begin(), upper.end(), upper.begin(),
+                       [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+        it = bindings_.find(upper);
+      }
+      if (it != bindings_.end()) {
+        // A dataclass field (GPTConfig.block_size): the value its call passes, else the default.
+        const Binding& b = it->second.back();
+        Value v = b.field ? FieldValue(b.owner, it->first) : Eval(b.file, b.value, 0);
+        SetNumber(fact, v, Where(b.file, b.value), what, kRankName);
+        if (fact.known()) return;
+      }
+      // Also without a variable of that name: a config file's key (`--config cfg.json`).
+      Value c = ConfigValueOf(n);
+      if (c.known()) SetNumber(fact, c, c.origin, what, kRankName);
+      if (fact.known()) return;
+    }
+  };
+  named({"batch_size", "per_device_train_batch_size", "micro_batch_size", "train_batch_size", "bs"},
+        facts_.batch_size, "batch_size");
+  named({"block_size", "seq_len", "seq_length", "max_seq_length", "max_length", "context_length",
+         "max_len", "sequence_length"},
+        facts_.seq_len, "seq_len");
+  named({"image_size", "img_size", "input_size", "resolution", "crop_size"}, facts_.image_size,
+        "image_size");
+  named({"gradient_accumulation_steps", "grad_accum", "accumulation_steps", "accum_steps",
+         "grad_accum_steps"},
+        facts_.grad_accum, "grad_accum");
+  named({"num_workers", "workers", "dataloader_num_workers"}, facts_.num_workers, "num_workers");
+  LearningRateFallback();
+
+  // A hand-built model: the layers found, summed.
+  if (!facts_.parameters.known()) {
+    // A layer outside any stack counts once; one a stack clones counts num_layers times.
+    double stacks = encoder_layer_params_ * (encoder_layers_ > 0 ? encoder_layers_ : 1) +
+                    decoder_layer_params_ * (decoder_layers_ > 0 ? decoder_layers_ : 1) +
+                    nn_transformer_params_;
+    double total = linear_params_ + embedding_params_ + stacks;
+    if (total > 0) {
+      SourceLine where = !layer_where_.empty() ? layer_where_ : linear_where_;
+      Set(facts_.parameters, total, where,
+          stacks > 0 ? "nn.Transformer layers × num_layers + nn.Linear/nn.Embedding"
+                     : "sum of nn.Linear layers",
+          kRankName);
+      if (facts_.architecture == Architecture::kUnknown) facts_.architecture = Architecture::kMlp;
+      if (!facts_.model.known()) {
+        Set(facts_.model, std::string(stacks > 0 ? "custom transformer" : "custom MLP"), where,
+            "nn layers found in the source", kRankName);
+      }
+      pending_.erase("model");
+      pending_.erase("parameters");
+    } else if (!facts_.model.known() && pending_.count("model") == 0) {
+      Undecided("model", "no known model constructor, from_pretrained name or nn layer found",
+                {facts_.entry, 0});
+    }
+  }
+  if (facts_.architecture == Architecture::kTransformer && !facts_.seq_len.known() &&
+      facts_.max_positions.known()) {
+    Assume(facts_.seq_len, *facts_.max_positions.value,
+           fmt::format("the model's maximum context ({}), as no max_length/block_size was found",
+                       *facts_.max_positions.value));
+  }
+  if ((facts_.architecture == Architecture::kCnn || facts_.architecture == Architecture::kVit) &&
+      !facts_.image_size.known()) {
+    Assume(facts_.image_size, int64_t{224}, "224×224, the torchvision default");
+  }
+  if (!facts_.training.known()) {
+    if (facts_.optimizer.known()) {
+      Set(facts_.training, true, facts_.optimizer.where, "an optimizer", kRankDefault);
+    } else {
+      Set(facts_.training, false, {facts_.entry, 0},
+          "no optimizer, backward() or trainer found: inference", kRankName);
+    }
+  }
+  if (*facts_.training.value && !facts_.optimizer.known()) {
+    Assume(facts_.optimizer, Optimizer::kAdam, "AdamW, as the optimizer was not found");
+    Undecided("optimizer", "training, but no optimizer constructor was found",
+              facts_.training.where);
+  }
+  if (!facts_.precision.known() && pending_.count("precision") != 0) {
+    // The larger of the readings: fp32 keeps every activation at 4 bytes.
+    Assume(
+        facts_.precision, Precision::kFp32,
+        fmt::format("fp32, as the precision could not be read ({})", pending_["precision"].reason));
+  } else if (!facts_.precision.known()) {
+    Set(facts_.precision, Precision::kFp32, {facts_.entry, 0},
+        "no autocast, .half(), torch_dtype or bf16 flag found", kRankName);
+  } else {
+    pending_.erase("precision");
+  }
+  if (!facts_.checkpointing.known()) {
+    Set(facts_.checkpointing, Checkpointing::kNone, {facts_.entry, 0},
+        "no activation checkpointing found", kRankName);
+  }
+  if (!facts_.zero_stage.known()) {
+    Set(facts_.zero_stage, 0, {facts_.entry, 0}, "no ZeRO or FSDP sharding found", kRankName);
+  }
+  if (!facts_.grad_accum.known()) {
+    Assume(facts_.grad_accum, int64_t{1}, "no gradient accumulation found");
+  }
+  if (!facts_.compiled.known()) {
+    Set(facts_.compiled, false, {facts_.entry, 0}, "no torch.compile found", kRankName);
+  }
+  if (!facts_.parallelism.known()) {
+    Set(facts_.parallelism, std::string("none"), {facts_.entry, 0},
+        "no DDP, FSDP, DeepSpeed, Accelerate, Lightning or DataParallel found", kRankName);
+  }
+  if (!facts_.batch_size.known() && facts_.training.value.value_or(false) &&
+      pending_.count("batch_size") == 0) {
+    Undecided("batch_size", "no DataLoader batch_size or trainer batch size found",
+              {facts_.entry, 0});
+  }
+}
+
+}  // namespace rightsize::code::internal
