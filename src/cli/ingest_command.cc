@@ -239,212 +239,218 @@ class FollowerPrinter final : public slurm::FollowerEvents {
   IngestPrinter ingest_;
 };
 
+// ingest sacct
+void AddIngestSacct(CLI::App* ingest, Context& ctx, Action* action) {
+  auto* cmd = ingest->add_subcommand(
+      "sacct",
+      "Read `sacct -P` output (with or without a header, any column order); steps are "
+      "merged into their jobs. Re-ingesting the same jobs replaces them, never duplicates.");
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto flags = std::make_shared<CommonFlags>();
+  auto delimiter = std::make_shared<std::string>();
+  auto columns = std::make_shared<std::string>();
+  auto print_format = std::make_shared<bool>(false);
+  cmd->add_option("files", *files, "sacct output files (.gz works), or - for stdin")
+      ->type_name("FILE|-");
+  AddCommonFlags(cmd, flags.get());
+  cmd->add_option("--delimiter", *delimiter,
+                  "Field separator, as sacct's --delimiter (default: '|', or detected)");
+  cmd->add_option("--columns", *columns,
+                  "Column names of a headerless file, as sacct --format (default: the "
+                  "--print-format list)");
+  cmd->add_flag("--print-format", *print_format,
+                "Print the sacct --format list rightsize reads best, and exit");
+  cmd->callback([&ctx, action, files, flags, delimiter, columns, print_format] {
+    *action = [&ctx, files, flags, delimiter, columns, print_format]() -> int {
+      if (*print_format) {
+        fmt::print("{}\n", kSacctFormat);
+        return kExitOk;
+      }
+      if (files->empty()) {
+        fmt::print(stderr, "rightsize: ingest sacct needs a FILE (or - for stdin)\n");
+        return kExitUsage;
+      }
+      SacctOptions opts;
+      opts.delimiter = *delimiter;
+      opts.columns = SplitColumns(*columns);
+      return IngestFiles(
+          ctx, *files, *flags, [opts] { return std::make_unique<SacctParser>(opts); },
+          [](const std::string&) { return std::string("default"); });
+    };
+  });
+}
+
+// ingest swf
+void AddIngestSwf(CLI::App* ingest, Context& ctx, Action* action) {
+  auto* cmd = ingest->add_subcommand(
+      "swf",
+      "Read Standard Workload Format traces (.swf or .swf.gz; 18 fields, -1 = unknown); "
+      "header comments are kept as cluster metadata");
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto flags = std::make_shared<CommonFlags>();
+  cmd->add_option("files", *files, "SWF files, or - for stdin")->required()->type_name("FILE");
+  AddCommonFlags(cmd, flags.get());
+  cmd->callback([&ctx, action, files, flags] {
+    *action = [&ctx, files, flags]() -> int {
+      return IngestFiles(
+          ctx, *files, *flags, [] { return std::make_unique<SwfParser>(); },
+          [](const std::string& f) { return ClusterNameFromPath(f); });
+    };
+  });
+}
+
+// ingest clustercockpit
+void AddIngestClusterCockpit(CLI::App* ingest, Context& ctx, Action* action) {
+  auto* cmd = ingest->add_subcommand(
+      "clustercockpit",
+      "Read ClusterCockpit job tables exported as CSV (.csv or .csv.gz; header line, columns by "
+      "name): measured CPU load, memory, GPU utilisation and GPU memory per job. Running "
+      "jobs are skipped; re-ingesting replaces, never duplicates.");
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto flags = std::make_shared<CommonFlags>();
+  cmd->add_option("files", *files, "CSV files (.gz works), or - for stdin")
+      ->required()
+      ->type_name("FILE|-");
+  AddCommonFlags(cmd, flags.get());
+  cmd->callback([&ctx, action, files, flags] {
+    *action = [&ctx, files, flags]() -> int {
+      return IngestFiles(
+          ctx, *files, *flags, [] { return std::make_unique<ClusterCockpitParser>(); },
+          [](const std::string&) { return std::string("default"); });
+    };
+  });
+}
+
+// ingest sinfo
+void AddIngestSinfo(CLI::App* ingest, Context& ctx, Action* action) {
+  auto* cmd = ingest->add_subcommand(
+      "sinfo",
+      fmt::format("Read the cluster's partitions (nodes, cores, memory and GPUs per node, the "
+                  "default partition) from saved `sinfo --noheader --format='{}'` output; "
+                  "`ingest slurm` reads them itself. predict reads a job against its "
+                  "partition's nodes, and a script without -p in the default partition",
+                  kSinfoFormat));
+  auto file = std::make_shared<std::string>();
+  auto flags = std::make_shared<CommonFlags>();
+  cmd->add_option("file", *file, "sinfo output, or - for stdin")->required()->type_name("FILE|-");
+  AddCommonFlags(cmd, flags.get());
+  cmd->callback([&ctx, action, file, flags] {
+    *action = [&ctx, file, flags]() -> int {
+      std::string text;
+      if (*file == "-") {
+        text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+      } else {
+        std::error_code ec;
+        if (!std::filesystem::is_regular_file(*file, ec)) {
+          return Fail(Status::NotFound(fmt::format("{}: no such file", *file)));
+        }
+        text = ReadWholeFile(*file);
+      }
+      // A partition no longer listed keeps its old keys (a drained partition still ran jobs).
+      auto parts = ParseSinfo(text, *file == "-" ? "<stdin>" : *file);
+      if (!parts.ok()) return Fail(parts.status());
+      auto store = ctx.OpenedStore();
+      if (!store.ok()) return Fail(store.status());
+      std::string cluster = flags->cluster.empty() ? "default" : flags->cluster;
+      if (Status st = (*store)->PutClusterMeta(cluster, PartitionMeta(*parts)); !st.ok()) {
+        return Fail(st);
+      }
+      if (!flags->json) PrintPartitions(cluster, *parts);
+      return kExitOk;
+    };
+  });
+}
+
+// ingest slurm
+void AddIngestSlurm(CLI::App* ingest, Context& ctx, Action* action) {
+  auto* cmd = ingest->add_subcommand(
+      "slurm",
+      "Run sinfo (the partitions' nodes) and sacct on this cluster for a time window and "
+      "ingest their output; with --follow, keep ingesting the jobs that end and diagnose the "
+      "failed ones");
+  struct SlurmFlags {
+    std::string since = "14d", until, sacct = "sacct", scontrol = "scontrol", sinfo = "sinfo",
+                log_dir;
+    bool follow = false, no_diagnose = false;
+    int interval_s = 60, overlap_s = 600, passes = 0;
+  };
+  auto s = std::make_shared<SlurmFlags>();
+  auto flags = std::make_shared<CommonFlags>();
+  cmd->add_option("--since", s->since, "Start of the window: 14d, 12h, or 2024-01-31")
+      ->capture_default_str();
+  cmd->add_option("--until", s->until, "End of the window (default: now)");
+  cmd->add_option("--sacct", s->sacct, "The sacct program to run")->capture_default_str();
+  cmd->add_option("--sinfo", s->sinfo,
+                  "The sinfo program, run first for the partitions' nodes (a failure is a "
+                  "warning; the jobs are still ingested)")
+      ->capture_default_str();
+  cmd->add_flag("--follow", s->follow,
+                "Keep going: every --interval, ingest the jobs that ended since the last pass "
+                "(the window overlaps the last by --overlap; nothing is stored twice) and "
+                "diagnose each newly ended FAILED, OUT_OF_MEMORY, TIMEOUT and NODE_FAIL job "
+                "(stored with it, as `rightsize diagnose JOBID` does). Stops on SIGINT/SIGTERM");
+  cmd->add_option("--interval", s->interval_s, "Seconds between passes (--follow)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
+  cmd->add_option("--overlap", s->overlap_s,
+                  "Seconds each window reaches back before the previous one ended: slurmdbd "
+                  "records job ends late (--follow)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 30 * 86400));
+  cmd->add_option("--log-dir", s->log_dir,
+                  "Where the jobs' slurm-N.out files are, when neither the job_submit.lua "
+                  "record nor `scontrol show job` says (--follow)");
+  cmd->add_option("--scontrol", s->scontrol,
+                  "The scontrol program (the cluster's name; jobs' logs with --follow)")
+      ->capture_default_str();
+  cmd->add_flag("--no-diagnose", s->no_diagnose, "Do not diagnose failed jobs (--follow)");
+  cmd->add_option("--passes", s->passes, "Stop after this many passes (--follow; 0 = never)");
+  AddCommonFlags(cmd, flags.get());
+  cmd->callback([&ctx, action, s, flags] {
+    *action = [&ctx, s, flags]() -> int {
+      int64_t now = NowS();
+      auto from = ParseTimeSpec(s->since, now);
+      if (!from.ok()) return Fail(from.status().WithContext("--since"));
+      int64_t to = now;
+      if (!s->until.empty()) {
+        if (s->follow) return Fail(Status::InvalidArgument("--until: not with --follow"));
+        auto t = ParseTimeSpec(s->until, now);
+        if (!t.ok()) return Fail(t.status().WithContext("--until"));
+        to = *t;
+      }
+      SlurmIngestOptions o;
+      o.sacct = s->sacct;
+      o.scontrol = s->scontrol;
+      o.sinfo = s->sinfo;
+      o.log_dir = s->log_dir;
+      o.cluster = flags->cluster;
+      o.follow = s->follow;
+      o.diagnose = !s->no_diagnose;
+      o.json = flags->json;
+      o.strict = flags->strict;
+      o.interval_s = s->interval_s;
+      o.overlap_s = s->overlap_s;
+      o.passes = s->passes;
+      if (s->follow) {
+        std::signal(SIGINT, OnStopSignal);
+        std::signal(SIGTERM, OnStopSignal);
+      }
+      return IngestSlurm(ctx, o, *from, to, g_stop);
+    };
+  });
+}
+
 }  // namespace
 
 void AddIngestCommands(CLI::App& app, Context& ctx, Action* action) {
   auto* ingest = app.add_subcommand("ingest", "Load job accounting into the store");
   ingest->require_subcommand(1);
 
-  // ingest sacct
-  {
-    auto* cmd = ingest->add_subcommand(
-        "sacct",
-        "Read `sacct -P` output (with or without a header, any column order); steps are "
-        "merged into their jobs. Re-ingesting the same jobs replaces them, never duplicates.");
-    auto files = std::make_shared<std::vector<std::string>>();
-    auto flags = std::make_shared<CommonFlags>();
-    auto delimiter = std::make_shared<std::string>();
-    auto columns = std::make_shared<std::string>();
-    auto print_format = std::make_shared<bool>(false);
-    cmd->add_option("files", *files, "sacct output files (.gz works), or - for stdin")
-        ->type_name("FILE|-");
-    AddCommonFlags(cmd, flags.get());
-    cmd->add_option("--delimiter", *delimiter,
-                    "Field separator, as sacct's --delimiter (default: '|', or detected)");
-    cmd->add_option("--columns", *columns,
-                    "Column names of a headerless file, as sacct --format (default: the "
-                    "--print-format list)");
-    cmd->add_flag("--print-format", *print_format,
-                  "Print the sacct --format list rightsize reads best, and exit");
-    cmd->callback([&ctx, action, files, flags, delimiter, columns, print_format] {
-      *action = [&ctx, files, flags, delimiter, columns, print_format]() -> int {
-        if (*print_format) {
-          fmt::print("{}\n", kSacctFormat);
-          return kExitOk;
-        }
-        if (files->empty()) {
-          fmt::print(stderr, "rightsize: ingest sacct needs a FILE (or - for stdin)\n");
-          return kExitUsage;
-        }
-        SacctOptions opts;
-        opts.delimiter = *delimiter;
-        opts.columns = SplitColumns(*columns);
-        return IngestFiles(
-            ctx, *files, *flags, [opts] { return std::make_unique<SacctParser>(opts); },
-            [](const std::string&) { return std::string("default"); });
-      };
-    });
-  }
-
-  // ingest swf
-  {
-    auto* cmd = ingest->add_subcommand(
-        "swf",
-        "Read Standard Workload Format traces (.swf or .swf.gz; 18 fields, -1 = unknown); "
-        "header comments are kept as cluster metadata");
-    auto files = std::make_shared<std::vector<std::string>>();
-    auto flags = std::make_shared<CommonFlags>();
-    cmd->add_option("files", *files, "SWF files, or - for stdin")->required()->type_name("FILE");
-    AddCommonFlags(cmd, flags.get());
-    cmd->callback([&ctx, action, files, flags] {
-      *action = [&ctx, files, flags]() -> int {
-        return IngestFiles(
-            ctx, *files, *flags, [] { return std::make_unique<SwfParser>(); },
-            [](const std::string& f) { return ClusterNameFromPath(f); });
-      };
-    });
-  }
-
-  // ingest clustercockpit
-  {
-    auto* cmd = ingest->add_subcommand(
-        "clustercockpit",
-        "Read ClusterCockpit job tables exported as CSV (.csv or .csv.gz; header line, columns by "
-        "name): measured CPU load, memory, GPU utilisation and GPU memory per job. Running "
-        "jobs are skipped; re-ingesting replaces, never duplicates.");
-    auto files = std::make_shared<std::vector<std::string>>();
-    auto flags = std::make_shared<CommonFlags>();
-    cmd->add_option("files", *files, "CSV files (.gz works), or - for stdin")
-        ->required()
-        ->type_name("FILE|-");
-    AddCommonFlags(cmd, flags.get());
-    cmd->callback([&ctx, action, files, flags] {
-      *action = [&ctx, files, flags]() -> int {
-        return IngestFiles(
-            ctx, *files, *flags, [] { return std::make_unique<ClusterCockpitParser>(); },
-            [](const std::string&) { return std::string("default"); });
-      };
-    });
-  }
-
-  // ingest sinfo
-  {
-    auto* cmd = ingest->add_subcommand(
-        "sinfo",
-        fmt::format("Read the cluster's partitions (nodes, cores, memory and GPUs per node, the "
-                    "default partition) from saved `sinfo --noheader --format='{}'` output; "
-                    "`ingest slurm` reads them itself. predict reads a job against its "
-                    "partition's nodes, and a script without -p in the default partition",
-                    kSinfoFormat));
-    auto file = std::make_shared<std::string>();
-    auto flags = std::make_shared<CommonFlags>();
-    cmd->add_option("file", *file, "sinfo output, or - for stdin")->required()->type_name("FILE|-");
-    AddCommonFlags(cmd, flags.get());
-    cmd->callback([&ctx, action, file, flags] {
-      *action = [&ctx, file, flags]() -> int {
-        std::string text;
-        if (*file == "-") {
-          text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-        } else {
-          std::error_code ec;
-          if (!std::filesystem::is_regular_file(*file, ec)) {
-            return Fail(Status::NotFound(fmt::format("{}: no such file", *file)));
-          }
-          text = ReadWholeFile(*file);
-        }
-        // A partition no longer listed keeps its old keys (a drained partition still ran jobs).
-        auto parts = ParseSinfo(text, *file == "-" ? "<stdin>" : *file);
-        if (!parts.ok()) return Fail(parts.status());
-        auto store = ctx.OpenedStore();
-        if (!store.ok()) return Fail(store.status());
-        std::string cluster = flags->cluster.empty() ? "default" : flags->cluster;
-        if (Status st = (*store)->PutClusterMeta(cluster, PartitionMeta(*parts)); !st.ok()) {
-          return Fail(st);
-        }
-        if (!flags->json) PrintPartitions(cluster, *parts);
-        return kExitOk;
-      };
-    });
-  }
-
-  // ingest slurm
-  {
-    auto* cmd = ingest->add_subcommand(
-        "slurm",
-        "Run sinfo (the partitions' nodes) and sacct on this cluster for a time window and "
-        "ingest their output; with --follow, keep ingesting the jobs that end and diagnose the "
-        "failed ones");
-    struct SlurmFlags {
-      std::string since = "14d", until, sacct = "sacct", scontrol = "scontrol", sinfo = "sinfo",
-                  log_dir;
-      bool follow = false, no_diagnose = false;
-      int interval_s = 60, overlap_s = 600, passes = 0;
-    };
-    auto s = std::make_shared<SlurmFlags>();
-    auto flags = std::make_shared<CommonFlags>();
-    cmd->add_option("--since", s->since, "Start of the window: 14d, 12h, or 2024-01-31")
-        ->capture_default_str();
-    cmd->add_option("--until", s->until, "End of the window (default: now)");
-    cmd->add_option("--sacct", s->sacct, "The sacct program to run")->capture_default_str();
-    cmd->add_option("--sinfo", s->sinfo,
-                    "The sinfo program, run first for the partitions' nodes (a failure is a "
-                    "warning; the jobs are still ingested)")
-        ->capture_default_str();
-    cmd->add_flag("--follow", s->follow,
-                  "Keep going: every --interval, ingest the jobs that ended since the last pass "
-                  "(the window overlaps the last by --overlap; nothing is stored twice) and "
-                  "diagnose each newly ended FAILED, OUT_OF_MEMORY, TIMEOUT and NODE_FAIL job "
-                  "(stored with it, as `rightsize diagnose JOBID` does). Stops on SIGINT/SIGTERM");
-    cmd->add_option("--interval", s->interval_s, "Seconds between passes (--follow)")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 86400));
-    cmd->add_option("--overlap", s->overlap_s,
-                    "Seconds each window reaches back before the previous one ended: slurmdbd "
-                    "records job ends late (--follow)")
-        ->capture_default_str()
-        ->check(CLI::Range(0, 30 * 86400));
-    cmd->add_option("--log-dir", s->log_dir,
-                    "Where the jobs' slurm-N.out files are, when neither the job_submit.lua "
-                    "record nor `scontrol show job` says (--follow)");
-    cmd->add_option("--scontrol", s->scontrol,
-                    "The scontrol program (the cluster's name; jobs' logs with --follow)")
-        ->capture_default_str();
-    cmd->add_flag("--no-diagnose", s->no_diagnose, "Do not diagnose failed jobs (--follow)");
-    cmd->add_option("--passes", s->passes, "Stop after this many passes (--follow; 0 = never)");
-    AddCommonFlags(cmd, flags.get());
-    cmd->callback([&ctx, action, s, flags] {
-      *action = [&ctx, s, flags]() -> int {
-        int64_t now = NowS();
-        auto from = ParseTimeSpec(s->since, now);
-        if (!from.ok()) return Fail(from.status().WithContext("--since"));
-        int64_t to = now;
-        if (!s->until.empty()) {
-          if (s->follow) return Fail(Status::InvalidArgument("--until: not with --follow"));
-          auto t = ParseTimeSpec(s->until, now);
-          if (!t.ok()) return Fail(t.status().WithContext("--until"));
-          to = *t;
-        }
-        SlurmIngestOptions o;
-        o.sacct = s->sacct;
-        o.scontrol = s->scontrol;
-        o.sinfo = s->sinfo;
-        o.log_dir = s->log_dir;
-        o.cluster = flags->cluster;
-        o.follow = s->follow;
-        o.diagnose = !s->no_diagnose;
-        o.json = flags->json;
-        o.strict = flags->strict;
-        o.interval_s = s->interval_s;
-        o.overlap_s = s->overlap_s;
-        o.passes = s->passes;
-        if (s->follow) {
-          std::signal(SIGINT, OnStopSignal);
-          std::signal(SIGTERM, OnStopSignal);
-        }
-        return IngestSlurm(ctx, o, *from, to, g_stop);
-      };
-    });
-  }
+  AddIngestSacct(ingest, ctx, action);
+  AddIngestSwf(ingest, ctx, action);
+  AddIngestClusterCockpit(ingest, ctx, action);
+  AddIngestSinfo(ingest, ctx, action);
+  AddIngestSlurm(ingest, ctx, action);
 }
 
 int IngestSlurm(Context& ctx, const SlurmIngestOptions& o, int64_t from, int64_t to,
