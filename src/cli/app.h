@@ -15,7 +15,9 @@
 
 #include "diagnose/diagnosis.h"
 #include "model/model_cache.h"
+#include "report/prices.h"
 #include "server/server.h"
+#include "slurm/follower.h"
 #include "store/store.h"
 
 namespace rightsize::cli {
@@ -48,18 +50,11 @@ void AddAdviseCommand(CLI::App& app, Context& ctx, Action* action);
 
 void AddServeCommand(CLI::App& app, Context& ctx, Action* action);
 
-// What the agents stored about a job, for its diagnosis: the memory series of its last ten
-// minutes, its GPU memory peak, how long before its end the node went silent, its hottest
-// stacks. nullopt when there is nothing.
-StatusOr<std::optional<Telemetry>> StoredTelemetry(Store& store, const JobRecord& job);
-
-// `ingest slurm`: sacct over [from, to] into the store; following, a pass every interval_s
-// over what ended since the last (overlapping by overlap_s) with the failed jobs diagnosed,
-// until `stop` (or `passes`). `serve --follow-slurm` runs it in a thread of its own.
-struct SlurmIngestOptions {
-  std::string sacct = "sacct", scontrol = "scontrol", sinfo = "sinfo", log_dir, cluster;
-  bool follow = false, diagnose = true, json = false, strict = false;
-  int interval_s = 60, overlap_s = 600, passes = 0;
+// `ingest slurm` (and `serve --follow-slurm`, in a thread of its own): slurm::Follower over
+// [from, to], printing as `ingest slurm` does (json: each pass's document and each diagnosis
+// as JSON), until `stop` (or `passes`). Returns the exit code.
+struct SlurmIngestOptions : slurm::FollowerOptions {
+  bool json = false;
 };
 int IngestSlurm(Context& ctx, const SlurmIngestOptions& o, int64_t from, int64_t to,
                 const std::atomic<bool>& stop);

@@ -1,62 +1,16 @@
 // `rightsize diagnose JOBID | --log FILE…`: why a job failed and what to change.
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <ctime>
-#include <limits>
 #include <optional>
 
 #include "cli/app.h"
 #include "cli/terminal.h"
 #include "core/json_text.h"
 #include "diagnose/diagnosis.h"
-#include "report/prices.h"
+#include "diagnose/stored_telemetry.h"
 
 namespace rightsize::cli {
-
-
-StatusOr<std::optional<Telemetry>> StoredTelemetry(Store& store, const JobRecord& job) {
-  Telemetry t;
-  bool any = false;
-  int64_t start_ms = job.start_time.value_or(0) * 1000;
-  int64_t newest_ms = -1;
-  // The memory series of the last ten minutes: enough for the trend before an OOM kill.
-  int64_t end_ms = job.end_time ? *job.end_time * 1000 : std::numeric_limits<int64_t>::max();
-  int64_t from_ms = job.end_time ? std::max(start_ms, end_ms - 600000) : start_ms;
-  RS_RETURN_IF_ERROR(store.ReadSamples(
-      job.cluster, job.job_id, "memory_bytes", from_ms, std::numeric_limits<int64_t>::max(),
-      [&](const Sample& s) {
-        t.memory.emplace_back(static_cast<double>(s.t_ms - start_ms) / 1000, s.value);
-        newest_ms = std::max(newest_ms, s.t_ms);
-      }));
-  any |= !t.memory.empty();
-  double gpu_peak = -1;
-  RS_RETURN_IF_ERROR(store.ReadSamples(job.cluster, job.job_id, "gpu_memory_bytes", start_ms,
-                                       std::numeric_limits<int64_t>::max(), [&](const Sample& s) {
-                                         gpu_peak = std::max(gpu_peak, s.value);
-                                         newest_ms = std::max(newest_ms, s.t_ms);
-                                       }));
-  if (gpu_peak >= 0) {
-    t.gpu_memory_peak_bytes = static_cast<int64_t>(gpu_peak);
-    any = true;
-    // The job's GPU memory is summed over its GPUs: its capacity is theirs, by model.
-    auto prices = PricesFor("");
-    double bytes =
-        prices.ok() ? prices->GpuMemoryBytes(job.GpuType(), job.AllocatedGpus().value_or(0)) : 0;
-    if (bytes > 0) t.gpu_memory_total_bytes = static_cast<int64_t>(bytes);
-  }
-  if (job.end_time && newest_ms >= 0) {
-    t.silent_before_end_s = std::max(0.0, static_cast<double>(end_ms - newest_ms) / 1000);
-  }
-  RS_ASSIGN_OR_RETURN(auto stacks, store.GetStacks(job.cluster, job.job_id));
-  for (const auto& [stack, n] : stacks) t.hottest_stacks.emplace_back(stack, n);
-  std::sort(t.hottest_stacks.begin(), t.hottest_stacks.end(),
-            [](const auto& a, const auto& b) { return a.second > b.second; });
-  if (t.hottest_stacks.size() > 5) t.hottest_stacks.resize(5);
-  any |= !t.hottest_stacks.empty();
-  if (!any) return std::optional<Telemetry>();
-  return std::optional<Telemetry>(std::move(t));
-}
 
 void AddDiagnoseCommand(CLI::App& app, Context& ctx, Action* action) {
   auto* cmd = app.add_subcommand(
@@ -105,7 +59,8 @@ void AddDiagnoseCommand(CLI::App& app, Context& ctx, Action* action) {
         auto job = (*store)->GetJob(f->cluster, f->job_id);
         if (!job.ok()) return Fail(job.status());
         input.job = std::move(*job);
-        auto tel = StoredTelemetry(**store, *input.job);
+        auto prices = PricesFor("");  // the GPUs' memory by model
+        auto tel = StoredTelemetry(**store, *input.job, prices.ok() ? &*prices : nullptr);
         if (!tel.ok()) return Fail(tel.status());
         input.telemetry = std::move(*tel);
       } else if (!f->state.empty() || f->exit_code || f->signal) {
