@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <utility>
 
 #include "core/units.h"
 
@@ -114,12 +115,12 @@ std::optional<std::string> ProcFs::Read(int64_t pid, const char* file, size_t ma
 }
 
 std::optional<std::string> ProcFs::ReadPath(const std::string& path, size_t max_bytes) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;  // gone, or not ours to read
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return std::nullopt;  // gone, or not ours to read
   std::string out;
   char buf[8192];
   for (;;) {
-    ssize_t n = read(fd, buf, sizeof(buf));
+    ssize_t n = read(fd.get(), buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     out.append(buf, static_cast<size_t>(n));
@@ -127,21 +128,11 @@ std::optional<std::string> ProcFs::ReadPath(const std::string& path, size_t max_
     // the agent a syscall per file per process per second.
     if (static_cast<size_t>(n) < sizeof(buf)) break;
     if (out.size() > max_bytes) {  // a hostile or corrupt entry: do not follow it
-      close(fd);
       ++rejected_;
       return std::nullopt;
     }
   }
-  close(fd);
   return out;
-}
-
-ProcFs::~ProcFs() {
-  for (const auto& [pid, fds] : kept_) {
-    for (int fd : fds) {
-      if (fd >= 0) close(fd);
-    }
-  }
 }
 
 void ProcFs::set_keep_stat_open(bool keep) {
@@ -153,11 +144,6 @@ void ProcFs::set_keep_stat_open(bool keep) {
   }
   max_open_stats_ = keep ? cap : 0;
   if (!keep) {
-    for (const auto& [pid, fds] : kept_) {
-      for (int fd : fds) {
-        if (fd >= 0) close(fd);
-      }
-    }
     kept_.clear();
     kept_files_ = 0;
   }
@@ -188,12 +174,11 @@ std::vector<int64_t> ProcFs::Pids() {
   return pids;
 }
 
-void ProcFs::CloseKept(std::array<int, kKeptFiles>& fds) {
-  for (int& fd : fds) {
-    if (fd >= 0) {
-      close(fd);
+void ProcFs::CloseKept(std::array<UniqueFd, kKeptFiles>& fds) {
+  for (UniqueFd& fd : fds) {
+    if (fd) {
+      fd.reset();
       --kept_files_;
-      fd = -1;
     }
   }
 }
@@ -207,13 +192,13 @@ size_t ProcFs::ReadKept(int64_t pid, KeptFile which, char* buf, size_t size) {
     } while (n < 0 && errno == EINTR);
     return n;
   };
-  int* kept = nullptr;
+  UniqueFd* kept = nullptr;
   if (max_open_stats_ > 0) {
     auto it = kept_.find(pid);
     if (it != kept_.end()) {
       kept = &it->second[which];
-      if (*kept >= 0) {
-        ssize_t n = pread_all(*kept);
+      if (*kept) {
+        ssize_t n = pread_all(kept->get());
         if (n > 0 && static_cast<size_t>(n) < size) return static_cast<size_t>(n);
         // The process it was opened for is gone (its pid may be someone else's now): afresh.
         CloseKept(it->second);
@@ -221,24 +206,17 @@ size_t ProcFs::ReadKept(int64_t pid, KeptFile which, char* buf, size_t size) {
     }
   }
   std::string path = root_ + "/" + std::to_string(pid) + "/" + kNames[which];
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = pread_all(fd);
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return 0;
+  ssize_t n = pread_all(fd.get());
   if (n <= 0 || static_cast<size_t>(n) >= size) {
-    close(fd);
     if (n >= static_cast<ssize_t>(size)) ++rejected_;
     return 0;
   }
   if (max_open_stats_ > 0 && kept_files_ < max_open_stats_) {
-    if (kept == nullptr) {
-      std::array<int, kKeptFiles> none;
-      none.fill(-1);
-      kept = &kept_.emplace(pid, none).first->second[which];
-    }
-    *kept = fd;
+    if (kept == nullptr) kept = &kept_[pid][which];
+    *kept = std::move(fd);
     ++kept_files_;
-  } else {
-    close(fd);
   }
   return static_cast<size_t>(n);
 }

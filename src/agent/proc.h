@@ -15,6 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/fd.h"
+
 namespace rightsize {
 
 struct ProcStat {
@@ -49,7 +51,6 @@ class ProcFs {
   // `root` is "/proc" or a fixture; clock ticks and page size are the kernel's (sysconf).
   explicit ProcFs(std::string root = "/proc", int64_t clock_ticks = 0, int64_t page_bytes = 0);
 
-  ~ProcFs();
   ProcFs(const ProcFs&) = delete;
   ProcFs& operator=(const ProcFs&) = delete;
 
@@ -106,13 +107,13 @@ class ProcFs {
   static constexpr size_t kKeptFiles = 3;
   // Reads the file into buf (0: gone, unreadable, or as large as buf: garbage, counted).
   size_t ReadKept(int64_t pid, KeptFile which, char* buf, size_t size);
-  void CloseKept(std::array<int, kKeptFiles>& fds);
+  void CloseKept(std::array<UniqueFd, kKeptFiles>& fds);
   std::string root_;
   bool keep_stat_open_ = false;
   size_t max_open_stats_ = 0;  // files, not processes
   size_t kept_files_ = 0;
-  std::optional<bool> same_pid_namespace_;                         // see LastPid(); decided once
-  std::unordered_map<int64_t, std::array<int, kKeptFiles>> kept_;  // pid -> fds, -1 for none
+  std::optional<bool> same_pid_namespace_;  // see LastPid(); decided once
+  std::unordered_map<int64_t, std::array<UniqueFd, kKeptFiles>> kept_;  // pid -> fds (or empty)
   int64_t clock_ticks_;
   int64_t page_bytes_;
   int64_t rejected_ = 0;

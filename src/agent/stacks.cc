@@ -26,6 +26,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/fd.h"
+
 namespace rightsize {
 namespace {
 
@@ -199,8 +201,8 @@ class StackSampler::PerfEvent {
   static StatusOr<PerfEvent> Open(const StackSamplerOptions& options, int tid) {
     perf_event_attr attr = MakeAttr(options);
     PerfEvent event;
-    event.fd_ = PerfEventOpen(&attr, tid);
-    if (event.fd_ < 0) {
+    event.fd_.reset(PerfEventOpen(&attr, tid));
+    if (!event.fd_) {
       const int err = errno;
       return OpenError(err, options,
                        tid == 0 ? "the calling thread" : fmt::format("thread {}", tid));
@@ -209,7 +211,7 @@ class StackSampler::PerfEvent {
     const size_t map_bytes = (options.ring_pages + 1) * page_bytes;
     // Writable, so the kernel honours data_tail and never overwrites unread records: when the
     // ring is full it drops samples and tells us how many in a PERF_RECORD_LOST.
-    void* base = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, event.fd_, 0);
+    void* base = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, event.fd_.get(), 0);
     if (base == MAP_FAILED) {
       const int err = errno;
       return Status::IoError(fmt::format(
@@ -235,7 +237,7 @@ class StackSampler::PerfEvent {
   PerfEvent& operator=(PerfEvent&& other) noexcept {
     if (this != &other) {
       Reset();
-      fd_ = std::exchange(other.fd_, -1);
+      fd_ = std::move(other.fd_);
       base_ = std::exchange(other.base_, nullptr);
       map_bytes_ = std::exchange(other.map_bytes_, 0);
       data_offset_ = std::exchange(other.data_offset_, 0);
@@ -247,7 +249,7 @@ class StackSampler::PerfEvent {
 
   // Whether the thread has exited (the kernel reports POLLHUP on its event).
   bool Ended() const {
-    pollfd pfd = {.fd = fd_, .events = POLLIN, .revents = 0};
+    pollfd pfd = {.fd = fd_.get(), .events = POLLIN, .revents = 0};
     return poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLERR | POLLNVAL)) != 0;
   }
 
@@ -299,12 +301,11 @@ class StackSampler::PerfEvent {
 
   void Reset() noexcept {
     if (base_ != nullptr) munmap(base_, map_bytes_);
-    if (fd_ >= 0) close(fd_);
     base_ = nullptr;
-    fd_ = -1;
+    fd_.reset();
   }
 
-  int fd_ = -1;
+  UniqueFd fd_;
   void* base_ = nullptr;
   size_t map_bytes_ = 0;
   size_t data_offset_ = 0;
@@ -380,10 +381,10 @@ class ProcessSymbols {
       struct stat st;
       // Only regular files: a mapped device could block on open.
       if (!path.empty() && stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-        const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
+        UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+        if (fd) {
           *file_name = strdup(path.c_str());
-          return fd;  // libdwfl owns it now
+          return fd.release();  // libdwfl owns it now
         }
       }
     }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace rightsize {
 namespace {
@@ -26,11 +27,22 @@ void QuietXgboost() {
   (void)quiet;
 }
 
+// Owns one DMatrixHandle. Copy deleted; move leaves the source empty.
 class DMatrix {
  public:
-  ~DMatrix() {
-    if (h_ != nullptr) XGDMatrixFree(h_);
+  DMatrix() = default;
+  DMatrix(const DMatrix&) = delete;
+  DMatrix& operator=(const DMatrix&) = delete;
+  DMatrix(DMatrix&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  DMatrix& operator=(DMatrix&& o) noexcept {
+    if (this != &o) {
+      Free();
+      h_ = std::exchange(o.h_, nullptr);
+    }
+    return *this;
   }
+  ~DMatrix() noexcept { Free(); }
+
   Status Create(const float* x, size_t rows, size_t cols) {
     RS_XGB(XGDMatrixCreateFromMat(x, rows, cols, NAN, &h_), "matrix");
     return Status::Ok();
@@ -38,6 +50,10 @@ class DMatrix {
   DMatrixHandle get() const { return h_; }
 
  private:
+  void Free() noexcept {
+    if (h_ != nullptr) XGDMatrixFree(h_);
+    h_ = nullptr;
+  }
   DMatrixHandle h_ = nullptr;
 };
 
@@ -51,7 +67,7 @@ float Median(std::vector<float> v) {
 }  // namespace
 
 Booster::Booster() = default;
-Booster::~Booster() {
+Booster::~Booster() noexcept {
   if (handle_ != nullptr) XGBoosterFree(handle_);
 }
 Booster::Booster(Booster&& o) noexcept : handle_(o.handle_) { o.handle_ = nullptr; }
@@ -162,17 +178,32 @@ Status Booster::Predict(const float* x, size_t rows, size_t cols, std::vector<fl
 // One proxy DMatrix per thread, for in-place prediction. Without one, XGBoost makes a proxy for
 // every call, and its parameters read the cgroup's CPU quota from /sys (two open() per
 // prediction, about a third of a one-row prediction's time).
+// Copy deleted; move leaves the source empty.
 class ThreadProxy {
  public:
-  ~ThreadProxy() {
-    if (h_ != nullptr) XGDMatrixFree(h_);
+  ThreadProxy() = default;
+  ThreadProxy(const ThreadProxy&) = delete;
+  ThreadProxy& operator=(const ThreadProxy&) = delete;
+  ThreadProxy(ThreadProxy&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  ThreadProxy& operator=(ThreadProxy&& o) noexcept {
+    if (this != &o) {
+      Free();
+      h_ = std::exchange(o.h_, nullptr);
+    }
+    return *this;
   }
+  ~ThreadProxy() noexcept { Free(); }
+
   DMatrixHandle get() {
     if (h_ == nullptr && XGProxyDMatrixCreate(&h_) != 0) h_ = nullptr;
     return h_;
   }
 
  private:
+  void Free() noexcept {
+    if (h_ != nullptr) XGDMatrixFree(h_);
+    h_ = nullptr;
+  }
   DMatrixHandle h_ = nullptr;
 };
 

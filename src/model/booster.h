@@ -35,7 +35,7 @@ struct BoosterParams {
 class Booster {
  public:
   Booster();
-  ~Booster();
+  ~Booster() noexcept;
   Booster(Booster&&) noexcept;
   Booster& operator=(Booster&&) noexcept;
   Booster(const Booster&) = delete;
