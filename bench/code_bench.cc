@@ -9,7 +9,7 @@
 
 #include "code/analysis.h"
 #include "code/memory_model.h"
-#include "ingest/job_script.h"
+#include "jobscript/job_script.h"
 
 namespace {
 

@@ -25,8 +25,8 @@
 #include <sstream>
 
 #include "ingest/ingest.h"
-#include "ingest/job_script.h"
 #include "ingest/swf.h"
+#include "jobscript/job_script.h"
 #include "model/dataset.h"
 #include "model/history.h"
 #include "model/predictor.h"

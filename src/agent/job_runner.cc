@@ -398,4 +398,41 @@ StatusOr<JobRunResult> RunJob(const JobRunOptions& options) {
   return result;
 }
 
+std::optional<Diagnosis> DiagnoseRun(const JobRunResult& run) {
+  if (run.job.outcome.state == "COMPLETED") return std::nullopt;
+  DiagnoseInput in;
+  in.log_paths = {run.log_path};
+  in.job = run.job;
+  Telemetry tel;
+  tel.memory_limit_bytes = run.memory_limit_bytes;
+  tel.oom_kills = run.oom_kills;
+  tel.memory = run.memory_series;
+  tel.gpu_memory_peak_bytes = run.job.usage.peak_gpu_memory_bytes;
+  tel.gpu_memory_total_bytes = run.gpu_memory_total_bytes;
+  for (const GpuEvent& e : run.gpu_events) tel.xids.emplace_back(e.device_index, e.xid);
+  in.telemetry = tel;
+  auto d = Diagnose(in);
+  if (!d.ok()) return std::nullopt;
+  return std::move(*d);
+}
+
+// The rightsize.run/v1 document.
+nlohmann::json JobRunJson(const JobRunResult& run, const std::vector<std::string>& argv,
+                          const std::optional<Diagnosis>& diagnosis) {
+  nlohmann::json j;
+  j["schema"] = "rightsize.run/v1";
+  j["command"] = argv;
+  nlohmann::json record;
+  to_json(record, run.job);
+  j["job"] = record;
+  j["usage"] = record["usage"];
+  j["usage"]["mean_cpu_cores"] = run.mean_cpu_cores;
+  j["summary"] = run.summary;
+  j["gpu"] = {{"available", run.gpu_available}, {"status", run.gpu_status}};
+  j["dcgm"] = {{"available", run.dcgm_available}, {"status", run.dcgm_status}};
+  j["cgroup"] = run.cgroup.empty() ? nlohmann::json() : nlohmann::json(run.cgroup);
+  j["diagnosis"] = diagnosis ? DiagnosisToJson(*diagnosis) : nlohmann::json();
+  return j;
+}
+
 }  // namespace rightsize

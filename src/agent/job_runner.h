@@ -29,6 +29,7 @@
 #include "agent/gpu.h"
 #include "core/job.h"
 #include "core/status.h"
+#include "diagnose/diagnosis.h"
 
 namespace rightsize {
 
@@ -91,5 +92,14 @@ struct JobRunResult {
 // Runs `options.argv` to its end; see the file comment. InvalidArgument for an empty command or
 // a memory limit without a cgroup; IoError when the job cannot be set up or the stacks written.
 [[nodiscard]] StatusOr<JobRunResult> RunJob(const JobRunOptions& options);
+
+// The diagnosis of a run that did not complete, from its log, record and what was measured
+// (memory series and limit, OOM kills, GPU memory, Xid events); nullopt for a completed run.
+std::optional<Diagnosis> DiagnoseRun(const JobRunResult& run);
+
+// The rightsize.run/v1 document of a run: the command, the job record, its usage and summary,
+// what the GPU and DCGM sources said, the cgroup, and the diagnosis (null when none).
+nlohmann::json JobRunJson(const JobRunResult& run, const std::vector<std::string>& argv,
+                          const std::optional<Diagnosis>& diagnosis);
 
 }  // namespace rightsize

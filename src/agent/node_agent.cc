@@ -41,7 +41,7 @@ NodeAgent::NodeAgent(NodeAgentOptions options, std::unique_ptr<Shipper> shipper)
 }
 
 std::string NodeAgent::Metrics() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return agent_.Metrics();
 }
 
@@ -50,7 +50,7 @@ std::vector<JobRecord> NodeAgent::Cycle(double now_s, double* next_ship_s,
   std::vector<JobRecord> ended;
   std::vector<JobTelemetry> batch;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ended = agent_.Cycle(now_s, std::time(nullptr));
     if (options_.agent.sample_stacks && !agent_.stacks_note().empty() && !stacks_warned_) {
       if (callbacks.stacks_off) callbacks.stacks_off(agent_.stacks_note());
@@ -91,7 +91,7 @@ void NodeAgent::Run(const std::atomic<bool>& stop, const Callbacks& callbacks) {
 bool NodeAgent::FinishShipping(double timeout_s) {
   if (!shipper_) return true;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     shipper_->Enqueue(agent_.TakeTelemetry(), static_cast<int64_t>(std::time(nullptr)) * 1000);
   }
   return shipper_->Flush(timeout_s);

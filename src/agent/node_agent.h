@@ -26,6 +26,7 @@
 #include "agent/proc.h"
 #include "agent/shipper.h"
 #include "core/job.h"
+#include "core/mutex.h"
 #include "core/status.h"
 
 namespace rightsize {
@@ -80,8 +81,8 @@ class NodeAgent {
   CgroupFs cgroups_;
   std::unique_ptr<GpuSource> gpu_;
   std::unique_ptr<DcgmSource> dcgm_;
-  std::mutex mu_;  // the sampling loop and the /metrics thread both use agent_
-  Agent agent_;    // GUARDED_BY(mu_)
+  Mutex mu_;  // the sampling loop and the /metrics thread both use agent_
+  Agent agent_ GUARDED_BY(mu_);
   bool stacks_warned_ = false;
 };
 

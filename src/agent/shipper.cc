@@ -41,7 +41,10 @@ StatusOr<std::unique_ptr<Shipper>> Shipper::Create(ShipperOptions options) {
   }
   while (!options.url.empty() && options.url.back() == '/') options.url.pop_back();
   std::unique_ptr<Shipper> s(new Shipper(std::move(options)));
-  if (!s->options_.spool_dir.empty()) RS_RETURN_IF_ERROR(s->LoadSpool());
+  if (!s->options_.spool_dir.empty()) {
+    MutexLock lock(s->mu_);
+    RS_RETURN_IF_ERROR(s->LoadSpool());
+  }
   s->thread_ = std::thread([p = s.get()] { p->Run(); });
   return s;
 }
@@ -50,16 +53,16 @@ Shipper::Shipper(ShipperOptions options) : options_(std::move(options)) {}
 
 Shipper::~Shipper() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void Shipper::Enqueue(std::vector<JobTelemetry> jobs, int64_t now_ms) {
   if (jobs.empty()) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // Strictly increasing across restarts too (the server keeps each agent's last one).
   last_seq_ = std::max(last_seq_ + 1, now_ms);
   Batch b{last_seq_, JsonText(TelemetryBatchJson(options_.agent, last_seq_, jobs)), ""};
@@ -72,18 +75,23 @@ void Shipper::Enqueue(std::vector<JobTelemetry> jobs, int64_t now_ms) {
   }
   TrimSpool();
   stats_.queued = static_cast<int64_t>(queue_.size());
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 Shipper::Stats Shipper::stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return stats_;
 }
 
 bool Shipper::Flush(double timeout_s) {
-  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  std::unique_lock lock(mu_);
-  return cv_.wait_until(lock, until, [&] { return queue_.empty() && !in_flight_; });
+  auto until = std::chrono::steady_clock::now() +
+               std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                   std::chrono::duration<double>(timeout_s));
+  MutexLock lock(mu_);
+  while (!queue_.empty() || in_flight_) {
+    if (!cv_.WaitUntil(lock, until)) return queue_.empty() && !in_flight_;
+  }
+  return true;
 }
 
 void Shipper::Run() {
@@ -98,15 +106,15 @@ void Shipper::Run() {
   httplib::Headers headers;
   if (!options_.token.empty()) headers.emplace("Authorization", "Bearer " + options_.token);
   double backoff_s = 1;
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    while (!stop_ && queue_.empty()) cv_.Wait(lock);
     if (stop_) break;
     Batch batch = queue_.front();
     in_flight_ = true;
-    lock.unlock();
+    lock.Unlock();
     auto res = client.Post("/api/v1/telemetry", headers, batch.body, "application/json");
-    lock.lock();
+    lock.Lock();
     in_flight_ = false;
     bool done = false;
     if (!res) {
@@ -132,11 +140,15 @@ void Shipper::Run() {
       backoff_s = 1;
     } else {
       ++stats_.failed_attempts;
-      cv_.wait_for(lock, std::chrono::duration<double>(backoff_s), [&] { return stop_; });
+      auto until = std::chrono::steady_clock::now() +
+                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                       std::chrono::duration<double>(backoff_s));
+      while (!stop_ && cv_.WaitUntil(lock, until)) {
+      }
       backoff_s = std::min(backoff_s * 2, 60.0);
     }
     stats_.queued = static_cast<int64_t>(queue_.size());
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 }
 

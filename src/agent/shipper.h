@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/status.h"
 #include "core/telemetry.h"
 
@@ -74,21 +75,21 @@ class Shipper {
     std::string body;  // JSON
     std::string file;  // its spool file ("" when not spooled)
   };
-  // Loads what a previous agent left in the spool; the caller holds mu_ (or is the constructor).
-  Status LoadSpool();
-  void Spool(Batch& batch);
-  void Forget(const Batch& batch);
-  void TrimSpool();
-  int64_t spool_bytes_ = 0;
+  // Loads what a previous agent left in the spool.
+  Status LoadSpool() REQUIRES(mu_);
+  void Spool(Batch& batch) REQUIRES(mu_);
+  void Forget(const Batch& batch) REQUIRES(mu_);
+  void TrimSpool() REQUIRES(mu_);
   ShipperOptions options_;
   std::string scheme_host_port_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Batch> queue_;
-  bool stop_ = false;
-  bool in_flight_ = false;
-  int64_t last_seq_ = 0;
-  Stats stats_;
+  mutable Mutex mu_;
+  CondVar cv_;
+  int64_t spool_bytes_ GUARDED_BY(mu_) = 0;
+  std::deque<Batch> queue_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool in_flight_ GUARDED_BY(mu_) = false;
+  int64_t last_seq_ GUARDED_BY(mu_) = 0;
+  Stats stats_ GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -14,7 +14,7 @@
 #include "code/memory_model.h"
 #include "code/report.h"
 #include "core/json_text.h"
-#include "ingest/job_script.h"
+#include "jobscript/job_script.h"
 #include "predict/code_estimate.h"
 
 namespace rightsize::cli {
@@ -30,36 +30,14 @@ struct AdviseFlags {
 int RunAdvise(const AdviseFlags& f) {
   auto script = ParseJobScriptFile(f.script, f.sbatch_args);
   if (!script.ok()) return Fail(script.status());
-  std::string code_dir = f.code.empty() ? DefaultCodeDir(f.script) : f.code;
-  std::string script_name = std::filesystem::path(f.script).filename().string();
-
-  std::string gpu_name = f.gpu;
-  std::string gpu_from = "--gpu";
-  if (gpu_name.empty() && !script->request.gpu_type.empty()) {
-    gpu_name = script->request.gpu_type;
-    gpu_from = "the script's --gres";
-  }
-  if (gpu_name.empty()) {
-    gpu_name = std::string(code::kDefaultGpu);
-    gpu_from = "default";
-  }
-  auto gpu = code::FindGpu(gpu_name);
-  if (!gpu) {
-    if (!f.gpu.empty()) {
-      std::vector<std::string_view> names;
-      for (const auto& g : code::KnownGpus()) names.push_back(g.name);
-      return Fail(Status::InvalidArgument(
-          fmt::format("--gpu: unknown GPU {} (known: {})", Quote(f.gpu), fmt::join(names, ", "))));
-    }
-    gpu = code::FindGpu(code::kDefaultGpu);
-    gpu_from = fmt::format("default; the script's GPU type {} is not in the table", gpu_name);
-  }
-
-  auto facts = code::AnalyzeJobCode(*script, code_dir, script_name);
-  if (!facts.ok()) return Fail(facts.status());
-  auto estimate = code::EstimateGpuMemory(*facts);
-  std::vector<code::Advice> advice;
-  if (estimate.ok()) advice = code::Advise(*facts, *estimate, *gpu, *script);
+  auto a = AdviseJobCode(*script, f.script, f.code, f.gpu);
+  if (!a.ok()) return Fail(a.status());
+  const std::string& code_dir = a->code_dir;
+  const code::GpuSpec* gpu = &a->gpu;
+  const std::string& gpu_from = a->gpu_from;
+  const code::CodeFacts* facts = &a->facts;
+  const auto& estimate = a->estimate;
+  const std::vector<code::Advice>& advice = a->advice;
 
   if (f.json) {
     nlohmann::json out = {
@@ -89,7 +67,7 @@ int RunAdvise(const AdviseFlags& f) {
   }
   if (!advice.empty()) {
     fmt::print("advice:\n");
-    for (const auto& a : advice) fmt::print("  {}\n", a.message);
+    for (const auto& item : advice) fmt::print("  {}\n", item.message);
   }
   return kExitOk;
 }

@@ -1,26 +1,20 @@
 // `rightsize agent`: watches every job on this node, writes their usage records, serves
 // /metrics.
 #include <fmt/format.h>
-#include <httplib.h>
-#include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
-#include <thread>
 
 #include "agent/node_agent.h"
 #include "agent/shipper.h"
 #include "cli/app.h"
-#include "cli/listen.h"
 #include "cli/terminal.h"
+#include "server/metrics_endpoint.h"
 
 namespace rightsize::cli {
 namespace {
-
-std::atomic<bool> g_stop{false};
-void RequestStop(int) { g_stop = true; }
 
 std::string HostName() {
   char host[256] = {};
@@ -75,36 +69,6 @@ NodeAgentOptions NodeOptions(const AgentFlags& f, const std::string& cluster) {
   return o;
 }
 
-// Serves /metrics from a thread of its own while alive.
-class MetricsServer {
- public:
-  explicit MetricsServer(NodeAgent& node) {
-    server_.Get("/metrics", [&node](const httplib::Request&, httplib::Response& res) {
-      res.set_content(node.Metrics(), "text/plain; version=0.0.4");
-    });
-  }
-  MetricsServer(const MetricsServer&) = delete;
-  MetricsServer& operator=(const MetricsServer&) = delete;
-  ~MetricsServer() { Stop(); }
-
-  Status Start(const std::string& listen) {
-    auto bound = BindListen(server_, listen);
-    if (!bound.ok()) return bound.status();
-    fmt::print(stderr, "rightsize agent: /metrics on {}:{}\n", bound->host, bound->port);
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    return Status::Ok();
-  }
-  void Stop() {
-    if (!thread_.joinable()) return;
-    server_.stop();
-    thread_.join();
-  }
-
- private:
-  httplib::Server server_;
-  std::thread thread_;
-};
-
 int RunAgent(Context& ctx, const AgentFlags& f) {
   // Never compete with the jobs it watches.
   setpriority(PRIO_PROCESS, 0, 10);
@@ -127,15 +91,13 @@ int RunAgent(Context& ctx, const AgentFlags& f) {
   if (node.gpu_available() && !node.dcgm_available()) {
     fmt::print(stderr, "rightsize agent: DCGM off: {}\n", node.dcgm_status());
   }
-  MetricsServer metrics(node);
+  MetricsEndpoint metrics([&node] { return node.Metrics(); });
   if (!f.listen.empty()) {
-    Status st = metrics.Start(f.listen);
-    if (!st.ok()) return Fail(st);
+    auto bound = metrics.Start(f.listen);
+    if (!bound.ok()) return Fail(bound.status());
+    fmt::print(stderr, "rightsize agent: /metrics on {}:{}\n", bound->host, bound->port);
   }
-  struct sigaction sa {};
-  sa.sa_handler = RequestStop;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  CatchStopSignals();
 
   NodeAgent::Callbacks callbacks;
   callbacks.stacks_off = [](const std::string& note) {
@@ -152,7 +114,7 @@ int RunAgent(Context& ctx, const AgentFlags& f) {
                  st.ToString());
     }
   };
-  node.Run(g_stop, callbacks);
+  node.Run(StopFlag(), callbacks);
   metrics.Stop();
   // What the jobs did since the last batch, then a short wait for the queue to drain.
   if (!node.FinishShipping(5)) {

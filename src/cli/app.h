@@ -13,10 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "diagnose/diagnosis.h"
-#include "model/model_cache.h"
 #include "report/prices.h"
-#include "server/server.h"
 #include "slurm/follower.h"
 #include "store/store.h"
 
@@ -47,7 +44,6 @@ void AddDiagnoseCommand(CLI::App& app, Context& ctx, Action* action);
 void AddRunCommand(CLI::App& app, Context& ctx, Action* action);
 void AddAgentCommand(CLI::App& app, Context& ctx, Action* action);
 void AddAdviseCommand(CLI::App& app, Context& ctx, Action* action);
-
 void AddServeCommand(CLI::App& app, Context& ctx, Action* action);
 
 // `ingest slurm` (and `serve --follow-slurm`, in a thread of its own): slurm::Follower over

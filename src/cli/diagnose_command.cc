@@ -56,13 +56,10 @@ void AddDiagnoseCommand(CLI::App& app, Context& ctx, Action* action) {
       if (!f->job_id.empty()) {
         auto store = ctx.OpenedStore();
         if (!store.ok()) return Fail(store.status());
-        auto job = (*store)->GetJob(f->cluster, f->job_id);
-        if (!job.ok()) return Fail(job.status());
-        input.job = std::move(*job);
         auto prices = PricesFor("");  // the GPUs' memory by model
-        auto tel = StoredTelemetry(**store, *input.job, prices.ok() ? &*prices : nullptr);
-        if (!tel.ok()) return Fail(tel.status());
-        input.telemetry = std::move(*tel);
+        Status st =
+            AddStoredJob(**store, f->cluster, f->job_id, prices.ok() ? &*prices : nullptr, &input);
+        if (!st.ok()) return Fail(st);
       } else if (!f->state.empty() || f->exit_code || f->signal) {
         input.job = JobRecord{};
       }
@@ -73,22 +70,16 @@ void AddDiagnoseCommand(CLI::App& app, Context& ctx, Action* action) {
       }
       auto d = Diagnose(input);
       if (!d.ok()) return Fail(d.status());
-      nlohmann::json doc = DiagnosisToJson(*d);
       if (!f->job_id.empty() && !f->no_save) {
         auto store = ctx.OpenedStore();
         if (!store.ok()) return Fail(store.status());
-        StoredDiagnosis stored{input.job->cluster,
-                               input.job->job_id,
-                               static_cast<int64_t>(std::time(nullptr)),
-                               std::string(FailureClassName(d->cls)),
-                               d->confidence,
-                               JsonText(doc)};
-        Status st = (*store)->PutDiagnosis(stored);
+        Status st =
+            SaveDiagnosis(**store, *input.job, *d, static_cast<int64_t>(std::time(nullptr)));
         if (!st.ok()) return Fail(st);
       }
       if (f->json) {
         // Log text is cleaned to UTF-8 already; replace, never throw, if anything slipped by.
-        fmt::print("{}\n", JsonText(doc, 2));
+        fmt::print("{}\n", JsonText(DiagnosisToJson(*d), 2));
       } else {
         fmt::print("{}", RenderDiagnosisText(*d));
       }

@@ -3,7 +3,7 @@
 
 #include <atomic>
 #include <chrono>
-#include <csignal>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -39,24 +39,6 @@ void AddCommonFlags(CLI::App* cmd, CommonFlags* f) {
   cmd->add_flag("--json", f->json, "Print the ingest summary as JSON");
 }
 
-nlohmann::json StatsJson(const IngestStats& s, const Status& st) {
-  nlohmann::json errors = nlohmann::json::array();
-  for (const auto& e : s.errors) {
-    errors.push_back({{"file", e.file}, {"line", e.line}, {"message", e.message}});
-  }
-  return {{"file", s.file},
-          {"cluster", s.cluster},
-          {"clusters", s.clusters},
-          {"lines", s.lines},
-          {"records", s.records},
-          {"stored", s.stored},
-          {"skipped", s.skipped},
-          {"errors", errors},
-          {"notes", s.notes},
-          {"seconds", s.seconds},
-          {"error", st.ok() ? nlohmann::json(nullptr) : nlohmann::json(st.message())}};
-}
-
 // Prints ingest runs: each malformed line on stderr as it is found (the first kPrintedErrors
 // of a file), a summary line per file or, with --json, one document for the run.
 class IngestPrinter {
@@ -86,21 +68,9 @@ class IngestPrinter {
     total_stored_ += stats.stored;
     total_skipped_ += stats.skipped;
     if (json_) {
-      files_.push_back(StatsJson(stats, st));
+      files_.push_back(IngestStatsJson(stats, st));
     } else {
-      // Where the jobs went: records that name their cluster (sacct's Cluster column) keep it.
-      std::string where =
-          stats.clusters.size() > 1
-              ? fmt::format("clusters '{}'", fmt::join(stats.clusters, "', '"))
-              : fmt::format("cluster '{}'",
-                            stats.clusters.empty() ? stats.cluster : *stats.clusters.begin());
-      fmt::print(
-          "{}: {} lines, {} jobs stored in {}, {} malformed lines skipped "
-          "({:.2f} s)\n",
-          stats.file, FormatThousands(static_cast<double>(stats.lines), 0),
-          FormatThousands(static_cast<double>(stats.stored), 0), where,
-          FormatThousands(static_cast<double>(stats.skipped), 0), stats.seconds);
-      for (const auto& note : stats.notes) fmt::print("{}: note: {}\n", stats.file, note);
+      fmt::print("{}", IngestSummaryText(stats));
     }
     if (!st.ok()) {
       if (!json_) fmt::print(stderr, "rightsize: {}\n", st.message());
@@ -157,43 +127,9 @@ int IngestFiles(Context& ctx, const std::vector<std::string>& files, const Commo
   return printer.Finish();
 }
 
-std::vector<std::string> SplitColumns(const std::string& text) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    std::string item =
-        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (!item.empty()) out.push_back(item);
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return out;
-}
-
-std::atomic<bool> g_stop{false};
-void OnStopSignal(int /*sig*/) { g_stop = true; }
-
-int64_t NowS() {
-  return static_cast<int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count());
-}
-
 std::string ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void PrintPartitions(const std::string& cluster, const std::vector<PartitionShape>& parts) {
-  for (const PartitionShape& p : parts) {
-    fmt::print("{}: partition {}{}: {} nodes of {} cores, {}{}\n", cluster, p.name,
-               p.is_default ? " (default)" : "", p.nodes, p.cpus_per_node,
-               FormatMemory(p.memory_per_node),
-               p.gpus_per_node > 0 ? fmt::format(", {} GPUs{}", p.gpus_per_node,
-                                                 p.gpu_type.empty() ? "" : " " + p.gpu_type)
-                                   : std::string());
-  }
 }
 
 // The follower's events as `ingest slurm` prints them: each pass as `ingest sacct` prints a
@@ -206,7 +142,9 @@ class FollowerPrinter final : public slurm::FollowerEvents {
 
   void OnPartitions(const std::string& cluster,
                     const std::vector<PartitionShape>& partitions) override {
-    if (!json_) PrintPartitions(cluster, partitions);  // with --json the jobs' document is all
+    if (!json_)
+      fmt::print("{}",
+                 PartitionsText(cluster, partitions));  // with --json the jobs' document is all
   }
   void OnIngestStart(const std::string& file) override { ingest_.Start(file); }
   void OnMalformedLine(const IngestError& error) override { ingest_.MalformedLine(error); }
@@ -216,17 +154,7 @@ class FollowerPrinter final : public slurm::FollowerEvents {
     ingest_.Finish();
   }
   void OnDiagnosed(const slurm::DiagnosedJob& d) override {
-    if (json_) {
-      fmt::print("{}\n", JsonText(nlohmann::json{{"diagnosed", d.job_id},
-                                                 {"state", d.state},
-                                                 {"class", d.cls},
-                                                 {"confidence", d.confidence},
-                                                 {"log", d.log},
-                                                 {"fix", d.fix}}));
-    } else {
-      fmt::print("job {} {}: {} ({:.0f}%){}\n", d.job_id, d.state, d.cls, 100 * d.confidence,
-                 d.fix.empty() ? "" : ": " + d.fix);
-    }
+    fmt::print("{}\n", json_ ? JsonText(DiagnosedJobJson(d)) : DiagnosedJobText(d));
   }
   void OnPassEnd() override { std::fflush(stdout); }
   void OnWarning(const std::string& message) override {
@@ -272,7 +200,7 @@ void AddIngestSacct(CLI::App* ingest, Context& ctx, Action* action) {
       }
       SacctOptions opts;
       opts.delimiter = *delimiter;
-      opts.columns = SplitColumns(*columns);
+      opts.columns = SacctColumns(*columns);
       return IngestFiles(
           ctx, *files, *flags, [opts] { return std::make_unique<SacctParser>(opts); },
           [](const std::string&) { return std::string("default"); });
@@ -346,16 +274,12 @@ void AddIngestSinfo(CLI::App* ingest, Context& ctx, Action* action) {
         }
         text = ReadWholeFile(*file);
       }
-      // A partition no longer listed keeps its old keys (a drained partition still ran jobs).
-      auto parts = ParseSinfo(text, *file == "-" ? "<stdin>" : *file);
-      if (!parts.ok()) return Fail(parts.status());
       auto store = ctx.OpenedStore();
       if (!store.ok()) return Fail(store.status());
       std::string cluster = flags->cluster.empty() ? "default" : flags->cluster;
-      if (Status st = (*store)->PutClusterMeta(cluster, PartitionMeta(*parts)); !st.ok()) {
-        return Fail(st);
-      }
-      if (!flags->json) PrintPartitions(cluster, *parts);
+      auto parts = StorePartitions(**store, text, *file == "-" ? "<stdin>" : *file, cluster);
+      if (!parts.ok()) return Fail(parts.status());
+      if (!flags->json) fmt::print("{}", PartitionsText(cluster, *parts));
       return kExitOk;
     };
   });
@@ -408,7 +332,7 @@ void AddIngestSlurm(CLI::App* ingest, Context& ctx, Action* action) {
   AddCommonFlags(cmd, flags.get());
   cmd->callback([&ctx, action, s, flags] {
     *action = [&ctx, s, flags]() -> int {
-      int64_t now = NowS();
+      auto now = static_cast<int64_t>(std::time(nullptr));
       auto from = ParseTimeSpec(s->since, now);
       if (!from.ok()) return Fail(from.status().WithContext("--since"));
       int64_t to = now;
@@ -432,10 +356,9 @@ void AddIngestSlurm(CLI::App* ingest, Context& ctx, Action* action) {
       o.overlap_s = s->overlap_s;
       o.passes = s->passes;
       if (s->follow) {
-        std::signal(SIGINT, OnStopSignal);
-        std::signal(SIGTERM, OnStopSignal);
+        CatchStopSignals();
       }
-      return IngestSlurm(ctx, o, *from, to, g_stop);
+      return IngestSlurm(ctx, o, *from, to, StopFlag());
     };
   });
 }

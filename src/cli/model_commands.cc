@@ -2,13 +2,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstring>
-#include <ctime>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -18,7 +13,7 @@
 #include "model/predictor.h"
 #include "model/replay.h"
 #include "model/target.h"
-#include "predict/cluster.h"
+#include "predict/eval.h"
 #include "predict/predict.h"
 #include "predict/train.h"
 #include "report/render.h"
@@ -26,72 +21,6 @@
 namespace rightsize::cli {
 
 namespace {
-
-std::string Pct(double v) { return fmt::format("{:.1f}%", 100 * v); }
-
-void PrintEvalText(const std::string& what, const nlohmann::json& r) {
-  fmt::print(
-      "Replay of {}: {} jobs, scored on the later {:.0f}%, retrained every {} ({} "
-      "retrains, risk correction {}, {:.1f} s)\n",
-      what, r["jobs"].get<int64_t>(), 100 * r["test_fraction"].get<double>(),
-      FormatDuration(r["retrain_every_s"].get<double>()), r["retrains"].get<int>(),
-      r["correct_every_s"].get<double>() > 0
-          ? "every " + FormatDuration(r["correct_every_s"].get<double>())
-          : std::string("at retrains"),
-      r["seconds"].get<double>());
-  for (const auto& item : r["targets"].items()) {
-    const std::string& name = item.key();
-    const nlohmann::json& t = item.value();
-    auto target = TargetFromName(name);
-    auto fmt_v = [&](double v) {
-      return target && std::string_view(t["unit"].get<std::string>()) != "%"
-                 ? FormatTargetValue(*target, v)
-                 : fmt::format("{:.1f}", v);
-    };
-    fmt::print("\n{} ({} jobs scored)\n", name, t["n"].get<int64_t>());
-    fmt::print("  {:<12} {:>14} {:>7} {:>9}\n", "predictor", "MAE", "AEA", "under");
-    auto row = [&](const std::string& label, const nlohmann::json& m) {
-      fmt::print("  {:<12} {:>14} {:>7.3f} {:>9}\n", label, fmt_v(m["mae"].get<double>()),
-                 m["aea"].get<double>(), Pct(m["underestimation"].get<double>()));
-    };
-    row("rightsize", t["model"]);
-    row("  trees only", t["learned"]);
-    for (const auto& [b, m] : t["baselines"].items()) row(b, m);
-    if (!t["model"]["coverage80"].is_null()) {
-      const auto& m = t["model"];
-      std::string pinball = "none (no job had a bounded 80% interval)";
-      if (!m["pinball"].is_null()) {
-        pinball = fmt_v(m["pinball"].get<double>());
-        int64_t with_interval = 0;
-        for (const auto& g : m["by_history"]) with_interval += g["n"].get<int64_t>();
-        if (m["pinball_n"].get<int64_t>() < with_interval) {
-          pinball += fmt::format(" (over the {} jobs whose 80% interval was bounded)",
-                                 m["pinball_n"].get<int64_t>());
-        }
-      }
-      fmt::print("  interval coverage: 80% -> {}, 95% -> {}; pinball loss {}\n",
-                 Pct(m["coverage80"].get<double>()), Pct(m["coverage95"].get<double>()), pinball);
-      std::string groups;
-      for (const auto& g : t["model"]["by_history"]) {
-        groups += fmt::format("{}{} {} / {} ({} jobs)", groups.empty() ? "" : "; ",
-                              g["history"].get<std::string>(), Pct(g["coverage80"].get<double>()),
-                              Pct(g["coverage95"].get<double>()), g["n"].get<int64_t>());
-      }
-      fmt::print("  by the user's past jobs of this target: {}\n", groups);
-    }
-    if (!t["saving_curve"].empty()) {
-      fmt::print("  saving curve (net share of requested resource-time freed / jobs killed):\n");
-      fmt::print("  {:>6} {:>20} {:>20}\n", "risk", "rightsize", "last2");
-      for (const auto& c : t["saving_curve"]) {
-        fmt::print("  {:>6} {:>20} {:>20}\n", Pct(c["risk"].get<double>()),
-                   fmt::format("{} / {}", Pct(c["model_saved"].get<double>()),
-                               Pct(c["model_killed"].get<double>())),
-                   fmt::format("{} / {}", Pct(c["last2_saved"].get<double>()),
-                               Pct(c["last2_killed"].get<double>())));
-      }
-    }
-  }
-}
 
 void AddEval(CLI::App& app, Context& ctx, Action* action) {
   auto* cmd = app.add_subcommand(
@@ -148,77 +77,30 @@ void AddEval(CLI::App& app, Context& ctx, Action* action) {
         }
         correct_every = -*spec;
       }
-      std::vector<JobRecord> jobs;
-      ClusterContext context;
-      std::string what;
-      if (!f->trace.empty()) {
-        auto loaded = LoadTrace(f->trace, f->format, f->cluster);
-        if (!loaded.ok()) return Fail(loaded.status());
-        if (!loaded->skipped_note.empty()) fmt::print(stderr, "{}\n", loaded->skipped_note);
-        jobs = std::move(loaded->jobs);
-        context = loaded->context;
-        what = f->trace;
-      } else {
-        auto store = ctx.OpenedStore();
-        if (!store.ok()) return Fail(store.status());
-        auto cluster = PickCluster(**store, f->cluster);
-        if (!cluster.ok()) return Fail(cluster.status());
-        auto loaded = LoadJobs(**store, *cluster);
-        if (!loaded.ok()) return Fail(loaded.status());
-        jobs = std::move(*loaded);
-        context = ContextFor(**store, *cluster);
-        what = fmt::format("cluster {}", *cluster);
+      EvalRequest request;
+      request.trace = f->trace;
+      request.format = f->format;
+      request.cluster = f->cluster;
+      request.jobs_path = f->jobs;
+      request.options.retrain_every_s = -*every;
+      request.options.correct_every_s = correct_every;
+      request.options.test_fraction = f->test_fraction;
+      Store* store = nullptr;  // a trace is replayed without opening the store
+      if (f->trace.empty()) {
+        auto opened = ctx.OpenedStore();
+        if (!opened.ok()) return Fail(opened.status());
+        store = *opened;
       }
-      // --jobs is written beside its path and renamed into place once the replay is done, so a
-      // replay that fails leaves an earlier file as it was.
-      std::ofstream jobs_out;
-      std::string jobs_tmp = f->jobs + ".partial";
-      if (!f->jobs.empty()) {
-        jobs_out.open(jobs_tmp, std::ios::trunc);
-        if (!jobs_out) {
-          return Fail(Status::IoError(
-              fmt::format("--jobs {}: cannot write: {}", f->jobs, std::strerror(errno))));
-        }
-      }
-      struct RemoveOnExit {
-        const std::string* path;
-        ~RemoveOnExit() {
-          std::error_code ec;
-          if (path != nullptr) std::filesystem::remove(*path, ec);
-        }
-      } remove_partial{jobs_out.is_open() ? &jobs_tmp : nullptr};
-      EvalOptions options;
-      if (jobs_out.is_open()) {
-        options.on_scored_job = [&jobs_out](const nlohmann::ordered_json& j) {
-          // A user or job name that is not UTF-8 must not end the replay.
-          jobs_out << JsonText(j) << '\n';
-        };
-      }
-      options.retrain_every_s = -*every;
-      options.correct_every_s = correct_every;
-      options.test_fraction = f->test_fraction;
       ProgressBar bar("eval");
-      options.progress = [&bar](int done, int total) { bar.Update(done, total); };
-      auto result = Replay(std::move(jobs), context, options);
+      request.options.progress = [&bar](int done, int total) { bar.Update(done, total); };
+      auto result = EvalHistory(store, std::move(request));
       bar.Done();
       if (!result.ok()) return Fail(result.status());
-      if (jobs_out.is_open()) {
-        jobs_out.close();
-        std::error_code ec;
-        if (!jobs_out) {
-          return Fail(Status::IoError(fmt::format("--jobs {}: write failed", f->jobs)));
-        }
-        std::filesystem::rename(jobs_tmp, f->jobs, ec);
-        if (ec) {
-          return Fail(Status::IoError(fmt::format("--jobs {}: {}", f->jobs, ec.message())));
-        }
-        remove_partial.path = nullptr;
-      }
-      (*result)["input"] = what;
+      if (!result->skipped_note.empty()) fmt::print(stderr, "{}\n", result->skipped_note);
       if (f->json) {
-        fmt::print("{}\n", JsonText(*result, 2));
+        fmt::print("{}\n", JsonText(result->doc, 2));
       } else {
-        PrintEvalText(what, *result);
+        fmt::print("{}", EvalText(result->what, result->doc));
       }
       return kExitOk;
     };
@@ -241,20 +123,11 @@ void AddTrain(CLI::App& app, Context& ctx, Action* action) {
     *action = [&ctx, f]() -> int {
       auto store = ctx.OpenedStore();
       if (!store.ok()) return Fail(store.status());
-      std::vector<std::string> clusters;
-      if (!f->cluster.empty()) {
-        clusters.push_back(f->cluster);
-      } else {
-        auto all = (*store)->Clusters();
-        if (!all.ok()) return Fail(all.status());
-        clusters = *all;
-      }
-      if (clusters.empty()) {
-        return Fail(Status::NotFound("the store has no jobs: ingest accounting first"));
-      }
+      auto clusters = ClustersToTrain(**store, f->cluster);
+      if (!clusters.ok()) return Fail(clusters.status());
       nlohmann::json out = nlohmann::json::array();
       int code = kExitOk;
-      for (const auto& c : clusters) {
+      for (const auto& c : *clusters) {
         auto s = TrainCluster(**store, c);
         if (!s.ok()) {
           if (f->json) {

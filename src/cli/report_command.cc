@@ -12,18 +12,6 @@
 
 namespace rightsize::cli {
 
-Status WriteOutput(const std::string& path, const std::string& text) {
-  if (path.empty() || path == "-") {
-    fmt::print("{}", text);
-    return Status::Ok();
-  }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return Status::IoError(fmt::format("cannot write {}", path));
-  return Status::Ok();
-}
-
 void AddReportCommand(CLI::App& app, Context& ctx, Action* action) {
   auto* cmd = app.add_subcommand(
       "report",
@@ -87,7 +75,7 @@ void AddReportCommand(CLI::App& app, Context& ctx, Action* action) {
       } else {
         text = RenderText(*report);
       }
-      Status st = WriteOutput(f->output, text);
+      Status st = WriteRendered(f->output, text);
       if (!st.ok()) return Fail(st);
       if (!f->output.empty() && f->output != "-") {
         fmt::print(stderr, "rightsize: wrote {}\n", f->output);

@@ -44,42 +44,6 @@ StatusOr<JobRunOptions> RunOptions(const RunFlags& f, const std::vector<std::str
 }
 
 // Why a job that did not complete failed, from its output and what the runner saw.
-std::optional<Diagnosis> DiagnoseRun(const JobRunResult& run) {
-  if (run.job.outcome.state == "COMPLETED") return std::nullopt;
-  DiagnoseInput in;
-  in.log_paths = {run.log_path};
-  in.job = run.job;
-  Telemetry tel;
-  tel.memory_limit_bytes = run.memory_limit_bytes;
-  tel.oom_kills = run.oom_kills;
-  tel.memory = run.memory_series;
-  tel.gpu_memory_peak_bytes = run.job.usage.peak_gpu_memory_bytes;
-  tel.gpu_memory_total_bytes = run.gpu_memory_total_bytes;
-  for (const GpuEvent& e : run.gpu_events) tel.xids.emplace_back(e.device_index, e.xid);
-  in.telemetry = tel;
-  auto d = Diagnose(in);
-  if (!d.ok()) return std::nullopt;
-  return std::move(*d);
-}
-
-// The rightsize.run/v1 document.
-nlohmann::json RunJson(const JobRunResult& run, const std::vector<std::string>& argv,
-                       const std::optional<Diagnosis>& diagnosis) {
-  nlohmann::json j;
-  j["schema"] = "rightsize.run/v1";
-  j["command"] = argv;
-  nlohmann::json record;
-  to_json(record, run.job);
-  j["job"] = record;
-  j["usage"] = record["usage"];
-  j["usage"]["mean_cpu_cores"] = run.mean_cpu_cores;
-  j["summary"] = run.summary;
-  j["gpu"] = {{"available", run.gpu_available}, {"status", run.gpu_status}};
-  j["dcgm"] = {{"available", run.dcgm_available}, {"status", run.dcgm_status}};
-  j["cgroup"] = run.cgroup.empty() ? nlohmann::json() : nlohmann::json(run.cgroup);
-  j["diagnosis"] = diagnosis ? DiagnosisToJson(*diagnosis) : nlohmann::json();
-  return j;
-}
 
 int Run(Context& ctx, const RunFlags& f, const std::vector<std::string>& argv) {
   if (argv.empty()) return Fail(Status::InvalidArgument("run: give the command to run"));
@@ -100,7 +64,7 @@ int Run(Context& ctx, const RunFlags& f, const std::vector<std::string>& argv) {
     if (!st.ok()) return Fail(st);
   }
   if (f.json) {
-    fmt::print("{}\n", JsonText(RunJson(*run, argv, diagnosis), 2));
+    fmt::print("{}\n", JsonText(JobRunJson(*run, argv, diagnosis), 2));
   } else {
     fmt::print(
         stderr, "rightsize run: {} in {}, peak memory {}, {:.2f} CPU cores{}\n", job.outcome.state,

@@ -1,8 +1,5 @@
 // `rightsize serve`: the HTTP API, the dashboard and /metrics over one store (docs/api.md).
 #include <fmt/format.h>
-#include <httplib.h>
-#include <signal.h>
-#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -11,21 +8,15 @@
 #include <thread>
 
 #include "cli/app.h"
-#include "cli/listen.h"
 #include "cli/terminal.h"
 #include "core/units.h"
 #include "report/prices.h"
+#include "server/http_server.h"
 #include "server/server.h"
 
 namespace rightsize::cli {
 
-namespace {
-
-// The handler only sets a flag (stop() is not async-signal-safe); a watcher thread acts on it.
-std::atomic<bool> g_stop_serving{false};
-void StopServer(int) { g_stop_serving = true; }
-
-}  // namespace
+namespace {}  // namespace
 
 void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
   auto* cmd = app.add_subcommand(
@@ -91,46 +82,10 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
       Status st = api.Init();
       if (!st.ok()) return Fail(st);
 
-      if (f->tls_cert.empty() != f->tls_key.empty()) {
-        return Fail(Status::InvalidArgument("--tls-cert and --tls-key go together"));
-      }
-      std::unique_ptr<httplib::Server> http;
-      if (!f->tls_cert.empty()) {
-        auto tls = std::make_unique<httplib::SSLServer>(f->tls_cert.c_str(), f->tls_key.c_str());
-        if (!tls->is_valid()) {
-          return Fail(Status::InvalidArgument(
-              fmt::format("cannot use the TLS certificate {} with the key {} (PEM files expected)",
-                          f->tls_cert, f->tls_key)));
-        }
-        http = std::move(tls);
-      } else {
-        http = std::make_unique<httplib::Server>();
-      }
-      int threads = f->threads;
-      http->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-      // Agents keep their connections; a short idle timeout frees threads for others.
-      http->set_keep_alive_timeout(2);
-      // Without it every answer on a kept-alive connection waits ~40 ms for a delayed ACK.
-      http->set_tcp_nodelay(true);
-      // SO_REUSEADDR only: the library's default SO_REUSEPORT would let a second server on
-      // the same port start silently and take half the connections.
-      auto listening = std::make_shared<socket_t>(INVALID_SOCKET);
-      http->set_socket_options([listening](socket_t sock) {
-        int yes = 1;
-        setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes),
-                   sizeof(yes));
-        *listening = sock;
-      });
-      http->set_payload_max_length(size_t{64} << 20);
-      api.Mount(*http);
-
-      auto bound = BindListen(*http, f->listen);
-      if (!bound.ok()) return Fail(bound.status());
-      // The library listens with a backlog of 5: hundreds of agents connecting at once (each
-      // batch is a new connection once the idle one has timed out) overflowed it, and a dropped
-      // handshake surfaced as a connection reset. listen() again raises it.
-      if (*listening != INVALID_SOCKET) ::listen(*listening, SOMAXCONN);
-      const auto& [host, port] = *bound;
+      HttpServeOptions http_options{f->listen, f->tls_cert, f->tls_key, f->threads};
+      auto front = HttpFront::Bind(api, http_options);
+      if (!front.ok()) return Fail(front.status());
+      HttpFront& http = **front;
       if (!f->config.empty()) {
         fmt::print(stderr, "rightsize serve: access from {}\n", f->config);
       } else {
@@ -138,19 +93,18 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
                    "rightsize serve: no --config: open to anyone who can connect (everyone is an "
                    "admin, agents need no token)\n");
       }
-      fmt::print(stderr, "rightsize serve: {}://{}:{}/ (store {})\n",
-                 f->tls_cert.empty() ? "http" : "https", host, port, ctx.StorePath());
-      fmt::print("listening on {}:{}\n", host, port);
+      fmt::print(stderr, "rightsize serve: {}://{}:{}/ (store {})\n", http.tls() ? "https" : "http",
+                 http.host(), http.port(), ctx.StorePath());
+      fmt::print("listening on {}:{}\n", http.host(), http.port());
       std::fflush(stdout);
-      struct sigaction sa {};
-      sa.sa_handler = StopServer;
-      sigaction(SIGINT, &sa, nullptr);
-      sigaction(SIGTERM, &sa, nullptr);
+      // The handler only sets a flag (Stop() is not async-signal-safe); a watcher acts on it.
+      CatchStopSignals();
+      std::atomic<bool>& stop = StopFlag();
       std::atomic<bool> done{false};
       std::thread watcher([&] {
         while (!done) {
-          if (g_stop_serving) {
-            http->stop();
+          if (stop) {
+            http.Stop();
             break;
           }
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -160,14 +114,14 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
       if (f->follow_slurm) {
         f->slurm.follow = true;
         f->slurm.json = true;  // one JSON line per pass and per diagnosis, after "listening on"
-        follower = std::thread([&ctx, f, from = *follow_from] {
-          int code = IngestSlurm(ctx, f->slurm, from, 0, g_stop_serving);
+        follower = std::thread([&ctx, &stop, f, from = *follow_from] {
+          int code = IngestSlurm(ctx, f->slurm, from, 0, stop);
           if (code != kExitOk) fmt::print(stderr, "rightsize serve: the sacct follower stopped\n");
         });
       }
-      bool ok = http->listen_after_bind();
+      bool ok = http.Serve();
       done = true;
-      g_stop_serving = true;  // the follower too, when the server stopped on its own
+      stop = true;  // the follower too, when the server stopped on its own
       watcher.join();
       if (follower.joinable()) follower.join();
       return ok ? kExitOk : Fail(Status::IoError("the server stopped with an error"));

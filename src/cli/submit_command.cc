@@ -10,21 +10,18 @@
 #include <pwd.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 #include "cli/app.h"
 #include "cli/terminal.h"
 #include "core/json_text.h"
 #include "core/units.h"
-#include "ingest/job_script.h"
+#include "jobscript/job_script.h"
 #include "predict/predict.h"
-#include "slurm/command.h"
+#include "slurm/sbatch.h"
 #include "slurm/submit_advice.h"
 
 namespace rightsize::cli {
@@ -37,29 +34,6 @@ struct SubmitFlags {
   bool per_job_risk = false;
   bool apply = false, dry_run = false, json = false;
 };
-
-std::string PredictionTable(const nlohmann::json& doc) {
-  std::string out = fmt::format("  {:<12} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "", "p10", "p50",
-                                "p90", "request", "suggested");
-  for (const auto& item : doc["targets"].items()) {
-    const std::string& name = item.key();
-    const nlohmann::json& t = item.value();
-    bool bytes = t.value("unit", "") == "bytes";
-    bool secs = t.value("unit", "") == "s";
-    auto cell = [&](const char* key) -> std::string {
-      auto it = t.find(key);
-      if (it == t.end() || !it->is_number()) return "-";
-      double v = it->get<double>();
-      if (bytes) return FormatMemory(static_cast<int64_t>(v));
-      if (secs) return FormatDuration(v);
-      return fmt::format("{:.1f}", v);
-    };
-    out += fmt::format("  {:<12} {:>10} {:>10} {:>10} {:>10} {:>10}\n", name, cell("p10"),
-                       cell("p50"), cell("p90"), cell("request"), cell("suggested_request"));
-  }
-  for (const auto& n : doc["notes"]) out += fmt::format("note: {}\n", n.get<std::string>());
-  return out;
-}
 
 int RunSubmit(Context& ctx, const SubmitFlags& f, std::vector<std::string> rest) {
   // rest: SCRIPT [SBATCH_OPTIONS…] [-- SCRIPT_ARGS…]
@@ -105,90 +79,47 @@ int RunSubmit(Context& ctx, const SubmitFlags& f, std::vector<std::string> rest)
   const std::vector<std::string>& new_args = advice.args;
   const std::string& diff = advice.diff;
 
-  nlohmann::json changes_json = nlohmann::json::array();
-  for (const auto& c : changes) {
-    changes_json.push_back(
-        {{"option", "--" + c.option},
-         {"from", c.from.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.from)},
-         {"to", c.to},
-         {"where", c.where},
-         {"line", c.line == 0 ? nlohmann::json(nullptr) : nlohmann::json(c.line)},
-         {"why", c.why}});
-  }
   if (!f.json) {
     fmt::print("{}: prediction (cluster {})\n{}", script_path, (*doc)["cluster"].get<std::string>(),
                PredictionTable(*doc));
-    if (changes.empty()) {
-      fmt::print("no changes suggested\n");
-    } else {
-      fmt::print("suggested changes{}:\n", f.apply ? " (applied)" : "");
-      for (const auto& c : changes) {
-        fmt::print("  --{}: {} -> {} ({}{}): {}\n", c.option, c.from.empty() ? "(unset)" : c.from,
-                   c.to, c.where, c.line > 0 ? fmt::format(" line {}", c.line) : "", c.why);
-      }
-      if (!diff.empty()) fmt::print("{}", diff);
-      if (new_args != sbatch_args) {
-        std::string joined;
-        for (const auto& a : new_args) joined += " " + a;
-        fmt::print("sbatch options:{}\n", joined);
-      }
-      if (!f.apply) fmt::print("(add --apply to submit with these changes)\n");
-    }
+    fmt::print("{}", slurm::SubmitAdviceText(advice, sbatch_args, f.apply));
   }
   nlohmann::json out = {{"schema", "rightsize.submit/v1"},
                         {"script", script_path},
                         {"prediction", *doc},
-                        {"changes", changes_json},
+                        {"changes", slurm::ChangesJson(changes)},
                         {"diff", diff},
                         {"applied", f.apply && !changes.empty()},
                         {"submitted", false},
                         {"job_id", nullptr}};
   int exit_code = kExitOk;
   if (!f.dry_run) {
-    std::vector<std::string> argv = {f.sbatch};
-    const auto& args = f.apply ? new_args : sbatch_args;
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::string tmp;
+    slurm::SbatchRequest sb;
+    sb.sbatch = f.sbatch;
+    sb.args = f.apply ? new_args : sbatch_args;
+    sb.script_path = script_path;
     if (f.apply && advice.script_changed) {
-      // sbatch reads the script when it submits, so a private copy can go right after.
-      bool named = script->request.job_name.size() > 0;
-      if (!named) argv.push_back("--job-name=" + pin.script);
-      char path[] = "/tmp/rightsize-submit-XXXXXX";
-      int fd = mkstemp(path);
-      if (fd < 0) return Fail(Status::IoError(fmt::format("mkstemp: {}", std::strerror(errno))));
-      tmp = path;
-      const std::string& new_text = advice.script;
-      bool ok =
-          write(fd, new_text.data(), new_text.size()) == static_cast<ssize_t>(new_text.size());
-      close(fd);
-      if (!ok) {
-        std::filesystem::remove(tmp);
-        return Fail(Status::IoError(fmt::format("{}: cannot write", tmp)));
-      }
-      argv.push_back(tmp);
-    } else {
-      argv.push_back(script_path);
+      sb.rewritten = advice.script;
+      if (script->request.job_name.empty()) sb.job_name = pin.script;
     }
-    argv.insert(argv.end(), script_args.begin(), script_args.end());
-    auto run = slurm::RunCommand(argv);
-    if (!tmp.empty()) std::filesystem::remove(tmp);
+    sb.script_args = script_args;
+    auto run = slurm::RunSbatch(sb);
     if (!run.ok()) return Fail(run.status());
-    int code = run->exit_status;
-    const std::string& sbatch_out = run->out;
-    out["sbatch"] = {{"exit_code", code}, {"stdout", sbatch_out}};
-    std::smatch m;
-    static const std::regex kJobId(R"((\d+))");
-    if (code == 0 && std::regex_search(sbatch_out, m, kJobId)) {
+    out["sbatch"] = {{"exit_code", run->exit_code}, {"stdout", run->out}};
+    if (run->job_id) {
       out["submitted"] = true;
-      out["job_id"] = m[1].str();
-      StoredPrediction p{(*doc)["cluster"].get<std::string>(), m[1].str(), pin.now, JsonText(*doc)};
+      out["job_id"] = *run->job_id;
+      StoredPrediction p{(*doc)["cluster"].get<std::string>(), *run->job_id, pin.now,
+                         JsonText(*doc)};
       Status st = (*store)->PutPrediction(p);
       if (!st.ok()) fmt::print(stderr, "rightsize: prediction not stored: {}\n", st.message());
     } else {
       exit_code = kExitBadInput;
-      if (!f.json) fmt::print(stderr, "rightsize: {} exited with status {}\n", f.sbatch, code);
+      if (!f.json) {
+        fmt::print(stderr, "rightsize: {} exited with status {}\n", f.sbatch, run->exit_code);
+      }
     }
-    if (!f.json) fmt::print("{}", sbatch_out);
+    if (!f.json) fmt::print("{}", run->out);
   }
   if (f.json) fmt::print("{}\n", JsonText(out, 2));
   return exit_code;

@@ -1,11 +1,27 @@
 #include "cli/terminal.h"
 
 #include <fmt/format.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 
 namespace rightsize::cli {
+
+namespace {
+std::atomic<bool> g_stop{false};
+// Only sets the flag: nothing else is async-signal-safe.
+void OnStopSignal(int /*sig*/) { g_stop = true; }
+}  // namespace
+
+std::atomic<bool>& StopFlag() { return g_stop; }
+
+void CatchStopSignals() {
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
 
 int ExitCodeFor(const Status& status) {
   switch (status.code()) {

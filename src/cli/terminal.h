@@ -3,6 +3,7 @@
 // Not thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -22,6 +23,11 @@ int ExitCodeFor(const Status& status);
 
 // Prints "rightsize: <message>" to stderr and returns the exit code for it.
 int Fail(const Status& status);
+
+// SIGINT and SIGTERM set the flag StopFlag() returns instead of ending the process: the
+// long-running commands (serve, agent, ingest slurm --follow) stop cleanly when it is set.
+void CatchStopSignals();
+std::atomic<bool>& StopFlag();
 
 // Draws "label [#####.....] 45%  12.3 MB" on stderr when it is a terminal; otherwise silent.
 class ProgressBar {

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "ingest/job_script.h"
+#include "jobscript/job_script.h"
 
 namespace rightsize::code {
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "code/analyzer.h"
+#include "core/mutex.h"
 
 namespace rightsize::code::internal {
 
@@ -78,7 +79,7 @@ class ParseAhead {
   // The file's parse, or nullopt when the caller should read and parse it itself (also when the
   // thread could not read it: the caller then says so).
   std::optional<StatusOr<PythonTree>> Take(const std::string& rel) {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     auto it = files_.find(fs::path(rel).lexically_normal().generic_string());
     if (it == files_.end()) return std::nullopt;
     Entry& e = it->second;
@@ -86,7 +87,7 @@ class ParseAhead {
       e.state = State::kTaken;
       return std::nullopt;
     }
-    done_.wait(lock, [&] { return e.state != State::kParsing; });
+    while (e.state == State::kParsing) done_.Wait(lock);
     if (e.state != State::kDone || !e.result) return std::nullopt;
     e.state = State::kTaken;
     return std::move(e.result);
@@ -115,7 +116,7 @@ class ParseAhead {
       if (stop_) return;
       Entry* e = nullptr;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         e = &files_.at(*rel);
         if (e->state != State::kPending) continue;
         e->state = State::kParsing;
@@ -124,18 +125,19 @@ class ParseAhead {
       if (auto text = ReadSource(fs::path(dir_) / *rel)) {
         result.emplace(PythonTree::Parse(std::move(*text)));
       }
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       e->result = std::move(result);
       e->state = State::kDone;
-      done_.notify_all();
+      done_.NotifyAll();
     }
   }
 
   std::string dir_;
-  std::map<std::string, Entry> files_;  // by normalised relative path
-  std::vector<const std::string*> order_;
-  std::mutex mu_;
-  std::condition_variable done_;
+  Mutex mu_;
+  CondVar done_;  // a file's parse is done
+  // By normalised relative path; the entries too are read and written under mu_.
+  std::map<std::string, Entry> files_ GUARDED_BY(mu_);
+  std::vector<const std::string*> order_;  // set by the constructor, then only read
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

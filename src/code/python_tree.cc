@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-extern "C" const TSLanguage* tree_sitter_python(void);  // NOLINT(readability-*)
+#include "code/python_grammar.h"
 
 namespace rightsize::code {
 namespace {

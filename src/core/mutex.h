@@ -72,16 +72,14 @@ class SCOPED_CAPABILITY MutexLock {
   bool held_ = true;
 };
 
+// Waits hold a MutexLock and loop on their condition where the analysis can see it:
+//   while (queue_.empty() && !stop_) cv_.Wait(lock);
 class CondVar {
  public:
   void Wait(MutexLock& lock) { cv_.wait(lock); }
-  template <class Pred>
-  void Wait(MutexLock& lock, Pred pred) {
-    cv_.wait(lock, pred);
-  }
-  template <class Rep, class Period, class Pred>
-  bool WaitFor(MutexLock& lock, std::chrono::duration<Rep, Period> d, Pred pred) {
-    return cv_.wait_for(lock, d, pred);
+  // Waits until notified or `deadline`; false when the deadline passed.
+  bool WaitUntil(MutexLock& lock, std::chrono::steady_clock::time_point deadline) {
+    return cv_.wait_until(lock, deadline) == std::cv_status::no_timeout;
   }
   void NotifyOne() { cv_.notify_one(); }
   void NotifyAll() { cv_.notify_all(); }

@@ -270,6 +270,58 @@ std::string FormatMemory(int64_t bytes) {
   return fmt::format("{}", bytes);
 }
 
+std::string FormatThousands(double value, int decimals) {
+  if (!std::isfinite(value)) return "unknown";
+  std::string s = fmt::format("{:.{}f}", std::fabs(value), decimals);
+  size_t dot = s.find('.');
+  std::string int_part = s.substr(0, dot);
+  std::string frac = dot == std::string::npos ? "" : s.substr(dot);
+  std::string out;
+  for (size_t i = 0; i < int_part.size(); ++i) {
+    if (i > 0 && (int_part.size() - i) % 3 == 0) out += ',';
+    out += int_part[i];
+  }
+  bool negative = value < 0 && std::stod(s) != 0;
+  return (negative ? "-" : "") + out + frac;
+}
+
+int64_t RoundMemoryRequest(double bytes) {
+  if (!(bytes > 0)) bytes = 0;
+  double step = bytes < 4.0 * static_cast<double>(kGiB) ? 256.0 * static_cast<double>(kMiB)
+                                                        : static_cast<double>(kGiB);
+  // A hair above a step (floating-point noise from a product) does not take the next one.
+  double steps = std::max(1.0, std::ceil(bytes / step - 1e-9));
+  return static_cast<int64_t>(steps * step);
+}
+
+int64_t RoundTimeRequest(double seconds) {
+  if (!(seconds > 0)) seconds = 0;
+  return static_cast<int64_t>(std::max(1.0, std::ceil(seconds / 60 - 1e-9))) * 60;
+}
+
+int64_t RoundCpuRequest(double cores) {
+  if (!(cores > 0)) cores = 0;
+  return static_cast<int64_t>(std::max(1.0, std::ceil(cores - 1e-9)));
+}
+
+std::string MemoryFlagValue(int64_t bytes) {
+  if (bytes <= 0) return "0";
+  if (bytes % kGiB == 0) return fmt::format("{}G", bytes / kGiB);
+  return fmt::format("{}M", (bytes + kMiB - 1) / kMiB);
+}
+
+std::string TimeFlagValue(double seconds) {
+  if (!(seconds > 0)) seconds = 0;
+  auto minutes = static_cast<int64_t>(std::ceil(seconds / 60 - 1e-9));
+  return FormatDuration(static_cast<double>(minutes * 60));
+}
+
+std::string HumanBytes(double bytes) {
+  if (!(bytes > 0)) bytes = 0;
+  if (bytes >= static_cast<double>(kGiB)) return fmt::format("{:.2f} GiB", bytes / kGiB);
+  return fmt::format("{:.1f} MiB", bytes / kMiB);
+}
+
 StatusOr<TresSummary> SummarizeTres(std::string_view text, int64_t default_mem_unit_bytes) {
   TresSummary s;
   int typed_gpus = 0;

@@ -65,6 +65,26 @@ std::string FormatDuration(double seconds);
 // Formats bytes with a binary suffix the way --mem accepts it: "48G", "1.5T", "800M".
 std::string FormatMemory(int64_t bytes);
 
+// ---- Requests as people write them: the one rounding rule (docs/architecture.md, "Requests").
+// Every suggested request, whatever suggests it (predict, submit, diagnose, the job card), is
+// rounded up by these, never down, so a suggestion is never below what was computed.
+// Memory: to 256 MiB steps below 4 GiB, to whole GiB from 4 GiB; at least 256 MiB.
+int64_t RoundMemoryRequest(double bytes);
+// Time: to whole minutes (sbatch's --time unit); at least one minute.
+int64_t RoundTimeRequest(double seconds);
+// CPUs: whole cores; at least one.
+int64_t RoundCpuRequest(double cores);
+// The value of --mem (and --mem-per-cpu): whole units, as sbatch takes no fractions: "48G"
+// when a whole number of GiB, else "800M" (MiB, rounded up).
+std::string MemoryFlagValue(int64_t bytes);
+// The value of --time: "HH:MM:SS" or "D-HH:MM:SS" of the seconds rounded up to whole minutes.
+std::string TimeFlagValue(double seconds);
+// A count with thousands separators: 1234567.8 → "1,234,568" (decimals = 0); 12.345 → "12.35"
+// (decimals = 2); "unknown" when not finite.
+std::string FormatThousands(double value, int decimals);
+// A size as a person reads it: "79.15 GiB" from 1 GiB, else "20.0 MiB".
+std::string HumanBytes(double bytes);
+
 // What a TRES list says about cores, memory, GPUs and GPU usage.
 struct TresSummary {
   std::optional<double> cpus;

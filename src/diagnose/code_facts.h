@@ -13,7 +13,7 @@
 #include <optional>
 #include <string>
 
-#include "ingest/job_script.h"
+#include "jobscript/job_script.h"
 
 namespace rightsize {
 

@@ -11,7 +11,7 @@
 #include "core/units.h"
 #include "diagnose/code_facts.h"
 #include "diagnose/xid_catalog.h"
-#include "ingest/job_script.h"
+#include "jobscript/job_script.h"
 
 namespace rightsize {
 namespace {
@@ -78,31 +78,6 @@ std::optional<int64_t> ParseSize(std::string_view text) {
   return static_cast<int64_t>(value * scale);
 }
 
-// "79.15 GiB", "20.0 MiB": a size as a person reads it.
-std::string HumanSize(int64_t bytes) {
-  if (bytes >= kGiB) return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / kGiB);
-  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
-}
-
-// Rounds up for a --mem value: to 256 MiB under 4 GiB, else to whole GiB.
-int64_t CeilGiB(double bytes) {
-  double step = bytes < 4.0 * kGiB ? kGiB / 4.0 : static_cast<double>(kGiB);
-  return static_cast<int64_t>(std::ceil(bytes / step) * step);
-}
-
-// Rounds a duration up to 15 minutes, for a --time value.
-int64_t CeilQuarterHour(double seconds) {
-  return static_cast<int64_t>(std::ceil(seconds / 900.0)) * 900;
-}
-
-std::string SlurmTime(int64_t seconds) {
-  int64_t minutes = (seconds + 59) / 60;
-  int64_t days = minutes / (int64_t{24} * 60);
-  int64_t h = (minutes / 60) % 24, m = minutes % 60;
-  if (days > 0) return fmt::format("{}-{:02}:{:02}:00", days, h, m);
-  return fmt::format("{:02}:{:02}:00", h, m);
-}
-
 // The job-record evidence: what the scheduler saw.
 void RecordItems(const JobRecord& job, std::vector<Item>* items) {
   auto add = [&](C cls, SignatureKind kind, double strength, std::string text) {
@@ -137,8 +112,8 @@ void RecordItems(const JobRecord& job, std::vector<Item>* items) {
   if (limit && job.usage.peak_rss_bytes && *limit > 0 &&
       static_cast<double>(*job.usage.peak_rss_bytes) >= 0.95 * static_cast<double>(*limit)) {
     add(C::kHostOom, SignatureKind::kSymptom, 0.5,
-        fmt::format("peak memory {} reached the limit {}", HumanSize(*job.usage.peak_rss_bytes),
-                    HumanSize(*limit)));
+        fmt::format("peak memory {} reached the limit {}", HumanBytes(*job.usage.peak_rss_bytes),
+                    HumanBytes(*limit)));
   }
   if (job.request.time_limit_s && job.usage.elapsed_s && *job.request.time_limit_s > 0 &&
       *job.usage.elapsed_s >= static_cast<double>(*job.request.time_limit_s) - 1) {
@@ -164,15 +139,15 @@ void TelemetryItems(const Telemetry& t, std::vector<Item>* items) {
   for (const auto& [ts, bytes] : t.memory) peak = std::max(peak, bytes);
   if (t.memory_limit_bytes && peak >= 0.9 * static_cast<double>(*t.memory_limit_bytes)) {
     add(C::kHostOom, SignatureKind::kSymptom, 0.5, "memory_at_limit",
-        fmt::format("memory reached {} of its {} limit", HumanSize(static_cast<int64_t>(peak)),
-                    HumanSize(*t.memory_limit_bytes)));
+        fmt::format("memory reached {} of its {} limit", HumanBytes(static_cast<int64_t>(peak)),
+                    HumanBytes(*t.memory_limit_bytes)));
   }
   if (t.gpu_memory_peak_bytes && t.gpu_memory_total_bytes &&
       static_cast<double>(*t.gpu_memory_peak_bytes) >=
           0.95 * static_cast<double>(*t.gpu_memory_total_bytes)) {
     add(C::kGpuOom, SignatureKind::kSymptom, 0.5, "gpu_memory_at_capacity",
-        fmt::format("GPU memory reached {} of {}", HumanSize(*t.gpu_memory_peak_bytes),
-                    HumanSize(*t.gpu_memory_total_bytes)));
+        fmt::format("GPU memory reached {} of {}", HumanBytes(*t.gpu_memory_peak_bytes),
+                    HumanBytes(*t.gpu_memory_total_bytes)));
   }
   // Silence is weak alone (an agent restarted, a node rebooted cleanly): a symptom.
   if (t.silent_before_end_s && *t.silent_before_end_s >= kSilentNodeS) {
@@ -498,11 +473,11 @@ void GpuOomFixes(FixContext& ctx) {
   if (frag) f["reserved_unallocated_bytes"] = *frag;
   ctx.summary = "The job ran out of GPU memory";
   if (tried && capacity) {
-    ctx.summary += fmt::format(": it tried to allocate {} on a GPU of {}{}", HumanSize(*tried),
-                               HumanSize(*capacity),
-                               free ? fmt::format(" with {} free", HumanSize(*free)) : "");
+    ctx.summary += fmt::format(": it tried to allocate {} on a GPU of {}{}", HumanBytes(*tried),
+                               HumanBytes(*capacity),
+                               free ? fmt::format(" with {} free", HumanBytes(*free)) : "");
   } else if (tried) {
-    ctx.summary += fmt::format(": it tried to allocate {}", HumanSize(*tried));
+    ctx.summary += fmt::format(": it tried to allocate {}", HumanBytes(*tried));
   }
   ctx.summary += ".";
   bool fragmented =
@@ -516,7 +491,7 @@ void GpuOomFixes(FixContext& ctx) {
     ctx.why += fmt::format(
         " {} was reserved by PyTorch but unallocated: the free memory is "
         "fragmented into pieces too small for the request.",
-        HumanSize(*frag));
+        HumanBytes(*frag));
     ctx.fixes.push_back({"env",
                          "Let PyTorch grow its segments instead of fragmenting: export "
                          "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the job script",
@@ -550,8 +525,9 @@ void GpuOomFixes(FixContext& ctx) {
   }
   if (tried && capacity && free && *tried > *capacity / 4) {
     ctx.fixes.push_back(
-        {"sbatch", fmt::format("Or run on a GPU with more than {} of memory", HumanSize(*capacity)),
-         "", 0, "", ""});
+        {"sbatch",
+         fmt::format("Or run on a GPU with more than {} of memory", HumanBytes(*capacity)), "", 0,
+         "", ""});
   }
 }
 
@@ -613,7 +589,7 @@ void HostOomFixes(FixContext& ctx) {
       f["memory_trend_window_s"] = std::round(t_end - std::max(m.front().first, t_end - 60));
       if (slope > 1 << 20) {
         trend = fmt::format(" Memory grew steadily, {}/s over its last {:.0f} s",
-                            HumanSize(static_cast<int64_t>(slope)),
+                            HumanBytes(static_cast<int64_t>(slope)),
                             f["memory_trend_window_s"].get<double>());
         if (limit && m.back().second < static_cast<double>(*limit)) {
           double to_limit = (static_cast<double>(*limit) - m.back().second) / slope;
@@ -628,7 +604,7 @@ void HostOomFixes(FixContext& ctx) {
   }
   if (peak) f["peak_memory_bytes"] = *peak;
   ctx.summary = "The job ran out of host memory and was killed";
-  if (limit) ctx.summary += fmt::format(" at its limit of {}", HumanSize(*limit));
+  if (limit) ctx.summary += fmt::format(" at its limit of {}", HumanBytes(*limit));
   ctx.summary += ".";
   // Accounting samples memory every few seconds: a peak far under the limit missed the spike
   // that was killed, so it says nothing about the need.
@@ -638,29 +614,29 @@ void HostOomFixes(FixContext& ctx) {
   ctx.why = peak && limit ? fmt::format(
                                 "Its processes used {} of the {} it was given; the "
                                 "kernel's OOM killer stopped them.",
-                                HumanSize(*peak), HumanSize(*limit))
+                                HumanBytes(*peak), HumanBytes(*limit))
                           : "Its processes needed more memory than the job was given, and the "
                             "kernel's OOM killer stopped them.";
   ctx.why += trend;
   if (limit || peak) {
     // Killed at the limit: the real need is unknown but above it; ask for half as much again.
     double base = static_cast<double>(std::max(limit.value_or(0), peak.value_or(0)));
-    int64_t want = CeilGiB(base * 1.5);
+    int64_t want = RoundMemoryRequest(base * 1.5);
     f["suggested_memory_bytes"] = want;
-    std::string flag = "--mem=" + FormatMemory(want);
+    std::string flag = "--mem=" + MemoryFlagValue(want);
     const auto* d = FindDirective(ctx.script, {"mem", "mem-per-cpu", "mem-per-gpu"});
     if (d && d->name != "mem" && ctx.script) {
       // sbatch's own size syntax (a bare number is MiB).
       auto per_unit = ParseSlurmMemory(d->value, int64_t{1} << 20);
       if (per_unit.ok() && per_unit->has_value()) {
-        int64_t unit_want = CeilGiB(static_cast<double>((*per_unit)->bytes) * 1.5);
-        flag = "--" + d->name + "=" + FormatMemory(unit_want);
+        int64_t unit_want = RoundMemoryRequest(static_cast<double>((*per_unit)->bytes) * 1.5);
+        flag = "--" + d->name + "=" + MemoryFlagValue(unit_want);
       }
     }
     Fix fix{"sbatch",
             fmt::format("Ask for more memory: {} (1.5 × the {} it reached; measure the real "
                         "peak with `rightsize run` or sacct MaxRSS after a successful run)",
-                        flag, HumanSize(static_cast<int64_t>(base))),
+                        flag, HumanBytes(static_cast<int64_t>(base))),
             "",
             0,
             "",
@@ -718,18 +694,18 @@ void TimeoutFixes(FixContext& ctx) {
     if (elapsed) {
       double total = *elapsed / *progress;
       f["estimated_total_s"] = std::round(total);
-      want = CeilQuarterHour(total * 1.2);
+      want = RoundTimeRequest(total * 1.2);
       ctx.why += fmt::format(" At that pace the whole run needs about {}.", FormatDuration(total));
     }
   } else {
     ctx.why =
         "It was still running when the limit came; the log shows no progress counter to "
         "say how far it got.";
-    if (limit) want = CeilQuarterHour(*limit * 2);
+    if (limit) want = RoundTimeRequest(*limit * 2);
   }
   if (want) {
     f["suggested_time_limit_s"] = *want;
-    std::string flag = "--time=" + SlurmTime(*want);
+    std::string flag = "--time=" + TimeFlagValue(static_cast<double>(*want));
     Fix fix{"sbatch",
             progress ? fmt::format("Ask for the time the run needs, with 20% to spare: {}", flag)
                      : fmt::format("Ask for more time ({}), or better, measure the pace: print "

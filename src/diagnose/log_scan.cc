@@ -20,6 +20,8 @@
 #include <optional>
 #include <thread>
 
+#include "core/fd.h"
+#include "core/mutex.h"
 #include "diagnose/signatures.h"
 
 namespace rightsize {
@@ -283,13 +285,6 @@ namespace {
 // Reads up to `n` bytes into `buf`; 0 at the end.
 using BlockSource = std::function<StatusOr<size_t>(char* buf, size_t n)>;
 
-struct FdCloser {
-  int fd;
-  ~FdCloser() {
-    if (fd >= 0) close(fd);
-  }
-};
-
 // Joins the scans of consecutive pieces of one log; every piece but the last ends with a
 // newline (or is a cut through one enormous line), so line numbers continue from one piece
 // to the next.
@@ -346,34 +341,37 @@ StatusOr<LogScan> ScanStream(const BlockSource& read, const std::string& name,
     size_t size = 0;
     bool cut = false, last = false;
   };
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Piece> queue;               // GUARDED_BY(mu)
-  std::map<uint64_t, LogScan> finished;  // GUARDED_BY(mu)
-  bool closing = false;                  // GUARDED_BY(mu)
-  // Block buffers for reuse: fresh 4 MiB allocations cost a page fault per page.
-  std::vector<std::vector<char>> pool;  // GUARDED_BY(mu)
+  // What the reading thread and the workers share.
+  struct Shared {
+    Mutex mu;
+    CondVar cv;
+    std::deque<Piece> queue GUARDED_BY(mu);
+    std::map<uint64_t, LogScan> finished GUARDED_BY(mu);
+    bool closing GUARDED_BY(mu) = false;
+    // Block buffers for reuse: fresh 4 MiB allocations cost a page fault per page.
+    std::vector<std::vector<char>> pool GUARDED_BY(mu);
+  } sh;
   std::vector<std::thread> workers;
   for (unsigned t = 0; t < threads; ++t) {
     workers.emplace_back([&] {
       for (;;) {
         Piece piece;
         {
-          std::unique_lock lock(mu);
-          cv.wait(lock, [&] { return closing || !queue.empty(); });
-          if (queue.empty()) return;
-          piece = std::move(queue.front());
-          queue.pop_front();
+          MutexLock lock(sh.mu);
+          while (!sh.closing && sh.queue.empty()) sh.cv.Wait(lock);
+          if (sh.queue.empty()) return;
+          piece = std::move(sh.queue.front());
+          sh.queue.pop_front();
         }
         std::string_view data(piece.buf.data(), piece.size);
         Scanner scanner(name, options);
         scanner.Block(data, piece.cut);
         if (piece.last) scanner.set_ends_without_newline(!data.empty() && data.back() != '\n');
         LogScan scan = scanner.Finish();
-        std::lock_guard lock(mu);
-        finished.emplace(piece.seq, std::move(scan));
-        pool.push_back(std::move(piece.buf));
-        cv.notify_all();
+        MutexLock lock(sh.mu);
+        sh.finished.emplace(piece.seq, std::move(scan));
+        sh.pool.push_back(std::move(piece.buf));
+        sh.cv.NotifyAll();
       }
     });
   }
@@ -382,14 +380,14 @@ StatusOr<LogScan> ScanStream(const BlockSource& read, const std::string& name,
   // Merges the finished pieces that are next in order; waits while too many are in flight
   // (or, with `all`, until every piece is merged).
   auto drain = [&](bool all) {
-    std::unique_lock lock(mu);
+    MutexLock lock(sh.mu);
     for (;;) {
-      auto it = finished.find(next);
-      if (it != finished.end()) {
+      auto it = sh.finished.find(next);
+      if (it != sh.finished.end()) {
         LogScan part = std::move(it->second);
-        finished.erase(it);
+        sh.finished.erase(it);
         ++next;
-        lock.unlock();
+        lock.Unlock();
         if (merged) {
           std::vector<LogScan> two;
           two.push_back(std::move(*merged));
@@ -398,28 +396,28 @@ StatusOr<LogScan> ScanStream(const BlockSource& read, const std::string& name,
         } else {
           merged = std::move(part);
         }
-        lock.lock();
+        lock.Lock();
         continue;
       }
       uint64_t in_flight = submitted - next;
       if (in_flight == 0 || (!all && in_flight < 2 * uint64_t{threads})) return;
-      cv.wait(lock);
+      sh.cv.Wait(lock);
     }
   };
   auto stop = [&] {
     {
-      std::lock_guard lock(mu);
-      closing = true;
+      MutexLock lock(sh.mu);
+      sh.closing = true;
     }
-    cv.notify_all();
+    sh.cv.NotifyAll();
     for (auto& w : workers) w.join();
   };
 
   auto take = [&] {
-    std::lock_guard lock(mu);
-    if (pool.empty()) return std::vector<char>(options.block_bytes);
-    std::vector<char> b = std::move(pool.back());
-    pool.pop_back();
+    MutexLock lock(sh.mu);
+    if (sh.pool.empty()) return std::vector<char>(options.block_bytes);
+    std::vector<char> b = std::move(sh.pool.back());
+    sh.pool.pop_back();
     return b;
   };
   std::vector<char> buf = take();
@@ -453,11 +451,11 @@ StatusOr<LogScan> ScanStream(const BlockSource& read, const std::string& name,
     Piece piece{submitted, std::move(buf), use, cut, eof && use == n};
     buf = std::move(next);
     {
-      std::lock_guard lock(mu);
-      queue.push_back(std::move(piece));
+      MutexLock lock(sh.mu);
+      sh.queue.push_back(std::move(piece));
       ++submitted;
     }
-    cv.notify_all();
+    sh.cv.NotifyAll();
     drain(false);
     if (eof && have == 0) break;
   }
@@ -488,9 +486,9 @@ LogScan ScanLogText(std::string_view text, std::string name, const ScanOptions& 
 
 StatusOr<LogScan> ScanLogFile(const std::string& path, const ScanOptions& options) {
   std::string name = path == "-" ? "<stdin>" : path;
-  int fd = path == "-" ? dup(0) : open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::IoError(name + ": cannot open: " + std::strerror(errno));
-  FdCloser closer{fd};
+  UniqueFd owned(path == "-" ? dup(0) : open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!owned) return Status::IoError(name + ": cannot open: " + std::strerror(errno));
+  const int fd = owned.get();
   struct stat st {};
   unsigned char magic[2] = {0, 0};
   bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);

@@ -4,6 +4,8 @@
 #include <limits>
 #include <utility>
 
+#include "core/json_text.h"
+
 namespace rightsize {
 
 StatusOr<std::optional<Telemetry>> StoredTelemetry(Store& store, const JobRecord& job,
@@ -48,6 +50,20 @@ StatusOr<std::optional<Telemetry>> StoredTelemetry(Store& store, const JobRecord
   any |= !t.hottest_stacks.empty();
   if (!any) return std::optional<Telemetry>();
   return std::optional<Telemetry>(std::move(t));
+}
+
+Status SaveDiagnosis(Store& store, const JobRecord& job, const Diagnosis& d, int64_t now_s) {
+  StoredDiagnosis stored{job.cluster,  job.job_id,
+                         now_s,        std::string(FailureClassName(d.cls)),
+                         d.confidence, JsonText(DiagnosisToJson(d))};
+  return store.PutDiagnosis(stored);
+}
+
+Status AddStoredJob(Store& store, const std::string& cluster, const std::string& job_id,
+                    const PriceTable* prices, DiagnoseInput* input) {
+  RS_ASSIGN_OR_RETURN(input->job, store.GetJob(cluster, job_id));
+  RS_ASSIGN_OR_RETURN(input->telemetry, StoredTelemetry(store, *input->job, prices));
+  return Status::Ok();
 }
 
 }  // namespace rightsize

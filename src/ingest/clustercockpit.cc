@@ -310,6 +310,129 @@ std::vector<std::string> ClusterCockpitParser::notes() const {
   return out;
 }
 
+namespace {
+
+// One row's fields by known column, with the checks every number goes through.
+class RowReader {
+ public:
+  RowReader(const std::vector<std::string>& fields, const std::vector<std::string>& names,
+            const std::vector<int>& positions)
+      : fields_(fields), names_(names), positions_(positions) {}
+
+  // The text of a column; empty when the header lacks it. SQL exports write NULL as "NULL" or
+  // "\N": both are empty.
+  std::string_view Text(Column c) const {
+    int pos = positions_[c];
+    if (pos < 0) return {};
+    std::string_view v = Trim(fields_[static_cast<size_t>(pos)]);
+    if (v == "NULL" || v == "\\N") return {};
+    return v;
+  }
+  const std::string& Name(Column c) const { return names_[static_cast<size_t>(positions_[c])]; }
+  // A non-negative number; nullopt when empty.
+  StatusOr<std::optional<double>> Number(Column c, const char* expected) const {
+    std::string_view v = Text(c);
+    if (v.empty()) return std::optional<double>();
+    auto d = ParseDouble(v);
+    if (!d || *d < 0 || !std::isfinite(*d)) {
+      return Status::BadInput(
+          fmt::format("field {}: expected {}, got {}", Name(c), expected, Quote(v)));
+    }
+    return d;
+  }
+  // A whole number from 0 to a million; nullopt when empty.
+  StatusOr<std::optional<int>> Count(Column c, const char* expected) const {
+    std::string_view v = Text(c);
+    if (v.empty()) return std::optional<int>();
+    auto d = ParseDouble(v);
+    if (!d || *d < 0 || *d > 1e6 || *d != std::floor(*d)) {
+      return Status::BadInput(
+          fmt::format("field {}: expected {}, got {}", Name(c), expected, Quote(v)));
+    }
+    return std::optional<int>(static_cast<int>(*d));
+  }
+
+ private:
+  const std::vector<std::string>& fields_;
+  const std::vector<std::string>& names_;
+  const std::vector<int>& positions_;
+};
+
+// A row's numbers, checked.
+struct RowValues {
+  std::optional<double> duration_s, walltime_s, load, mem_avg_gb, mem_max_gb, gpu_util, gpu_mem_mib;
+  std::optional<int> nodes, hwthreads, gpus;
+  std::optional<int64_t> start;
+};
+
+Status ReadValues(const RowReader& row, RowValues* v) {
+  RS_ASSIGN_OR_RETURN(v->duration_s, row.Number(kDuration, "a number of seconds"));
+  RS_ASSIGN_OR_RETURN(v->walltime_s, row.Number(kWalltime, "a number of seconds"));
+  RS_ASSIGN_OR_RETURN(v->nodes, row.Count(kNumNodes, "a node count"));
+  RS_ASSIGN_OR_RETURN(v->hwthreads, row.Count(kNumHwthreads, "a hardware thread count"));
+  RS_ASSIGN_OR_RETURN(v->gpus, row.Count(kNumAcc, "a GPU count"));
+  RS_ASSIGN_OR_RETURN(v->load, row.Number(kCpuLoadAvg, "a load average"));
+  RS_ASSIGN_OR_RETURN(v->mem_avg_gb, row.Number(kMemUsedAvgPerNode, "a memory size in GB"));
+  RS_ASSIGN_OR_RETURN(v->mem_max_gb, row.Number(kMemUsedMaxPerNode, "a memory size in GB"));
+  RS_ASSIGN_OR_RETURN(v->gpu_util, row.Number(kAccUtilization, "a percentage from 0 to 100"));
+  RS_ASSIGN_OR_RETURN(v->gpu_mem_mib, row.Number(kAccMemUsed, "a GPU memory size"));
+  if (v->gpu_util && *v->gpu_util > 100) {
+    return Status::BadInput(fmt::format("field {}: expected a percentage from 0 to 100, got {}",
+                                        row.Name(kAccUtilization),
+                                        Quote(row.Text(kAccUtilization))));
+  }
+  if (!row.Text(kStartTime).empty()) {
+    auto t = ParseSlurmTimestamp(row.Text(kStartTime));
+    if (!t.ok() || (*t && **t < 0)) {
+      return Status::BadInput(
+          fmt::format("field {}: expected Unix seconds or 2023-02-07T12:00:00, got {}",
+                      row.Name(kStartTime), Quote(row.Text(kStartTime))));
+    }
+    if (*t && **t > 0) v->start = **t;  // ClusterCockpit writes 0 for "not known"
+  }
+  return Status::Ok();
+}
+
+// What the row says of the job's identity, request, allocation, times and state.
+void FillJob(const RowReader& row, const RowValues& v, std::string state, JobRecord& job) {
+  job.source = "clustercockpit";
+  job.cluster = std::string(row.Text(kCluster));
+  job.job_id = std::string(row.Text(kJobId));
+  job.request.user = std::string(row.Text(kUser));
+  job.request.account = std::string(row.Text(kProject));
+  job.request.job_name = std::string(row.Text(kJobName));
+  job.request.partition =
+      std::string(row.Text(kPartition).empty() ? row.Text(kSubcluster) : row.Text(kPartition));
+  // The exports have no submit time (cc-backend stores 0): the start stands in for it, so the
+  // queue wait of these jobs reads as zero.
+  job.start_time = v.start;
+  job.submit_time = v.start;
+  if (v.duration_s) {
+    job.usage.elapsed_s = *v.duration_s;
+    if (v.start) job.end_time = *v.start + std::llround(*v.duration_s);
+  }
+  if (v.walltime_s && *v.walltime_s > 0) job.request.time_limit_s = std::llround(*v.walltime_s);
+  if (v.nodes && *v.nodes >= 1) {
+    job.request.nodes = *v.nodes;
+    job.alloc.nodes = *v.nodes;
+  }
+  if (v.hwthreads && *v.hwthreads > 0) job.alloc.cpus = *v.hwthreads;
+  if (v.gpus) {
+    job.alloc.gpus = *v.gpus;
+    job.request.gpus = job.alloc.gpus;
+    if (*v.gpus > 0 && !row.Text(kSubcluster).empty()) {
+      job.alloc.gpu_type = GpuTypeOfSubcluster(row.Text(kSubcluster));
+      job.request.gpu_type = job.alloc.gpu_type;
+    }
+  }
+  job.alloc.node_list = NodeList(row.Text(kNodeList));
+  std::transform(state.begin(), state.end(), state.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  job.outcome.state = state;  // cc-backend's words are SLURM's in lower case
+}
+
+}  // namespace
+
 // How the columns become a JobRecord. ClusterCockpit's metric footprints are statistics over
 // the job's run: `_avg` a time average, `_max` a time maximum; per node for node metrics
 // (cpu_load, mem_used: the node's whole /proc/meminfo and load average), per job over its GPUs
@@ -320,84 +443,29 @@ Status ClusterCockpitParser::ParseRow(const std::vector<std::string>& fields,
     return Status::BadInput(fmt::format("expected {} fields as the header names, got {}",
                                         header_names_.size(), fields.size()));
   }
-  // The text of a column; empty when the header lacks it. SQL exports write NULL as "NULL"
-  // or "\N": both are empty.
-  auto text = [&](Column c) -> std::string_view {
-    int pos = positions_[c];
-    if (pos < 0) return {};
-    std::string_view v = Trim(fields[static_cast<size_t>(pos)]);
-    if (v == "NULL" || v == "\\N") return {};
-    return v;
-  };
-  auto name = [&](Column c) { return header_names_[static_cast<size_t>(positions_[c])]; };
-  // A non-negative number; nullopt when empty.
-  auto number = [&](Column c, const char* expected) -> StatusOr<std::optional<double>> {
-    std::string_view v = text(c);
-    if (v.empty()) return std::optional<double>();
-    auto d = ParseDouble(v);
-    if (!d || *d < 0 || !std::isfinite(*d)) {
-      return Status::BadInput(
-          fmt::format("field {}: expected {}, got {}", name(c), expected, Quote(v)));
-    }
-    return d;
-  };
-  // A whole number from 0 to a million; nullopt when empty.
-  auto count = [&](Column c, const char* expected) -> StatusOr<std::optional<int>> {
-    std::string_view v = text(c);
-    if (v.empty()) return std::optional<int>();
-    auto d = ParseDouble(v);
-    if (!d || *d < 0 || *d > 1e6 || *d != std::floor(*d)) {
-      return Status::BadInput(
-          fmt::format("field {}: expected {}, got {}", name(c), expected, Quote(v)));
-    }
-    return std::optional<int>(static_cast<int>(*d));
-  };
-
-  std::string_view job_id = text(kJobId);
-  if (job_id.empty()) {
-    return Status::BadInput(fmt::format("field {}: expected a job id, got ''", name(kJobId)));
+  RowReader row(fields, header_names_, positions_);
+  if (row.Text(kJobId).empty()) {
+    return Status::BadInput(fmt::format("field {}: expected a job id, got ''", row.Name(kJobId)));
   }
-  RS_ASSIGN_OR_RETURN(auto duration_s, number(kDuration, "a number of seconds"));
-  RS_ASSIGN_OR_RETURN(auto walltime_s, number(kWalltime, "a number of seconds"));
-  RS_ASSIGN_OR_RETURN(auto nodes, count(kNumNodes, "a node count"));
-  RS_ASSIGN_OR_RETURN(auto hwthreads, count(kNumHwthreads, "a hardware thread count"));
-  RS_ASSIGN_OR_RETURN(auto gpus, count(kNumAcc, "a GPU count"));
-  RS_ASSIGN_OR_RETURN(auto load, number(kCpuLoadAvg, "a load average"));
-  RS_ASSIGN_OR_RETURN(auto mem_avg_gb, number(kMemUsedAvgPerNode, "a memory size in GB"));
-  RS_ASSIGN_OR_RETURN(auto mem_max_gb, number(kMemUsedMaxPerNode, "a memory size in GB"));
-  RS_ASSIGN_OR_RETURN(auto gpu_util, number(kAccUtilization, "a percentage from 0 to 100"));
-  RS_ASSIGN_OR_RETURN(auto gpu_mem_mib, number(kAccMemUsed, "a GPU memory size"));
-  if (gpu_util && *gpu_util > 100) {
-    return Status::BadInput(fmt::format("field {}: expected a percentage from 0 to 100, got {}",
-                                        name(kAccUtilization), Quote(text(kAccUtilization))));
-  }
-  std::optional<int64_t> start;
-  if (!text(kStartTime).empty()) {
-    auto t = ParseSlurmTimestamp(text(kStartTime));
-    if (!t.ok() || (*t && **t < 0)) {
-      return Status::BadInput(
-          fmt::format("field {}: expected Unix seconds or 2023-02-07T12:00:00, got {}",
-                      name(kStartTime), Quote(text(kStartTime))));
-    }
-    if (*t && **t > 0) start = **t;  // ClusterCockpit writes 0 for "not known"
-  }
+  RowValues v;
+  RS_RETURN_IF_ERROR(ReadValues(row, &v));
 
   // Running jobs have no final usage yet. The 2020 schema's is_running flag is also set on
   // rows that already carry a full duration (the Emmy/Woody export: 2,721 such rows, whose
   // times cannot all be running at any one moment); those are finished jobs and are kept.
-  std::string state = Lower(text(kJobState));
+  std::string state = Lower(row.Text(kJobState));
   if (state == "running") {
     ++running_rows_;
     return Status::Ok();
   }
-  std::string_view is_running = text(kIsRunning);
+  std::string_view is_running = row.Text(kIsRunning);
   if (!is_running.empty() && is_running != "0" && is_running != "1" && is_running != "true" &&
       is_running != "false") {
     return Status::BadInput(
-        fmt::format("field {}: expected 0 or 1, got {}", name(kIsRunning), Quote(is_running)));
+        fmt::format("field {}: expected 0 or 1, got {}", row.Name(kIsRunning), Quote(is_running)));
   }
   if (is_running == "1" || is_running == "true") {
-    if (!duration_s || *duration_s <= 0) {
+    if (!v.duration_s || *v.duration_s <= 0) {
       ++running_rows_;
       return Status::Ok();
     }
@@ -406,59 +474,25 @@ Status ClusterCockpitParser::ParseRow(const std::vector<std::string>& fields,
   if (!std::all_of(state.begin(), state.end(),
                    [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; })) {
     return Status::BadInput(fmt::format("field {}: expected a job state like completed, got {}",
-                                        name(kJobState), Quote(text(kJobState))));
+                                        row.Name(kJobState), Quote(row.Text(kJobState))));
   }
-
   JobRecord& job = out.emplace_back();
-  job.source = "clustercockpit";
-  job.cluster = std::string(text(kCluster));
-  job.job_id = std::string(job_id);
-  job.request.user = std::string(text(kUser));
-  job.request.account = std::string(text(kProject));
-  job.request.job_name = std::string(text(kJobName));
-  job.request.partition =
-      std::string(text(kPartition).empty() ? text(kSubcluster) : text(kPartition));
-  // The exports have no submit time (cc-backend stores 0): the start stands in for it, so the
-  // queue wait of these jobs reads as zero.
-  job.start_time = start;
-  job.submit_time = start;
-  if (duration_s) {
-    job.usage.elapsed_s = *duration_s;
-    if (start) job.end_time = *start + std::llround(*duration_s);
-  }
-  if (walltime_s && *walltime_s > 0) job.request.time_limit_s = std::llround(*walltime_s);
+  FillJob(row, v, state, job);
   std::optional<int> node_count;
-  if (nodes && *nodes >= 1) {
-    node_count = *nodes;
-    job.request.nodes = node_count;
-    job.alloc.nodes = node_count;
-  }
-  if (hwthreads && *hwthreads > 0) job.alloc.cpus = *hwthreads;
-  if (gpus) {
-    job.alloc.gpus = *gpus;
-    job.request.gpus = job.alloc.gpus;
-    if (*gpus > 0 && !text(kSubcluster).empty()) {
-      job.alloc.gpu_type = GpuTypeOfSubcluster(text(kSubcluster));
-      job.request.gpu_type = job.alloc.gpu_type;
-    }
-  }
-  job.alloc.node_list = NodeList(text(kNodeList));
-  std::transform(state.begin(), state.end(), state.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  job.outcome.state = state;  // cc-backend's words are SLURM's in lower case
+  if (v.nodes && *v.nodes >= 1) node_count = *v.nodes;
 
   // Node-level metrics of a job that shared its nodes describe every job on them (two jobs on
   // one Alex node report the same load and memory), so they say nothing about this job.
-  std::string_view shared = text(kShared);
+  std::string_view shared = row.Text(kShared);
   bool whole_nodes = shared.empty() || Lower(shared) == "none";
-  if (!whole_nodes && (load || mem_avg_gb || mem_max_gb)) ++shared_node_rows_;
+  if (!whole_nodes && (v.load || v.mem_avg_gb || v.mem_max_gb)) ++shared_node_rows_;
   if (whole_nodes && node_count) {
     // The load average counts busy hardware threads per node (cluster.json: scope node,
     // peak = cores per node); over the run it approximates CPU time, at most the threads'.
-    if (load && *load == 0) ++load_not_measured_;
-    if (load && *load > 0 && duration_s) {
-      double cpu_s = *load * *node_count * *duration_s;
-      if (job.alloc.cpus) cpu_s = std::min(cpu_s, *job.alloc.cpus * *duration_s);
+    if (v.load && *v.load == 0) ++load_not_measured_;
+    if (v.load && *v.load > 0 && v.duration_s) {
+      double cpu_s = *v.load * *node_count * *v.duration_s;
+      if (job.alloc.cpus) cpu_s = std::min(cpu_s, *job.alloc.cpus * *v.duration_s);
       job.usage.cpu_time_s = cpu_s;
     }
     // mem_used is per node and includes the operating system; 0 means no sample reached
@@ -466,17 +500,17 @@ Status ClusterCockpitParser::ParseRow(const std::vector<std::string>& fields,
     auto bytes = [&](double per_node_gb) {
       return static_cast<int64_t>(std::llround(per_node_gb * *node_count * kGiB));
     };
-    if (mem_max_gb) {
-      if (*mem_max_gb > 0) {
-        job.usage.peak_rss_bytes = bytes(*mem_max_gb);
+    if (v.mem_max_gb) {
+      if (*v.mem_max_gb > 0) {
+        job.usage.peak_rss_bytes = bytes(*v.mem_max_gb);
       } else {
         ++memory_not_measured_;
       }
     }
-    if (mem_avg_gb) {
-      if (*mem_avg_gb > 0) {
-        job.usage.avg_rss_bytes = bytes(*mem_avg_gb);
-      } else if (!mem_max_gb) {
+    if (v.mem_avg_gb) {
+      if (*v.mem_avg_gb > 0) {
+        job.usage.avg_rss_bytes = bytes(*v.mem_avg_gb);
+      } else if (!v.mem_max_gb) {
         ++memory_not_measured_;
       }
     }
@@ -486,10 +520,10 @@ Status ClusterCockpitParser::ParseRow(const std::vector<std::string>& fields,
   // reaches 640,864; read as MiB no job of the Alex export exceeds its GPUs' memory, read as
   // decimal MB or as GB many do). An average is all the exports keep: it stands in for the
   // peak, which it can only under-estimate.
-  if (!gpus || *gpus > 0) {
-    if (gpu_util) job.usage.gpu_util_pct = *gpu_util;
-    if (gpu_mem_mib) {
-      job.usage.peak_gpu_memory_bytes = static_cast<int64_t>(std::llround(*gpu_mem_mib * kMiB));
+  if (!v.gpus || *v.gpus > 0) {
+    if (v.gpu_util) job.usage.gpu_util_pct = *v.gpu_util;
+    if (v.gpu_mem_mib) {
+      job.usage.peak_gpu_memory_bytes = static_cast<int64_t>(std::llround(*v.gpu_mem_mib * kMiB));
     }
   }
   return Status::Ok();

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/mutex.h"
+#include "core/units.h"
 #include "ingest/line_reader.h"
 
 namespace rightsize {
@@ -190,6 +191,40 @@ Status IngestFile(const std::string& path, RecordParser& parser, Store& store,
     RS_RETURN_IF_ERROR(store.PutClusterMeta(cluster, parser.metadata()));
   }
   return Status::Ok();
+}
+
+nlohmann::json IngestStatsJson(const IngestStats& s, const Status& st) {
+  nlohmann::json errors = nlohmann::json::array();
+  for (const auto& e : s.errors) {
+    errors.push_back({{"file", e.file}, {"line", e.line}, {"message", e.message}});
+  }
+  return {{"file", s.file},
+          {"cluster", s.cluster},
+          {"clusters", s.clusters},
+          {"lines", s.lines},
+          {"records", s.records},
+          {"stored", s.stored},
+          {"skipped", s.skipped},
+          {"errors", errors},
+          {"notes", s.notes},
+          {"seconds", s.seconds},
+          {"error", st.ok() ? nlohmann::json(nullptr) : nlohmann::json(st.message())}};
+}
+
+std::string IngestSummaryText(const IngestStats& stats) {
+  // Where the jobs went: records that name their cluster (sacct's Cluster column) keep it.
+  std::string where =
+      stats.clusters.size() > 1
+          ? fmt::format("clusters '{}'", fmt::join(stats.clusters, "', '"))
+          : fmt::format("cluster '{}'",
+                        stats.clusters.empty() ? stats.cluster : *stats.clusters.begin());
+  std::string out =
+      fmt::format("{}: {} lines, {} jobs stored in {}, {} malformed lines skipped ({:.2f} s)\n",
+                  stats.file, FormatThousands(static_cast<double>(stats.lines), 0),
+                  FormatThousands(static_cast<double>(stats.stored), 0), where,
+                  FormatThousands(static_cast<double>(stats.skipped), 0), stats.seconds);
+  for (const auto& note : stats.notes) out += fmt::format("{}: note: {}\n", stats.file, note);
+  return out;
 }
 
 }  // namespace rightsize

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <string_view>
@@ -79,5 +80,11 @@ struct IngestStats {
 // stats of what was stored before are still returned through `stats`.
 Status IngestFile(const std::string& path, RecordParser& parser, Store& store,
                   const std::string& cluster, const IngestOptions& options, IngestStats* stats);
+
+// What one file's ingest did, as `ingest --json` lists it (file, clusters, lines, records,
+// stored, skipped, errors, notes, seconds, error) and as the line `ingest` prints (with a line
+// per note).
+nlohmann::json IngestStatsJson(const IngestStats& stats, const Status& status);
+std::string IngestSummaryText(const IngestStats& stats);
 
 }  // namespace rightsize

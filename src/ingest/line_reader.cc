@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/fd.h"
+
 namespace rightsize {
 
 namespace {
@@ -15,24 +17,23 @@ constexpr size_t kBufferBytes = 1 << 18;
 }
 
 StatusOr<std::unique_ptr<LineReader>> LineReader::Open(const std::string& path) {
-  int fd = path == "-" ? dup(STDIN_FILENO) : open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  UniqueFd fd(path == "-" ? dup(STDIN_FILENO) : open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
     return Status::IoError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
   }
   struct stat st {};
   int64_t size = -1;
-  if (fstat(fd, &st) == 0) {
+  if (fstat(fd.get(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) {
-      close(fd);
       return Status::BadInput(fmt::format("{} is a folder, not a file", path));
     }
     if (S_ISREG(st.st_mode)) size = st.st_size;
   }
-  gzFile file = gzdopen(fd, "rb");
+  gzFile file = gzdopen(fd.get(), "rb");
   if (file == nullptr) {
-    close(fd);
     return Status::IoError(fmt::format("cannot read {}: out of memory", path));
   }
+  (void)fd.release();  // the gzFile owns it now: gzclose closes it
   gzbuffer(file, 1 << 17);
   return std::unique_ptr<LineReader>(new LineReader(file, path == "-" ? "<stdin>" : path, size));
 }

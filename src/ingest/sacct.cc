@@ -244,20 +244,18 @@ SacctParser::OpenJob& SacctParser::Open(const std::string& key, std::vector<JobR
   return open_[key];
 }
 
-Status SacctParser::ParseRow(const std::vector<std::string_view>& f, std::vector<JobRecord>& out) {
-  // Gather the fields by column; absent columns read as empty.
-  std::string_view v[kNumCols];
-  for (size_t i = 0; i < f.size(); ++i) {
-    if (column_ids_[i] >= 0) v[column_ids_[i]] = Trim(f[i]);
-  }
-  std::string_view id_text = !v[kJobId].empty() ? v[kJobId] : v[kJobIdRaw];
-  JobIdParts id;
-  RS_RETURN_IF_ERROR(Field(!v[kJobId].empty() ? "JobID" : "JobIDRaw", ParseJobId(id_text), &id));
-  std::string key = std::string(v[kCluster]) + '\0' + id.job;
+namespace {
 
-  // Fields common to job and step lines.
+// What job and step lines both say: how the line ended and what it used.
+struct RowUsage {
   ExitCode exit;
-  RS_RETURN_IF_ERROR(Field("ExitCode", ParseExitCode(v[kExitCode]), &exit));
+  std::optional<double> cpu_s;
+  std::optional<int64_t> peak, avg;  // memory, the largest task's times the tasks
+  TresSummary max, in, out;          // TRESUsageInMax, TRESUsageInTot, TRESUsageOutTot
+};
+
+Status ParseRowUsage(const std::string_view* v, RowUsage* u) {
+  RS_RETURN_IF_ERROR(Field("ExitCode", ParseExitCode(v[kExitCode]), &u->exit));
   std::optional<MemoryAmount> max_rss, ave_rss;
   RS_RETURN_IF_ERROR(Field("MaxRSS", ParseSlurmMemory(v[kMaxRss], 1), &max_rss));
   RS_RETURN_IF_ERROR(Field("AveRSS", ParseSlurmMemory(v[kAveRss], 1), &ave_rss));
@@ -265,10 +263,9 @@ Status SacctParser::ParseRow(const std::vector<std::string_view>& f, std::vector
   RS_RETURN_IF_ERROR(Field("TotalCPU", ParseSlurmDuration(v[kTotalCpu]), &total_cpu));
   RS_RETURN_IF_ERROR(Field("UserCPU", ParseSlurmDuration(v[kUserCpu]), &user_cpu));
   RS_RETURN_IF_ERROR(Field("SystemCPU", ParseSlurmDuration(v[kSystemCpu]), &system_cpu));
-  TresSummary usage_max, usage_in, usage_out;
-  RS_RETURN_IF_ERROR(Field("TRESUsageInMax", SummarizeTres(v[kTresUsageInMax], 1), &usage_max));
-  RS_RETURN_IF_ERROR(Field("TRESUsageInTot", SummarizeTres(v[kTresUsageInTot], 1), &usage_in));
-  RS_RETURN_IF_ERROR(Field("TRESUsageOutTot", SummarizeTres(v[kTresUsageOutTot], 1), &usage_out));
+  RS_RETURN_IF_ERROR(Field("TRESUsageInMax", SummarizeTres(v[kTresUsageInMax], 1), &u->max));
+  RS_RETURN_IF_ERROR(Field("TRESUsageInTot", SummarizeTres(v[kTresUsageInTot], 1), &u->in));
+  RS_RETURN_IF_ERROR(Field("TRESUsageOutTot", SummarizeTres(v[kTresUsageOutTot], 1), &u->out));
   std::optional<int64_t> ntasks;
   if (!v[kNTasks].empty()) {
     ntasks = ParseInt(v[kNTasks]);
@@ -277,62 +274,22 @@ Status SacctParser::ParseRow(const std::vector<std::string_view>& f, std::vector
           fmt::format("field NTasks: expected a task count, got {}", Quote(v[kNTasks])));
     }
   }
-  auto cpu_seconds = [&]() -> std::optional<double> {
-    if (total_cpu && total_cpu->kind == SlurmDuration::Kind::kValue) return total_cpu->seconds;
-    if (user_cpu || system_cpu) {
-      return (user_cpu ? user_cpu->seconds : 0) + (system_cpu ? system_cpu->seconds : 0);
-    }
-    return std::nullopt;
-  };
+  if (total_cpu && total_cpu->kind == SlurmDuration::Kind::kValue) {
+    u->cpu_s = total_cpu->seconds;
+  } else if (user_cpu || system_cpu) {
+    u->cpu_s = (user_cpu ? user_cpu->seconds : 0) + (system_cpu ? system_cpu->seconds : 0);
+  }
   // Memory of a step: the largest task's peak times the tasks (an upper bound for the step).
   int64_t tasks = std::max<int64_t>(1, ntasks.value_or(1));
-  std::optional<int64_t> peak;
-  if (max_rss) peak = max_rss->bytes * tasks;
-  if (!peak && usage_max.memory_bytes) peak = *usage_max.memory_bytes * tasks;
-  std::optional<int64_t> avg;
-  if (ave_rss) avg = ave_rss->bytes * tasks;
+  if (max_rss) u->peak = max_rss->bytes * tasks;
+  if (!u->peak && u->max.memory_bytes) u->peak = *u->max.memory_bytes * tasks;
+  if (ave_rss) u->avg = ave_rss->bytes * tasks;
+  return Status::Ok();
+}
 
-  if (!id.step.empty()) {
-    OpenJob& open = Open(key, out);
-    // A step: fold its usage into the job.
-    KeepMax(open.steps_peak_rss, peak);
-    KeepMax(open.steps_avg_rss, avg);
-    if (auto c = cpu_seconds()) {
-      open.steps_cpu_s += *c;
-      open.any_step_cpu = true;
-    }
-    KeepMax(open.steps_gpu_mem, usage_max.gpu_memory_bytes);
-    KeepMax(open.steps_gpu_util, usage_max.gpu_util_pct);
-    AddTo(open.steps_read, usage_in.disk_bytes);
-    AddTo(open.steps_write, usage_out.disk_bytes);
-    if (id.step == "batch") {
-      open.batch_state = NormalizeState(v[kState]);
-      open.batch_exit = exit.code;
-      open.batch_signal = exit.signal;
-    }
-    if (!open.have_job_line) {
-      // Orphan steps (sacct run with a step filter): take what they say of the job.
-      JobRecord& j = open.job;
-      j.job_id = id.job;
-      j.cluster = std::string(v[kCluster]);
-      j.source = "sacct";
-      if (!v[kNodeList].empty()) j.alloc.node_list = std::string(v[kNodeList]);
-    }
-    return Status::Ok();
-  }
-
-  // The job line: parsed aside, so a malformed one leaves nothing behind.
-  JobRecord j;
-  j.cluster = std::string(v[kCluster]);
-  j.job_id = id.job;
-  j.source = "sacct";
+// The job line's submit, start and end, run time and time limit.
+Status ParseJobTimes(const std::string_view* v, JobRecord& j) {
   auto& r = j.request;
-  r.partition = std::string(v[kPartition]);
-  r.account = std::string(v[kAccount]);
-  r.user = std::string(v[kUser]);
-  r.group = std::string(v[kGroup]);
-  r.qos = std::string(v[kQos]);
-  r.job_name = std::string(v[kJobName]);
   RS_RETURN_IF_ERROR(Field("Submit", ParseSlurmTimestamp(v[kSubmit]), &j.submit_time));
   RS_RETURN_IF_ERROR(Field("Start", ParseSlurmTimestamp(v[kStart]), &j.start_time));
   RS_RETURN_IF_ERROR(Field("End", ParseSlurmTimestamp(v[kEnd]), &j.end_time));
@@ -358,6 +315,12 @@ Status SacctParser::ParseRow(const std::vector<std::string_view>& f, std::vector
     // TimelimitRaw is in minutes.
     if (auto m = ParseInt(v[kTimelimitRaw])) r.time_limit_s = *m * 60;
   }
+  return Status::Ok();
+}
+
+// The job line's cores, nodes, memory and GPUs, asked for and allocated.
+Status ParseJobResources(const std::string_view* v, JobRecord& j) {
+  auto& r = j.request;
   auto parse_count = [&](Col c, std::optional<int64_t>* out_v) -> Status {
     if (v[c].empty()) return Status::Ok();
     auto n = ParseInt(v[c]);
@@ -435,17 +398,77 @@ Status SacctParser::ParseRow(const std::vector<std::string_view>& f, std::vector
   } else if (!v[kAllocGres].empty()) {
     ParseGres(v[kAllocGres], &j.alloc.gpus, &j.alloc.gpu_type);
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status SacctParser::ParseRow(const std::vector<std::string_view>& f, std::vector<JobRecord>& out) {
+  // Gather the fields by column; absent columns read as empty.
+  std::string_view v[kNumCols];
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (column_ids_[i] >= 0) v[column_ids_[i]] = Trim(f[i]);
+  }
+  std::string_view id_text = !v[kJobId].empty() ? v[kJobId] : v[kJobIdRaw];
+  JobIdParts id;
+  RS_RETURN_IF_ERROR(Field(!v[kJobId].empty() ? "JobID" : "JobIDRaw", ParseJobId(id_text), &id));
+  std::string key = std::string(v[kCluster]) + '\0' + id.job;
+  RowUsage u;
+  RS_RETURN_IF_ERROR(ParseRowUsage(v, &u));
+
+  if (!id.step.empty()) {
+    OpenJob& open = Open(key, out);
+    // A step: fold its usage into the job.
+    KeepMax(open.steps_peak_rss, u.peak);
+    KeepMax(open.steps_avg_rss, u.avg);
+    if (u.cpu_s) {
+      open.steps_cpu_s += *u.cpu_s;
+      open.any_step_cpu = true;
+    }
+    KeepMax(open.steps_gpu_mem, u.max.gpu_memory_bytes);
+    KeepMax(open.steps_gpu_util, u.max.gpu_util_pct);
+    AddTo(open.steps_read, u.in.disk_bytes);
+    AddTo(open.steps_write, u.out.disk_bytes);
+    if (id.step == "batch") {
+      open.batch_state = NormalizeState(v[kState]);
+      open.batch_exit = u.exit.code;
+      open.batch_signal = u.exit.signal;
+    }
+    if (!open.have_job_line) {
+      // Orphan steps (sacct run with a step filter): take what they say of the job.
+      JobRecord& j = open.job;
+      j.job_id = id.job;
+      j.cluster = std::string(v[kCluster]);
+      j.source = "sacct";
+      if (!v[kNodeList].empty()) j.alloc.node_list = std::string(v[kNodeList]);
+    }
+    return Status::Ok();
+  }
+
+  // The job line: parsed aside, so a malformed one leaves nothing behind.
+  JobRecord j;
+  j.cluster = std::string(v[kCluster]);
+  j.job_id = id.job;
+  j.source = "sacct";
+  auto& r = j.request;
+  r.partition = std::string(v[kPartition]);
+  r.account = std::string(v[kAccount]);
+  r.user = std::string(v[kUser]);
+  r.group = std::string(v[kGroup]);
+  r.qos = std::string(v[kQos]);
+  r.job_name = std::string(v[kJobName]);
+  RS_RETURN_IF_ERROR(ParseJobTimes(v, j));
+  RS_RETURN_IF_ERROR(ParseJobResources(v, j));
   if (!v[kNodeList].empty() && v[kNodeList] != "None assigned") {
     j.alloc.node_list = std::string(v[kNodeList]);
   }
-
   // Usage on the job line itself (newer SLURM aggregates TotalCPU here).
-  j.usage.cpu_time_s = cpu_seconds();
-  j.usage.peak_rss_bytes = peak;
-  j.usage.avg_rss_bytes = avg;
+  j.usage.cpu_time_s = u.cpu_s;
+  j.usage.peak_rss_bytes = u.peak;
+  j.usage.avg_rss_bytes = u.avg;
   j.outcome.state = NormalizeState(v[kState]);
-  j.outcome.exit_code = exit.code;
-  j.outcome.signal = exit.signal;
+  j.outcome.exit_code = u.exit.code;
+  j.outcome.signal = u.exit.signal;
   OpenJob& open = Open(key, out);
   open.job = std::move(j);
   open.have_job_line = true;
@@ -480,6 +503,14 @@ Status SacctParser::Finish(std::vector<JobRecord>& out) {
   open_.clear();
   open_order_.clear();
   return Status::Ok();
+}
+
+std::vector<std::string> SacctColumns(std::string_view list) {
+  std::vector<std::string> out;
+  for (std::string_view item : Split(list, ",")) {
+    if (!item.empty()) out.emplace_back(item);
+  }
+  return out;
 }
 
 }  // namespace rightsize

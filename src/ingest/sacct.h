@@ -75,4 +75,8 @@ class SacctParser final : public RecordParser {
   int64_t non_record_lines_ = 0;
 };
 
+// The column names of a --columns list as sacct --format writes it ("JobID,State,Elapsed");
+// empty items are dropped.
+std::vector<std::string> SacctColumns(std::string_view list);
+
 }  // namespace rightsize

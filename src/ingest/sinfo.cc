@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "core/units.h"
-#include "ingest/job_script.h"
+#include "jobscript/job_script.h"
 
 namespace rightsize {
 namespace {
@@ -120,6 +120,27 @@ std::vector<PartitionShape> PartitionsFromMeta(const std::map<std::string, std::
     out.push_back(std::move(p));
   }
   return out;
+}
+
+std::string PartitionsText(const std::string& cluster, const std::vector<PartitionShape>& parts) {
+  std::string out;
+  for (const PartitionShape& p : parts) {
+    out += fmt::format("{}: partition {}{}: {} nodes of {} cores, {}{}\n", cluster, p.name,
+                       p.is_default ? " (default)" : "", p.nodes, p.cpus_per_node,
+                       FormatMemory(p.memory_per_node),
+                       p.gpus_per_node > 0 ? fmt::format(", {} GPUs{}", p.gpus_per_node,
+                                                         p.gpu_type.empty() ? "" : " " + p.gpu_type)
+                                           : std::string());
+  }
+  return out;
+}
+
+StatusOr<std::vector<PartitionShape>> StorePartitions(Store& store, const std::string& text,
+                                                      const std::string& source,
+                                                      const std::string& cluster) {
+  RS_ASSIGN_OR_RETURN(auto parts, ParseSinfo(text, source));
+  RS_RETURN_IF_ERROR(store.PutClusterMeta(cluster, PartitionMeta(parts)));
+  return parts;
 }
 
 }  // namespace rightsize

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "store/store.h"
 
 namespace rightsize {
 
@@ -38,5 +39,15 @@ StatusOr<std::vector<PartitionShape>> ParseSinfo(std::string_view text, std::str
 std::map<std::string, std::string> PartitionMeta(const std::vector<PartitionShape>& parts);
 // And back (keys it does not know are ignored).
 std::vector<PartitionShape> PartitionsFromMeta(const std::map<std::string, std::string>& meta);
+
+// Parses sinfo output and keeps the partitions as `cluster`'s metadata; a partition no longer
+// listed keeps its old keys (a drained partition still ran jobs). Returns the partitions read.
+StatusOr<std::vector<PartitionShape>> StorePartitions(Store& store, const std::string& text,
+                                                      const std::string& source,
+                                                      const std::string& cluster);
+
+// The partitions as `ingest sinfo` prints them, a line each: "hpc2n: partition batch (default):
+// 120 nodes of 28 cores, 122G" (and the GPUs).
+std::string PartitionsText(const std::string& cluster, const std::vector<PartitionShape>& parts);
 
 }  // namespace rightsize

@@ -6,9 +6,8 @@
 #include <filesystem>
 #include <vector>
 
-#include "code/analysis.h"
-#include "code/memory_model.h"
 #include "code/report.h"
+#include "core/units.h"
 
 namespace rightsize {
 
@@ -50,6 +49,40 @@ std::optional<nlohmann::json> GpuMemoryFromCode(const JobScript& script,
                         {"gpus", gpus},
                         {"lines", lines},
                         {"text", text}};
+}
+
+StatusOr<CodeAdvice> AdviseJobCode(const JobScript& script, const std::string& script_path,
+                                   const std::string& code_dir, const std::string& gpu) {
+  CodeAdvice out;
+  out.code_dir = code_dir.empty() ? DefaultCodeDir(script_path) : code_dir;
+  std::string gpu_name = gpu;
+  out.gpu_from = "--gpu";
+  if (gpu_name.empty() && !script.request.gpu_type.empty()) {
+    gpu_name = script.request.gpu_type;
+    out.gpu_from = "the script's --gres";
+  }
+  if (gpu_name.empty()) {
+    gpu_name = std::string(code::kDefaultGpu);
+    out.gpu_from = "default";
+  }
+  auto spec = code::FindGpu(gpu_name);
+  if (!spec) {
+    if (!gpu.empty()) {
+      std::vector<std::string_view> names;
+      for (const auto& g : code::KnownGpus()) names.push_back(g.name);
+      return Status::InvalidArgument(
+          fmt::format("--gpu: unknown GPU {} (known: {})", Quote(gpu), fmt::join(names, ", ")));
+    }
+    spec = code::FindGpu(code::kDefaultGpu);
+    out.gpu_from = fmt::format("default; the script's GPU type {} is not in the table", gpu_name);
+  }
+  out.gpu = *spec;
+  RS_ASSIGN_OR_RETURN(out.facts,
+                      code::AnalyzeJobCode(script, out.code_dir,
+                                           std::filesystem::path(script_path).filename().string()));
+  out.estimate = code::EstimateGpuMemory(out.facts);
+  if (out.estimate.ok()) out.advice = code::Advise(out.facts, *out.estimate, out.gpu, script);
+  return out;
 }
 
 }  // namespace rightsize

@@ -8,7 +8,10 @@
 #include <optional>
 #include <string>
 
-#include "ingest/job_script.h"
+#include "code/advice.h"
+#include "code/analysis.h"
+#include "code/memory_model.h"
+#include "jobscript/job_script.h"
 
 namespace rightsize {
 
@@ -21,5 +24,22 @@ std::string DefaultCodeDir(const std::string& script_path);
 std::optional<nlohmann::json> GpuMemoryFromCode(const JobScript& script,
                                                 const std::string& script_path,
                                                 const std::string& code_dir);
+
+// What `advise` says of a job script's code: the facts read, the GPU memory estimate (or why
+// there is none), the GPU it is fitted on and line-level advice.
+struct CodeAdvice {
+  std::string code_dir;
+  code::GpuSpec gpu;
+  std::string gpu_from;  // "--gpu", "the script's --gres", "default" (and why)
+  code::CodeFacts facts;
+  StatusOr<code::MemoryEstimate> estimate = Status::NotFound("not estimated");
+  std::vector<code::Advice> advice;
+};
+
+// Reads the code of `script` (from `script_path`'s folder, or `code_dir`) and fits it on `gpu`
+// (a name from code::KnownGpus(); "" = the script's --gres type, else the default).
+// InvalidArgument for an unknown `gpu`; the analysis's errors.
+StatusOr<CodeAdvice> AdviseJobCode(const JobScript& script, const std::string& script_path,
+                                   const std::string& code_dir, const std::string& gpu);
 
 }  // namespace rightsize

@@ -11,7 +11,8 @@
 #include <mutex>
 #include <set>
 
-#include "ingest/job_script.h"
+#include "core/units.h"
+#include "jobscript/job_script.h"
 #include "model/dataset.h"
 #include "model/history.h"
 #include "model/predictor.h"
@@ -28,18 +29,17 @@ namespace {
 // How many of the user's (and the program's) newest finished jobs a prediction reads.
 constexpr int64_t kMaxPastJobs = 2500;
 
-// Rounds a suggestion up to what a request is written in.
+// Rounds a suggestion up to what a request is written in (core/units.h: the one rule).
 double RoundUp(Target t, double v) {
+  if (!std::isfinite(v)) return v;  // unbounded stays unbounded
   switch (t) {
     case Target::kRuntime:
-      return std::ceil(v / 60) * 60;
+      return static_cast<double>(RoundTimeRequest(v));
     case Target::kPeakMemory:
-    case Target::kGpuMemory: {
-      double step = v > 4.0 * kGiB ? static_cast<double>(kGiB) : 256.0 * kMiB;
-      return std::ceil(v / step) * step;
-    }
+    case Target::kGpuMemory:
+      return static_cast<double>(RoundMemoryRequest(v));
     case Target::kCpuCores:
-      return std::ceil(v);
+      return static_cast<double>(RoundCpuRequest(v));
     case Target::kGpuUtil:
       return v;
   }
@@ -527,6 +527,29 @@ StatusOr<PredictionOutput> PredictJob(Store& store, const PredictRequest& reques
   ReadCluster(store, w);
   RS_RETURN_IF_ERROR(PredictTargets(w));
   return Finish(w, std::move(warnings), std::move(warnings_text));
+}
+
+std::string PredictionTable(const nlohmann::json& doc) {
+  std::string out = fmt::format("  {:<12} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "", "p10", "p50",
+                                "p90", "request", "suggested");
+  for (const auto& item : doc["targets"].items()) {
+    const std::string& name = item.key();
+    const nlohmann::json& t = item.value();
+    bool bytes = t.value("unit", "") == "bytes";
+    bool secs = t.value("unit", "") == "s";
+    auto cell = [&](const char* key) -> std::string {
+      auto it = t.find(key);
+      if (it == t.end() || !it->is_number()) return "-";
+      double v = it->get<double>();
+      if (bytes) return FormatMemory(static_cast<int64_t>(v));
+      if (secs) return FormatDuration(v);
+      return fmt::format("{:.1f}", v);
+    };
+    out += fmt::format("  {:<12} {:>10} {:>10} {:>10} {:>10} {:>10}\n", name, cell("p10"),
+                       cell("p50"), cell("p90"), cell("request"), cell("suggested_request"));
+  }
+  for (const auto& n : doc["notes"]) out += fmt::format("note: {}\n", n.get<std::string>());
+  return out;
 }
 
 }  // namespace rightsize

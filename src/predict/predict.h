@@ -54,4 +54,8 @@ struct PredictionOutput {  // NOLINT(bugprone-exception-escape): json's move may
 StatusOr<PredictionOutput> PredictJob(Store& store, const PredictRequest& request,
                                       ModelCache* models = nullptr);
 
+// A rightsize.predict/v1 document as the short table `submit` prints: per target p10, p50, p90,
+// the request and the suggestion, then the notes.
+std::string PredictionTable(const nlohmann::json& doc);
+
 }  // namespace rightsize

@@ -143,4 +143,15 @@ StatusOr<TrainSummary> TrainCluster(Store& store, const std::string& cluster) {
   return s;
 }
 
+StatusOr<std::vector<std::string>> ClustersToTrain(Store& store, const std::string& cluster) {
+  std::vector<std::string> clusters;
+  if (!cluster.empty()) {
+    clusters.push_back(cluster);
+  } else {
+    RS_ASSIGN_OR_RETURN(clusters, store.Clusters());
+  }
+  if (clusters.empty()) return Status::NotFound("the store has no jobs: ingest accounting first");
+  return clusters;
+}
+
 }  // namespace rightsize

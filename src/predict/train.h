@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "store/store.h"
@@ -24,5 +25,9 @@ struct TrainSummary {  // NOLINT(bugprone-exception-escape): json's move may thr
 
 // Trains `cluster` from the jobs in `store` and stores the model as a new version.
 StatusOr<TrainSummary> TrainCluster(Store& store, const std::string& cluster);
+
+// The clusters `train` trains: the one given, else every cluster with jobs in the store;
+// NotFound when there are none.
+StatusOr<std::vector<std::string>> ClustersToTrain(Store& store, const std::string& cluster);
 
 }  // namespace rightsize

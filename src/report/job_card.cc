@@ -28,30 +28,6 @@ json OrNull(const std::optional<T>& v) {
 }
 json Num(const std::optional<double>& v) { return v ? json(Round4(*v)) : json(nullptr); }
 
-// A memory request SLURM accepts (whole units): 1.2x peak rounded up to a whole GiB, or to
-// 256 MiB steps below 1 GiB.
-int64_t RoundMemoryUp(double bytes) {
-  if (bytes < static_cast<double>(kGiB)) {
-    double step = 256.0 * static_cast<double>(kMiB);
-    return static_cast<int64_t>(std::max(1.0, CeilUnits(bytes / step)) * step);
-  }
-  return static_cast<int64_t>(CeilUnits(bytes / static_cast<double>(kGiB))) * kGiB;
-}
-
-std::string MemoryFlag(int64_t bytes) {
-  std::string s = FormatMemory(bytes);
-  if (s.find('.') == std::string::npos) return s;
-  // --mem takes whole numbers: fall back to the next smaller unit.
-  if (bytes >= kGiB) return fmt::format("{}G", bytes / kGiB);
-  return fmt::format("{}M", (bytes + kMiB - 1) / kMiB);
-}
-
-// Rounds a suggested limit up to 5 minutes (15 above an hour).
-double RoundTimeUp(double seconds) {
-  double step = seconds > 3600 ? 900 : 300;
-  return std::max(step, CeilUnits(seconds / step) * step);
-}
-
 // Everything the card shows, computed once for both renderers.
 struct Card {
   // CPU
@@ -78,32 +54,29 @@ struct Card {
   std::vector<std::string> advice, unknown;
 };
 
-Card BuildCard(const JobRecord& job, const PriceTable& prices) {
-  Card c;
-  const auto& u = job.usage;
-  const bool ran = u.elapsed_s && *u.elapsed_s > 0;
-  if (ran) c.elapsed_s = u.elapsed_s;
-  const std::string& state = job.outcome.state;
-  const bool oom = state.rfind("OUT_OF_ME", 0) == 0;
-  const bool timeout = state == "TIMEOUT";
+// What the job cost, allocated and used, as far as its record says.
+struct Cost {
   double alloc_usd = 0, used_usd = 0;
   bool alloc_known = false, used_known = false;
+};
 
-  // CPU.
+// CPUs: allocated, kept busy, the -c to ask for.
+void CardCpu(const JobRecord& job, const PriceTable& prices, bool ran, Card& c, Cost& cost) {
+  const auto& u = job.usage;
   c.req_cpus = job.request.cpus;
   c.alloc_cpus = job.AllocatedCpus();
   if (ran && u.cpu_time_s) {
     c.mean_cores = *u.cpu_time_s / *u.elapsed_s;
-    used_usd += *u.cpu_time_s / 3600 * prices.cpu_core_hour;
-    used_known = true;
+    cost.used_usd += *u.cpu_time_s / 3600 * prices.cpu_core_hour;
+    cost.used_known = true;
   }
   if (c.alloc_cpus && ran) {
-    alloc_usd += *c.alloc_cpus * *u.elapsed_s / 3600 * prices.cpu_core_hour;
-    alloc_known = true;
+    cost.alloc_usd += *c.alloc_cpus * *u.elapsed_s / 3600 * prices.cpu_core_hour;
+    cost.alloc_known = true;
   }
   if (c.alloc_cpus && c.mean_cores && *c.alloc_cpus > 0) {
     c.cpu_eff = *c.mean_cores / *c.alloc_cpus;
-    auto want = static_cast<int64_t>(std::max(1.0, CeilUnits(kHeadroom * *c.mean_cores)));
+    auto want = RoundCpuRequest(kHeadroom * *c.mean_cores);
     if (static_cast<double>(want) < *c.alloc_cpus) {
       c.suggested_cpus = want;
       c.advice.push_back(fmt::format(
@@ -114,8 +87,11 @@ Card BuildCard(const JobRecord& job, const PriceTable& prices) {
   }
   if (!c.alloc_cpus) c.unknown.push_back("CPUs allocated");
   if (!u.cpu_time_s) c.unknown.push_back("CPU time used");
+}
 
-  // Memory.
+// Memory: allocated, used (peak, else average), the --mem to ask for.
+void CardMemory(const JobRecord& job, const PriceTable& prices, bool ran, Card& c, Cost& cost) {
+  const auto& u = job.usage;
   c.alloc_mem = job.AllocatedMemoryBytes();
   if (u.peak_rss_bytes) {
     c.used_mem = u.peak_rss_bytes;
@@ -126,16 +102,16 @@ Card BuildCard(const JobRecord& job, const PriceTable& prices) {
   }
   double gib_h = ran ? *u.elapsed_s / 3600 / static_cast<double>(kGiB) : 0;
   if (c.alloc_mem && ran) {
-    alloc_usd += static_cast<double>(*c.alloc_mem) * gib_h * prices.memory_gb_hour;
+    cost.alloc_usd += static_cast<double>(*c.alloc_mem) * gib_h * prices.memory_gb_hour;
   }
   if (c.used_mem && ran) {
-    used_usd += static_cast<double>(*c.used_mem) * gib_h * prices.memory_gb_hour;
-    used_known = true;
+    cost.used_usd += static_cast<double>(*c.used_mem) * gib_h * prices.memory_gb_hour;
+    cost.used_known = true;
   }
   if (c.alloc_mem && c.used_mem && *c.alloc_mem > 0) {
     c.mem_eff = static_cast<double>(*c.used_mem) / static_cast<double>(*c.alloc_mem);
-    int64_t want = RoundMemoryUp(kHeadroom * static_cast<double>(*c.used_mem));
-    if (oom) {
+    int64_t want = RoundMemoryRequest(kHeadroom * static_cast<double>(*c.used_mem));
+    if (job.outcome.state.rfind("OUT_OF_ME", 0) == 0) {
       c.advice.push_back(fmt::format(
           "Memory: this job ran out of memory at {} ({}); its real need is above that, so ask "
           "for more, not less.",
@@ -144,8 +120,9 @@ Card BuildCard(const JobRecord& job, const PriceTable& prices) {
       c.suggested_mem = want;
       int nodes = std::max(1, job.alloc.nodes.value_or(job.request.nodes.value_or(1)));
       std::string flag =
-          nodes > 1 ? "--mem=" + MemoryFlag(RoundMemoryUp(static_cast<double>(want) / nodes))
-                    : "--mem=" + MemoryFlag(want);
+          nodes > 1
+              ? "--mem=" + MemoryFlagValue(RoundMemoryRequest(static_cast<double>(want) / nodes))
+              : "--mem=" + MemoryFlagValue(want);
       c.mem_flag = flag;
       c.advice.push_back(fmt::format(
           "Memory: this job used {} of its {} ({} {}); ask for {}{} next time.",
@@ -160,23 +137,26 @@ Card BuildCard(const JobRecord& job, const PriceTable& prices) {
   }
   if (!c.alloc_mem) c.unknown.push_back("memory allocated");
   if (!c.used_mem) c.unknown.push_back("memory used (no peak or average recorded)");
+}
 
-  // GPUs.
+// GPUs: allocated, busy, their memory, how many to ask for.
+void CardGpus(const JobRecord& job, const PriceTable& prices, bool ran, Card& c, Cost& cost) {
+  const auto& u = job.usage;
   c.gpus = job.AllocatedGpus();
   c.gpu_type = job.GpuType();
   if (c.gpus && *c.gpus > 0) {
     double gpu_price = prices.GpuHourPrice(c.gpu_type);
     if (ran) {
-      alloc_usd += *c.gpus * *u.elapsed_s / 3600 * gpu_price;
-      alloc_known = true;
+      cost.alloc_usd += *c.gpus * *u.elapsed_s / 3600 * gpu_price;
+      cost.alloc_known = true;
     }
     if (u.gpu_util_pct) {
       double util = std::clamp(*u.gpu_util_pct, 0.0, 100.0) / 100;
       c.util_pct = *u.gpu_util_pct;
       c.gpu_eff = util;
       if (ran) {
-        used_usd += *c.gpus * util * *u.elapsed_s / 3600 * gpu_price;
-        used_known = true;
+        cost.used_usd += *c.gpus * util * *u.elapsed_s / 3600 * gpu_price;
+        cost.used_known = true;
       }
       if (util == 0) {
         c.advice.push_back(fmt::format(
@@ -217,13 +197,16 @@ Card BuildCard(const JobRecord& job, const PriceTable& prices) {
   } else if (!c.gpus) {
     c.unknown.push_back("GPUs allocated");
   }
+}
 
-  // Time.
+// Time: the limit against the run, the --time to ask for.
+void CardTime(const JobRecord& job, const PriceTable& prices, bool ran, Card& c, Cost& cost) {
+  const auto& u = job.usage;
   if (job.request.time_limit_s) c.limit_s = static_cast<double>(*job.request.time_limit_s);
   if (c.limit_s && c.elapsed_s && *c.limit_s > 0) {
     c.time_eff = *c.elapsed_s / *c.limit_s;
-    double want = RoundTimeUp(kTimeHeadroom * *c.elapsed_s);
-    if (timeout) {
+    double want = RoundTimeRequest(kTimeHeadroom * *c.elapsed_s);
+    if (job.outcome.state == "TIMEOUT") {
       c.advice.push_back(fmt::format(
           "Time: this job hit its {} limit; it needed more, so ask for more (or checkpoint).",
           FormatDuration(*c.limit_s)));
@@ -243,15 +226,26 @@ Card BuildCard(const JobRecord& job, const PriceTable& prices) {
     c.unknown.push_back(job.request.time_unlimited ? "time limit (unlimited)" : "time limit");
   }
   if (!ran) c.unknown.push_back("elapsed time");
+}
 
+Card BuildCard(const JobRecord& job, const PriceTable& prices) {
+  Card c;
+  const auto& u = job.usage;
+  const bool ran = u.elapsed_s && *u.elapsed_s > 0;
+  if (ran) c.elapsed_s = u.elapsed_s;
+  Cost cost;
+  CardCpu(job, prices, ran, c, cost);
+  CardMemory(job, prices, ran, c, cost);
+  CardGpus(job, prices, ran, c, cost);
+  CardTime(job, prices, ran, c, cost);
   if (!job.end_time && ran) {
     // A running job's figures are its use so far; its peak may still grow.
     for (std::string& a : c.advice) a = "So far: " + a;
   }
-  if (alloc_known) c.alloc_usd = alloc_usd;
-  if (used_known) {
-    c.used_usd = used_usd;
-    c.wasted_usd = std::max(0.0, alloc_usd - used_usd);
+  if (cost.alloc_known) c.alloc_usd = cost.alloc_usd;
+  if (cost.used_known) {
+    c.used_usd = cost.used_usd;
+    c.wasted_usd = std::max(0.0, cost.alloc_usd - cost.used_usd);
   }
   if (c.advice.empty() && (c.cpu_eff || c.mem_eff || c.gpu_eff)) {
     c.advice.push_back("This job's request fits what it used; nothing to change.");

@@ -1,8 +1,13 @@
 #include "report/live.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
 #include <string>
+
+#include "core/units.h"
+#include "report/job_card.h"
 
 namespace rightsize {
 
@@ -103,6 +108,61 @@ StatusOr<JobRecord> WithUsageSoFar(Store& store, JobRecord job, int64_t now_s, L
   if (!u.peak_gpu_memory_bytes) u.peak_gpu_memory_bytes = s.peak_gpu_memory_bytes;
   if (live) *live = l;
   return job;
+}
+
+StatusOr<JobView> ViewJob(Store& store, const std::string& cluster, const std::string& job_id,
+                          int64_t now_s) {
+  RS_ASSIGN_OR_RETURN(JobRecord stored, store.GetJob(cluster, job_id));
+  JobView view;
+  // A running job: its efficiency so far, from the samples the agents shipped.
+  RS_ASSIGN_OR_RETURN(view.job, WithUsageSoFar(store, std::move(stored), now_s, &view.live));
+  // The diagnosis `rightsize diagnose` or the follower kept with the job, when there is one.
+  auto diagnosis = store.GetDiagnosis(view.job.cluster, view.job.job_id);
+  if (!diagnosis.ok() && diagnosis.status().code() != Status::Code::kNotFound) {
+    return diagnosis.status();
+  }
+  if (diagnosis.ok()) {
+    view.diagnosis =
+        nlohmann::json::parse(diagnosis->document, nullptr, /*allow_exceptions=*/false);
+    if (view.diagnosis.is_discarded()) view.diagnosis = nullptr;
+  }
+  return view;
+}
+
+nlohmann::json JobViewJson(const JobView& view, const PriceTable& prices) {
+  nlohmann::json card = RenderJobCardJson(view.job, prices);
+  card["diagnosis"] = view.diagnosis;
+  card["live"] = nullptr;
+  const LiveUsage& live = view.live;
+  if (!view.job.end_time) {
+    card["live"] = {
+        {"as_of", live.as_of_s > 0 ? nlohmann::json(live.as_of_s) : nlohmann::json()},
+        {"cores_last_minute", live.cores_now ? nlohmann::json(*live.cores_now) : nlohmann::json()},
+        {"memory_bytes_now",
+         live.memory_bytes_now ? nlohmann::json(*live.memory_bytes_now) : nlohmann::json()}};
+  }
+  return card;
+}
+
+std::string JobViewText(const JobView& view, const PriceTable& prices) {
+  const JobRecord& job = view.job;
+  const LiveUsage& live = view.live;
+  std::string out = RenderJobCardText(job, prices);
+  if (!job.end_time && live.as_of_s > 0) {
+    out += fmt::format("\nnow (last sample {}): {:.2f} cores over the last minute, {} resident\n",
+                       FormatTimestamp(live.as_of_s), live.cores_now.value_or(0),
+                       FormatMemory(live.memory_bytes_now.value_or(0)));
+  } else if (!job.end_time) {
+    out += "\nno samples of this running job yet (is `rightsize agent` on its node?)\n";
+  }
+  const nlohmann::json& diag = view.diagnosis;
+  if (diag.is_object()) {
+    out += fmt::format("\ndiagnosis: {} (confidence {:.2f}) {}\n", diag.value("class", "?"),
+                       diag.value("confidence", 0.0), diag.value("summary", ""));
+    out += fmt::format("           `rightsize diagnose {}` for the evidence and the fixes\n",
+                       job.job_id);
+  }
+  return out;
 }
 
 }  // namespace rightsize

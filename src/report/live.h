@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "core/job.h"
 #include "core/status.h"
+#include "report/prices.h"
 #include "store/store.h"
 
 namespace rightsize {
@@ -29,5 +31,20 @@ inline constexpr int64_t kMaxGapS = 60;
 // the record has none. An ended job comes back unchanged.
 StatusOr<JobRecord> WithUsageSoFar(Store& store, JobRecord job, int64_t now_s,
                                    LiveUsage* live = nullptr);
+
+// What `rightsize job` shows of one job: its record (with its use so far while it runs), the
+// live figures, and the diagnosis kept with it (null when none). NotFound when the store has
+// no such job; the store's errors.
+struct JobView {  // NOLINT(bugprone-exception-escape): json's move may throw
+  JobRecord job;
+  LiveUsage live;
+  nlohmann::json diagnosis;
+};
+StatusOr<JobView> ViewJob(Store& store, const std::string& cluster, const std::string& job_id,
+                          int64_t now_s);
+// The job card's document with "diagnosis" and "live" (null once the job ended), and its text
+// with the live line and the diagnosis's summary.
+nlohmann::json JobViewJson(const JobView& view, const PriceTable& prices);
+std::string JobViewText(const JobView& view, const PriceTable& prices);
 
 }  // namespace rightsize

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <functional>
 #include <vector>
 
@@ -445,21 +446,6 @@ std::vector<ResourceLine> ResourceLines(const WasteReport& r) {
 
 }  // namespace
 
-std::string FormatThousands(double value, int decimals) {
-  if (!std::isfinite(value)) return "unknown";
-  std::string s = fmt::format("{:.{}f}", std::fabs(value), decimals);
-  size_t dot = s.find('.');
-  std::string int_part = s.substr(0, dot);
-  std::string frac = dot == std::string::npos ? "" : s.substr(dot);
-  std::string out;
-  for (size_t i = 0; i < int_part.size(); ++i) {
-    if (i > 0 && (int_part.size() - i) % 3 == 0) out += ',';
-    out += int_part[i];
-  }
-  bool negative = value < 0 && std::stod(s) != 0;
-  return (negative ? "-" : "") + out + frac;
-}
-
 std::string FormatAmount(double value) {
   double a = std::fabs(value);
   if (a >= 1e9) return fmt::format("{:.1f}B", value / 1e9);
@@ -828,6 +814,18 @@ svg .grid{stroke:#e4e7ee;stroke-width:1}
   out += "<p class=\"rule\">" + HtmlEscape(r.cost.prices_source) + "</p>\n";
   out += "</body></html>\n";
   return out;
+}
+
+Status WriteRendered(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    fmt::print("{}", text);
+    return Status::Ok();
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return Status::IoError(fmt::format("cannot write {}", path));
+  return Status::Ok();
 }
 
 }  // namespace rightsize

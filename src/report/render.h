@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/units.h"
 #include "report/waste.h"
 
 namespace rightsize {
@@ -20,8 +21,6 @@ nlohmann::json RenderJson(const WasteReport& report);
 std::string RenderHtml(const WasteReport& report);
 
 // Helpers shared with job_card.h.
-// 1234567.8 → "1,234,568" (decimals = 0); 12.345 → "12.35" (decimals = 2).
-std::string FormatThousands(double value, int decimals);
 // A human-sized amount: "1.2M", "340k" above 100,000; else separators, 1 decimal below 100,
 // 2 below 1.
 std::string FormatAmount(double value);
@@ -33,5 +32,9 @@ std::string FormatPercent(double ratio);
 std::string HtmlEscape(std::string_view text);
 // Replaces control characters (terminal escapes) with '?' and cuts to `max_chars` code points.
 std::string SafeTerminalText(std::string_view text, size_t max_chars);
+
+// Writes a rendered report to `path`, or to standard output when it is "" or "-". IoError when
+// the file cannot be written.
+Status WriteRendered(const std::string& path, const std::string& text);
 
 }  // namespace rightsize

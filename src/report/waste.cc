@@ -155,6 +155,15 @@ struct KeyHistory {
   Ring cpu, mem, gpu;
 };
 
+// One job being added: where its figures go, and its dollars so far.
+struct JobAdd {
+  JobFacts f;
+  GroupAcc& group;
+  DailyRow* day;
+  double elapsed_s, eh;  // run time, in seconds and hours
+  double alloc_usd = 0, wasted_usd = 0;
+};
+
 class WasteAggregator {
  public:
   WasteAggregator(const ReportOptions& opts, const PriceTable& prices)
@@ -165,6 +174,10 @@ class WasteAggregator {
 
  private:
   GroupAcc& Group(const JobRecord& job);
+  void AddCpu(const JobRecord& job, JobAdd& a);
+  void AddMemory(const JobRecord& job, JobAdd& a);
+  void AddGpus(const JobRecord& job, JobAdd& a);
+  void AddHistoryFacts(const JobRecord& job, JobFacts f);
   void RunHistoryPolicy(HistoryPolicyResult& out);
 
   const ReportOptions& opts_;
@@ -234,8 +247,6 @@ void WasteAggregator::Add(const JobRecord& job) {
   const double elapsed_s = *job.usage.elapsed_s;
   const double eh = elapsed_s / kSecondsPerHour;
   total_elapsed_h_ += eh;
-  JobFacts f;
-  f.elapsed_h = eh;
   DailyRow* day = nullptr;
   if (job.end_time) {
     auto [it, inserted] = daily_.try_emplace(DayStart(*job.end_time));
@@ -243,116 +254,11 @@ void WasteAggregator::Add(const JobRecord& job) {
     day->day_start = it->first;
     ++day->jobs;
   }
-  double job_alloc_usd = 0, job_wasted_usd = 0;
-
-  // CPU.
-  if (auto cpus = job.AllocatedCpus()) {
-    f.alloc_cpus = *cpus;
-    double alloc_h = *cpus * eh;
-    double used_h = kUnknown;
-    if (job.usage.cpu_time_s) {
-      used_h = *job.usage.cpu_time_s / kSecondsPerHour;
-      f.need_cpus = *job.usage.cpu_time_s / elapsed_s;
-      double right = std::max(1.0, CeilUnits(kHeadroom * f.need_cpus));
-      cpu_.upper_bound += std::max(0.0, *cpus - right) * eh;
-      cpu_.request_per_job.push_back(*cpus);
-      cpu_.used_per_job.push_back(f.need_cpus);
-      group.cpu_known = true;
-      group.cpu_alloc += alloc_h;
-      group.cpu_used += used_h;
-      double w = std::max(0.0, alloc_h - used_h);
-      group.wasted_core_h += w;
-      job_wasted_usd += w * prices_.cpu_core_hour;
-      if (day) day->used_core_hours += used_h;
-    }
-    cpu_.Add(alloc_h, used_h, prices_.cpu_core_hour);
-    job_alloc_usd += alloc_h * prices_.cpu_core_hour;
-    if (day) day->allocated_core_hours += alloc_h;
-  }
-
-  // Host memory.
-  if (auto mem = job.AllocatedMemoryBytes()) {
-    double alloc_gb = static_cast<double>(*mem) / static_cast<double>(kGiB);
-    f.alloc_mem_gb = alloc_gb;
-    double alloc_h = alloc_gb * eh;
-    double used_h = kUnknown;
-    std::optional<int64_t> used_bytes = job.usage.peak_rss_bytes;
-    if (used_bytes) {
-      ++mem_peak_jobs_;
-    } else if (job.usage.avg_rss_bytes) {
-      used_bytes = job.usage.avg_rss_bytes;
-      ++mem_avg_jobs_;
-    }
-    if (used_bytes) {
-      f.need_mem_gb = static_cast<double>(*used_bytes) / static_cast<double>(kGiB);
-      used_h = f.need_mem_gb * eh;
-      mem_.upper_bound += std::max(0.0, alloc_gb - kHeadroom * f.need_mem_gb) * eh;
-      mem_.request_per_job.push_back(alloc_gb);
-      mem_.used_per_job.push_back(f.need_mem_gb);
-      group.mem_known = true;
-      group.mem_alloc += alloc_h;
-      group.mem_used += used_h;
-      double w = std::max(0.0, alloc_h - used_h);
-      group.wasted_gb_h += w;
-      job_wasted_usd += w * prices_.memory_gb_hour;
-      if (day) day->used_gb_hours += used_h;
-    }
-    mem_.Add(alloc_h, used_h, prices_.memory_gb_hour);
-    job_alloc_usd += alloc_h * prices_.memory_gb_hour;
-    if (day) day->allocated_gb_hours += alloc_h;
-  }
-
-  // GPUs and GPU memory.
-  if (auto gpus = job.AllocatedGpus()) {
-    const std::string& type = job.GpuType();
-    double price = prices_.GpuHourPrice(type);
-    f.gpu_price = price;
-    double g = std::max(0, *gpus);
-    f.alloc_gpus = g;
-    double alloc_h = g * eh;
-    double used_h = kUnknown;
-    if (g > 0) {
-      ++gpu_jobs_;
-      if (!prices_.HasGpuPrice(type)) default_priced_types_.insert(type.empty() ? "" : type);
-      if (job.usage.gpu_util_pct) {
-        double util = std::clamp(*job.usage.gpu_util_pct, 0.0, 100.0) / 100.0;
-        f.need_gpus = g * util;
-        used_h = alloc_h * util;
-        double right = util > 0 ? std::max(1.0, CeilUnits(kHeadroom * f.need_gpus)) : 0.0;
-        gpu_.upper_bound += std::max(0.0, g - right) * eh;
-        gpu_upper_bound_usd_ += std::max(0.0, g - right) * eh * price;
-        gpu_.request_per_job.push_back(g);
-        gpu_.used_per_job.push_back(f.need_gpus);
-        group.gpu_known = true;
-        group.gpu_alloc += alloc_h;
-        group.gpu_used += used_h;
-        double w = alloc_h - used_h;
-        group.wasted_gpu_h += w;
-        job_wasted_usd += w * price;
-        if (day) day->used_gpu_hours += used_h;
-      }
-    }
-    // A job with a known count of 0 GPUs counts as a known (zero) GPU allocation.
-    if (g > 0) {
-      gpu_.Add(alloc_h, used_h, price);
-    } else {
-      ++gpu_.jobs_alloc;
-    }
-    job_alloc_usd += alloc_h * price;
-    if (day) day->allocated_gpu_hours += alloc_h;
-
-    if (g > 0 && job.usage.peak_gpu_memory_bytes) {
-      double peak_gb =
-          static_cast<double>(*job.usage.peak_gpu_memory_bytes) / static_cast<double>(kGiB);
-      double cap_gb = prices_.GpuMemoryGb(type, peak_gb / g);
-      if (cap_gb > 0) {
-        gpu_mem_.Add(g * cap_gb * eh, peak_gb * eh, 0);
-      } else {
-        ++gpu_mem_cap_unknown_;
-      }
-    }
-  }
-
+  JobAdd a{JobFacts{}, group, day, elapsed_s, eh};
+  a.f.elapsed_h = eh;
+  AddCpu(job, a);
+  AddMemory(job, a);
+  AddGpus(job, a);
   // Time limit.
   if (job.request.time_limit_s && *job.request.time_limit_s > 0) {
     ++time_jobs_;
@@ -363,11 +269,125 @@ void WasteAggregator::Add(const JobRecord& job) {
     time_elapsed_per_job_.push_back(eh);
   }
 
-  group.alloc_usd += job_alloc_usd;
-  group.wasted_usd += job_wasted_usd;
-  if (day) day->wasted_dollars += job_wasted_usd;
+  group.alloc_usd += a.alloc_usd;
+  group.wasted_usd += a.wasted_usd;
+  if (day) day->wasted_dollars += a.wasted_usd;
+  AddHistoryFacts(job, a.f);
+}
 
-  // Facts for the history policy: only jobs with a user can have a history.
+void WasteAggregator::AddCpu(const JobRecord& job, JobAdd& a) {
+  if (auto cpus = job.AllocatedCpus()) {
+    a.f.alloc_cpus = *cpus;
+    double alloc_h = *cpus * a.eh;
+    double used_h = kUnknown;
+    if (job.usage.cpu_time_s) {
+      used_h = *job.usage.cpu_time_s / kSecondsPerHour;
+      a.f.need_cpus = *job.usage.cpu_time_s / a.elapsed_s;
+      double right = std::max(1.0, CeilUnits(kHeadroom * a.f.need_cpus));
+      cpu_.upper_bound += std::max(0.0, *cpus - right) * a.eh;
+      cpu_.request_per_job.push_back(*cpus);
+      cpu_.used_per_job.push_back(a.f.need_cpus);
+      a.group.cpu_known = true;
+      a.group.cpu_alloc += alloc_h;
+      a.group.cpu_used += used_h;
+      double w = std::max(0.0, alloc_h - used_h);
+      a.group.wasted_core_h += w;
+      a.wasted_usd += w * prices_.cpu_core_hour;
+      if (a.day != nullptr) a.day->used_core_hours += used_h;
+    }
+    cpu_.Add(alloc_h, used_h, prices_.cpu_core_hour);
+    a.alloc_usd += alloc_h * prices_.cpu_core_hour;
+    if (a.day != nullptr) a.day->allocated_core_hours += alloc_h;
+  }
+}
+
+void WasteAggregator::AddMemory(const JobRecord& job, JobAdd& a) {
+  if (auto mem = job.AllocatedMemoryBytes()) {
+    double alloc_gb = static_cast<double>(*mem) / static_cast<double>(kGiB);
+    a.f.alloc_mem_gb = alloc_gb;
+    double alloc_h = alloc_gb * a.eh;
+    double used_h = kUnknown;
+    std::optional<int64_t> used_bytes = job.usage.peak_rss_bytes;
+    if (used_bytes) {
+      ++mem_peak_jobs_;
+    } else if (job.usage.avg_rss_bytes) {
+      used_bytes = job.usage.avg_rss_bytes;
+      ++mem_avg_jobs_;
+    }
+    if (used_bytes) {
+      a.f.need_mem_gb = static_cast<double>(*used_bytes) / static_cast<double>(kGiB);
+      used_h = a.f.need_mem_gb * a.eh;
+      mem_.upper_bound += std::max(0.0, alloc_gb - kHeadroom * a.f.need_mem_gb) * a.eh;
+      mem_.request_per_job.push_back(alloc_gb);
+      mem_.used_per_job.push_back(a.f.need_mem_gb);
+      a.group.mem_known = true;
+      a.group.mem_alloc += alloc_h;
+      a.group.mem_used += used_h;
+      double w = std::max(0.0, alloc_h - used_h);
+      a.group.wasted_gb_h += w;
+      a.wasted_usd += w * prices_.memory_gb_hour;
+      if (a.day != nullptr) a.day->used_gb_hours += used_h;
+    }
+    mem_.Add(alloc_h, used_h, prices_.memory_gb_hour);
+    a.alloc_usd += alloc_h * prices_.memory_gb_hour;
+    if (a.day != nullptr) a.day->allocated_gb_hours += alloc_h;
+  }
+}
+
+void WasteAggregator::AddGpus(const JobRecord& job, JobAdd& a) {
+  if (auto gpus = job.AllocatedGpus()) {
+    const std::string& type = job.GpuType();
+    double price = prices_.GpuHourPrice(type);
+    a.f.gpu_price = price;
+    double g = std::max(0, *gpus);
+    a.f.alloc_gpus = g;
+    double alloc_h = g * a.eh;
+    double used_h = kUnknown;
+    if (g > 0) {
+      ++gpu_jobs_;
+      if (!prices_.HasGpuPrice(type)) default_priced_types_.insert(type.empty() ? "" : type);
+      if (job.usage.gpu_util_pct) {
+        double util = std::clamp(*job.usage.gpu_util_pct, 0.0, 100.0) / 100.0;
+        a.f.need_gpus = g * util;
+        used_h = alloc_h * util;
+        double right = util > 0 ? std::max(1.0, CeilUnits(kHeadroom * a.f.need_gpus)) : 0.0;
+        gpu_.upper_bound += std::max(0.0, g - right) * a.eh;
+        gpu_upper_bound_usd_ += std::max(0.0, g - right) * a.eh * price;
+        gpu_.request_per_job.push_back(g);
+        gpu_.used_per_job.push_back(a.f.need_gpus);
+        a.group.gpu_known = true;
+        a.group.gpu_alloc += alloc_h;
+        a.group.gpu_used += used_h;
+        double w = alloc_h - used_h;
+        a.group.wasted_gpu_h += w;
+        a.wasted_usd += w * price;
+        if (a.day != nullptr) a.day->used_gpu_hours += used_h;
+      }
+    }
+    // A job with a known count of 0 GPUs counts as a known (zero) GPU allocation.
+    if (g > 0) {
+      gpu_.Add(alloc_h, used_h, price);
+    } else {
+      ++gpu_.jobs_alloc;
+    }
+    a.alloc_usd += alloc_h * price;
+    if (a.day != nullptr) a.day->allocated_gpu_hours += alloc_h;
+
+    if (g > 0 && job.usage.peak_gpu_memory_bytes) {
+      double peak_gb =
+          static_cast<double>(*job.usage.peak_gpu_memory_bytes) / static_cast<double>(kGiB);
+      double cap_gb = prices_.GpuMemoryGb(type, peak_gb / g);
+      if (cap_gb > 0) {
+        gpu_mem_.Add(g * cap_gb * a.eh, peak_gb * a.eh, 0);
+      } else {
+        ++gpu_mem_cap_unknown_;
+      }
+    }
+  }
+}
+
+// Facts for the history policy: only jobs with a user can have a history.
+void WasteAggregator::AddHistoryFacts(const JobRecord& job, JobFacts f) {
   if (!job.request.user.empty()) {
     std::string key = job.cluster;
     key += '\x1f';

@@ -10,38 +10,13 @@
 #include <cstring>
 #include <utility>
 
+#include "core/fd.h"
+
 extern char** environ;
 
 namespace rightsize::slurm {
 
 namespace {
-
-// A file descriptor that is closed when it goes.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) {
-      Close();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  ~Fd() noexcept { Close(); }
-
-  int get() const { return fd_; }
-  void Close() noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 // posix_spawn's list of what the child does to its descriptors before it runs the program.
 class FileActions {
@@ -72,15 +47,13 @@ StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
                                    const std::string& stdout_path) {
   if (argv.empty()) return Status::InvalidArgument("RunCommand: no program given");
   FileActions actions;
-  Fd read_end, write_end;
+  Pipe pipe;
+  UniqueFd& read_end = pipe.read;
+  UniqueFd& write_end = pipe.write;
   bool capture = stdout_path.empty();
   if (capture) {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-      return Status::IoError(fmt::format("pipe: {}", std::strerror(errno)));
-    }
-    read_end = Fd(fds[0]);
-    write_end = Fd(fds[1]);
+    pipe = MakePipe(O_CLOEXEC);
+    if (!read_end) return Status::IoError(fmt::format("pipe: {}", std::strerror(errno)));
     // dup2 clears close-on-exec on the child's stdout; the pipe's own ends close at exec.
     posix_spawn_file_actions_adddup2(actions.get(), write_end.get(), STDOUT_FILENO);
   } else {
@@ -94,7 +67,7 @@ StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
   pid_t pid = 0;
   int rc = posix_spawnp(&pid, args[0], actions.get(), nullptr, args.data(), environ);
   // Ours goes now: the read below ends when the child's copy closes.
-  write_end.Close();
+  write_end.reset();
   if (rc != 0) {
     return Status::IoError(fmt::format("cannot run {}: {}", argv[0], std::strerror(rc)));
   }
@@ -109,7 +82,7 @@ StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
         break;
       }
     }
-    read_end.Close();
+    read_end.reset();
   }
   RS_ASSIGN_OR_RETURN(result.exit_status, Wait(pid, argv[0]));
   return result;

@@ -398,20 +398,25 @@ void Follower::DiagnoseJob(Store& store, const FinishedJob& j, const JobRecord& 
     events_.OnError(d.status().WithContext("diagnose " + j.job_id));
     return;
   }
-  StoredDiagnosis stored{job.cluster,
-                         j.job_id,
-                         static_cast<int64_t>(std::time(nullptr)),
-                         std::string(FailureClassName(d->cls)),
-                         d->confidence,
-                         JsonText(DiagnosisToJson(*d))};
-  if (Status st = store.PutDiagnosis(stored); !st.ok()) {
+  if (Status st = SaveDiagnosis(store, job, *d, static_cast<int64_t>(std::time(nullptr)));
+      !st.ok()) {
     events_.OnError(st.WithContext("diagnose " + j.job_id));
     return;
   }
   diagnosed_.insert(j.job_id);
-  events_.OnDiagnosed({j.job_id, j.state, stored.cls, d->confidence,
+  events_.OnDiagnosed({j.job_id, j.state, std::string(FailureClassName(d->cls)), d->confidence,
                        input.log_paths.empty() ? "" : input.log_paths[0],
                        d->fixes.empty() ? "" : d->fixes.front().text});
+}
+
+nlohmann::json DiagnosedJobJson(const DiagnosedJob& d) {
+  return {{"diagnosed", d.job_id},      {"state", d.state}, {"class", d.cls},
+          {"confidence", d.confidence}, {"log", d.log},     {"fix", d.fix}};
+}
+
+std::string DiagnosedJobText(const DiagnosedJob& d) {
+  return fmt::format("job {} {}: {} ({:.0f}%){}", d.job_id, d.state, d.cls, 100 * d.confidence,
+                     d.fix.empty() ? "" : ": " + d.fix);
 }
 
 }  // namespace rightsize::slurm

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -55,6 +56,10 @@ struct DiagnosedJob {
   std::string log;  // the job's output file read; "" when none was found
   std::string fix;  // the first fix's text; "" when none
 };
+
+// A diagnosis as the follower's JSON line says it, and as its text line.
+nlohmann::json DiagnosedJobJson(const DiagnosedJob& d);
+std::string DiagnosedJobText(const DiagnosedJob& d);
 
 // What a Follower tells as it goes. The defaults ignore it.
 class FollowerEvents {

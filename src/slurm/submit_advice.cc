@@ -136,16 +136,14 @@ std::string UnifiedDiff(const std::string& name, const std::vector<std::string>&
   return out;
 }
 
-std::string SbatchMemory(double bytes) {
-  auto b = static_cast<int64_t>(std::ceil(bytes));
-  if (b % kGiB == 0) return fmt::format("{}G", b / kGiB);
-  return fmt::format("{}M", (b + kMiB - 1) / kMiB);
+namespace {
+
+// --mem's value for a suggested size (core/units.h: whole MiB or GiB, rounded up).
+std::string MemoryFlag(double bytes) {
+  return MemoryFlagValue(static_cast<int64_t>(std::ceil(bytes)));
 }
 
-std::string SbatchTime(double seconds) {
-  auto minutes = static_cast<int64_t>(std::ceil(seconds / 60));
-  return FormatDuration(static_cast<double>(minutes * 60));
-}
+}  // namespace
 
 std::vector<Change> SuggestChanges(const nlohmann::json& doc, const JobScript& script) {
   std::vector<Change> changes;
@@ -173,19 +171,18 @@ std::vector<Change> SuggestChanges(const nlohmann::json& doc, const JobScript& s
     std::string why = fmt::format("predicted peak memory {}; {} asked",
                                   Quantiles(doc, "peak_memory"), FormatMemory(*r.memory_bytes));
     if (script.mem_per_cpu_bytes && r.cpus && *r.cpus > 0) {
-      add("mem-per-cpu", FormatMemory(*script.mem_per_cpu_bytes), SbatchMemory(*mem / *r.cpus),
-          why);
+      add("mem-per-cpu", FormatMemory(*script.mem_per_cpu_bytes), MemoryFlag(*mem / *r.cpus), why);
     } else if (!script.mem_per_gpu_bytes) {
       int nodes = r.nodes.value_or(1);
       add("mem", script.mem_per_node_bytes ? FormatMemory(*script.mem_per_node_bytes) : "",
-          SbatchMemory(*mem / std::max(nodes, 1)), why);
+          MemoryFlag(*mem / std::max(nodes, 1)), why);
     }
   }
   if (auto t = Suggested(doc, "runtime");
       t && r.time_limit_s && Differs(static_cast<double>(*r.time_limit_s), *t)) {
-    add("time", SbatchTime(static_cast<double>(*r.time_limit_s)), SbatchTime(*t),
+    add("time", TimeFlagValue(static_cast<double>(*r.time_limit_s)), TimeFlagValue(*t),
         fmt::format("predicted run time {}; {} asked", Quantiles(doc, "runtime"),
-                    SbatchTime(static_cast<double>(*r.time_limit_s))));
+                    TimeFlagValue(static_cast<double>(*r.time_limit_s))));
   }
   // CPUs: only the simple layout, one task with --cpus-per-task.
   if (auto c = Suggested(doc, "cpu_cores"); c && r.cpus && script.cpus_per_task &&
@@ -301,6 +298,38 @@ SubmitAdvice AdviseSubmit(const nlohmann::json& prediction, const JobScript& scr
   advice.script_changed = advice.script != script_text;
   if (!advice.script_changed) advice.diff.clear();
   return advice;
+}
+
+nlohmann::json ChangesJson(const std::vector<Change>& changes) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& c : changes) {
+    out.push_back({{"option", "--" + c.option},
+                   {"from", c.from.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.from)},
+                   {"to", c.to},
+                   {"where", c.where},
+                   {"line", c.line == 0 ? nlohmann::json(nullptr) : nlohmann::json(c.line)},
+                   {"why", c.why}});
+  }
+  return out;
+}
+
+std::string SubmitAdviceText(const SubmitAdvice& advice,
+                             const std::vector<std::string>& sbatch_args, bool applied) {
+  if (advice.changes.empty()) return "no changes suggested\n";
+  std::string out = fmt::format("suggested changes{}:\n", applied ? " (applied)" : "");
+  for (const auto& c : advice.changes) {
+    out +=
+        fmt::format("  --{}: {} -> {} ({}{}): {}\n", c.option, c.from.empty() ? "(unset)" : c.from,
+                    c.to, c.where, c.line > 0 ? fmt::format(" line {}", c.line) : "", c.why);
+  }
+  out += advice.diff;
+  if (advice.args != sbatch_args) {
+    std::string joined;
+    for (const auto& a : advice.args) joined += " " + a;
+    out += fmt::format("sbatch options:{}\n", joined);
+  }
+  if (!applied) out += "(add --apply to submit with these changes)\n";
+  return out;
 }
 
 }  // namespace rightsize::slurm

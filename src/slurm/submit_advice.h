@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "ingest/job_script.h"
+#include "jobscript/job_script.h"
 
 namespace rightsize::slurm {
 
@@ -59,8 +59,11 @@ std::string UnifiedDiff(const std::string& name, const std::vector<std::string>&
                         const std::vector<std::string>& new_lines, const std::vector<int>& origin,
                         const std::vector<bool>& replaced);
 
-// Values as sbatch reads them: "16G" or "1500M" (rounded up); "2:00:00" (whole minutes, up).
-std::string SbatchMemory(double bytes);
-std::string SbatchTime(double seconds);
+// The changes as the rightsize.submit/v1 document lists them.
+nlohmann::json ChangesJson(const std::vector<Change>& changes);
+// The changes as `submit` prints them: each with where and why, the diff, the new sbatch options
+// (`sbatch_args` are the ones given), and how to apply them unless `applied`.
+std::string SubmitAdviceText(const SubmitAdvice& advice,
+                             const std::vector<std::string>& sbatch_args, bool applied);
 
 }  // namespace rightsize::slurm

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "ingest/job_script.h"
+#include "jobscript/job_script.h"
 
 namespace rightsize::code {
 namespace {

@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "code/advice.h"
-#include "ingest/job_script.h"
+#include "jobscript/job_script.h"
 
 namespace rightsize::code {
 namespace {

@@ -530,9 +530,10 @@ TEST(DiagnoseTest, TimeoutFixComesFromTheProgressMade) {
   Diagnosis d = FromText("Epoch 3/10\n 50%|#####     | 500/1000 [1:59:00<1:59:00]\n", input);
   EXPECT_EQ(d.cls, FailureClass::kTimeout);
   EXPECT_DOUBLE_EQ(d.facts["progress"].get<double>(), 0.5);
-  // 7230 s for half the work: 14460 s in all, ×1.2 = 4.8 h, rounded up to 05:00:00.
+  // 7230 s for half the work: 14460 s in all, ×1.2 = 17352 s (4:49:12), rounded up to the
+  // minute as every suggested request is (core/units.h).
   ASSERT_FALSE(d.fixes.empty());
-  EXPECT_EQ(d.fixes[0].to, "#SBATCH --time=05:00:00");
+  EXPECT_EQ(d.fixes[0].to, "#SBATCH --time=04:50:00");
   EXPECT_EQ(d.fixes[0].line, 2);
 }
 

@@ -158,11 +158,16 @@ TEST(SubmitAdviceTest, APredictionWithoutTargetsSuggestsNothing) {
 }
 
 TEST(SubmitAdviceTest, SbatchValues) {
-  EXPECT_EQ(SbatchMemory(6.0 * kGiB), "6G");
-  EXPECT_EQ(SbatchMemory(1.5 * kGiB), "1536M");
-  EXPECT_EQ(SbatchMemory(100.0 * kMiB + 1), "101M");
-  EXPECT_EQ(SbatchTime(3000), "00:50:00");
-  EXPECT_EQ(SbatchTime(3001), "00:51:00");
+  // The one rule (core/units.h) that submit's flags are written with.
+  EXPECT_EQ(MemoryFlagValue(6 * kGiB), "6G");
+  EXPECT_EQ(MemoryFlagValue(kGiB + kGiB / 2), "1536M");
+  EXPECT_EQ(MemoryFlagValue(100 * kMiB + 1), "101M");
+  EXPECT_EQ(TimeFlagValue(3000), "00:50:00");
+  EXPECT_EQ(TimeFlagValue(3001), "00:51:00");
+  EXPECT_EQ(RoundMemoryRequest(3.1 * kGiB), 3 * kGiB + kGiB / 4);
+  EXPECT_EQ(RoundMemoryRequest(4.1 * kGiB), 5 * kGiB);
+  EXPECT_EQ(RoundTimeRequest(61), 120);
+  EXPECT_EQ(RoundCpuRequest(0.2), 1);
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
-#include "cli/listen.h"
+#include "server/listen.h"
 
 #include "core/units.h"
 
-namespace rightsize::cli {
+namespace rightsize {
 
 StatusOr<Bound> BindListen(httplib::Server& server, const std::string& listen) {
   size_t colon = listen.rfind(':');
@@ -24,4 +24,4 @@ StatusOr<Bound> BindListen(httplib::Server& server, const std::string& listen) {
   return b;
 }
 
-}  // namespace rightsize::cli
+}  // namespace rightsize

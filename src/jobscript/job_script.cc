@@ -1,4 +1,4 @@
-#include "ingest/job_script.h"
+#include "jobscript/job_script.h"
 
 #include <fmt/format.h>
 

@@ -8,7 +8,7 @@
 
 #include "core/status.h"
 
-namespace rightsize::cli {
+namespace rightsize {
 
 struct Bound {
   std::string host;  // "0.0.0.0" when the flag gave none
@@ -19,4 +19,4 @@ struct Bound {
 // InvalidArgument for a malformed flag, IoError when the address cannot be bound.
 StatusOr<Bound> BindListen(httplib::Server& server, const std::string& listen);
 
-}  // namespace rightsize::cli
+}  // namespace rightsize
