@@ -86,8 +86,9 @@ int RunAgent(Context& ctx, const AgentFlags& f) {
     shipper = std::move(*s);
   }
   NodeAgent node(NodeOptions(f, cluster), std::move(shipper));
-  if (!node.gpu_available())
+  if (!node.gpu_available()) {
     fmt::print(stderr, "rightsize agent: GPU off: {}\n", node.gpu_status());
+  }
   if (node.gpu_available() && !node.dcgm_available()) {
     fmt::print(stderr, "rightsize agent: DCGM off: {}\n", node.dcgm_status());
   }

@@ -142,9 +142,8 @@ class FollowerPrinter final : public slurm::FollowerEvents {
 
   void OnPartitions(const std::string& cluster,
                     const std::vector<PartitionShape>& partitions) override {
-    if (!json_)
-      fmt::print("{}",
-                 PartitionsText(cluster, partitions));  // with --json the jobs' document is all
+    // With --json the jobs' document is all.
+    if (!json_) fmt::print("{}", PartitionsText(cluster, partitions));
   }
   void OnIngestStart(const std::string& file) override { ingest_.Start(file); }
   void OnMalformedLine(const IngestError& error) override { ingest_.MalformedLine(error); }

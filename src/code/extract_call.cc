@@ -204,8 +204,9 @@ Analyzer::CallMatch Analyzer::ExtractPrecisionCall(const CallSite& c) {
     bool bf16 = dtype.kind == Value::Kind::kName
                     ? dtype.text.ends_with("bfloat16")
                     : device == "cpu";  // autocast's default: bf16 on CPU, fp16 on CUDA
-    if (dtype.kind == Value::Kind::kName && dtype.text.ends_with("float32"))
+    if (dtype.kind == Value::Kind::kName && dtype.text.ends_with("float32")) {
       return CallMatch::kDone;
+    }
     SetInBranch(facts_.precision, bf16 ? Precision::kMixedBf16 : Precision::kMixedFp16, where,
                 fmt::format("{}({})", c.callee,
                             dtype.kind == Value::Kind::kName ? "dtype=" + dtype.text

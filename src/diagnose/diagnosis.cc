@@ -1273,8 +1273,9 @@ void ExplainAndFix(bool known, const Traceback* tb, const std::vector<LogScan>& 
                    const std::optional<JobScript>& script, const DiagnoseInput& input,
                    Diagnosis& d) {
   CodeFactsForDiagnosis code;
-  if (known)
+  if (known) {
     code = ReadCodeFacts(script, input.script_path, input.code_dir, EntryOf(tb, input.code_dir));
+  }
   FixContext ctx{input, script, code, scans, d.facts, d.fixes, "", ""};
   if (known) {
     ClassFixes(d.cls, ctx);

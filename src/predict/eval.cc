@@ -66,8 +66,9 @@ StatusOr<EvalOutput> EvalHistory(Store* store, EvalRequest request) {
   RS_ASSIGN_OR_RETURN(out.doc, Replay(std::move(jobs), context, request.options));
   if (jobs_out.is_open()) {
     jobs_out.close();
-    if (!jobs_out)
+    if (!jobs_out) {
       return Status::IoError(fmt::format("--jobs {}: write failed", request.jobs_path));
+    }
     std::error_code ec;
     std::filesystem::rename(jobs_tmp, request.jobs_path, ec);
     if (ec) return Status::IoError(fmt::format("--jobs {}: {}", request.jobs_path, ec.message()));
