@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/json_text.h"
+#include "core/scoped_path.h"
 #include "core/units.h"
 #include "model/target.h"
 #include "predict/cluster.h"
@@ -15,15 +16,6 @@
 namespace rightsize {
 
 namespace {
-
-// Removes the partial --jobs file unless the replay finished and renamed it.
-struct RemoveOnExit {
-  const std::string* path;
-  ~RemoveOnExit() {
-    std::error_code ec;
-    if (path != nullptr) std::filesystem::remove(*path, ec);
-  }
-};
 
 std::string Pct(double v) { return fmt::format("{:.1f}%", 100 * v); }
 
@@ -56,7 +48,8 @@ StatusOr<EvalOutput> EvalHistory(Store* store, EvalRequest request) {
           fmt::format("--jobs {}: cannot write: {}", request.jobs_path, std::strerror(errno)));
     }
   }
-  RemoveOnExit remove_partial{jobs_out.is_open() ? &jobs_tmp : nullptr};
+  // The partial --jobs file goes unless the replay finished and renamed it.
+  ScopedPath partial(jobs_out.is_open() ? jobs_tmp : std::string());
   if (jobs_out.is_open()) {
     request.options.on_scored_job = [&jobs_out](const nlohmann::ordered_json& j) {
       // A user or job name that is not UTF-8 must not end the replay.
@@ -72,7 +65,7 @@ StatusOr<EvalOutput> EvalHistory(Store* store, EvalRequest request) {
     std::error_code ec;
     std::filesystem::rename(jobs_tmp, request.jobs_path, ec);
     if (ec) return Status::IoError(fmt::format("--jobs {}: {}", request.jobs_path, ec.message()));
-    remove_partial.path = nullptr;
+    partial.Release();
   }
   out.doc["input"] = out.what;
   return out;

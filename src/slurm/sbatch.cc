@@ -5,44 +5,32 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
+#include <optional>
 #include <regex>
 
 #include "core/fd.h"
+#include "core/scoped_path.h"
 #include "slurm/command.h"
 
 namespace rightsize::slurm {
 
-namespace {
-
-// Removes a file when it goes out of scope (the private copy of a rewritten script).
-struct RemoveOnExit {
-  std::string path;
-  ~RemoveOnExit() {
-    std::error_code ec;
-    if (!path.empty()) std::filesystem::remove(path, ec);
-  }
-};
-
-}  // namespace
-
 StatusOr<SbatchResult> RunSbatch(const SbatchRequest& request) {
   std::vector<std::string> argv = {request.sbatch};
   argv.insert(argv.end(), request.args.begin(), request.args.end());
-  RemoveOnExit copy;
+  std::optional<ScopedPath> copy;  // the private copy of a rewritten script
   if (request.rewritten) {
     // sbatch reads the script when it submits, so a private copy can go right after.
     if (!request.job_name.empty()) argv.push_back("--job-name=" + request.job_name);
     char path[] = "/tmp/rightsize-submit-XXXXXX";
     UniqueFd fd(mkstemp(path));
     if (!fd) return Status::IoError(fmt::format("mkstemp: {}", std::strerror(errno)));
-    copy.path = path;
+    copy.emplace(path);
     const std::string& text = *request.rewritten;
     if (write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
-      return Status::IoError(fmt::format("{}: cannot write", copy.path));
+      return Status::IoError(fmt::format("{}: cannot write", copy->path()));
     }
     fd.reset();
-    argv.push_back(copy.path);
+    argv.push_back(copy->path());
   } else {
     argv.push_back(request.script_path);
   }
