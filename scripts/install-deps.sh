@@ -12,6 +12,7 @@ PKGS=(
   libtree-sitter-dev libyaml-cpp-dev
   clang chromium openssl curl prometheus
   lua5.1 lua-socket
+  protobuf-compiler protobuf-compiler-grpc libgrpc++-dev libprotobuf-dev
 )
 # npm fetches the tree-sitter Python grammar (src/code/grammar/) and the dashboard's packages
 # (web/) at build time. Any npm will do
