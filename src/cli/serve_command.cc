@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <memory>
 #include <thread>
@@ -10,6 +11,7 @@
 #include "cli/app.h"
 #include "cli/terminal.h"
 #include "core/units.h"
+#include "jobscript/k8s_workload.h"
 #include "report/prices.h"
 #include "server/http_server.h"
 #include "server/server.h"
@@ -29,6 +31,8 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
     bool follow_slurm = false;
     SlurmIngestOptions slurm;
     std::string follow_since = "1d";
+    AdmissionSettings admission;
+    std::string floor_memory = "256Mi";
   };
   auto f = std::make_shared<Flags>();
   cmd->add_option(
@@ -60,9 +64,37 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
       ->capture_default_str();
   cmd->add_option("--log-dir", f->slurm.log_dir,
                   "Where jobs' slurm-N.out files are when nothing else says (--follow-slurm)");
+  cmd->add_option("--admission-deadline-ms", f->admission.deadline_ms,
+                  "Kubernetes admission: answer \"allowed, unchanged\" when predicting takes "
+                  "longer than this (keep it under the webhook's timeoutSeconds)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 60000));
+  cmd->add_option("--admission-min-history", f->admission.min_history,
+                  "Kubernetes admission: finished runs of a workload (namespace, owner, "
+                  "container) before enforce changes its resources")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
+  cmd->add_option("--admission-floor-cpu", f->admission.floor_cpu_cores,
+                  "Kubernetes admission: enforce never sets a cpu request or limit below this "
+                  "(cores)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1e6));
+  cmd->add_option("--admission-floor-memory", f->floor_memory,
+                  "Kubernetes admission: enforce never sets a memory request or limit below "
+                  "this (a quantity: 256Mi, 1Gi)")
+      ->capture_default_str();
+  cmd->add_option("--admission-max-inflight", f->admission.max_inflight,
+                  "Kubernetes admission: more reviews at once are answered \"allowed, "
+                  "unchanged\" at once (overload)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--cluster", f->admission.cluster,
+                  "Kubernetes admission: the cluster whose model and history the webhook uses "
+                  "(default: the store's only cluster)");
   cmd->footer(
       "The store is --db (or $RIGHTSIZE_DB or the default store). Endpoints: /healthz, /metrics, "
-      "/api/v1/{telemetry,jobs,predict,report,overview}; see docs/api.md. SIGINT or SIGTERM "
+      "/api/v1/{telemetry,jobs,predict,report,overview}, the Kubernetes admission webhook "
+      "POST /k8s/admit/{advise,enforce}; see docs/api.md. SIGINT or SIGTERM "
       "stops the server after the requests in flight.");
   cmd->callback([&ctx, action, f] {
     *action = [&ctx, f]() -> int {
@@ -78,6 +110,12 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
       auto prices = PricesFor(f->prices);
       if (!prices.ok()) return Fail(prices.status());
       opts.prices = std::move(*prices);
+      auto floor_memory = ParseQuantity(f->floor_memory);
+      if (!floor_memory.ok()) {
+        return Fail(floor_memory.status().WithContext("--admission-floor-memory"));
+      }
+      f->admission.floor_memory_bytes = static_cast<int64_t>(std::llround(*floor_memory));
+      opts.admission = f->admission;
       ApiServer api(std::move(opts));
       Status st = api.Init();
       if (!st.ok()) return Fail(st);

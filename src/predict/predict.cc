@@ -100,7 +100,7 @@ void BuildJob(Work& w) {
   w.job.cluster = w.cluster;
   w.job.request = w.script.request;
   if (!r.user.empty()) w.job.request.user = r.user;
-  if (w.job.request.user.empty()) {
+  if (w.job.request.user.empty() && !r.submission) {
     const char* u = std::getenv("USER");
     w.job.request.user = u != nullptr ? u : "";
   }
@@ -202,8 +202,13 @@ void ReadCluster(Store& store, Work& w) {
   w.row.assign(Layout().cols(), 0.0F);
   w.history.Features(w.job, w.now, w.context, w.row.data());
   if (w.job.AllocatedGpus().value_or(0) > 0) {
-    auto prices = PricesFor(w.req.prices);
-    if (prices.ok()) {
+    StatusOr<PriceTable> parsed = Status::NotFound("no price table");
+    const PriceTable* prices = w.req.price_table;
+    if (prices == nullptr) {
+      parsed = PricesFor(w.req.prices);
+      if (parsed.ok()) prices = &*parsed;
+    }
+    if (prices != nullptr) {
       // A request without a GPU type gets the partition's.
       std::string type = w.job.GpuType();
       if (type.empty() && nodes != nullptr) type = nodes->gpu_type;
@@ -506,8 +511,14 @@ PredictionOutput Finish(const Work& w, nlohmann::json warnings, std::string warn
 
 StatusOr<PredictionOutput> PredictJob(Store& store, const PredictRequest& request,
                                       ModelCache* models) {
-  auto script = request.script_text ? ParseJobScript(*request.script_text, request.sbatch_args)
-                                    : ParseJobScriptFile(request.script, request.sbatch_args);
+  StatusOr<JobScript> script = Status::NotFound("no script");
+  if (request.submission) {
+    script = *request.submission;
+  } else if (request.script_text) {
+    script = ParseJobScript(*request.script_text, request.sbatch_args);
+  } else {
+    script = ParseJobScriptFile(request.script, request.sbatch_args);
+  }
   if (!script.ok()) return script.status();
   Work w{request, std::move(*script)};
   nlohmann::json warnings = nlohmann::json::array();
@@ -517,7 +528,7 @@ StatusOr<PredictionOutput> PredictJob(Store& store, const PredictRequest& reques
     warnings_text += fmt::format("{}: {}\n", request.script, warning.ToString());
   }
   // The code's own reading of GPU memory: the prediction on a cold start, else shown beside.
-  if (!request.script_text || !request.code.empty()) {
+  if ((!request.script_text && !request.submission) || !request.code.empty()) {
     w.from_code = GpuMemoryFromCode(w.script, request.script, request.code);
   }
   RS_RETURN_IF_ERROR(PickJobCluster(store, w));

@@ -20,10 +20,13 @@
 #include <vector>
 
 #include "core/status.h"
+#include "jobscript/job_script.h"
 #include "model/model_cache.h"
 #include "store/store.h"
 
 namespace rightsize {
+
+struct PriceTable;
 
 struct PredictRequest {
   // The script's path; when `script_text` is set, only its name (sbatch's job name without -J).
@@ -33,11 +36,19 @@ struct PredictRequest {
   // The job's code folder ("" = the script's folder when the script is a file; a script given
   // as text is read for code only when this is set).
   std::string code;
-  std::string cluster;        // "" = the store's only cluster
-  std::string user;           // "" = the script's, else $USER
-  std::string account;        // overrides the script's
-  std::string partition;      // overrides the script's
-  std::string prices;         // price table file, for GPU memory sizes ("" = built in)
+  std::string cluster;    // "" = the store's only cluster
+  std::string user;       // "" = the script's, else $USER
+  std::string account;    // overrides the script's
+  std::string partition;  // overrides the script's
+  std::string prices;     // price table file, for GPU memory sizes ("" = built in)
+  // The price table itself, when the caller keeps one (the server's): read instead of
+  // `prices`, which parsing on every GPU prediction would cost. Must outlive the call.
+  const PriceTable* price_table = nullptr;
+  // A submission already parsed, when there is no script to read (a Kubernetes container,
+  // jobscript/k8s_workload.h): used instead of `script` and `script_text`, whose name then
+  // only labels the answer. Its request must name the user (no $USER fallback) and the job;
+  // its code is not read unless `code` is set.
+  std::optional<JobScript> submission;
   double risk = 0.01;         // accepted share of jobs whose suggested request is too small
   bool per_job_risk = false;  // the risk bounds this job's own chance instead
   int64_t now = 0;            // predict as of this Unix time (0 = now)

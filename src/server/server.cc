@@ -13,6 +13,7 @@
 
 #include "core/json_text.h"
 #include "core/units.h"
+#include "k8s/admission.h"
 #include "predict/predict.h"
 #include "report/live.h"
 #include "report/render.h"
@@ -764,6 +765,7 @@ ApiServer::Reply ApiServer::Predict(const Caller& who, const std::string& body) 
     in.user = who.user;
   }
   in.now = Now();
+  in.price_table = &options_.prices;
   RS_LEASE(store);
   auto out = PredictJob(*store, in, &models_);
   if (!out.ok()) return Error(HttpStatus(out.status()), out.status().message());
@@ -778,6 +780,56 @@ ApiServer::Reply ApiServer::Predict(const Caller& who, const std::string& body) 
     if (!st.ok()) return Error(500, st.message());
   }
   return Json(*pred);
+}
+
+ApiServer::Reply ApiServer::Admission(bool enforce, const std::string& body,
+                                      std::chrono::steady_clock::time_point arrived) {
+  AdmissionMode mode = enforce ? AdmissionMode::kEnforce : AdmissionMode::kAdvise;
+  nlohmann::json review = nlohmann::json::parse(body, nullptr, false);
+  if (review.is_discarded() || !review.is_object()) {
+    return Error(400, "expected an AdmissionReview (admission.k8s.io/v1) JSON object");
+  }
+  const AdmissionSettings& settings = options_.admission;
+  auto counted = [&](const nlohmann::json& answer) {
+    std::string outcome = "unchanged";
+    const nlohmann::json& response = answer["response"];
+    if (response.contains("auditAnnotations")) {
+      outcome = response["auditAnnotations"].value("outcome", outcome);
+    }
+    MutexLock lock(metrics_mu_);
+    ++admissions_[{std::string(AdmissionModeName(mode)), outcome}];
+    return Json(answer);
+  };
+  // Counted while the prediction runs; past the bound, answered at once without the store.
+  struct InFlight {
+    std::atomic<int>& n;
+    ~InFlight() { --n; }
+  } in_flight{admissions_in_flight_};
+  if (admissions_in_flight_.fetch_add(1) >= settings.max_inflight) {
+    nlohmann::json answer = AllowUnchanged(
+        review, fmt::format("rightsize: overloaded ({} admissions in flight): unchanged",
+                            settings.max_inflight));
+    answer["response"]["auditAnnotations"]["outcome"] = "overload";
+    return counted(answer);
+  }
+  AdmissionOptions o;
+  o.cluster = settings.cluster;
+  o.deadline = std::chrono::milliseconds(settings.deadline_ms);
+  o.min_history = settings.min_history;
+  o.floor_cpu_cores = settings.floor_cpu_cores;
+  o.floor_memory_bytes = settings.floor_memory_bytes;
+  o.prices = &options_.prices;
+  o.now_s = Now();
+  o.arrived = arrived;
+  auto store = Acquire();
+  if (!store.ok()) {
+    return counted(AllowUnchanged(
+        review, fmt::format("rightsize: no store ({}): unchanged", store.status().message())));
+  }
+  StoreLease lease(this, std::move(*store));
+  auto answer = Admit(*lease, &models_, o, mode, review);
+  if (!answer.ok()) return Error(400, answer.status().message());
+  return counted(*answer);
 }
 
 namespace {
@@ -953,6 +1005,13 @@ std::string ApiServer::Metrics() {
       out += fmt::format("rightsize_telemetry_rejected_total{{reason=\"{}\"}} {}\n", reason,
                          it == rejected_.end() ? 0 : it->second);
     }
+    out +=
+        "# HELP rightsize_admissions_total Kubernetes admission reviews answered, by mode and "
+        "outcome.\n# TYPE rightsize_admissions_total counter\n";
+    for (const auto& [key, n] : admissions_) {
+      out += fmt::format("rightsize_admissions_total{{mode=\"{}\",outcome=\"{}\"}} {}\n", key.first,
+                         key.second, n);
+    }
   }
   out += fmt::format(
       "# HELP rightsize_telemetry_samples_total Samples stored from agents.\n"
@@ -1093,6 +1152,15 @@ void ApiServer::Mount(httplib::Server& http) {
   http.Post("/api/v1/predict",
             route("/api/v1/predict", true,
                   [this](const auto& req, const auto& who) { return Predict(who, req.body); }));
+  // The Kubernetes admission webhook: the apiserver posts AdmissionReviews here (one path per
+  // mode, matched by the namespace label in the MutatingWebhookConfiguration). No caller
+  // identity: the apiserver authenticates the server by its certificate.
+  for (bool enforce : {false, true}) {
+    std::string path = enforce ? "/k8s/admit/enforce" : "/k8s/admit/advise";
+    http.Post(path, route(path, false, [this, enforce](const auto& req, const auto&) {
+                return Admission(enforce, req.body, std::chrono::steady_clock::now());
+              }));
+  }
   http.Get("/api/v1/report",
            route("/api/v1/report", true, [this, query](const auto& req, const auto& who) {
              return Report(who, query(req));

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -51,12 +52,23 @@ struct ServerConfig {
 // Reads the JSON config file (docs/api.md, "Access"). BadInput naming the field.
 StatusOr<ServerConfig> LoadServerConfig(const std::string& path);
 
+// The Kubernetes admission webhook's settings (`serve --admission-*`, src/k8s/admission.h).
+struct AdmissionSettings {
+  int deadline_ms = 250;  // later than this, the answer is "allowed, unchanged"
+  int min_history = 3;    // finished runs of a workload before enforce patches it
+  double floor_cpu_cores = 0.1;
+  int64_t floor_memory_bytes = int64_t{256} << 20;
+  int max_inflight = 64;  // more admissions at once are answered "unchanged" at once
+  std::string cluster;    // whose model and history ("" = the store's only cluster)
+};
+
 struct ServerOptions {
   std::string db;  // the store's location
   ServerConfig config;
   PriceTable prices;
   std::function<int64_t()> now_s;  // the clock (tests set it); default: the system clock
   TelemetryLimits limits;
+  AdmissionSettings admission;
 };
 
 class ApiServer {
@@ -90,6 +102,11 @@ class ApiServer {
                const std::multimap<std::string, std::string>& query);
   Reply Stacks(const Caller& who, const std::string& cluster, const std::string& id, bool json);
   Reply Predict(const Caller& who, const std::string& body);
+  // POST /k8s/admit/{advise,enforce}: an AdmissionReview in, its response out (never denies;
+  // overload, a missing store or model and the deadline answer "allowed, unchanged").
+  // `arrived` is when the request was read (the deadline runs from it).
+  Reply Admission(bool enforce, const std::string& body,
+                  std::chrono::steady_clock::time_point arrived);
   Reply Report(const Caller& who, const std::multimap<std::string, std::string>& query);
   Reply Overview(const Caller& who);
   Reply Health();
@@ -141,6 +158,9 @@ class ApiServer {
   std::map<std::string, double> seconds_ GUARDED_BY(metrics_mu_);    // route -> total seconds
   std::map<std::string, int64_t> rejected_ GUARDED_BY(metrics_mu_);  // reason -> batches or entries
   std::atomic<int64_t> samples_{0}, batches_{0};
+  std::atomic<int> admissions_in_flight_{0};
+  // (mode, outcome: advised, enforced, unchanged, overload) -> count
+  std::map<std::pair<std::string, std::string>, int64_t> admissions_ GUARDED_BY(metrics_mu_);
 };
 
 }  // namespace rightsize
