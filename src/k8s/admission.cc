@@ -106,8 +106,10 @@ std::string Describe(const nlohmann::json& targets, const char* target, const ch
       out += fmt::format(" {}=unbounded", q);
     }
   }
-  if (auto r = Number(t, "prob_request_too_small")) out += fmt::format(" risk={:.2g}%", 100 * *r);
-  if (suggest) {
+  if (suggest) {  // what has a request: the chance it is too small, and what to ask instead
+    if (auto r = Number(t, "prob_request_too_small")) {
+      out += fmt::format(" risk={:.2g}%", 100 * *r);
+    }
     if (auto s = Number(t, "suggested_request")) out += " suggest=" + show(*s);
   }
   return out;
