@@ -10,3 +10,12 @@ target_compile_options(ingest_load PRIVATE ${RIGHTSIZE_WARNINGS})
 add_executable(job_page_bench server/job_page_bench.cc)
 target_link_libraries(job_page_bench PRIVATE rightsize::store PkgConfig::HTTPLIB fmt::fmt)
 target_compile_options(job_page_bench PRIVATE ${RIGHTSIZE_WARNINGS})
+
+# admission_load: the Kubernetes admission webhook at the apiserver's rate over HTTPS (it also
+# makes its store: --make-store, from the admission tests' history).
+add_executable(admission_load server/admission_load.cc)
+target_link_libraries(admission_load PRIVATE rightsize::predict rightsize::store PkgConfig::HTTPLIB
+                      yaml-cpp fmt::fmt Threads::Threads)
+target_compile_definitions(admission_load PRIVATE
+                           RIGHTSIZE_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/test")
+target_compile_options(admission_load PRIVATE ${RIGHTSIZE_WARNINGS})

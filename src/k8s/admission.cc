@@ -131,7 +131,7 @@ std::string DescribeAll(const nlohmann::json& targets) {
 }
 
 // What one container of one template asks, is predicted to use, and becomes.
-struct ContainerWork {
+struct ContainerWork {  // NOLINT(bugprone-exception-escape): json's move may throw
   std::string pointer;  // the container's JSON pointer
   std::string label;    // "train" or "worker.pytorch"
   WorkloadKey key;
