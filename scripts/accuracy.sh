@@ -7,7 +7,9 @@
 #   TRACES_DIR  folder searched (with its subfolders) for SWF traces (*.swf, *.swf.gz);
 #               default ../shared/data/traces if it exists, else data/traces.
 # Environment: RS (the binary, default build/rightsize), OUT (default build/accuracy),
-#              DOC (default docs/accuracy.md).
+#              DOC (default docs/accuracy.md), PODS (per-pod GPU memory for `eval pods`,
+#              default ../shared/data/usage/alibaba-genai-2026/pod_gpu_memory_used_bytes_anon.csv.gz
+#              if it exists; the section is left out without it).
 #
 # Settings are fixed before looking at any result and are the same for every dataset of a kind:
 #   traces      --retrain-every 7d  (the eval default)
@@ -169,6 +171,18 @@ for f in data/usage/slurm/*.txt data/usage/slurm/*.txt.gz; do
   ingest_and_eval "$f" "$db" "${args[@]}"
 done
 
+PODS=${PODS:-../shared/data/usage/alibaba-genai-2026/pod_gpu_memory_used_bytes_anon.csv.gz}
+PODS_ARGS=()
+if [[ -f $PODS ]]; then
+  echo "== long-running pods from $PODS"
+  PODS_CMD="rightsize eval pods --gpu-memory $PODS --json"
+  if "$RS" eval pods --gpu-memory "$PODS" --json >"$OUT/pods.json" 2>"$OUT/pods.stderr"; then
+    PODS_ARGS=(--pods "$OUT/pods.json" --pods-command "$PODS_CMD")
+  else
+    echo "accuracy.sh: eval pods FAILED: $(last_error "$OUT/pods.stderr")"
+  fi
+fi
+
 WALL=$(elapsed "$START" "$(now)")
 echo "== all replays took $WALL s; rendering $DOC"
 VERSION=$("$RS" --version 2>/dev/null || echo "unknown")
@@ -182,5 +196,5 @@ python3 scripts/accuracy_table.py --manifest "$MANIFEST" --output "$DOC" \
   --date "$(date -u '+%Y-%m-%d %H:%M UTC')" \
   --machine "$(nproc) CPUs${CPU:+ ($CPU)}, $(uname -srm)" \
   --version "$VERSION" --commit "$COMMIT" --wall-seconds "$WALL" \
-  --traces-dir "$TRACES"
+  --traces-dir "$TRACES" "${PODS_ARGS[@]}"
 echo "== wrote $DOC (documents in $OUT/)"

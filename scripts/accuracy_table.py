@@ -44,6 +44,10 @@ def parse_args():
     p.add_argument("--commit", default="")
     p.add_argument("--wall-seconds", type=float, default=0.0)
     p.add_argument("--traces-dir", default="")
+    p.add_argument("--pods", default="",
+                   help="rightsize.eval_pods/v1 document of `rightsize eval pods` (optional)")
+    p.add_argument("--pods-command", default="",
+                   help="the command that wrote --pods, shown in the section")
     return p.parse_args()
 
 
@@ -326,8 +330,76 @@ def render(args, rows):
     render_targets(doc, scored, placeholder_of)
     render_history_coverage(doc, scored, placeholder_of)
     render_curves(doc, scored, placeholder_of)
+    if getattr(args, "pods", ""):
+        with open(args.pods, encoding="utf-8") as f:
+            render_pods(doc, json.load(f), args.pods_command)
     render_notes(doc, scored, placeholder_of)
     return doc.text()
+
+
+def render_pods(doc, d, command):
+    """The long-running pods' section, from a rightsize.eval_pods/v1 document."""
+    data, method = d["data"], d["method"]
+    doc.add("## Long-running pods: GPU memory recommendations", "",
+            f"Command: `{command}`", "",
+            f"{data['pods']} inference pods of the Alibaba GenAI trace (2026 release; real "
+            f"per-minute GPU memory, {data['samples']:,} samples over {data['hours']:.1f} h; "
+            "cite Alibaba's GenAI serving trace paper, EuroSys), replayed hour by hour: at each "
+            "hour boundary every pod gets a recommendation from its own past samples only, "
+            "scored on the hour that follows.", "",
+            "- **Under-provisioned hour**: a pod-hour in which any sample exceeded the "
+            "recommendation (the replay does not simulate the kill; the pod goes on as "
+            "recorded).",
+            "- **Baseline and freed**: the baseline of a pod-hour is the pod's peak so far, the "
+            "most it held before the hour (what an operator who sets the request to the largest "
+            "use seen would give it; the trace gives no request and no GPU size). *Freed* = "
+            "baseline − recommendation, in GiB-hours and as a share of the baseline; negative "
+            "when a method keeps headroom above the peak, as all three do. The difference "
+            "between two methods does not depend on the baseline.",
+            f"- **Scored pod-hours**: from the first hour at which the pod has "
+            f"{method['min_past_samples']} past samples (KRR answers nothing before), the same "
+            "pod-hours for every method.",
+            "- **vpa**: Kubernetes VPA's memory recommender as its source builds it "
+            "(kubernetes/autoscaler, `vertical-pod-autoscaler/pkg/recommender`): one peak per "
+            "24 h aggregation interval into a decaying histogram (half-life 24 h, exponential "
+            "buckets from 10 MB growing by 5 %), target = the end of the P90 bucket × 1.15, at "
+            "least 250 MiB. With under a day of data each pod's histogram holds one peak, so "
+            "the percentile does not matter here, the margin does. As in VPA, a 24 h interval "
+            f"whose first sample is 0 keeps 0 as its peak ({data['pods_starting_at_zero']} "
+            "pods start at 0 GiB).",
+            "- **krr**: robusta-dev/krr's simple strategy for memory: max over the history "
+            "window (14 days) × 1.15, no answer under 100 points.",
+            "- **rightsize**: the peak so far × (1 + 0.6 / (1 + hours since the peak last rose "
+            "by over 1 %)): a large headroom just after a new peak, shrinking as the peak "
+            "holds. Its two settings (a floor margin, 0, and the fresh-peak headroom, 0.6) were "
+            "chosen on the DEV half on a grid (floor 0 to 0.1 by 0.025, headroom 0.2 to 1.2 by "
+            "0.2) as the largest saving with no more under-provisioned hours than VPA and KRR "
+            "there; the BLIND half was never tuned on.",
+            "- **Split**: FNV-1a 64 of the pod's key, even = DEV, odd = BLIND.", "")
+    for half, title in (("dev", "DEV (rightsize tuned here)"), ("blind", "BLIND (never tuned on)"),
+                        ("all", "All pods")):
+        h = d[half]
+        doc.add(f"### {title}: {h['pods']} pods, {h['pod_hours']:,} pod-hours", "")
+        rows = []
+        for m in h["methods"]:
+            rows.append([m["method"], m["setting"],
+                         f"{m['under_hours']} ({100 * m['under_share']:.1f}%)",
+                         f"{m['freed_gib_hours']:,.1f} ({100 * m['freed_share']:.1f}%)"])
+        doc.table(["method", "setting", "under-provisioned pod-hours", "freed GiB-hours"], rows)
+        c = h["checks"]
+        ok = c["beats_vpa"] and c["beats_krr"]
+        doc.add(f"rightsize frees more than VPA {'✓' if c['beats_vpa'] else '✗'} and KRR "
+                f"{'✓' if c['beats_krr'] else '✗'} at no more under-provisioned hours"
+                f"{'' if ok else ' (not met)'}.", "")
+        doc.add("Saving curve (*under-provisioned share / freed share* as the setting varies):", "")
+        rows = []
+        for name, param in (("rightsize", "fresh"), ("vpa", "margin"), ("krr", "margin")):
+            rows.append([f"{name} ({param})"] + [
+                f"{p[param]:g}: {100 * p['under_share']:.1f}% / {100 * p['freed_share']:.1f}%"
+                for p in h["curves"][name]])
+        width = max(len(r) for r in rows)
+        rows = [r + [""] * (width - len(r)) for r in rows]
+        doc.table(["method (setting)"] + [""] * (width - 1), rows)
 
 
 def render_method(doc, rows):

@@ -1,4 +1,5 @@
-// `rightsize train`, `rightsize predict` and `rightsize eval`: the submission-time predictor.
+// `rightsize train`, `rightsize predict` and `rightsize eval`: the submission-time predictor;
+// `rightsize eval pods`: the long-running pods' recommenders replayed on a usage series.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,6 +11,8 @@
 #include "cli/app.h"
 #include "cli/terminal.h"
 #include "core/json_text.h"
+#include "ingest/line_reader.h"
+#include "model/pod_replay.h"
 #include "model/predictor.h"
 #include "model/replay.h"
 #include "model/target.h"
@@ -21,6 +24,92 @@
 namespace rightsize::cli {
 
 namespace {
+
+// The eval_pods/v1 document as tables: one per half, then the saving curves.
+std::string EvalPodsText(const nlohmann::ordered_json& doc) {
+  std::string out;
+  const auto& data = doc["data"];
+  out += fmt::format(
+      "{} pods, {} samples over {:.1f} h; scored each hour from {} past samples on, against the "
+      "pod's peak so far\n",
+      data["pods"].get<int64_t>(), data["samples"].get<int64_t>(), data["hours"].get<double>(),
+      doc["method"]["min_past_samples"].get<int>());
+  for (const char* half : {"dev", "blind", "all"}) {
+    const auto& h = doc[half];
+    out += fmt::format("\n{} ({} pods, {} pod-hours scored){}\n", half, h["pods"].get<int>(),
+                       h["pod_hours"].get<int64_t>(),
+                       std::string_view(half) == "dev" ? ", rightsize tuned here" : "");
+    out += fmt::format("  {:<10} {:>16} {:>20}  {}\n", "method", "under-provisioned",
+                       "freed GiB-h (share)", "setting");
+    for (const auto& m : h["methods"]) {
+      out += fmt::format("  {:<10} {:>8} ({:>5.1f}%) {:>11.1f} ({:>5.1f}%)  {}\n",
+                         m["method"].get<std::string>(), m["under_hours"].get<int64_t>(),
+                         100 * m["under_share"].get<double>(), m["freed_gib_hours"].get<double>(),
+                         100 * m["freed_share"].get<double>(), m["setting"].get<std::string>());
+    }
+    out += fmt::format(
+        "  rightsize frees more at no more under-provisioned hours: vs vpa {}, vs "
+        "krr {}\n",
+        h["checks"]["beats_vpa"].get<bool>() ? "yes" : "no",
+        h["checks"]["beats_krr"].get<bool>() ? "yes" : "no");
+    out += "  saving curve (under-provisioned share / freed share):\n";
+    for (const auto& [name, param] : {std::pair{"rightsize", "fresh"}, std::pair{"vpa", "margin"},
+                                      std::pair{"krr", "margin"}}) {
+      out += fmt::format("    {:<10}", name);
+      for (const auto& p : h["curves"][name]) {
+        out +=
+            fmt::format(" {}={:g}: {:.1f}%/{:.1f}%", param, p[param].get<double>(),
+                        100 * p["under_share"].get<double>(), 100 * p["freed_share"].get<double>());
+      }
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+// `rightsize eval pods --gpu-memory FILE`: the pod recommenders replayed hour by hour.
+void AddEvalPods(CLI::App& eval, Action* action) {
+  auto* cmd = eval.add_subcommand(
+      "pods",
+      "Replay long-running pods' memory series hour by hour: rightsize's recommender beside "
+      "VPA's and KRR's, memory freed against under-provisioned hours");
+  struct Flags {
+    std::string gpu_memory;
+    bool json = false;
+  };
+  auto f = std::make_shared<Flags>();
+  cmd->add_option("--gpu-memory", f->gpu_memory,
+                  "Per-pod GPU memory samples, CSV (gzip or plain) with a timestamp, a value in "
+                  "bytes and a pod key column, as the Alibaba GenAI trace's "
+                  "pod_gpu_memory_used_bytes_anon.csv.gz")
+      ->required()
+      ->type_name("FILE");
+  cmd->add_flag("--json", f->json, "Print the rightsize.eval_pods/v1 document");
+  cmd->callback([action, f] {
+    *action = [f]() -> int {
+      auto reader = LineReader::Open(f->gpu_memory);
+      if (!reader.ok()) return Fail(reader.status());
+      PodSeriesReader series((*reader)->name());
+      std::string_view line;
+      while (true) {
+        auto more = (*reader)->Next(&line);
+        if (!more.ok()) return Fail(more.status());
+        if (!*more) break;
+        Status s = series.AddLine(line, (*reader)->line_number());
+        if (!s.ok()) return Fail(s);
+      }
+      auto pods = series.Finish();
+      if (!pods.ok()) return Fail(pods.status());
+      auto doc = ReplayPods(*pods, PodReplayOptions{});
+      if (f->json) {
+        fmt::print("{}\n", doc.dump(2));
+      } else {
+        fmt::print("{}", EvalPodsText(doc));
+      }
+      return kExitOk;
+    };
+  });
+}
 
 void AddEval(CLI::App& app, Context& ctx, Action* action) {
   auto* cmd = app.add_subcommand(
@@ -57,7 +146,11 @@ void AddEval(CLI::App& app, Context& ctx, Action* action) {
                   "Also write every scored job's prediction (point, trees, interval, suggested "
                   "requests) beside the baselines and what it used to this file, one JSON "
                   "object a line, to study where the model misses");
-  cmd->callback([&ctx, action, f] {
+  auto* pods = cmd;  // set below; `eval pods` has its own action
+  AddEvalPods(*cmd, action);
+  pods = cmd->get_subcommand("pods");
+  cmd->callback([&ctx, action, f, pods] {
+    if (pods->parsed()) return;
     *action = [&ctx, f]() -> int {
       if (f->trace.empty() && !f->store) {
         return Fail(Status::InvalidArgument("eval: give --trace FILE or --store"));
