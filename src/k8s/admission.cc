@@ -213,6 +213,7 @@ Status Admission::PredictContainer(ContainerWork& c, const std::string& cluster)
   in.risk = options_.risk;
   in.now = options_.now_s;
   in.price_table = options_.prices;
+  in.explain = false;  // annotations carry the numbers only
   JobScript submission;
   submission.request = c.request;
   submission.request.user = c.key.User();

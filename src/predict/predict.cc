@@ -64,6 +64,10 @@ struct Work {  // NOLINT(bugprone-exception-escape): json's move may throw
   nlohmann::json notes = nlohmann::json::array();
   // The model: from the cache when the caller keeps one (its lock held while predicting).
   std::shared_ptr<const ModelSet> held;
+  // The set's lock, owned here too: the cache may replace its entry (another thread loaded the
+  // same version) while this prediction still holds the lock. Declared before `predicting`,
+  // so it outlives the unlock.
+  std::shared_ptr<std::mutex> held_mu;
   std::unique_lock<std::mutex> predicting;
   const ModelSet* set = nullptr;
   std::vector<JobRecord> past;  // the user's and the program's finished jobs, oldest first
@@ -126,7 +130,8 @@ Status LoadModel(Store& store, ModelCache* models, Work& w) {
     if (models != nullptr) {
       RS_ASSIGN_OR_RETURN(auto entry, models->Get(w.cluster, *version, load));
       w.held = entry.set;
-      w.predicting = std::unique_lock<std::mutex>(*entry.mu);
+      w.held_mu = entry.mu;
+      w.predicting = std::unique_lock<std::mutex>(*w.held_mu);
     } else {
       RS_ASSIGN_OR_RETURN(auto parsed, load());
       w.held = std::make_shared<const ModelSet>(std::move(parsed));
@@ -375,7 +380,7 @@ Status PredictFromModel(Work& w, Target t, const TargetModel& m,
       tj["source"] = "code";
     }
   }
-  tj["why"] = Explain(w, t, m, anchor, anchor_from);
+  tj["why"] = w.req.explain ? Explain(w, t, m, anchor, anchor_from) : nlohmann::json::array();
   w.table += TableRow(t, FormatTargetValue(t, p.Quantile(0.1)), FormatTargetValue(t, p.point),
                       FormatTargetValue(t, p.Quantile(0.9)),
                       request ? FormatTargetValue(t, *request) : "-",

@@ -52,6 +52,9 @@ struct PredictRequest {
   double risk = 0.01;         // accepted share of jobs whose suggested request is too small
   bool per_job_risk = false;  // the risk bounds this job's own chance instead
   int64_t now = 0;            // predict as of this Unix time (0 = now)
+  // Say why for each target (the features that moved it most). Off where only the numbers are
+  // read (the admission webhook): it is most of a prediction's CPU time.
+  bool explain = true;
 };
 
 struct PredictionOutput {  // NOLINT(bugprone-exception-escape): json's move may throw

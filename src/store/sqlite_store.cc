@@ -468,6 +468,34 @@ void ReadJob(sqlite3_stmt* s, JobRecord& j) {
   j.outcome.signal = rd.SmallInt();
 }
 
+// A statement from SqliteStore's cache (reset when done, kept) or one of its own (finalised).
+class ReusedStmt {
+ public:
+  explicit ReusedStmt(SqliteStmt owned) : owned_(std::move(owned)), stmt_(owned_.get()) {}
+  ReusedStmt(sqlite3_stmt* cached, bool* busy) : stmt_(cached), busy_(busy) { *busy_ = true; }
+  ReusedStmt(const ReusedStmt&) = delete;
+  ReusedStmt& operator=(const ReusedStmt&) = delete;
+  ReusedStmt& operator=(ReusedStmt&&) = delete;
+  ReusedStmt(ReusedStmt&& other) noexcept
+      : owned_(std::move(other.owned_)), stmt_(other.stmt_), busy_(other.busy_) {
+    other.stmt_ = nullptr;
+    other.busy_ = nullptr;
+  }
+  ~ReusedStmt() noexcept {
+    if (busy_ != nullptr) {
+      sqlite3_reset(stmt_);
+      sqlite3_clear_bindings(stmt_);
+      *busy_ = false;
+    }
+  }
+  sqlite3_stmt* get() const { return stmt_; }
+
+ private:
+  SqliteStmt owned_;
+  sqlite3_stmt* stmt_ = nullptr;
+  bool* busy_ = nullptr;  // the cache entry's flag; nullptr when owned
+};
+
 class SqliteStore final : public Store {
  public:
   SqliteStore(SqliteDb db, std::string path) : db_(std::move(db)), path_(std::move(path)) {}
@@ -543,7 +571,7 @@ class SqliteStore final : public Store {
                                         where.empty() ? "WHERE" : "AND", filter.newest)
                           : "";
     RS_ASSIGN_OR_RETURN(
-        auto stmt, Prepare(fmt::format("SELECT {} FROM jobs{}{}",
+        auto stmt, PrepareCached(fmt::format("SELECT {} FROM jobs{}{}",
                                        filter.lean ? kLeanJobColumns : kJobColumns, where, order)));
     BindArgs(stmt.get(), args);
     JobRecord job;
@@ -580,14 +608,14 @@ class SqliteStore final : public Store {
 
   StatusOr<int64_t> CountJobs(const JobFilter& filter) override {
     auto [where, args] = Where(filter);
-    RS_ASSIGN_OR_RETURN(auto stmt, Prepare("SELECT count(*) FROM jobs" + where));
+    RS_ASSIGN_OR_RETURN(auto stmt, PrepareCached("SELECT count(*) FROM jobs" + where));
     BindArgs(stmt.get(), args);
     if (sqlite3_step(stmt.get()) != SQLITE_ROW) return Error("counting jobs");
     return static_cast<int64_t>(sqlite3_column_int64(stmt.get(), 0));
   }
 
   StatusOr<std::vector<std::string>> Clusters() override {
-    RS_ASSIGN_OR_RETURN(auto stmt, Prepare("SELECT name FROM clusters ORDER BY name"));
+    RS_ASSIGN_OR_RETURN(auto stmt, PrepareCached("SELECT name FROM clusters ORDER BY name"));
     std::vector<std::string> out;
     while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
       out.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(stmt.get(), 0)));
@@ -618,7 +646,7 @@ class SqliteStore final : public Store {
 
   StatusOr<std::map<std::string, std::string>> GetClusterMeta(const std::string& cluster) override {
     RS_ASSIGN_OR_RETURN(auto stmt,
-                        Prepare("SELECT key, value FROM cluster_meta WHERE cluster = ?1"));
+                        PrepareCached("SELECT key, value FROM cluster_meta WHERE cluster = ?1"));
     sqlite3_bind_text(stmt.get(), 1, cluster.c_str(), -1, SQLITE_TRANSIENT);
     std::map<std::string, std::string> out;
     while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
@@ -869,7 +897,7 @@ class SqliteStore final : public Store {
   }
 
   StatusOr<int64_t> LatestModelVersion(const std::string& cluster) override {
-    RS_ASSIGN_OR_RETURN(auto stmt, Prepare("SELECT max(version) FROM models WHERE cluster = ?1"));
+    RS_ASSIGN_OR_RETURN(auto stmt, PrepareCached("SELECT max(version) FROM models WHERE cluster = ?1"));
     sqlite3_bind_text(stmt.get(), 1, cluster.c_str(), -1, SQLITE_TRANSIENT);
     if (sqlite3_step(stmt.get()) != SQLITE_ROW) return Error("reading the model version");
     if (sqlite3_column_type(stmt.get(), 0) == SQLITE_NULL) {
@@ -1131,6 +1159,25 @@ class SqliteStore final : public Store {
     return Status::Ok();
   }
 
+  // A read statement from the connection's cache: a request that runs the same queries each
+  // time (a prediction, an admission) parses none of them again. Reset, its bindings cleared,
+  // when `ReusedStmt` goes; a statement still in use (a nested scan) gets a fresh copy.
+  StatusOr<ReusedStmt> PrepareCached(const std::string& sql) {
+    auto it = cached_.find(sql);
+    if (it != cached_.end() && !it->second->busy) {
+      return ReusedStmt(it->second->stmt.get(), &it->second->busy);
+    }
+    RS_ASSIGN_OR_RETURN(auto stmt, Prepare(sql));
+    if (it != cached_.end() || cached_.size() >= kMaxCachedStatements) {
+      return ReusedStmt(std::move(stmt));
+    }
+    auto entry = std::make_unique<CachedStmt>();
+    entry->stmt = std::move(stmt);
+    CachedStmt* raw = entry.get();
+    cached_.emplace(sql, std::move(entry));
+    return ReusedStmt(raw->stmt.get(), &raw->busy);
+  }
+
   StatusOr<SqliteStmt> Prepare(const std::string& sql) {
     sqlite3_stmt* stmt = nullptr;
     if (sqlite3_prepare_v2(db_.get(), sql.c_str(), static_cast<int>(sql.size()), &stmt, nullptr) !=
@@ -1216,6 +1263,13 @@ class SqliteStore final : public Store {
 
   SqliteDb db_;
   std::string path_;
+  // Declared after db_: finalised before the connection closes.
+  struct CachedStmt {
+    SqliteStmt stmt;
+    bool busy = false;
+  };
+  static constexpr size_t kMaxCachedStatements = 64;
+  std::unordered_map<std::string, std::unique_ptr<CachedStmt>> cached_;
   // Ids are never freed (no deletes), so a probe sequence never has holes.
   static constexpr int kMaxProbes = 64;
   static constexpr int kRowsPerInsert = 16;

@@ -41,5 +41,30 @@ TEST(ModelCache, ReadsEachVersionOnceAndFollowsRetraining) {
   EXPECT_EQ(cache.loads(), 3);
 }
 
+// Two server threads that miss the cache at once both load the version; they must end up
+// with one lock, or a prediction holding the first copy's lock could lose it under its feet
+// (the crash the admission load test found at a cold start).
+TEST(ModelCache, TwoLoadsOfOneVersionShareOneLock) {
+  ModelCache cache;
+  auto plain = []() -> StatusOr<ModelSet> {
+    ModelSet s;
+    s.version = 1;
+    return s;
+  };
+  StatusOr<ModelCache::Entry> inner = Status::Internal("not run");
+  // The outer load is still running when the other thread's load finishes and is cached.
+  auto outer = cache.Get("c", 1, [&]() -> StatusOr<ModelSet> {
+    inner = cache.Get("c", 1, plain);
+    return plain();
+  });
+  ASSERT_TRUE(outer.ok());
+  ASSERT_TRUE(inner.ok());
+  EXPECT_EQ(outer->mu.get(), inner->mu.get());
+  EXPECT_EQ(outer->set.get(), inner->set.get());
+  auto later = cache.Get("c", 1, plain);
+  ASSERT_TRUE(later.ok());
+  EXPECT_EQ(later->mu.get(), inner->mu.get());
+}
+
 }  // namespace
 }  // namespace rightsize
