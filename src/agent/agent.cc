@@ -318,7 +318,8 @@ std::vector<JobRecord> Agent::KubeCycle(double now_s, int64_t now_unix) {
   bool ask = cycles_ - last_kubelet_cycle_ >= kKubeletEveryCycles || !ending_.empty();
   for (const DiscoveredJob& job : now) {
     auto it = jobs_.find(job.key);
-    if (it == jobs_.end() || !it->second.kube) ask = true;
+    // New, unnamed, or with no process left (it may have ended): the kubelet knows.
+    if (it == jobs_.end() || !it->second.kube || job.pids.empty()) ask = true;
   }
   if (kubelet_ != nullptr && ask) {
     Status st = kubelet_->Refresh();

@@ -147,8 +147,8 @@ void JobMonitor::SampleGpu(int64_t t, const GpuSnapshot& snap, const DcgmSnapsho
     gpu_devices_.insert(p.device_index);
     job_gpu_memory += p.used_memory_bytes.value_or(0);
   }
-  if (!gpu_uuids_.empty()) {
-    const bool processes_seen = on_gpu;
+  gpu_processes_seen_ |= on_gpu;
+  if (!gpu_uuids_.empty() && !pids_.empty()) {
     int64_t held_used = 0;
     for (const GpuDeviceSample& d : snap.devices) {
       if (gpu_uuids_.count(d.uuid) == 0) continue;
@@ -156,8 +156,9 @@ void JobMonitor::SampleGpu(int64_t t, const GpuSnapshot& snap, const DcgmSnapsho
       gpu_devices_.insert(d.index);
       held_used += d.memory_used_bytes.value_or(0);
     }
-    // The devices are the job's alone (a device plugin gives a GPU to one container).
-    if (!processes_seen) job_gpu_memory = held_used;
+    // The devices are the job's alone (a device plugin gives a GPU to one container); when
+    // NVML has never listed its processes, what is used on them is the job's.
+    if (!gpu_processes_seen_) job_gpu_memory = held_used;
   }
   if (on_gpu) {
     double util = 0;

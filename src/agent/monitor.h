@@ -75,8 +75,9 @@ class JobMonitor {
 
   // The GPUs the job holds by UUID, as a device plugin assigned them (a Kubernetes container's
   // nvidia.com/gpu): they are the job's GPUs whether or not NVML lists its processes on them,
-  // and when it lists none of them (a PID namespace NVML cannot see into, a driver without
-  // per-process accounting) the job's GPU memory is the memory used on those devices.
+  // and while it has never listed one of its processes (a PID namespace NVML cannot see into, a
+  // driver without per-process accounting) the job's GPU memory is the memory used on those
+  // devices, whenever the job has processes.
   void set_gpu_uuids(std::set<std::string> uuids) { gpu_uuids_ = std::move(uuids); }
 
   // The job's memory peak is its cgroup's own when the cgroup reports one (memory.peak,
@@ -149,6 +150,7 @@ class JobMonitor {
   std::set<int64_t> pids_;
   std::set<int> gpu_devices_;
   std::set<std::string> gpu_uuids_;
+  bool gpu_processes_seen_ = false;  // NVML has listed one of the job's processes
   bool peak_from_cgroup_ = false;
   std::optional<int64_t> memory_limit_, cgroup_peak_, gpu_total_;
   int64_t oom_kills_ = 0;
