@@ -7,7 +7,9 @@
 #include <cmath>
 #include <utility>
 
+#include "agent/cri_log.h"
 #include "core/units.h"
+#include "diagnose/log_scan.h"
 
 namespace rightsize {
 
@@ -115,68 +117,82 @@ std::vector<DiscoveredJob> DiscoverJobs(ProcFs& proc, DiscoveryCache* cache) {
 Agent::Agent(ProcFs* proc, CgroupFs* cgroups, GpuSource* gpu, AgentOptions options)
     : proc_(proc), cgroups_(cgroups), gpu_(gpu), options_(std::move(options)) {}
 
+void Agent::SampleNodeGpus(bool any, std::optional<GpuSnapshot>* nvml,
+                           std::optional<DcgmSnapshot>* dcgm) {
+  if (!any || gpu_ == nullptr || !gpu_->available()) return;
+  if (auto snap = gpu_->Sample(); snap.ok()) *nvml = std::move(*snap);
+  if (*nvml && dcgm_ != nullptr && dcgm_->available()) {
+    if (auto snap = dcgm_->Sample(); snap.ok()) *dcgm = std::move(*snap);
+  }
+}
+
+Agent::Watched Agent::Watch(const DiscoveredJob& job, double now_s, int64_t now_unix) {
+  Watched w;
+  w.monitor = std::make_unique<JobMonitor>(proc_, job.cgroup.empty() ? nullptr : cgroups_, gpu_, 0,
+                                           job.cgroup);
+  w.monitor->set_sparse_reads(true);
+  w.monitor->set_keep_new(options_.ship);
+  w.monitor->set_dcgm(dcgm_);
+  w.first_s = now_s;
+  w.seen_s = now_s;
+  w.first_unix = now_unix;
+  if (!options_.kubernetes) w.record = Identify(job, now_unix);
+  if (options_.sample_stacks && stacks_note_.empty()) {
+    auto sampler = StackSampler::Create();
+    if (sampler.ok()) {
+      w.stacks = std::move(*sampler);
+    } else {
+      stacks_note_ = sampler.status().message();  // perf refused: say so once, go on
+    }
+  }
+  return w;
+}
+
+void Agent::SampleWatched(Watched& w, DiscoveredJob job, double now_s, int64_t now_unix,
+                          const JobMonitor::NodeGpu& node) {
+  if (w.stacks) {
+    // New processes at once; new threads of known ones every fifth cycle (a /proc walk).
+    const auto& before = w.monitor->pids();
+    bool refresh = cycles_ % 5 == 0;
+    for (int64_t pid : job.pids) {
+      if (refresh || before.count(pid) == 0) w.stacks->AddProcess(static_cast<int>(pid));
+    }
+    if (refresh) w.stacks->Refresh();
+    (void)w.stacks->Poll();  // a bad ring record is resynchronised; the samples go on
+  }
+  std::string job_id = std::move(w.job.job_id);
+  w.job = std::move(job);
+  if (options_.kubernetes) w.job.job_id = std::move(job_id);  // the kubelet's name, once given
+  bool first = w.monitor->samples() == 0;
+  w.monitor->Sample(now_s, &w.job.pids, &w.job.stats, &node);
+  w.last_s = now_s;
+  if (first) {
+    // Dated from its oldest process, not from when this agent first saw it.
+    double before = now_s - w.monitor->started_s().value_or(now_s);
+    w.first_s = now_s - before;
+    w.first_unix = now_unix - static_cast<int64_t>(std::llround(before));
+    w.record.start_time = w.first_unix;
+  }
+  if (!w.record.request.memory_bytes && w.monitor->memory_limit_bytes()) {
+    w.record.request.memory_bytes = w.monitor->memory_limit_bytes();
+  }
+}
+
 std::vector<JobRecord> Agent::Cycle(double now_s, int64_t now_unix) {
+  if (options_.kubernetes) return KubeCycle(now_s, now_unix);
   ++cycles_;
   std::vector<DiscoveredJob> now = DiscoverJobs(*proc_, &cache_);
   // The node's GPUs once for every job (see JobMonitor::NodeGpu).
   std::optional<GpuSnapshot> nvml;
   std::optional<DcgmSnapshot> dcgm;
-  if (!now.empty() && gpu_ != nullptr && gpu_->available()) {
-    if (auto snap = gpu_->Sample(); snap.ok()) nvml = std::move(*snap);
-    if (nvml && dcgm_ != nullptr && dcgm_->available()) {
-      if (auto snap = dcgm_->Sample(); snap.ok()) dcgm = std::move(*snap);
-    }
-  }
+  SampleNodeGpus(!now.empty(), &nvml, &dcgm);
   const JobMonitor::NodeGpu node{nvml ? &*nvml : nullptr, dcgm ? &*dcgm : nullptr};
   std::map<std::string, bool> seen;
   for (DiscoveredJob& job : now) {
     seen[job.key] = true;
     auto it = jobs_.find(job.key);
-    if (it == jobs_.end()) {
-      Watched w;
-      w.monitor = std::make_unique<JobMonitor>(proc_, job.cgroup.empty() ? nullptr : cgroups_, gpu_,
-                                               0, job.cgroup);
-      w.monitor->set_sparse_reads(true);
-      w.monitor->set_keep_new(options_.ship);
-      w.monitor->set_dcgm(dcgm_);
-      w.first_s = now_s;
-      w.first_unix = now_unix;
-      w.record = Identify(job, now_unix);
-      if (options_.sample_stacks && stacks_note_.empty()) {
-        auto sampler = StackSampler::Create();
-        if (sampler.ok()) {
-          w.stacks = std::move(*sampler);
-        } else {
-          stacks_note_ = sampler.status().message();  // perf refused: say so once, go on
-        }
-      }
-      it = jobs_.emplace(job.key, std::move(w)).first;
-    }
-    Watched& w = it->second;
-    if (w.stacks) {
-      // New processes at once; new threads of known ones every fifth cycle (a /proc walk).
-      const auto& before = w.monitor->pids();
-      bool refresh = cycles_ % 5 == 0;
-      for (int64_t pid : job.pids) {
-        if (refresh || before.count(pid) == 0) w.stacks->AddProcess(static_cast<int>(pid));
-      }
-      if (refresh) w.stacks->Refresh();
-      (void)w.stacks->Poll();  // a bad ring record is resynchronised; the samples go on
-    }
-    w.job = std::move(job);
-    bool first = w.monitor->samples() == 0;
-    w.monitor->Sample(now_s, &w.job.pids, &w.job.stats, &node);
-    w.last_s = now_s;
-    if (first) {
-      // Dated from its oldest process, not from when this agent first saw it.
-      double before = now_s - w.monitor->started_s().value_or(now_s);
-      w.first_s = now_s - before;
-      w.first_unix = now_unix - static_cast<int64_t>(std::llround(before));
-      w.record.start_time = w.first_unix;
-    }
-    if (!w.record.request.memory_bytes && w.monitor->memory_limit_bytes()) {
-      w.record.request.memory_bytes = w.monitor->memory_limit_bytes();
-    }
+    if (it == jobs_.end()) it = jobs_.emplace(job.key, Watch(job, now_s, now_unix)).first;
+    SampleWatched(it->second, std::move(job), now_s, now_unix, node);
   }
   std::vector<JobRecord> ended;
   for (auto it = jobs_.begin(); it != jobs_.end();) {
@@ -206,6 +222,184 @@ std::vector<JobRecord> Agent::Cycle(double now_s, int64_t now_unix) {
     ended.push_back(std::move(r));
     ++finished_;
     it = jobs_.erase(it);
+  }
+  return ended;
+}
+
+std::vector<DiscoveredJob> Agent::DiscoverContainers(std::set<std::string>* present) {
+  std::vector<DiscoveredJob> out;
+  for (CgroupJob& cg : cgroups_->KubeContainers()) {
+    DiscoveredJob job;
+    job.key = "k8s:" + cg.job_id + "/" + cg.container_id;
+    present->insert(job.key);
+    if (done_.count(job.key) > 0 || ignored_.count(job.key) > 0) continue;
+    job.kind = "kubernetes";
+    job.cgroup = std::move(cg.container_path);
+    job.qos = std::move(cg.qos);
+    for (int64_t pid : cgroups_->Procs(job.cgroup)) {
+      // A process that exits while being read is not the container's any more.
+      if (auto st = proc_->Stat(pid)) {
+        job.pids.push_back(pid);
+        job.stats.push_back(std::move(*st));
+      }
+    }
+    out.push_back(std::move(job));
+  }
+  return out;
+}
+
+namespace {
+
+// How a container ended: the cgroup's OOM kills or the kubelet's OOMKilled first (a container
+// killed by the kernel exits 137 like one killed by anything else), then its exit code.
+JobOutcome KubeOutcome(const std::optional<ContainerTermination>& end, int64_t oom_kills) {
+  JobOutcome o;
+  if (end) {
+    o.exit_code = end->exit_code;
+    o.signal = end->signal;
+    if (!o.signal && end->exit_code > 128 && end->exit_code < 160) o.signal = end->exit_code - 128;
+  }
+  if (oom_kills > 0 || (end && end->reason == "OOMKilled")) {
+    o.state = "OUT_OF_MEMORY";
+  } else if (end) {
+    o.state = end->exit_code == 0 ? "COMPLETED" : "FAILED";
+  }
+  return o;  // no word from the kubelet (the pod was deleted with it): the state stays unknown
+}
+
+}  // namespace
+
+JobRecord Agent::EndContainer(Watched& w, double now_s) {
+  w.monitor->Finish(now_s);
+  JobRecord r = w.record;
+  r.end_time = w.first_unix + static_cast<int64_t>(std::llround(w.last_s - w.first_s));
+  r.usage = w.monitor->Usage(w.last_s - w.first_s, std::nullopt, std::nullopt);
+  r.outcome = KubeOutcome(w.kube->terminated, w.monitor->oom_kills());
+  if (options_.ship) {
+    JobTelemetry t = TelemetryOf(w);
+    t.job = r;
+    finished_telemetry_.push_back(std::move(t));
+  }
+  if (r.outcome.state == "FAILED" || r.outcome.state == "OUT_OF_MEMORY") {
+    const KubeContainer& k = *w.kube;
+    DiagnoseInput in;
+    in.job = r;
+    Telemetry tel;
+    tel.memory_limit_bytes = w.monitor->memory_limit_bytes();
+    tel.oom_kills = w.monitor->oom_kills();
+    for (const auto& p : w.monitor->memory().Points()) {
+      tel.memory.emplace_back(static_cast<double>(p.t_s), p.max);
+    }
+    tel.gpu_memory_peak_bytes = r.usage.peak_gpu_memory_bytes;
+    tel.gpu_memory_total_bytes = w.monitor->gpu_memory_total_bytes();
+    for (const GpuEvent& e : w.monitor->gpu_events()) tel.xids.emplace_back(e.device_index, e.xid);
+    in.telemetry = tel;
+    std::vector<LogScan> scans;
+    std::vector<std::string> files = ContainerLogFiles(
+        options_.pod_logs_dir, k.namespace_name, k.pod, k.pod_uid, k.container, k.restart_count);
+    if (auto log = ReadCriLogs(files); log.ok()) {
+      scans.push_back(ScanLogText(log->text, files.back()));
+    }
+    // Without its log (rotated away, no --pod-logs mount) the record and telemetry still speak.
+    diagnosed_.push_back({r, DiagnoseScans(std::move(scans), in)});
+  }
+  ++finished_;
+  return r;
+}
+
+std::vector<JobRecord> Agent::KubeCycle(double now_s, int64_t now_unix) {
+  ++cycles_;
+  std::set<std::string> present;
+  std::vector<DiscoveredJob> now = DiscoverContainers(&present);
+  // A container that ended while its cgroup stayed is forgotten once the cgroup goes.
+  std::erase_if(done_, [&](const std::string& key) { return present.count(key) == 0; });
+  std::erase_if(ignored_, [&](const std::string& key) { return present.count(key) == 0; });
+
+  bool ask = cycles_ - last_kubelet_cycle_ >= kKubeletEveryCycles || !ending_.empty();
+  for (const DiscoveredJob& job : now) {
+    auto it = jobs_.find(job.key);
+    // New, unnamed, or with no process left (it may have ended): the kubelet knows.
+    if (it == jobs_.end() || !it->second.kube || job.pids.empty()) ask = true;
+  }
+  if (kubelet_ != nullptr && ask) {
+    Status st = kubelet_->Refresh();
+    kubelet_error_ = st.ok() ? std::string() : st.message();
+    if (!st.ok()) ++kubelet_errors_;
+    last_kubelet_cycle_ = cycles_;
+  }
+  std::optional<GpuSnapshot> nvml;
+  std::optional<DcgmSnapshot> dcgm;
+  SampleNodeGpus(!now.empty(), &nvml, &dcgm);
+  const JobMonitor::NodeGpu node{nvml ? &*nvml : nullptr, dcgm ? &*dcgm : nullptr};
+
+  auto name = [&](Watched& w) {
+    const KubeContainer* k = kubelet_ != nullptr ? kubelet_->Find(w.container_id) : nullptr;
+    if (k == nullptr) return;
+    if (!w.kube) {
+      w.record.cluster = options_.cluster;
+      w.record.job_id = k->JobId();
+      w.record.source = "kubernetes";
+      w.record.request = k->request;
+      if (w.record.request.qos.empty()) w.record.request.qos = w.job.qos;
+      w.record.outcome.state = "RUNNING";
+      w.record.start_time = w.first_unix;
+      w.job.job_id = k->JobId();
+      w.monitor->set_gpu_uuids({k->gpu_uuids.begin(), k->gpu_uuids.end()});
+    }
+    w.kube = *k;  // the latest word: restarts, termination, devices
+  };
+
+  std::vector<JobRecord> ended;
+  std::set<std::string> seen;
+  for (DiscoveredJob& job : now) {
+    seen.insert(job.key);
+    auto it = jobs_.find(job.key);
+    if (it == jobs_.end()) {
+      Watched w = Watch(job, now_s, now_unix);
+      w.monitor->set_peak_from_cgroup(true);
+      size_t slash = job.key.find('/');
+      w.pod_uid = job.key.substr(4, slash - 4);
+      w.container_id = job.key.substr(slash + 1);
+      it = jobs_.emplace(job.key, std::move(w)).first;
+    }
+    Watched& w = it->second;
+    name(w);
+    if (!w.kube && kubelet_ != nullptr && kubelet_->answered() &&
+        now_s - w.seen_s >= kUnnamedGiveUpS) {
+      ++unnamed_dropped_;  // a sandbox, or a container the kubelet no longer lists
+      ignored_.insert(job.key);
+      jobs_.erase(it);
+      continue;
+    }
+    const bool empty = job.pids.empty();
+    SampleWatched(w, std::move(job), now_s, now_unix, node);
+    if (w.kube && w.kube->terminated && empty) {
+      done_.insert(it->first);  // ended, its cgroup not yet removed
+      ended.push_back(EndContainer(w, now_s));
+      jobs_.erase(it);
+    }
+  }
+  // Cgroups gone: their records wait for the kubelet to say how they ended.
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    if (seen.count(it->first) > 0) {
+      ++it;
+      continue;
+    }
+    it->second.end_wait_until_s = now_s + kEndWaitS;
+    ending_.insert(jobs_.extract(it++));
+  }
+  for (auto it = ending_.begin(); it != ending_.end();) {
+    Watched& w = it->second;
+    name(w);
+    if (w.kube && (w.kube->terminated || now_s >= w.end_wait_until_s)) {
+      ended.push_back(EndContainer(w, now_s));
+    } else if (!w.kube && now_s >= w.end_wait_until_s) {
+      ++unnamed_dropped_;
+    } else {
+      ++it;
+      continue;
+    }
+    it = ending_.erase(it);
   }
   return ended;
 }
@@ -265,7 +459,10 @@ JobTelemetry Agent::TelemetryOf(Watched& w) {
 
 std::vector<JobTelemetry> Agent::TakeTelemetry() {
   std::vector<JobTelemetry> out = std::exchange(finished_telemetry_, {});
-  for (auto& [key, w] : jobs_) out.push_back(TelemetryOf(w));
+  for (auto& [key, w] : jobs_) {
+    if (options_.kubernetes && !w.kube) continue;  // not named yet: nothing to file it under
+    out.push_back(TelemetryOf(w));
+  }
   return out;
 }
 
@@ -313,7 +510,7 @@ std::string Agent::Metrics() const {
     for (const auto& [key, w] : jobs_) {
       if (n >= exported) break;
       const nlohmann::json& m = summaries[n++];
-      if (!m.contains(row.series)) continue;
+      if (!m.contains(row.series) || w.job.job_id.empty()) continue;
       out += fmt::format("{}{{job_id=\"{}\",kind=\"{}\"}} {}\n", row.name, w.job.job_id, w.job.kind,
                          m[row.series]["last"].get<double>());
     }
@@ -327,6 +524,15 @@ std::string Agent::Metrics() const {
   out += fmt::format("rightsize_agent_cycles_total {}\n", cycles_);
   metric("rightsize_agent_jobs_finished_total", "Jobs whose usage record was written.", "counter");
   out += fmt::format("rightsize_agent_jobs_finished_total {}\n", finished_);
+  if (options_.kubernetes) {
+    metric("rightsize_agent_kubelet_errors_total",
+           "Times the kubelet's pod list or PodResources did not answer.", "counter");
+    out += fmt::format("rightsize_agent_kubelet_errors_total {}\n", kubelet_errors_);
+    metric("rightsize_agent_unnamed_containers_total",
+           "Container cgroups the kubelet never named (pod sandboxes), left unrecorded.",
+           "counter");
+    out += fmt::format("rightsize_agent_unnamed_containers_total {}\n", unnamed_dropped_);
+  }
   metric("rightsize_agent_rejected_values_total",
          "Values from /proc or cgroups rejected as garbage.", "counter");
   out += fmt::format("rightsize_agent_rejected_values_total {}\n",

@@ -1,26 +1,40 @@
 // Agent: watches every job on a node. Each cycle it finds the jobs (SLURM steps and Kubernetes
 // pods by their cgroup paths, SLURM jobs under proctrack/linuxproc by SLURM_JOB_ID in the
 // processes' environment), samples each with a JobMonitor, and when a job is gone turns its
-// monitor into the job's usage record. Metrics() renders the live view in Prometheus text
-// format with a cap on the number of jobs exported (cardinality). Not thread-safe: the caller
-// serialises Cycle() and Metrics() (the CLI holds a mutex around both).
+// monitor into the job's usage record.
+//
+// With options.kubernetes (a DaemonSet), the jobs are the containers under the kubepods cgroup
+// hierarchy instead (CgroupFs::KubeContainers, either cgroup driver, v1 or v2), each named by the
+// kubelet (Kubelet: "<namespace>/<pod>/<container>", its request, the GPUs it holds). A
+// container is watched from the cycle its cgroup appears; one the kubelet never names within
+// kUnnamedGiveUpS (a pod's sandbox) is dropped. It ends when its cgroup goes, or when the
+// kubelet says it terminated and no process is left in it; its record waits up to kEndWaitS for
+// the kubelet to report how it ended (exit code, reason), then carries its cgroup's own memory
+// peak and OOM kills, state COMPLETED, FAILED or OUT_OF_MEMORY. A failed container is diagnosed
+// from its logs under options.pod_logs_dir (TakeDiagnoses). Metrics() renders the live view in
+// Prometheus text format with a cap on the number of jobs exported (cardinality). Not thread-safe:
+// the caller serialises Cycle() and Metrics() (the CLI holds a mutex around both).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agent/cgroup.h"
 #include "agent/dcgm.h"
 #include "agent/gpu.h"
+#include "agent/kubelet.h"
 #include "agent/monitor.h"
 #include "agent/proc.h"
 #include "agent/stacks.h"
 #include "core/job.h"
 #include "core/telemetry.h"
+#include "diagnose/diagnosis.h"
 
 namespace rightsize {
 
@@ -69,6 +83,15 @@ struct AgentOptions {
   size_t max_exported_jobs = 500;  // jobs in /metrics; the rest are counted, not exported
   bool ship = false;               // keep new samples for TakeTelemetry() (a server to ship to)
   bool sample_stacks = false;      // sample each job's call stacks (perf events, 49 Hz)
+  // Watch the kubepods containers (named through set_kubelet) instead of processes.
+  bool kubernetes = false;
+  std::string pod_logs_dir = "/var/log/pods";  // the kubelet's podLogsDir
+};
+
+// A failed container's record and the diagnosis of its failure.
+struct DiagnosedRecord {
+  JobRecord job;
+  Diagnosis diagnosis;
 };
 
 class Agent {
@@ -79,6 +102,17 @@ class Agent {
   // DCGM's profiling fields for every job watched from now on (see JobMonitor::set_dcgm). May be
   // null; it must outlive the agent.
   void set_dcgm(DcgmSource* dcgm) { dcgm_ = dcgm; }
+  // Names the containers with options.kubernetes. May be null (nothing is named, so nothing is
+  // recorded); it must outlive the agent.
+  void set_kubelet(Kubelet* kubelet) { kubelet_ = kubelet; }
+
+  // Kubernetes: how long a container may stay unnamed before it is taken for a pod's sandbox,
+  // and how long an ended container's record waits for the kubelet's word on how it ended.
+  static constexpr double kUnnamedGiveUpS = 30;
+  static constexpr double kEndWaitS = 30;
+  // Kubernetes: the kubelet is asked every this many cycles, and whenever a container is new,
+  // unnamed or ending.
+  static constexpr int64_t kKubeletEveryCycles = 10;
 
   // One sampling cycle at `now_s` (seconds on the caller's clock; `now_unix` for records).
   // Returns the usage records of the jobs that ended since the last cycle.
@@ -88,6 +122,11 @@ class Agent {
   // user, name and request from its SLURM environment, start) with the samples and stacks
   // taken since the last call. Sample times are Unix seconds.
   std::vector<JobTelemetry> TakeTelemetry();
+  // The diagnoses of the failed containers that ended since the last call (Kubernetes).
+  std::vector<DiagnosedRecord> TakeDiagnoses() { return std::exchange(diagnosed_, {}); }
+  // Why the kubelet did not answer at the last asking ("" when it did).
+  const std::string& kubelet_error() const { return kubelet_error_; }
+
   // Why stack sampling is off ("" when on or not asked for).
   const std::string& stacks_note() const { return stacks_note_; }
 
@@ -105,8 +144,28 @@ class Agent {
     JobRecord record;                       // identity and request, read once
     double first_s = 0, last_s = 0;
     int64_t first_unix = 0;
+    // Kubernetes: the container's id and pod, what the kubelet said of it (once named), and
+    // when an ended container stops waiting for its termination.
+    std::string container_id, pod_uid;
+    std::optional<KubeContainer> kube;
+    double seen_s = 0, end_wait_until_s = 0;
   };
   JobRecord Identify(const DiscoveredJob& job, int64_t first_unix);
+  // The Kubernetes cycle (see the file comment).
+  std::vector<JobRecord> KubeCycle(double now_s, int64_t now_unix);
+  // The containers under kubepods now, with their processes (not those ended or ignored);
+  // `present` gets every container's key.
+  std::vector<DiscoveredJob> DiscoverContainers(std::set<std::string>* present);
+  // This cycle's reading of the node's GPUs (none when `any` is false).
+  void SampleNodeGpus(bool any, std::optional<GpuSnapshot>* nvml,
+                      std::optional<DcgmSnapshot>* dcgm);
+  // A new Watched for `job`.
+  Watched Watch(const DiscoveredJob& job, double now_s, int64_t now_unix);
+  // Samples `w` with this cycle's `job` (stacks, monitor, start time, memory limit).
+  void SampleWatched(Watched& w, DiscoveredJob job, double now_s, int64_t now_unix,
+                     const JobMonitor::NodeGpu& node);
+  // The ended container's usage record (and its diagnosis, when it failed).
+  JobRecord EndContainer(Watched& w, double now_s);
   JobTelemetry TelemetryOf(Watched& w);
   ProcFs* proc_;
   CgroupFs* cgroups_;
@@ -118,6 +177,15 @@ class Agent {
   int64_t cycles_ = 0, finished_ = 0;
   std::string stacks_note_;
   std::vector<JobTelemetry> finished_telemetry_;  // ended jobs' last batch entries
+  // Kubernetes.
+  Kubelet* kubelet_ = nullptr;
+  std::map<std::string, Watched> ending_;  // cgroup gone, waiting for the kubelet's word
+  std::set<std::string> done_;     // ended while their cgroup stays (terminated, no process)
+  std::set<std::string> ignored_;  // never named: sandboxes
+  int64_t last_kubelet_cycle_ = -1000;
+  std::string kubelet_error_;
+  int64_t kubelet_errors_ = 0, unnamed_dropped_ = 0;
+  std::vector<DiagnosedRecord> diagnosed_;
 };
 
 }  // namespace rightsize

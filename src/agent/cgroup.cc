@@ -3,8 +3,11 @@
 #include <re2/re2.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 namespace rightsize {
@@ -28,22 +31,29 @@ std::optional<CgroupJob> JobFromCgroupPath(std::string_view path) {
   static const RE2 slurm_v1(R"re((.*/slurm[^/]*/uid_(\d+)/job_(\d+))(?:/step_([\w]+))?)re");
   static const RE2 slurm_v2(R"re((.*/slurmstepd\.scope/job_(\d+))(?:/step_([\w]+))?)re");
   static const RE2 kube_fs(
-      R"re((.*/kubepods(?:/(burstable|besteffort))?/pod([0-9a-f-]{36}))(?:/([0-9a-f]{12,64}))?.*)re");
+      R"re((.*/kubepods(?:/(burstable|besteffort))?/pod([0-9a-f-]{36}))(/([0-9a-f]{12,64}))?(?:/.*)?)re");
   static const RE2 kube_systemd(
-      R"re((.*/kubepods(?:-(burstable|besteffort))?-pod([0-9a-f_]{36})\.slice)(?:/(?:cri-containerd|docker|crio)-([0-9a-f]{12,64})\.scope)?.*)re");
+      R"re((.*/kubepods(?:-(burstable|besteffort))?-pod([0-9a-f_]{36})\.slice)(/(?:cri-containerd|docker|crio)-([0-9a-f]{12,64})\.scope)?(?:/.*)?)re");
   CgroupJob job;
-  std::string base, uid, id, step, qos, container;
+  std::string base, uid, id, step, qos, container, container_part;
   if (RE2::PartialMatch(path, slurm_v1, &base, &uid, &id, &step)) {
     job.uid = uid;
   } else if (RE2::PartialMatch(path, slurm_v2, &base, &id, &step)) {
-  } else if (RE2::FullMatch(path, kube_fs, &base, &qos, &id, &container) ||
-             RE2::FullMatch(path, kube_systemd, &base, &qos, &id, &container)) {
+  } else if (RE2::FullMatch(path, kube_fs, &base, &qos, &id, &container_part, &container) ||
+             RE2::FullMatch(path, kube_systemd, &base, &qos, &id, &container_part, &container)) {
     job.kind = CgroupJob::Kind::kKubernetes;
     for (char& c : id) {
       if (c == '_') c = '-';  // the systemd driver writes the pod UID with underscores
     }
     job.qos = qos.empty() ? "guaranteed" : qos;
     job.container_id = container;
+    // Seen from a container's own cgroup namespace, a host path starts with "/..": the kubepods
+    // hierarchy then hangs from the root the agent was given.
+    if (size_t at = base.find("/kubepods");
+        at != std::string::npos && at > 0 && base.compare(0, 3, "/..") == 0) {
+      base.erase(0, at);
+    }
+    if (!container.empty()) job.container_path = base + container_part;
   } else {
     return std::nullopt;
   }
@@ -51,6 +61,44 @@ std::optional<CgroupJob> JobFromCgroupPath(std::string_view path) {
   job.step = step;
   job.path = base;
   return job;
+}
+
+std::vector<CgroupJob> CgroupFs::KubeContainers() const {
+  namespace fs = std::filesystem;
+  std::vector<CgroupJob> out;
+  const fs::path top = v2_ ? fs::path(root_) : fs::path(root_) / "memory";
+  // kubepods → qos → pod → container: four levels at most below the hierarchy's root.
+  std::function<void(const fs::path&, const std::string&, int)> walk =
+      [&](const fs::path& dir, const std::string& rel, int depth) {
+        std::error_code ec;
+        for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+          if (!it->is_directory(ec)) continue;
+          std::string name = it->path().filename().string();
+          if (depth == 0 && name.rfind("kubepods", 0) != 0) continue;
+          std::string child = rel + "/" + name;
+          if (auto job = JobFromCgroupPath(child); job && !job->container_path.empty()) {
+            if (job->container_path == child) out.push_back(std::move(*job));
+            continue;  // a container's own sub-cgroups are the container's
+          }
+          if (depth < 3) walk(it->path(), child, depth + 1);
+        }
+      };
+  walk(top, "", 0);
+  std::sort(out.begin(), out.end(), [](const CgroupJob& a, const CgroupJob& b) {
+    return a.container_path < b.container_path;
+  });
+  return out;
+}
+
+std::vector<int64_t> CgroupFs::Procs(const std::string& path) const {
+  std::vector<int64_t> pids;
+  std::ifstream in(Dir(path, "memory") + "/cgroup.procs");
+  int64_t pid = 0;
+  while (in >> pid) {
+    if (pid > 0) pids.push_back(pid);  // 0: a process outside our PID namespace
+  }
+  std::sort(pids.begin(), pids.end());
+  return pids;
 }
 
 CgroupFs::CgroupFs(std::string root) : root_(std::move(root)) {

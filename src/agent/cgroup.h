@@ -3,16 +3,19 @@
 // JobFromCgroupPath recognises SLURM steps under cgroup v1 (/slurm/uid_U/job_J/step_S) and v2
 // (/system.slice/slurmstepd.scope/job_J/step_S), and Kubernetes pods under both cgroup drivers
 // (/kubepods/burstable/pod<uid>/<container>, kubepods-burstable-pod<uid>.slice/cri-…scope),
-// with the pod UID, container id and QoS class. CgroupFs reads a cgroup's memory, CPU, I/O and
-// OOM-kill counters from a hierarchy root it is given (/sys/fs/cgroup, or a fixture tree), v1
-// or v2. A cgroup that vanished gives nullopt; a value that does not parse or is absurd is left
-// out and counted in rejected(). Not thread-safe: one owner.
+// with the pod UID, container id and QoS class; KubeContainers() lists every container's cgroup
+// under the kubepods hierarchy, for an agent that watches pods rather than processes (a
+// container's cgroup is its identity, and the kubelet names it). CgroupFs reads a cgroup's memory,
+// CPU, I/O and OOM-kill counters from a hierarchy root it is given (/sys/fs/cgroup, or a fixture
+// tree), v1 or v2. A cgroup that vanished gives nullopt; a value that does not parse or is absurd
+// is left out and counted in rejected(). Not thread-safe: one owner.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace rightsize {
 
@@ -25,6 +28,9 @@ struct CgroupJob {
   std::string container_id;  // Kubernetes
   std::string qos;           // "guaranteed", "burstable", "besteffort"
   std::string path;          // the cgroup path of the job (or pod) itself
+  // Kubernetes: the container's own cgroup ("" for a path at the pod's level). A path seen
+  // from another cgroup namespace ("/../../kubepods/…") is given from the hierarchy's root.
+  std::string container_path;
 };
 
 // The job a cgroup path belongs to; nullopt for anything else.
@@ -51,6 +57,15 @@ class CgroupFs {
   // The directory of `path` for `controller` ("memory", "cpuacct") on this hierarchy.
   std::string Dir(const std::string& path, const char* controller) const;
   int64_t rejected() const { return rejected_; }
+
+  // Every Kubernetes container's cgroup on this hierarchy (v1: under the memory controller),
+  // for both kubelet cgroup drivers: kubepods[/<qos>]/pod<UID>/<id> and
+  // kubepods.slice/…/kubepods[-<qos>]-pod<UID>.slice/{cri-containerd,crio,docker}-<id>.scope.
+  // Nothing (not an error) where there is no kubepods hierarchy.
+  std::vector<CgroupJob> KubeContainers() const;
+  // The processes in the cgroup at `path` (its cgroup.procs; v1: the memory controller's), as
+  // the host's PID namespace numbers them; empty when it has none or is gone.
+  std::vector<int64_t> Procs(const std::string& path) const;
 
  private:
   std::optional<int64_t> ReadInt(const std::string& file);

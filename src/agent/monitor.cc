@@ -147,6 +147,19 @@ void JobMonitor::SampleGpu(int64_t t, const GpuSnapshot& snap, const DcgmSnapsho
     gpu_devices_.insert(p.device_index);
     job_gpu_memory += p.used_memory_bytes.value_or(0);
   }
+  gpu_processes_seen_ |= on_gpu;
+  if (!gpu_uuids_.empty() && !pids_.empty()) {
+    int64_t held_used = 0;
+    for (const GpuDeviceSample& d : snap.devices) {
+      if (gpu_uuids_.count(d.uuid) == 0) continue;
+      on_gpu = true;
+      gpu_devices_.insert(d.index);
+      held_used += d.memory_used_bytes.value_or(0);
+    }
+    // The devices are the job's alone (a device plugin gives a GPU to one container); when
+    // NVML has never listed its processes, what is used on them is the job's.
+    if (!gpu_processes_seen_) job_gpu_memory = held_used;
+  }
   if (on_gpu) {
     double util = 0;
     int n = 0;
@@ -235,11 +248,14 @@ void JobMonitor::StartAt(double now_s, const std::vector<ProcStat>& tree, double
 }
 
 void JobMonitor::Finish(double now_s) {
-  if (!cgroups_ || cgroup_path_.empty() || !cgroup_cpu_last_ || !last_t_ || now_s <= *last_t_) {
-    return;
-  }
+  if (!cgroups_ || cgroup_path_.empty()) return;
   auto c = cgroups_->Read(cgroup_path_);
-  if (!c || !c->cpu_s || *c->cpu_s <= *cgroup_cpu_last_) return;
+  if (!c) return;
+  if (c->memory_peak_bytes)
+    cgroup_peak_ = std::max(cgroup_peak_.value_or(0), *c->memory_peak_bytes);
+  if (c->oom_kills) oom_kills_ = std::max(oom_kills_, *c->oom_kills);
+  if (!cgroup_cpu_last_ || !last_t_ || now_s <= *last_t_) return;
+  if (!c->cpu_s || *c->cpu_s <= *cgroup_cpu_last_) return;
   double delta = *c->cpu_s - *cgroup_cpu_last_;
   cpu_total_ += delta;
   Add("cpu_cores", static_cast<int64_t>(std::floor(now_s)), delta / (now_s - *last_t_));
@@ -259,7 +275,15 @@ ResourceUsage JobMonitor::Usage(double elapsed_s, std::optional<double> cpu_time
   // The largest of what each source saw: the cgroup's peak is exact; a single process's peak
   // (wait4) is exact for it; the sampled sum may miss a short spike but sees the whole tree.
   int64_t peak = static_cast<int64_t>(series_.at("memory_bytes").peak());
-  if (cgroup_peak_) peak = std::max(peak, *cgroup_peak_);
+  auto cgroup_sampled = series_.find("cgroup_memory_bytes");
+  if (peak_from_cgroup_ && cgroup_peak_) {
+    peak = *cgroup_peak_;
+  } else if (peak_from_cgroup_ && cgroup_sampled != series_.end() &&
+             !cgroup_sampled->second.empty()) {
+    peak = static_cast<int64_t>(cgroup_sampled->second.peak());
+  } else if (cgroup_peak_) {
+    peak = std::max(peak, *cgroup_peak_);
+  }
   if (max_process_rss_bytes) peak = std::max(peak, *max_process_rss_bytes);
   if (peak > 0) u.peak_rss_bytes = peak;
   const MetricSeries& mem = series_.at("memory_bytes");

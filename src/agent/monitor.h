@@ -73,6 +73,19 @@ class JobMonitor {
   // unavailable; it must outlive the monitor.
   void set_dcgm(DcgmSource* dcgm) { dcgm_ = dcgm; }
 
+  // The GPUs the job holds by UUID, as a device plugin assigned them (a Kubernetes container's
+  // nvidia.com/gpu): they are the job's GPUs whether or not NVML lists its processes on them,
+  // and while it has never listed one of its processes (a PID namespace NVML cannot see into, a
+  // driver without per-process accounting) the job's GPU memory is the memory used on those
+  // devices, whenever the job has processes.
+  void set_gpu_uuids(std::set<std::string> uuids) { gpu_uuids_ = std::move(uuids); }
+
+  // The job's memory peak is its cgroup's own when the cgroup reports one (memory.peak,
+  // memory.max_usage_in_bytes), else the highest cgroup usage sampled, else the processes' RSS:
+  // a container is limited and OOM-killed on its cgroup's count, page cache included. Off, the
+  // peak is the largest of the three (`rightsize run`, SLURM jobs).
+  void set_peak_from_cgroup(bool on) { peak_from_cgroup_ = on; }
+
   // When the job started on the caller's clock: its oldest process's start, read at the first
   // sample (that sample's time when the start is unknown). nullopt before any sample.
   std::optional<double> started_s() const { return started_s_; }
@@ -83,8 +96,9 @@ class JobMonitor {
   static constexpr double kMaxBackfillS = 600;
   int64_t samples() const { return samples_; }
 
-  // The job's processes are gone: reads its cgroup's CPU counter once more (when the cgroup
-  // still exists) so the CPU used between the last sample and the exit is not lost.
+  // The job's processes are gone: reads its cgroup's CPU, peak and OOM-kill counters once more
+  // (when the cgroup still exists) so what happened between the last sample and the exit (the
+  // CPU used, the allocation that got it killed) is not lost.
   void Finish(double now_s);
 
   // The pids of the job seen at the last sample (for the stack sampler).
@@ -135,6 +149,9 @@ class JobMonitor {
   std::optional<double> cgroup_cpu_last_;
   std::set<int64_t> pids_;
   std::set<int> gpu_devices_;
+  std::set<std::string> gpu_uuids_;
+  bool gpu_processes_seen_ = false;  // NVML has listed one of the job's processes
+  bool peak_from_cgroup_ = false;
   std::optional<int64_t> memory_limit_, cgroup_peak_, gpu_total_;
   int64_t oom_kills_ = 0;
   int64_t io_read_ = 0, io_write_ = 0;

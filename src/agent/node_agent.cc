@@ -35,9 +35,11 @@ NodeAgent::NodeAgent(NodeAgentOptions options, std::unique_ptr<Shipper> shipper)
       cgroups_(options_.cgroup_root),
       gpu_(OpenNvml(options_.gpu_library)),
       dcgm_(OpenDcgmFor(*gpu_, options_)),
+      kubelet_(options_.agent.kubernetes ? std::make_unique<Kubelet>(options_.kubelet) : nullptr),
       agent_(&proc_, &cgroups_, gpu_.get(), WithShip(options_.agent, shipper_ != nullptr)) {
   proc_.set_keep_stat_open(true);  // one pread per process per cycle, no open/close
   agent_.set_dcgm(dcgm_.get());
+  agent_.set_kubelet(kubelet_.get());
 }
 
 std::string NodeAgent::Metrics() {
@@ -46,12 +48,18 @@ std::string NodeAgent::Metrics() {
 }
 
 std::vector<JobRecord> NodeAgent::Cycle(double now_s, double* next_ship_s,
-                                        const Callbacks& callbacks) {
+                                        const Callbacks& callbacks,
+                                        std::vector<DiagnosedRecord>* diagnosed) {
   std::vector<JobRecord> ended;
   std::vector<JobTelemetry> batch;
   {
     MutexLock lock(mu_);
     ended = agent_.Cycle(now_s, std::time(nullptr));
+    *diagnosed = agent_.TakeDiagnoses();
+    if (agent_.kubelet_error() != kubelet_error_) {
+      kubelet_error_ = agent_.kubelet_error();
+      if (callbacks.kubelet_error) callbacks.kubelet_error(kubelet_error_);
+    }
     if (options_.agent.sample_stacks && !agent_.stacks_note().empty() && !stacks_warned_) {
       if (callbacks.stacks_off) callbacks.stacks_off(agent_.stacks_note());
       stacks_warned_ = true;
@@ -74,8 +82,10 @@ void NodeAgent::Run(const std::atomic<bool>& stop, const Callbacks& callbacks) {
   const double interval_s = options_.interval_s;
   while (!stop) {
     double now = std::chrono::duration<double>(Clock::now() - start).count();
-    std::vector<JobRecord> ended = Cycle(now, &next_ship_s, callbacks);
+    std::vector<DiagnosedRecord> diagnosed;
+    std::vector<JobRecord> ended = Cycle(now, &next_ship_s, callbacks, &diagnosed);
     if (!ended.empty() && callbacks.ended) callbacks.ended(ended);
+    if (!diagnosed.empty() && callbacks.diagnosed) callbacks.diagnosed(diagnosed);
     auto next =
         start + std::chrono::duration<double>((std::floor(now / interval_s) + 1) * interval_s);
     // A quarter of a second at a time, to notice a stop (the signal may land on another

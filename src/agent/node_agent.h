@@ -1,5 +1,6 @@
 // NodeAgent: `rightsize agent` without its flags, its printing or the store. It opens the node's
-// sources (/proc, the cgroup hierarchy, NVML, DCGM where NVML answers), runs the Agent's
+// sources (/proc, the cgroup hierarchy, NVML, DCGM where NVML answers, and with
+// options.agent.kubernetes the kubelet), runs the Agent's
 // sampling cycle every interval until told to stop, hands the records of the jobs that ended to
 // the caller (who stores them) and, with a Shipper, hands the live telemetry to it every ship
 // interval.
@@ -23,6 +24,7 @@
 #include "agent/cgroup.h"
 #include "agent/dcgm.h"
 #include "agent/gpu.h"
+#include "agent/kubelet.h"
 #include "agent/proc.h"
 #include "agent/shipper.h"
 #include "core/job.h"
@@ -38,6 +40,7 @@ struct NodeAgentOptions {
   std::string gpu_library = "libnvidia-ml.so.1";
   std::string dcgm_library;  // "": libdcgm.so.4, then .so.3, then .so
   AgentOptions agent;        // agent.ship is set from whether there is a shipper
+  KubeletOptions kubelet;    // with agent.kubernetes
 };
 
 class NodeAgent {
@@ -60,6 +63,10 @@ class NodeAgent {
     std::function<void(const std::vector<JobRecord>&)> ended;
     // Why stack sampling is off, once (when options.agent.sample_stacks).
     std::function<void(const std::string&)> stacks_off;
+    // The diagnoses of failed Kubernetes containers, with their records (never with none).
+    std::function<void(const std::vector<DiagnosedRecord>&)> diagnosed;
+    // Why the kubelet does not answer, each time that changes ("" when it answers again).
+    std::function<void(const std::string&)> kubelet_error;
   };
   // Samples every interval (on the interval's grid from the start) until `stop` is set; checks
   // it every quarter of a second.
@@ -73,7 +80,8 @@ class NodeAgent {
 
  private:
   // One cycle at `now_s` on the run's clock; returns the ended jobs' records.
-  std::vector<JobRecord> Cycle(double now_s, double* next_ship_s, const Callbacks& callbacks);
+  std::vector<JobRecord> Cycle(double now_s, double* next_ship_s, const Callbacks& callbacks,
+                               std::vector<DiagnosedRecord>* diagnosed);
 
   NodeAgentOptions options_;
   std::unique_ptr<Shipper> shipper_;
@@ -81,9 +89,11 @@ class NodeAgent {
   CgroupFs cgroups_;
   std::unique_ptr<GpuSource> gpu_;
   std::unique_ptr<DcgmSource> dcgm_;
-  Mutex mu_;  // the sampling loop and the /metrics thread both use agent_
+  std::unique_ptr<Kubelet> kubelet_;  // with options.agent.kubernetes
+  Mutex mu_;                          // the sampling loop and the /metrics thread both use agent_
   Agent agent_ GUARDED_BY(mu_);
   bool stacks_warned_ = false;
+  std::string kubelet_error_;  // the last one reported
 };
 
 // What `agent --server` was told about shipping, for AgentShipperOptions. The environment and

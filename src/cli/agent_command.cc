@@ -6,11 +6,13 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <ctime>
 
 #include "agent/node_agent.h"
 #include "agent/shipper.h"
 #include "cli/app.h"
 #include "cli/terminal.h"
+#include "diagnose/stored_telemetry.h"
 #include "server/metrics_endpoint.h"
 
 namespace rightsize::cli {
@@ -32,13 +34,19 @@ struct AgentFlags {
   bool no_spool = false;
   double ship_interval_s = 5;
   bool stacks = false;
+  // Kubernetes (a DaemonSet).
+  bool kubernetes = false;
+  std::string node_name;  // "" = $NODE_NAME, else the host's name
+  KubeletOptions kubelet;
+  std::string pod_logs = "/var/log/pods";
 };
 
 // With --server: the shipper, which first sends what a previous agent left in the spool.
-StatusOr<std::unique_ptr<Shipper>> OpenShipper(const AgentFlags& f, const std::string& cluster) {
+StatusOr<std::unique_ptr<Shipper>> OpenShipper(const AgentFlags& f, const std::string& cluster,
+                                               const std::string& node) {
   AgentShipSettings settings;
   settings.url = f.server;
-  settings.agent_name = cluster + "/" + HostName();
+  settings.agent_name = cluster + "/" + node;
   settings.token = f.token;
   settings.token_file = f.token_file;
   if (const char* t = std::getenv("RIGHTSIZE_AGENT_TOKEN")) settings.env_token = t;
@@ -66,13 +74,22 @@ NodeAgentOptions NodeOptions(const AgentFlags& f, const std::string& cluster) {
   o.agent.cluster = cluster;
   o.agent.max_exported_jobs = f.max_jobs;
   o.agent.sample_stacks = f.stacks;
+  o.agent.kubernetes = f.kubernetes;
+  o.agent.pod_logs_dir = f.pod_logs;
+  o.kubelet = f.kubelet;
   return o;
 }
 
 int RunAgent(Context& ctx, const AgentFlags& f) {
   // Never compete with the jobs it watches.
   setpriority(PRIO_PROCESS, 0, 10);
-  std::string cluster = f.cluster.empty() ? HostName() : f.cluster;
+  // In a DaemonSet the pod's host name is the pod's; the node's name comes from the downward API.
+  std::string node_name = f.node_name;
+  if (node_name.empty()) {
+    const char* env = std::getenv("NODE_NAME");
+    node_name = env != nullptr && *env != '\0' ? env : HostName();
+  }
+  std::string cluster = f.cluster.empty() ? node_name : f.cluster;
   // With --server the records go there; the local store is only opened without it.
   Store* local = nullptr;
   std::unique_ptr<Shipper> shipper;
@@ -81,7 +98,7 @@ int RunAgent(Context& ctx, const AgentFlags& f) {
     if (!store.ok()) return Fail(store.status());
     local = *store;
   } else {
-    auto s = OpenShipper(f, cluster);
+    auto s = OpenShipper(f, cluster, node_name);
     if (!s.ok()) return Fail(s.status());
     shipper = std::move(*s);
   }
@@ -103,6 +120,25 @@ int RunAgent(Context& ctx, const AgentFlags& f) {
   NodeAgent::Callbacks callbacks;
   callbacks.stacks_off = [](const std::string& note) {
     fmt::print(stderr, "rightsize agent: no stacks: {}\n", note);
+  };
+  callbacks.kubelet_error = [](const std::string& error) {
+    if (error.empty()) {
+      fmt::print(stderr, "rightsize agent: the kubelet answers again\n");
+    } else {
+      fmt::print(stderr, "rightsize agent: kubelet: {}\n", error);
+    }
+  };
+  callbacks.diagnosed = [local](const std::vector<DiagnosedRecord>& diagnosed) {
+    for (const DiagnosedRecord& d : diagnosed) {
+      fmt::print(stderr, "rightsize agent: {} {}: {}\n", d.job.job_id, d.job.outcome.state,
+                 d.diagnosis.summary);
+      if (local == nullptr) continue;
+      Status st = SaveDiagnosis(*local, d.job, d.diagnosis, std::time(nullptr));
+      if (!st.ok()) {
+        fmt::print(stderr, "rightsize agent: diagnosis of {} not stored: {}\n", d.job.job_id,
+                   st.ToString());
+      }
+    }
   };
   callbacks.ended = [local](const std::vector<JobRecord>& ended) {
     if (local == nullptr) return;
@@ -130,8 +166,9 @@ int RunAgent(Context& ctx, const AgentFlags& f) {
 void AddAgentCommand(CLI::App& app, Context& ctx, Action* action) {
   auto* cmd = app.add_subcommand(
       "agent",
-      "Watch every job on this node (SLURM steps, Kubernetes pods, SLURM_JOB_ID processes): "
-      "write each job's usage record when it ends and serve live /metrics");
+      "Watch every job on this node (SLURM steps, Kubernetes pods, SLURM_JOB_ID processes; with "
+      "--kubernetes, every container of every pod): write each job's usage record when it ends "
+      "and serve live /metrics");
   auto f = std::make_shared<AgentFlags>();
   cmd->add_option("--interval", f->interval_s, "Seconds between samples (default 1)")
       ->check(CLI::Range(0.05, 3600.0));
@@ -163,11 +200,35 @@ void AddAgentCommand(CLI::App& app, Context& ctx, Action* action) {
       ->check(CLI::Range(0.2, 3600.0));
   cmd->add_flag("--stacks", f->stacks,
                 "Sample each job's call stacks (perf events, 49 Hz) for the flame graphs");
+  cmd->add_flag("--kubernetes", f->kubernetes,
+                "Watch the Kubernetes containers under the kubepods cgroups (a DaemonSet) instead "
+                "of SLURM jobs: each container is a record <namespace>/<pod>/<container>, named "
+                "by the kubelet");
+  cmd->add_option("--node-name", f->node_name,
+                  "This node's name, for the records and the agent's identity (default "
+                  "$NODE_NAME, else the host's name)");
+  cmd->add_option("--kubelet-url", f->kubelet.url,
+                  "The kubelet, for its pod list (GET /pods): default https://127.0.0.1:10250; "
+                  "http://127.0.0.1:10255 for its read-only port");
+  cmd->add_option("--kubelet-token-file", f->kubelet.token_file,
+                  "Bearer token for the kubelet, read at each request (default "
+                  "/var/run/secrets/kubernetes.io/serviceaccount/token; none when missing)");
+  cmd->add_option("--kubelet-ca-file", f->kubelet.ca_file,
+                  "CA certificate that signed the kubelet's serving certificate");
+  cmd->add_flag("--kubelet-insecure-tls", f->kubelet.insecure_tls,
+                "Do not verify the kubelet's serving certificate");
+  cmd->add_option("--pod-resources-socket", f->kubelet.pod_resources_socket,
+                  "The kubelet's PodResources API, for the GPUs each container holds (default "
+                  "/var/lib/kubelet/pod-resources/kubelet.sock)");
+  cmd->add_option("--pod-logs", f->pod_logs,
+                  "The kubelet's pod log folder, for diagnosing failed containers (default "
+                  "/var/log/pods)");
   cmd->footer(
       "Usage records go to the store (--db, $RIGHTSIZE_DB or the default store), one per job "
       "when it ends; with --server, live samples, stacks and the records go to that server "
-      "instead (queued and retried while it is unreachable). The agent runs niced; SIGINT or "
-      "SIGTERM stops it.");
+      "instead (queued and retried while it is unreachable). With --kubernetes, a failed "
+      "container is diagnosed from its logs as it ends (stored with its record without "
+      "--server, printed either way). The agent runs niced; SIGINT or SIGTERM stops it.");
   cmd->callback([&ctx, action, f] { *action = [&ctx, f]() -> int { return RunAgent(ctx, *f); }; });
 }
 
