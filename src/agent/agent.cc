@@ -228,7 +228,14 @@ std::vector<JobRecord> Agent::Cycle(double now_s, int64_t now_unix) {
 
 std::vector<DiscoveredJob> Agent::DiscoverContainers(std::set<std::string>* present) {
   std::vector<DiscoveredJob> out;
-  for (CgroupJob& cg : cgroups_->KubeContainers()) {
+  // Walking the kubepods tree lists every pod's control files too: it is redone every few
+  // cycles, and in between the containers it found are read directly (a new container is seen
+  // within kWalkEveryCycles seconds; one that ended reads as gone at once).
+  if (cycles_ - last_walk_cycle_ >= kWalkEveryCycles || last_walk_cycle_ == 0) {
+    containers_ = cgroups_->KubeContainers();
+    last_walk_cycle_ = cycles_;
+  }
+  for (CgroupJob cg : containers_) {
     DiscoveredJob job;
     job.key = "k8s:" + cg.job_id + "/" + cg.container_id;
     present->insert(job.key);
@@ -236,7 +243,12 @@ std::vector<DiscoveredJob> Agent::DiscoverContainers(std::set<std::string>* pres
     job.kind = "kubernetes";
     job.cgroup = std::move(cg.container_path);
     job.qos = std::move(cg.qos);
-    for (int64_t pid : cgroups_->Procs(job.cgroup)) {
+    std::vector<int64_t> pids = cgroups_->Procs(job.cgroup);
+    if (pids.empty() && !cgroups_->Exists(job.cgroup)) {
+      present->erase(job.key);  // removed since the last walk
+      continue;
+    }
+    for (int64_t pid : pids) {
       // A process that exits while being read is not the container's any more.
       if (auto st = proc_->Stat(pid)) {
         job.pids.push_back(pid);

@@ -113,6 +113,7 @@ class Agent {
   // Kubernetes: the kubelet is asked every this many cycles, and whenever a container is new,
   // unnamed or ending.
   static constexpr int64_t kKubeletEveryCycles = 10;
+  static constexpr int64_t kWalkEveryCycles = 5;  // the kubepods tree walk (Kubernetes)
 
   // One sampling cycle at `now_s` (seconds on the caller's clock; `now_unix` for records).
   // Returns the usage records of the jobs that ended since the last cycle.
@@ -183,6 +184,8 @@ class Agent {
   std::set<std::string> done_;     // ended while their cgroup stays (terminated, no process)
   std::set<std::string> ignored_;  // never named: sandboxes
   int64_t last_kubelet_cycle_ = -1000;
+  int64_t last_walk_cycle_ = 0;
+  std::vector<CgroupJob> containers_;  // the last walk's containers
   std::string kubelet_error_;
   int64_t kubelet_errors_ = 0, unnamed_dropped_ = 0;
   std::vector<DiagnosedRecord> diagnosed_;

@@ -1,17 +1,41 @@
 #include "agent/cgroup.h"
 
+#include <fcntl.h>
 #include <re2/re2.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <sstream>
+#include <string>
+
+#include "core/fd.h"
 
 namespace rightsize {
 namespace {
+
+// Larger than any cgroup file worth reading (io.stat of a node with many disks is a few KiB).
+constexpr size_t kMaxFileBytes = 1 << 20;
+
+// A pseudo-file read whole with open/read: a stream's locale and buffer set-up cost more than
+// the read itself, and the agent reads a dozen of these per container every second.
+bool ReadSmallFile(const std::string& path, std::string* out) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return false;
+  out->clear();
+  char buf[4096];
+  while (out->size() <= kMaxFileBytes) {
+    ssize_t n = read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    if (n == 0) break;
+    out->append(buf, static_cast<size_t>(n));
+  }
+  return true;
+}
 
 constexpr int64_t kMaxBytes = int64_t{1} << 50;
 // cgroup v1 reports "no limit" as a page-aligned LONG_MAX.
@@ -90,12 +114,26 @@ std::vector<CgroupJob> CgroupFs::KubeContainers() const {
   return out;
 }
 
+bool CgroupFs::Exists(const std::string& path) const {
+  struct stat st {};
+  return stat(Dir(path, "memory").c_str(), &st) == 0;
+}
+
 std::vector<int64_t> CgroupFs::Procs(const std::string& path) const {
   std::vector<int64_t> pids;
-  std::ifstream in(Dir(path, "memory") + "/cgroup.procs");
-  int64_t pid = 0;
-  while (in >> pid) {
+  std::string text;
+  if (!ReadSmallFile(Dir(path, "memory") + "/cgroup.procs", &text)) return pids;
+  const char* p = text.data();
+  const char* end = p + text.size();
+  while (p < end) {
+    int64_t pid = 0;
+    auto [next, ec] = std::from_chars(p, end, pid);
+    if (ec != std::errc()) {
+      ++p;  // a newline
+      continue;
+    }
     if (pid > 0) pids.push_back(pid);  // 0: a process outside our PID namespace
+    p = next;
   }
   std::sort(pids.begin(), pids.end());
   return pids;
@@ -111,15 +149,13 @@ std::string CgroupFs::Dir(const std::string& path, const char* controller) const
 }
 
 std::optional<std::string> CgroupFs::ReadText(const std::string& file) {
-  std::ifstream in(file);
-  if (!in) return std::nullopt;
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (s.str().size() > (1 << 20)) {
+  std::string text;
+  if (!ReadSmallFile(file, &text)) return std::nullopt;
+  if (text.size() > kMaxFileBytes) {
     ++rejected_;
     return std::nullopt;
   }
-  return s.str();
+  return text;
 }
 
 std::optional<int64_t> CgroupFs::ReadInt(const std::string& file) {
@@ -137,17 +173,25 @@ std::optional<int64_t> CgroupFs::ReadInt(const std::string& file) {
 std::optional<int64_t> CgroupFs::KeyValue(const std::string& file, std::string_view key) {
   auto text = ReadText(file);
   if (!text) return std::nullopt;
-  std::istringstream in(*text);
-  std::string k, v;
-  while (in >> k >> v) {
-    if (k == key) {
-      auto n = ParseInt(v);
-      if (!n || *n < 0) {
-        ++rejected_;
-        return std::nullopt;
-      }
-      return n;
+  return KeyIn(*text, key);
+}
+
+std::optional<int64_t> CgroupFs::KeyIn(std::string_view text, std::string_view key) {
+  // "key value" lines (memory.events, cpu.stat, memory.oom_control).
+  while (!text.empty()) {
+    size_t eol = text.find('\n');
+    std::string_view line = text.substr(0, eol);
+    text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
+    size_t space = line.find(' ');
+    if (space == std::string_view::npos || line.substr(0, space) != key) continue;
+    std::string_view value = line.substr(space + 1);
+    while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+    auto n = ParseInt(value);
+    if (!n || *n < 0) {
+      ++rejected_;
+      return std::nullopt;
     }
+    return n;
   }
   return std::nullopt;
 }
@@ -170,9 +214,11 @@ std::optional<CgroupCounters> CgroupFs::Read(const std::string& path) {
     c.memory_limit_bytes = sane(ReadInt(mem + "/memory.max"));
     c.swap_bytes = sane(ReadInt(mem + "/memory.swap.current"));
     c.oom_kills = KeyValue(mem + "/memory.events", "oom_kill");
-    if (auto usec = KeyValue(mem + "/cpu.stat", "usage_usec")) c.cpu_s = *usec / 1e6;
-    c.throttled_periods = KeyValue(mem + "/cpu.stat", "nr_throttled");
-    if (auto usec = KeyValue(mem + "/cpu.stat", "throttled_usec")) c.throttled_s = *usec / 1e6;
+    if (auto stat = ReadText(mem + "/cpu.stat")) {  // one read for its three counters
+      if (auto usec = KeyIn(*stat, "usage_usec")) c.cpu_s = *usec / 1e6;
+      c.throttled_periods = KeyIn(*stat, "nr_throttled");
+      if (auto usec = KeyIn(*stat, "throttled_usec")) c.throttled_s = *usec / 1e6;
+    }
     // io.stat: "8:0 rbytes=… wbytes=… rios=…" per device.
     if (auto io = ReadText(mem + "/io.stat")) {
       static const RE2 re(R"re(rbytes=(\d+) wbytes=(\d+))re");
@@ -193,8 +239,10 @@ std::optional<CgroupCounters> CgroupFs::Read(const std::string& path) {
     std::string cpu = Dir(path, "cpuacct");
     if (auto ns = ReadInt(cpu + "/cpuacct.usage")) c.cpu_s = static_cast<double>(*ns) / 1e9;
     std::string cpu_ctl = Dir(path, "cpu");
-    c.throttled_periods = KeyValue(cpu_ctl + "/cpu.stat", "nr_throttled");
-    if (auto ns = KeyValue(cpu_ctl + "/cpu.stat", "throttled_time")) c.throttled_s = *ns / 1e9;
+    if (auto stat = ReadText(cpu_ctl + "/cpu.stat")) {
+      c.throttled_periods = KeyIn(*stat, "nr_throttled");
+      if (auto ns = KeyIn(*stat, "throttled_time")) c.throttled_s = *ns / 1e9;
+    }
     // blkio: "8:0 Read 1234" lines.
     if (auto io = ReadText(Dir(path, "blkio") + "/blkio.throttle.io_service_bytes")) {
       static const RE2 re(R"re(\d+:\d+ (Read|Write) (\d+))re");

@@ -63,6 +63,8 @@ class CgroupFs {
   // kubepods.slice/…/kubepods[-<qos>]-pod<UID>.slice/{cri-containerd,crio,docker}-<id>.scope.
   // Nothing (not an error) where there is no kubepods hierarchy.
   std::vector<CgroupJob> KubeContainers() const;
+  // Whether the cgroup `path` (as JobFromCgroupPath gives it) is still there.
+  bool Exists(const std::string& path) const;
   // The processes in the cgroup at `path` (its cgroup.procs; v1: the memory controller's), as
   // the host's PID namespace numbers them; empty when it has none or is gone.
   std::vector<int64_t> Procs(const std::string& path) const;
@@ -71,6 +73,8 @@ class CgroupFs {
   std::optional<int64_t> ReadInt(const std::string& file);
   std::optional<std::string> ReadText(const std::string& file);
   std::optional<int64_t> KeyValue(const std::string& file, std::string_view key);
+  // The value of `key` in "key value" lines; nullopt when absent or not a count.
+  std::optional<int64_t> KeyIn(std::string_view text, std::string_view key);
   std::string root_;
   bool v2_ = false;
   int64_t rejected_ = 0;

@@ -570,8 +570,8 @@ class SqliteStore final : public Store {
         filter.newest > 0 ? fmt::format(" {} end_time IS NOT NULL ORDER BY end_time DESC LIMIT {}",
                                         where.empty() ? "WHERE" : "AND", filter.newest)
                           : "";
-    RS_ASSIGN_OR_RETURN(
-        auto stmt, PrepareCached(fmt::format("SELECT {} FROM jobs{}{}",
+    RS_ASSIGN_OR_RETURN(auto stmt, PrepareCached(fmt::format(
+                                       "SELECT {} FROM jobs{}{}",
                                        filter.lean ? kLeanJobColumns : kJobColumns, where, order)));
     BindArgs(stmt.get(), args);
     JobRecord job;
@@ -897,7 +897,8 @@ class SqliteStore final : public Store {
   }
 
   StatusOr<int64_t> LatestModelVersion(const std::string& cluster) override {
-    RS_ASSIGN_OR_RETURN(auto stmt, PrepareCached("SELECT max(version) FROM models WHERE cluster = ?1"));
+    RS_ASSIGN_OR_RETURN(auto stmt,
+                        PrepareCached("SELECT max(version) FROM models WHERE cluster = ?1"));
     sqlite3_bind_text(stmt.get(), 1, cluster.c_str(), -1, SQLITE_TRANSIENT);
     if (sqlite3_step(stmt.get()) != SQLITE_ROW) return Error("reading the model version");
     if (sqlite3_column_type(stmt.get(), 0) == SQLITE_NULL) {
