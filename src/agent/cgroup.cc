@@ -196,7 +196,7 @@ std::optional<int64_t> CgroupFs::KeyIn(std::string_view text, std::string_view k
   return std::nullopt;
 }
 
-std::optional<CgroupCounters> CgroupFs::Read(const std::string& path) {
+std::optional<CgroupCounters> CgroupFs::Read(const std::string& path, bool all) {
   CgroupCounters c;
   std::string mem = Dir(path, "memory");
   struct stat st {};
@@ -210,6 +210,12 @@ std::optional<CgroupCounters> CgroupFs::Read(const std::string& path) {
   };
   if (v2_) {
     c.memory_bytes = sane(ReadInt(mem + "/memory.current"));
+    if (!all) {
+      if (auto stat = ReadText(mem + "/cpu.stat")) {
+        if (auto usec = KeyIn(*stat, "usage_usec")) c.cpu_s = *usec / 1e6;
+      }
+      return c;
+    }
     c.memory_peak_bytes = sane(ReadInt(mem + "/memory.peak"));
     c.memory_limit_bytes = sane(ReadInt(mem + "/memory.max"));
     c.swap_bytes = sane(ReadInt(mem + "/memory.swap.current"));
@@ -233,11 +239,12 @@ std::optional<CgroupCounters> CgroupFs::Read(const std::string& path) {
     }
   } else {
     c.memory_bytes = sane(ReadInt(mem + "/memory.usage_in_bytes"));
+    std::string cpu = Dir(path, "cpuacct");
+    if (auto ns = ReadInt(cpu + "/cpuacct.usage")) c.cpu_s = static_cast<double>(*ns) / 1e9;
+    if (!all) return c;
     c.memory_peak_bytes = sane(ReadInt(mem + "/memory.max_usage_in_bytes"));
     c.memory_limit_bytes = sane(ReadInt(mem + "/memory.limit_in_bytes"));
     c.oom_kills = KeyValue(mem + "/memory.oom_control", "oom_kill");
-    std::string cpu = Dir(path, "cpuacct");
-    if (auto ns = ReadInt(cpu + "/cpuacct.usage")) c.cpu_s = static_cast<double>(*ns) / 1e9;
     std::string cpu_ctl = Dir(path, "cpu");
     if (auto stat = ReadText(cpu_ctl + "/cpu.stat")) {
       c.throttled_periods = KeyIn(*stat, "nr_throttled");

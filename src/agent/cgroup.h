@@ -53,7 +53,10 @@ class CgroupFs {
   explicit CgroupFs(std::string root = "/sys/fs/cgroup");
   bool v2() const { return v2_; }
   // The counters of the cgroup at `path` (as /proc/PID/cgroup writes it); nullopt when gone.
-  std::optional<CgroupCounters> Read(const std::string& path);
+  // `all` false: only what changes from second to second (memory in use and CPU time); the
+  // peak, limit, OOM kills, throttling and I/O (counters that only grow, or rarely change) are
+  // left unset, for a caller that reads them every few samples.
+  std::optional<CgroupCounters> Read(const std::string& path, bool all = true);
   // The directory of `path` for `controller` ("memory", "cpuacct") on this hierarchy.
   std::string Dir(const std::string& path, const char* controller) const;
   int64_t rejected() const { return rejected_; }

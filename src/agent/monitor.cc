@@ -64,7 +64,10 @@ void JobMonitor::Sample(double now_s, const std::vector<int64_t>* pids,
   cpu_seen_ = std::move(cpu_now);
   std::optional<int64_t> cg_memory;
   if (cgroups_ && !cgroup_path_.empty()) {
-    if (auto c = cgroups_->Read(cgroup_path_)) {
+    // The counters that only grow (peak, OOM kills, throttling) lose nothing read every few
+    // samples; Finish reads them all once more.
+    const bool all = (samples_ - 1) % cgroup_all_every_ == 0;
+    if (auto c = cgroups_->Read(cgroup_path_, all)) {
       cg_memory = c->memory_bytes;
       if (c->memory_limit_bytes) memory_limit_ = c->memory_limit_bytes;
       if (c->memory_peak_bytes) {

@@ -52,10 +52,12 @@ class JobMonitor {
               const std::vector<ProcStat>* stats = nullptr, const NodeGpu* node = nullptr);
 
   // The agent watches hundreds of processes: it reads each one's open files every tenth
-  // sample and its I/O counters every fifth. `rightsize run` (one job) reads them every time.
+  // sample, its I/O counters and the cgroup's growing counters (peak, OOM kills, throttling,
+  // I/O) every fifth. `rightsize run` (one job) reads them every time.
   void set_sparse_reads(bool sparse) {
     fd_every_ = sparse ? 10 : 1;
     io_every_ = sparse ? 5 : 1;
+    cgroup_all_every_ = sparse ? 5 : 1;
   }
 
   // Shipping to a server: with keep_new on, every sample is also kept until TakeNew() hands
@@ -160,7 +162,7 @@ class JobMonitor {
   std::vector<GpuEvent> gpu_events_;
   int64_t samples_ = 0;
   std::optional<std::string> host_netns_;  // the agent's network namespace, read once
-  int64_t fd_every_ = 1, io_every_ = 1;
+  int64_t fd_every_ = 1, io_every_ = 1, cgroup_all_every_ = 1;
 };
 
 }  // namespace rightsize
