@@ -139,6 +139,12 @@ class PrometheusApi {
     }
     nlohmann::json doc = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
     bool is_api = doc.is_object() && doc.contains("status") && doc["status"].is_string();
+    if (!is_api && (status == 401 || status == 403)) {
+      refusal->status = Status::BadInput(fmt::format(
+          "{} answered HTTP {} ({}): give credentials with --bearer-token-file or --header", where,
+          status, Quote(body.substr(0, 120))));
+      return false;
+    }
     if (!is_api) {
       std::string kind = status == 200 ? "an answer that is not the Prometheus API's JSON"
                                        : fmt::format("HTTP {}", status);
@@ -669,7 +675,9 @@ std::string GpuTypeOfModelName(std::string_view model_name) {
     if (letter && digit && !t.ends_with("gb")) model = t;
   }
   if (model.empty()) {
-    for (const auto& t : tokens) model += (model.empty() ? "" : "-") + t;
+    for (const auto& t : tokens) {
+      if (t != "nvidia" && t != "tesla") model += (model.empty() ? "" : "-") + t;
+    }
     return model;
   }
   if (model == "a100" && gb80) return "a100-80gb";

@@ -158,6 +158,11 @@ class H(http.server.BaseHTTPRequestHandler):
             body, code, ctype = b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"pod":"p"},"values":[[1,2]]}]}}', 200, "application/json"
         elif mode == "error":
             body, code, ctype = b'{"status":"error","errorType":"bad_data","error":"invalid parameter \\"query\\": parse error"}', 400, "application/json"
+        elif mode == "auth":  # a proxy in front of an empty Prometheus
+            if self.headers.get("Authorization") != "Bearer s3cret" or self.headers.get("X-Scope-OrgID") != "lab":
+                body, code, ctype = b"Unauthorized", 401, "text/plain"
+            else:
+                body, code, ctype = b'{"status":"success","data":{"resultType":"matrix","result":[]}}', 200, "application/json"
         else:
             body, code, ctype = b'{"status":"success","warnings":["partial response: store 10.0.0.3 unreachable"],"data":{"resultType":"vector","result":[]}}', 200, "application/json"
         self.send_response(code)
@@ -186,4 +191,9 @@ fake error
 bad "an error answer" "Prometheus refused a first test query (HTTP 400, bad_data)" --url "$FAKE"
 fake warn
 bad "an answer with warnings" "--allow-warnings" --url "$FAKE"
+fake auth
+bad "no credentials" "HTTP 401" --url "$FAKE"
+printf 's3cret\n' >"$WORK/token"
+bad "credentials sent, but no kube-state-metrics" "no kube-state-metrics pod phases" \
+  --url "$FAKE" --bearer-token-file "$WORK/token" --header 'X-Scope-OrgID: lab'
 finish
