@@ -26,11 +26,13 @@
 // Paging: every query is a *_over_time over chunks of at most `chunk_s` that tile the window back
 // from `to`, asked as one query_range whose step is the chunk (so a 14-day window is 14 points
 // per series, far below Prometheus's 11,000), split into several requests when an answer would
-// pass `max_answer_bytes`; a chunk is halved when Prometheus refuses it (too many samples, query
-// timeout). Start and end come from kube_pod_start_time and kube_pod_completion_time; where those
-// are missing, from when the pod was first seen running or finished, to `step_s`; a pod deleted
-// while it ran ended when it was last seen (up to Prometheus's 5-minute lookback later where its
-// series ended without a staleness marker, as in backfilled data).
+// pass `max_answer_bytes`; a query Prometheus refuses as too heavy (too many samples, its query
+// timeout) is asked again for fewer chunks per request, then for shorter chunks. Start and end come
+// from kube_pod_start_time and kube_pod_completion_time; where those are missing, from when the pod
+// was first seen running or finished, to `step_s` (a subquery asked only for those pods, by name,
+// over the chunks each was seen in); a pod deleted while it ran ended when it was last seen (up to
+// Prometheus's 5-minute lookback later where its series ended without a staleness marker, as in
+// backfilled data).
 //
 // Every query is answered before anything is returned: an unreachable URL, an HTTP error, a
 // server that is not Prometheus, malformed JSON, an answer with status "error", one larger than
