@@ -1,4 +1,5 @@
-// `rightsize ingest sacct|swf|clustercockpit|sinfo|slurm`: load accounting into the store.
+// `rightsize ingest sacct|swf|clustercockpit|sinfo|slurm|prometheus`: load accounting into the
+// store.
 #include <fmt/format.h>
 
 #include <atomic>
@@ -15,9 +16,11 @@
 #include "core/json_text.h"
 #include "ingest/clustercockpit.h"
 #include "ingest/ingest.h"
+#include "ingest/prometheus.h"
 #include "ingest/sacct.h"
 #include "ingest/sinfo.h"
 #include "ingest/swf.h"
+#include "jobscript/k8s_workload.h"
 #include "report/render.h"
 #include "slurm/follower.h"
 
@@ -362,6 +365,176 @@ void AddIngestSlurm(CLI::App* ingest, Context& ctx, Action* action) {
   });
 }
 
+// A span for --step and --chunk: "60s", "5m", "1h", "1d", or plain seconds.
+StatusOr<int64_t> ParseSpan(const std::string& text) {
+  std::string_view t = Trim(text);
+  int64_t unit = 1;
+  if (!t.empty() && std::string_view("smhd").find(t.back()) != std::string_view::npos) {
+    unit = t.back() == 's' ? 1 : t.back() == 'm' ? 60 : t.back() == 'h' ? 3600 : 86400;
+    t.remove_suffix(1);
+  }
+  auto n = ParseInt(t);
+  if (!n || *n <= 0 || *n > int64_t{366} * 86400 / unit) {
+    return Status::InvalidArgument(
+        fmt::format("expected a span like 60s, 5m, 1h or 1d, got {}", Quote(text)));
+  }
+  return *n * unit;
+}
+
+// ingest prometheus
+void AddIngestPrometheus(CLI::App* ingest, Context& ctx, Action* action) {
+  auto* cmd = ingest->add_subcommand(
+      "prometheus",
+      "Read a Kubernetes cluster's pod history from Prometheus: kube-state-metrics requests, "
+      "limits, owners and phases, cAdvisor memory and CPU, dcgm-exporter GPU memory and "
+      "utilisation; one job record per container of each pod, as the webhook and the agent key "
+      "them. Re-ingesting replaces, never duplicates.");
+  struct PromFlags {
+    std::string url, since = "14d", until, step = "60s", chunk = "1d", token_file;
+    std::vector<std::string> headers;
+    double timeout_s = 120;
+    std::string max_answer = "64Mi";
+    bool allow_warnings = false;
+  };
+  auto p = std::make_shared<PromFlags>();
+  auto flags = std::make_shared<CommonFlags>();
+  cmd->add_option("--url", p->url,
+                  "Prometheus's address: http(s)://HOST:PORT, with a path prefix if it sits "
+                  "behind one (Thanos, Mimir and VictoriaMetrics work too)")
+      ->required();
+  cmd->add_option("--since", p->since, "Start of the window: 14d, 12h, or 2024-01-31")
+      ->capture_default_str();
+  cmd->add_option("--until", p->until, "End of the window (default: now)");
+  cmd->add_option("--step", p->step,
+                  "Time resolution of pod start and end times where kube-state-metrics has no "
+                  "timestamp for them (60s, 5m)")
+      ->capture_default_str();
+  cmd->add_option("--chunk", p->chunk,
+                  "Longest span one query point covers; halved by itself when Prometheus "
+                  "refuses a query as too heavy")
+      ->capture_default_str();
+  cmd->add_option("--header", p->headers,
+                  "An HTTP header for every request, 'Name: value' (repeatable), e.g. "
+                  "'Authorization: Bearer TOKEN' or 'X-Scope-OrgID: tenant'");
+  cmd->add_option("--bearer-token-file", p->token_file,
+                  "Send 'Authorization: Bearer <the file's content>' (a service account token)");
+  cmd->add_option("--timeout", p->timeout_s, "Seconds to wait for each answer")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 3600.0));
+  cmd->add_option("--max-answer", p->max_answer,
+                  "Largest answer read at once (64Mi, 512Ki); a larger one is asked again for "
+                  "fewer chunks per request")
+      ->capture_default_str();
+  cmd->add_flag("--allow-warnings", p->allow_warnings,
+                "Keep answers that carry warnings (partial data from Thanos or Mimir) and note "
+                "them, instead of failing");
+  cmd->add_option("--cluster", flags->cluster,
+                  "Cluster name stored with each record (default: "
+                  "'default')");
+  cmd->add_flag("--json", flags->json, "Print the ingest summary as JSON");
+  cmd->callback([&ctx, action, p, flags] {
+    *action = [&ctx, p, flags]() -> int {
+      auto now = static_cast<int64_t>(std::time(nullptr));
+      PrometheusOptions o;
+      o.url = p->url;
+      auto from = ParseTimeSpec(p->since, now);
+      if (!from.ok()) return Fail(from.status().WithContext("--since"));
+      o.from_s = *from;
+      o.to_s = now;
+      if (!p->until.empty()) {
+        auto to = ParseTimeSpec(p->until, now);
+        if (!to.ok()) return Fail(to.status().WithContext("--until"));
+        o.to_s = *to;
+      }
+      auto step = ParseSpan(p->step);
+      if (!step.ok()) return Fail(step.status().WithContext("--step"));
+      o.step_s = *step;
+      auto chunk = ParseSpan(p->chunk);
+      if (!chunk.ok()) return Fail(chunk.status().WithContext("--chunk"));
+      o.chunk_s = *chunk;
+      for (const auto& h : p->headers) {
+        auto header = ParseHeaderFlag(h);
+        if (!header.ok()) return Fail(header.status());
+        o.headers.push_back(*header);
+      }
+      if (!p->token_file.empty()) {
+        std::error_code ec;
+        if (!std::filesystem::is_regular_file(p->token_file, ec)) {
+          return Fail(Status::NotFound(
+              fmt::format("--bearer-token-file: {}: no such file", p->token_file)));
+        }
+        std::string token(Trim(ReadWholeFile(p->token_file)));
+        if (token.empty()) {
+          return Fail(
+              Status::BadInput(fmt::format("--bearer-token-file: {} is empty", p->token_file)));
+        }
+        o.headers.emplace_back("Authorization", "Bearer " + token);
+      }
+      o.timeout_s = p->timeout_s;
+      auto max_answer = ParseQuantity(p->max_answer);
+      if (!max_answer.ok() || *max_answer < 1024) {
+        return Fail(Status::InvalidArgument(
+            fmt::format("--max-answer: expected a size of at least 1Ki like 64Mi, got {}",
+                        Quote(p->max_answer))));
+      }
+      o.max_answer_bytes = static_cast<int64_t>(*max_answer);
+      o.allow_warnings = p->allow_warnings;
+      std::optional<ProgressBar> bar;
+      if (!flags->json) bar.emplace(fmt::format("ingest {}", o.url));
+      o.progress = [&bar](int64_t, int64_t done, int64_t total) {
+        if (bar) bar->Update(done, total);
+      };
+      auto t0 = std::chrono::steady_clock::now();
+      auto history = ReadPrometheus(o);
+      if (bar) bar->Done();
+      bar.reset();
+      IngestStats stats;
+      Status st;
+      if (!history.ok()) {
+        st = history.status();
+        stats.file = o.url;
+      } else {
+        auto store = ctx.OpenedStore();
+        if (!store.ok()) return Fail(store.status());
+        IngestOptions options;
+        options.override_cluster = true;
+        st = IngestRecords(o.url, std::move(history->records), history->notes, **store,
+                           flags->cluster.empty() ? "default" : flags->cluster, options, &stats);
+      }
+      // The whole read, not only the store's part.
+      stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (flags->json) {
+        nlohmann::json doc = IngestStatsJson(stats, st);
+        if (history.ok()) {
+          doc["requests"] = history->requests;
+          doc["series"] = history->series;
+          doc["pods"] = history->pods;
+          doc["running"] = history->running;
+        }
+        doc["from"] = o.from_s;
+        doc["until"] = o.to_s;
+        fmt::print("{}\n", JsonText(nlohmann::json{{"files", nlohmann::json::array({doc})},
+                                                   {"stored", stats.stored},
+                                                   {"skipped", stats.skipped},
+                                                   {"store", ctx.StorePath()}},
+                                    2));
+        return st.ok() ? kExitOk : ExitCodeFor(st);
+      }
+      if (history.ok()) {
+        fmt::print(
+            "{}: {} containers of {} pods stored in cluster '{}' ({} series in {} requests, "
+            "{:.2f} s)\n",
+            o.url, FormatThousands(static_cast<double>(stats.stored), 0),
+            FormatThousands(static_cast<double>(history->pods), 0), stats.cluster,
+            FormatThousands(static_cast<double>(history->series), 0), history->requests,
+            stats.seconds);
+        for (const auto& note : stats.notes) fmt::print("{}: note: {}\n", o.url, note);
+      }
+      return st.ok() ? kExitOk : Fail(st);
+    };
+  });
+}
+
 }  // namespace
 
 void AddIngestCommands(CLI::App& app, Context& ctx, Action* action) {
@@ -373,6 +546,7 @@ void AddIngestCommands(CLI::App& app, Context& ctx, Action* action) {
   AddIngestClusterCockpit(ingest, ctx, action);
   AddIngestSinfo(ingest, ctx, action);
   AddIngestSlurm(ingest, ctx, action);
+  AddIngestPrometheus(ingest, ctx, action);
 }
 
 int IngestSlurm(Context& ctx, const SlurmIngestOptions& o, int64_t from, int64_t to,

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
+#include <iterator>
 #include <thread>
 
 #include "core/mutex.h"
@@ -189,6 +191,45 @@ Status IngestFile(const std::string& path, RecordParser& parser, Store& store,
   }
   if (!parser.metadata().empty()) {
     RS_RETURN_IF_ERROR(store.PutClusterMeta(cluster, parser.metadata()));
+  }
+  return Status::Ok();
+}
+
+Status IngestRecords(const std::string& name, std::vector<JobRecord> records,
+                     std::vector<std::string> notes, Store& store, const std::string& cluster,
+                     const IngestOptions& options, IngestStats* stats) {
+  auto t0 = std::chrono::steady_clock::now();
+  IngestStats local;
+  IngestStats& s = stats != nullptr ? *stats : local;
+  s = IngestStats();
+  s.file = name;
+  s.cluster = cluster;
+  s.notes = std::move(notes);
+  s.lines = static_cast<int64_t>(records.size());
+  Status write_status;
+  {
+    BatchWriter writer(store);
+    const size_t batch_size = std::max<size_t>(options.batch_size, 1);
+    for (size_t begin = 0; begin < records.size(); begin += batch_size) {
+      size_t end = std::min(records.size(), begin + batch_size);
+      std::vector<JobRecord> batch(std::make_move_iterator(records.begin() + begin),
+                                   std::make_move_iterator(records.begin() + end));
+      for (auto& job : batch) {
+        if (job.cluster.empty() || options.override_cluster) job.cluster = cluster;
+        s.clusters.insert(job.cluster);
+      }
+      s.records += static_cast<int64_t>(batch.size());
+      writer.Push(std::move(batch));
+      if (options.progress) options.progress(s.records, static_cast<int64_t>(records.size()));
+    }
+    write_status = writer.Close();
+    s.stored = writer.stored();
+  }
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  RS_RETURN_IF_ERROR(write_status);
+  if (s.records == 0 && !options.allow_empty) {
+    return Status::BadInput(fmt::format("{}: no job records{}", s.file,
+                                        s.notes.empty() ? "" : " (" + s.notes[0] + ")"));
   }
   return Status::Ok();
 }

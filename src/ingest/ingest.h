@@ -81,6 +81,14 @@ struct IngestStats {
 Status IngestFile(const std::string& path, RecordParser& parser, Store& store,
                   const std::string& cluster, const IngestOptions& options, IngestStats* stats);
 
+// Stores records read some other way than line by line (`ingest prometheus` answers its queries
+// first, then stores), through the same batches and writer as IngestFile. `name` stands for the
+// file in `stats`; lines = records. Records that name no cluster get `cluster`. Stats as for
+// IngestFile; an empty `records` is BadInput unless options.allow_empty.
+Status IngestRecords(const std::string& name, std::vector<JobRecord> records,
+                     std::vector<std::string> notes, Store& store, const std::string& cluster,
+                     const IngestOptions& options, IngestStats* stats);
+
 // What one file's ingest did, as `ingest --json` lists it (file, clusters, lines, records,
 // stored, skipped, errors, notes, seconds, error) and as the line `ingest` prints (with a line
 // per note).
