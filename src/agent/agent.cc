@@ -287,11 +287,7 @@ JobRecord Agent::EndContainer(Watched& w, double now_s) {
   r.end_time = w.first_unix + static_cast<int64_t>(std::llround(w.last_s - w.first_s));
   r.usage = w.monitor->Usage(w.last_s - w.first_s, std::nullopt, std::nullopt);
   r.outcome = KubeOutcome(w.kube->terminated, w.monitor->oom_kills());
-  if (options_.ship) {
-    JobTelemetry t = TelemetryOf(w);
-    t.job = r;
-    finished_telemetry_.push_back(std::move(t));
-  }
+  std::optional<ShippedDiagnosis> shipped;
   if (r.outcome.state == "FAILED" || r.outcome.state == "OUT_OF_MEMORY") {
     const KubeContainer& k = *w.kube;
     DiagnoseInput in;
@@ -313,7 +309,17 @@ JobRecord Agent::EndContainer(Watched& w, double now_s) {
       scans.push_back(ScanLogText(log->text, files.back()));
     }
     // Without its log (rotated away, no --pod-logs mount) the record and telemetry still speak.
-    diagnosed_.push_back({r, DiagnoseScans(std::move(scans), in)});
+    Diagnosis d = DiagnoseScans(std::move(scans), in);
+    // Shipped with the record: the server has no access to the node's logs.
+    shipped = ShippedDiagnosis{std::string(FailureClassName(d.cls)), d.confidence,
+                               DiagnosisToJson(d).dump()};
+    diagnosed_.push_back({r, std::move(d)});
+  }
+  if (options_.ship) {
+    JobTelemetry t = TelemetryOf(w);
+    t.job = r;
+    t.diagnosis = std::move(shipped);
+    finished_telemetry_.push_back(std::move(t));
   }
   ++finished_;
   return r;
@@ -349,13 +355,13 @@ std::vector<JobRecord> Agent::KubeCycle(double now_s, int64_t now_unix) {
     if (k == nullptr) return;
     if (!w.kube) {
       w.record.cluster = options_.cluster;
-      w.record.job_id = k->JobId();
+      w.record.job_id = k->RecordId();
       w.record.source = "kubernetes";
       w.record.request = k->request;
       if (w.record.request.qos.empty()) w.record.request.qos = w.job.qos;
       w.record.outcome.state = "RUNNING";
       w.record.start_time = w.first_unix;
-      w.job.job_id = k->JobId();
+      w.job.job_id = k->RecordId();
       w.monitor->set_gpu_uuids({k->gpu_uuids.begin(), k->gpu_uuids.end()});
     }
     w.kube = *k;  // the latest word: restarts, termination, devices

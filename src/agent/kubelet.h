@@ -49,6 +49,11 @@ struct KubeContainer {
 
   // "<namespace>/<pod>/<container>": the record's job id.
   std::string JobId() const { return namespace_name + "/" + pod + "/" + container; }
+  // The record of this instance: JobId() for the first, "<JobId()>#<n>" after the n-th
+  // restart, so that each run of a crash-looping container (each OOM kill) is kept.
+  std::string RecordId() const {
+    return restart_count == 0 ? JobId() : JobId() + "#" + std::to_string(restart_count);
+  }
 };
 
 // The containers of a PodList (v1) document by bare container id ("containerd://abc…" → "abc…"),

@@ -29,6 +29,10 @@ nlohmann::json TelemetryBatchJson(const std::string& agent, int64_t seq,
     }
     nlohmann::json e = {{"job", t.job}, {"samples", std::move(samples)}};
     if (!t.stacks.empty()) e["stacks"] = t.stacks;
+    if (t.diagnosis) {
+      auto doc = nlohmann::json::parse(t.diagnosis->document, nullptr, /*allow_exceptions=*/false);
+      if (!doc.is_discarded()) e["diagnosis"] = std::move(doc);
+    }
     entries.push_back(std::move(e));
   }
   return {{"schema", "rightsize.telemetry/v1"}, {"agent", agent}, {"seq", seq}, {"jobs", entries}};

@@ -135,6 +135,28 @@ bool DecodeEntry(const nlohmann::json& e, const std::string& path, const Telemet
       out->stacks[stack] += count.get<int64_t>();
     }
   }
+  if (auto d = e.find("diagnosis"); d != e.end() && !d->is_null()) {
+    // What the agent concluded about a failed job from the logs on its node.
+    if (!d->is_object() || d->value("schema", "") != "rightsize.diagnosis/v1") {
+      return fail(".diagnosis", "expected a rightsize.diagnosis/v1 object");
+    }
+    auto cls = d->find("class");
+    auto confidence = d->find("confidence");
+    if (cls == d->end() || !cls->is_string() || !ValidName(cls->get<std::string>(), 64)) {
+      return fail(".diagnosis.class", "expected a failure class like host_oom");
+    }
+    if (confidence == d->end() || !confidence->is_number() || !(confidence->get<double>() >= 0) ||
+        !(confidence->get<double>() <= 1)) {
+      return fail(".diagnosis.confidence", "expected a number from 0 to 1");
+    }
+    std::string document = d->dump();
+    if (document.size() > limits.max_diagnosis_bytes) {
+      return fail(".diagnosis", fmt::format("at most {} bytes, got {}", limits.max_diagnosis_bytes,
+                                            document.size()));
+    }
+    out->diagnosis =
+        ShippedDiagnosis{cls->get<std::string>(), confidence->get<double>(), std::move(document)};
+  }
   return true;
 }
 

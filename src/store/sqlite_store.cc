@@ -8,6 +8,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -1019,6 +1020,15 @@ class SqliteStore final : public Store {
     std::vector<JobRecord> records;
     std::string blob;
     for (const JobTelemetry& jt : jobs) {
+      if (jt.diagnosis) {  // the agent's, of a job that failed on its node
+        StoredDiagnosis d{jt.job.cluster,
+                          jt.job.job_id,
+                          jt.job.end_time.value_or(static_cast<int64_t>(std::time(nullptr))),
+                          jt.diagnosis->cls,
+                          jt.diagnosis->confidence,
+                          jt.diagnosis->document};
+        RS_RETURN_IF_ERROR(PutDiagnosis(d));
+      }
       JobRecord existing;
       RS_ASSIGN_OR_RETURN(bool found, FindJob(jt.job.cluster, jt.job.job_id, &existing));
       // A running job's record is the same in every batch: rewriting it (and its three

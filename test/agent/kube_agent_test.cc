@@ -28,6 +28,7 @@
 #include "agent/gpu.h"
 #include "agent/kubelet.h"
 #include "agent/proc.h"
+#include "agent/shipper.h"
 #include "podresources/api.grpc.pb.h"
 
 namespace rightsize {
@@ -362,6 +363,31 @@ TEST(KubeletTest, NamesContainersFromThePodListAndTheirGpusFromPodResources) {
   EXPECT_FALSE(ContainersFromPodList(json::array()).ok());
 }
 
+// A crash-looping container: each instance (each OOM kill) is a record of its own, not the
+// last one overwriting the others.
+TEST(KubeletTest, EachRestartOfAContainerIsARecordOfItsOwn) {
+  json pod = PodJson("ml", "etl-x7k2p", kUidA, "Burstable", "Job", "etl", "main", kCidA,
+                     json::object(), Running());
+  json& status = pod["status"]["containerStatuses"][0];
+  status["restartCount"] = 2;
+  status["lastState"] = {{"terminated",
+                          {{"exitCode", 137},
+                           {"reason", "OOMKilled"},
+                           {"containerID", "containerd://" + std::string(kCidB)}}}};
+  auto containers = ContainersFromPodList({{"kind", "PodList"}, {"items", {pod}}});
+  ASSERT_TRUE(containers.ok()) << containers.status().ToString();
+  ASSERT_EQ(containers->count(kCidA), 1U);
+  ASSERT_EQ(containers->count(kCidB), 1U);
+  EXPECT_EQ(containers->at(kCidA).RecordId(), "ml/etl-x7k2p/main#2");
+  EXPECT_EQ(containers->at(kCidB).RecordId(), "ml/etl-x7k2p/main#1");
+  EXPECT_EQ(containers->at(kCidB).terminated->reason, "OOMKilled");
+  pod["status"]["containerStatuses"][0]["restartCount"] = 0;
+  pod["status"]["containerStatuses"][0]["lastState"] = json::object();
+  auto first = ContainersFromPodList({{"kind", "PodList"}, {"items", {pod}}});
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->at(kCidA).RecordId(), "ml/etl-x7k2p/main");
+}
+
 // --- real cgroups (v1 hybrid on this machine) --------------------------------------------------
 
 constexpr const char* kControllers[] = {"memory", "cpu", "cpuacct", "pids"};
@@ -640,6 +666,7 @@ TEST(KubeAgentTest, RealOomKillIsOutOfMemoryAndAFailedPodIsDiagnosedFromItsLog) 
   options.cluster = "k8s-test";
   options.kubernetes = true;
   options.pod_logs_dir = logs;
+  options.ship = true;  // as in the DaemonSet: records and diagnoses go to the server
   Agent agent(&proc, &cgroups, nullptr, options);
   agent.set_kubelet(&k);
   EXPECT_TRUE(agent.Cycle(0, 1000).empty());
@@ -683,6 +710,16 @@ TEST(KubeAgentTest, RealOomKillIsOutOfMemoryAndAFailedPodIsDiagnosedFromItsLog) 
   std::string evidence;
   for (const auto& e : diag["ml/bad-fghij/main"].evidence) evidence += e.text + "\n";
   EXPECT_NE(evidence.find("No module named 'torchvision'"), std::string::npos) << evidence;
+
+  // The server cannot read the node's logs: the diagnosis is shipped with the record.
+  std::map<std::string, JobTelemetry> shipped;
+  for (auto& t : agent.TakeTelemetry()) shipped[t.job.job_id] = t;
+  ASSERT_TRUE(shipped.count("ml/bad-fghij/main"));
+  ASSERT_TRUE(shipped["ml/bad-fghij/main"].diagnosis.has_value());
+  EXPECT_EQ(shipped["ml/bad-fghij/main"].diagnosis->cls, "import_error");
+  json batch = TelemetryBatchJson("node-1", 1, {shipped["ml/bad-fghij/main"]});
+  EXPECT_EQ(batch["jobs"][0]["diagnosis"]["class"], "import_error");
+  EXPECT_EQ(batch["jobs"][0]["diagnosis"]["schema"], "rightsize.diagnosis/v1");
 }
 
 }  // namespace

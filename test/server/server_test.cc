@@ -83,6 +83,35 @@ TEST(DecodeTelemetry, KeepsValidEntriesAndSaysWhereTheOthersWentWrong) {
   EXPECT_EQ(b->rejected[3].path, "jobs[4].samples.m[0]");
 }
 
+// A failed pod is diagnosed on its node, where its logs are: the diagnosis travels with its
+// record, and the server keeps it where `rightsize diagnose` and the dashboard read it.
+TEST(DecodeTelemetry, AnAgentsDiagnosisIsKeptWithTheJob) {
+  auto b = DecodeTelemetry(R"({"schema":"rightsize.telemetry/v1","agent":"n1","seq":4,"jobs":[
+    {"job":{"cluster":"c","job_id":"ml/etl-x7k2p/main","end_time":1700000000},
+     "diagnosis":{"schema":"rightsize.diagnosis/v1","class":"import_error","confidence":0.9,
+                  "summary":"No module named 'torchvision'"}},
+    {"job":{"cluster":"c","job_id":"2"},"diagnosis":{"schema":"rightsize.diagnosis/v1",
+                  "class":"import_error","confidence":7}},
+    {"job":{"cluster":"c","job_id":"3"},"diagnosis":"it broke"}]})");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_EQ(b->jobs.size(), 1u);
+  ASSERT_TRUE(b->jobs[0].diagnosis.has_value());
+  EXPECT_EQ(b->jobs[0].diagnosis->cls, "import_error");
+  ASSERT_EQ(b->rejected.size(), 2u);
+  EXPECT_EQ(b->rejected[0].path, "jobs[1].diagnosis.confidence");
+  EXPECT_EQ(b->rejected[1].path, "jobs[2].diagnosis");
+
+  auto store = OpenStore(TempDb("diagnosis"));
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(*(*store)->WriteTelemetry(b->agent, b->seq, b->jobs));
+  auto kept = (*store)->GetDiagnosis("c", "ml/etl-x7k2p/main");
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(kept->cls, "import_error");
+  EXPECT_DOUBLE_EQ(kept->confidence, 0.9);
+  EXPECT_EQ(kept->created_at, 1700000000);
+  EXPECT_NE(kept->document.find("torchvision"), std::string::npos);
+}
+
 TEST(DecodeTelemetry, RefusesWhatIsNotABatch) {
   for (const char* body :
        {"", "[]", "{", R"({"schema":"x"})",
