@@ -3,7 +3,9 @@
 // The only file that talks to XGBoost, so the rest of the model code deals in plain vectors
 // and Status. Rows are dense float matrices, row-major; NaN means "unknown" (XGBoost learns
 // which way a missing value goes at each split). Not thread-safe: one Booster per thread for
-// training; Predict on a trained booster from one thread at a time.
+// training. On a trained booster PredictOne may run on several threads at once (XGBoost's
+// in-place prediction keeps its scratch space per thread); Predict and Contributions run from
+// one thread at a time, with no PredictOne beside them.
 #pragma once
 
 #include <cstdint>

@@ -14,7 +14,8 @@ StatusOr<ModelCache::Entry> ModelCache::Get(const std::string& cluster, int64_t 
   // locks the same mutex.
   auto loaded = load();
   if (!loaded.ok()) return loaded.status();
-  Entry e{std::make_shared<const ModelSet>(std::move(*loaded)), std::make_shared<std::mutex>()};
+  Entry e{std::make_shared<const ModelSet>(std::move(*loaded)),
+          std::make_shared<std::shared_mutex>()};
   MutexLock lock(mu_);
   ++loads_;
   auto& slot = by_cluster_[cluster];

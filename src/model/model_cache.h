@@ -7,7 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
+#include <shared_mutex>
 #include <string>
 
 #include "core/mutex.h"
@@ -18,11 +18,13 @@ namespace rightsize {
 
 class ModelCache {
  public:
-  // A model set and the lock its users hold while they predict with it (XGBoost's boosters
-  // keep per-call scratch space; one prediction at a time per set keeps them safe).
+  // A model set and the lock its users hold while they predict with it: shared for
+  // Booster::PredictOne (XGBoost's in-place prediction, thread-safe on one booster since
+  // XGBoost 1.1: its scratch space is per thread), exclusive for the predictions through a
+  // DMatrix (Predict, Contributions), which XGBoost does not promise to run beside others.
   struct Entry {
     std::shared_ptr<const ModelSet> set;
-    std::shared_ptr<std::mutex> mu;
+    std::shared_ptr<std::shared_mutex> mu;
   };
 
   // The cluster's model of `version`: the cached one when it is that version, else what

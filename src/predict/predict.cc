@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
 
 #include "core/units.h"
 #include "jobscript/job_script.h"
@@ -62,13 +63,12 @@ struct Work {  // NOLINT(bugprone-exception-escape): json's move may throw
   JobRecord job;
   int64_t now = 0;
   nlohmann::json notes = nlohmann::json::array();
-  // The model: from the cache when the caller keeps one (its lock held while predicting).
+  // The model: from the cache when the caller keeps one.
   std::shared_ptr<const ModelSet> held;
-  // The set's lock, owned here too: the cache may replace its entry (another thread loaded the
-  // same version) while this prediction still holds the lock. Declared before `predicting`,
-  // so it outlives the unlock.
-  std::shared_ptr<std::mutex> held_mu;
-  std::unique_lock<std::mutex> predicting;
+  // The cached set's lock (ModelCache::Entry), taken around each use of its boosters only;
+  // owned here too, as the cache may replace its entry (another thread loaded the same version)
+  // while this prediction still uses it. Null for a set read for this prediction alone.
+  std::shared_ptr<std::shared_mutex> held_mu;
   const ModelSet* set = nullptr;
   std::vector<JobRecord> past;  // the user's and the program's finished jobs, oldest first
   History history;
@@ -131,7 +131,6 @@ Status LoadModel(Store& store, ModelCache* models, Work& w) {
       RS_ASSIGN_OR_RETURN(auto entry, models->Get(w.cluster, *version, load));
       w.held = entry.set;
       w.held_mu = entry.mu;
-      w.predicting = std::unique_lock<std::mutex>(*w.held_mu);
     } else {
       RS_ASSIGN_OR_RETURN(auto parsed, load());
       w.held = std::make_shared<const ModelSet>(std::move(parsed));
@@ -307,7 +306,11 @@ nlohmann::json Explain(Work& w, Target t, const TargetModel& m, float anchor,
   for (int c : m.columns) gathered.push_back(w.row[c]);
   std::vector<float> contrib;
   nlohmann::json why = nlohmann::json::array();
-  if (!m.median.Contributions(gathered.data(), 1, gathered.size(), &contrib).ok()) return why;
+  {
+    std::unique_lock<std::shared_mutex> alone;  // a DMatrix prediction: no other beside it
+    if (w.held_mu) alone = std::unique_lock<std::shared_mutex>(*w.held_mu);
+    if (!m.median.Contributions(gathered.data(), 1, gathered.size(), &contrib).ok()) return why;
+  }
   std::vector<size_t> order(m.columns.size());
   for (size_t k = 0; k < order.size(); ++k) order[k] = k;
   std::sort(order.begin(), order.end(),
@@ -342,8 +345,11 @@ Status PredictFromModel(Work& w, Target t, const TargetModel& m,
                         const std::array<float, kNumBaselines>& baselines, nlohmann::json tj) {
   std::string anchor_from;
   float anchor = w.history.Anchor(w.job, t, baselines, &anchor_from);
+  std::shared_lock<std::shared_mutex> beside;  // in-place predictions run side by side
+  if (w.held_mu) beside = std::shared_lock<std::shared_mutex>(*w.held_mu);
   RS_ASSIGN_OR_RETURN(
       auto p, PredictTarget(m, w.row.data(), baselines, anchor, request, SubmitWeight(t, w.job)));
+  if (beside.owns_lock()) beside.unlock();
   std::optional<double> too_small;
   if (request) too_small = p.ProbTooSmall(*request);
   double used = 0;

@@ -8,8 +8,9 @@
 // cluster's model, the user's and the program's finished jobs, the cluster's shape) and, for
 // GPU memory, the job's Python code (code/).
 //
-// Thread-safe when each thread has its own Store connection; a shared ModelCache serialises the
-// use of each model set. Failures: a script that cannot be read or parsed (BadInput/NotFound),
+// Thread-safe when each thread has its own Store connection; with a shared ModelCache the
+// predictions of one model set run side by side, their explanations (SHAP values, through a
+// DMatrix) one at a time. Failures: a script that cannot be read or parsed (BadInput/NotFound),
 // a store error; a cluster or user without history still gets an answer, with notes saying so.
 #pragma once
 

@@ -2,12 +2,17 @@
 // a store filled with the real HPC2N excerpt, trained, then asked about job scripts.
 #include "predict/predict.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "ingest/ingest.h"
 #include "ingest/swf.h"
@@ -151,6 +156,93 @@ TEST_F(PredictServiceTest, ScriptWarningsAndBadScripts) {
   PredictRequest missing;
   missing.script = "/nonexistent/job.sh";
   EXPECT_FALSE(PredictJob(*store_, missing).ok());
+}
+
+// The server predicts on several threads with one ModelCache: the predictions of one model set
+// run side by side (XGBoost's in-place prediction on one booster), their explanations one at a
+// time. Every thread must get exactly the answer a lone thread gets, explanations included.
+TEST(PredictConcurrencyTest, ThreadsSharingOneModelAnswerAsOneThreadDoes) {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("rs_predict_threads_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::string db = (dir / "store.db").string();
+  {
+    auto store = OpenStore(db);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    SwfParser parser;
+    IngestStats stats;
+    ASSERT_TRUE(IngestFile(kTrace, parser, **store, "hpc2n", IngestOptions{}, &stats).ok());
+    ASSERT_TRUE(TrainCluster(**store, "hpc2n").ok());
+  }
+  auto store = OpenStore(db);
+  ASSERT_TRUE(store.ok());
+  // Several users, requests and scripts: each answer differs from the others.
+  std::map<std::string, int> count;
+  int64_t last_end = 0;
+  ASSERT_TRUE((*store)
+                  ->ScanJobs(JobFilter{},
+                             [&](const JobRecord& j) {
+                               if (j.end_time) {
+                                 ++count[j.request.user];
+                                 last_end = std::max(last_end, *j.end_time);
+                               }
+                               return true;
+                             })
+                  .ok());
+  std::vector<PredictRequest> requests;
+  int k = 0;
+  for (const auto& [user, n] : count) {
+    if (n < 20 || requests.size() >= 12) continue;
+    PredictRequest r;
+    r.script = "job.sh";
+    r.script_text = fmt::format("#!/bin/bash\n#SBATCH -n {}\n#SBATCH --time={}:00:00\nsrun ./a\n",
+                                1 << (k % 4), 1 + 5 * k);
+    r.user = user;
+    r.now = last_end + 3600;
+    r.explain = k % 3 == 0;  // the DMatrix predictions, taken alone, among the in-place ones
+    requests.push_back(r);
+    ++k;
+  }
+  ASSERT_GE(requests.size(), 6U);
+  std::vector<std::string> serial;
+  ModelCache alone;
+  for (const auto& r : requests) {
+    auto out = PredictJob(**store, r, &alone);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ASSERT_EQ(out->doc["targets"]["runtime"]["source"], "model");
+    serial.push_back(out->doc.dump());
+  }
+  ASSERT_NE(serial[0], serial[1]);
+
+  ModelCache shared;
+  std::atomic<int> answered{0}, differed{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      auto own = OpenStore(db);  // one Store connection per thread, as the server's
+      if (!own.ok()) {
+        ++failed;
+        return;
+      }
+      for (int round = 0; round < 5; ++round) {
+        for (size_t i = 0; i < requests.size(); ++i) {
+          size_t at = (i + static_cast<size_t>(t)) % requests.size();
+          auto out = PredictJob(**own, requests[at], &shared);
+          if (!out.ok()) {
+            ++failed;
+          } else if (out->doc.dump() != serial[at]) {
+            ++differed;
+          }
+          ++answered;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(differed.load(), 0);
+  EXPECT_EQ(answered.load(), 8 * 5 * static_cast<int>(requests.size()));
 }
 
 TEST(TrainServiceTest, AnEmptyClusterIsABadInputNotACrash) {

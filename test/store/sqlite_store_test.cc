@@ -234,6 +234,46 @@ TEST_F(SqliteStoreTest, DataSurvivesReopenAndSchemaIsVersioned) {
   EXPECT_NE(newer.status().message().find("newer"), std::string::npos);
 }
 
+// Schema 5 keeps the models in a rowid table (a WITHOUT ROWID key dragged the model's blob
+// through every lookup of the newest version); a version-4 file keeps its models on upgrade.
+TEST_F(SqliteStoreTest, ModelsSurviveTheUpgradeFromSchemaFour) {
+  {
+    auto store = OpenStore(path_);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->PutModel("c1", 100, 10, std::string(300000, 'a')).ok());
+    ASSERT_TRUE((*store)->PutModel("c1", 200, 20, std::string(300000, 'b')).ok());
+  }
+  // The file as schema 4 wrote it.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE models_v4 (cluster TEXT NOT NULL, version INTEGER NOT NULL, "
+                         "trained_at INTEGER NOT NULL, jobs INTEGER NOT NULL, blob BLOB NOT NULL, "
+                         "PRIMARY KEY (cluster, version)) WITHOUT ROWID;"
+                         "INSERT INTO models_v4 SELECT * FROM models; DROP TABLE models;"
+                         "ALTER TABLE models_v4 RENAME TO models; PRAGMA user_version = 4;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto store = OpenStore(path_);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ(*(*store)->LatestModelVersion("c1"), 2);
+  auto newest = (*store)->GetModel("c1", 0);
+  ASSERT_TRUE(newest.ok());
+  EXPECT_EQ(newest->version, 2);
+  EXPECT_EQ(newest->jobs, 20);
+  EXPECT_EQ(newest->blob, std::string(300000, 'b'));
+  EXPECT_EQ((*store)->GetModel("c1", 1)->blob, std::string(300000, 'a'));
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  sqlite3_prepare_v2(db, "SELECT sql FROM sqlite_master WHERE name = 'models'", -1, &stmt, nullptr);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  std::string sql = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+  EXPECT_EQ(sql.find("WITHOUT ROWID"), std::string::npos) << sql;
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+}
+
 TEST_F(SqliteStoreTest, DiagnosisIsKeptWithTheJobAndReplaced) {
   {
     auto store = OpenStore(path_);
