@@ -102,6 +102,11 @@ port = service["spec"]["ports"][0]
 check(port["port"] == 443 and port["targetPort"] == 8443, "Service rightsize: 443 -> 8443")
 server = by_kind["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]
 check(any(p["containerPort"] == 8443 for p in server["ports"]), "server listens on 8443")
+# Without --config the server answers anyone who reaches its Service as an admin.
+check("--config" in server["args"] and any(
+    v.get("secret", {}).get("secretName") == "rightsize-config"
+    for v in by_kind["Deployment"][0]["spec"]["template"]["spec"]["volumes"]),
+      "server runs with an access config (agent tokens) from Secret rightsize-config")
 check(service["spec"]["selector"].items() <=
       by_kind["Deployment"][0]["spec"]["template"]["metadata"]["labels"].items(),
       "the Service selects the server's pods")
