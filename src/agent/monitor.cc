@@ -254,8 +254,9 @@ void JobMonitor::Finish(double now_s) {
   if (!cgroups_ || cgroup_path_.empty()) return;
   auto c = cgroups_->Read(cgroup_path_);
   if (!c) return;
-  if (c->memory_peak_bytes)
+  if (c->memory_peak_bytes) {
     cgroup_peak_ = std::max(cgroup_peak_.value_or(0), *c->memory_peak_bytes);
+  }
   if (c->oom_kills) oom_kills_ = std::max(oom_kills_, *c->oom_kills);
   if (!cgroup_cpu_last_ || !last_t_ || now_s <= *last_t_) return;
   if (!c->cpu_s || *c->cpu_s <= *cgroup_cpu_last_) return;

@@ -27,7 +27,7 @@ struct TelemetryLimits {
   size_t max_stack_bytes = 8'192;  // one folded stack
   size_t max_name_bytes = 128;     // metric names
   int max_depth = 32;              // nesting of arrays and objects (checked before parsing)
-  size_t max_diagnosis_bytes = 256 * 1024;  // one job's diagnosis document
+  size_t max_diagnosis_bytes = size_t{256} * 1024;  // one job's diagnosis document
 };
 
 struct RejectedEntry {
