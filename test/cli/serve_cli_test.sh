@@ -213,6 +213,12 @@ job=$!
   --ship-interval 1 --spool "$WORK/spool2" 2>"$WORK/agent2.err" &
 agent=$!
 wait "$job"
+# Batches on disk (slow to come on a loaded machine: at most 20 s), then one ship interval
+# more for the job's end record.
+for _ in $(seq 1 40); do
+  [ "$(ls "$WORK/spool2" | grep -c '\.json$' || true)" -ge 2 ] && break
+  sleep 0.5
+done
 sleep 1.5
 kill -TERM "$agent"
 wait "$agent" || true
