@@ -10,7 +10,7 @@
 set -euo pipefail
 RS=$1
 DURATION=${2:-60}
-WORK=$(mktemp -d /tmp/rightsize-kube-bench.XXXXXX)
+WORK=$(mktemp -d)  # removed on exit
 CG=/sys/fs/cgroup
 pids=()
 groups=()

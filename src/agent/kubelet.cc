@@ -156,8 +156,8 @@ StatusOr<std::map<std::string, KubeContainer>> ContainersFromPodList(const json&
 }
 
 struct Kubelet::Grpc {
-  std::shared_ptr<grpc::Channel> channel;  // shared: gRPC's API hands it out so
-  std::unique_ptr<v1::PodResourcesLister::Stub> stub;
+  std::shared_ptr<grpc::Channel> channel;                // shared: gRPC's API hands it out so
+  std::unique_ptr<v1::PodResourcesLister::Stub> lister;  // the generated client
 };
 
 Kubelet::Kubelet(KubeletOptions options) : options_(std::move(options)) {
@@ -166,7 +166,7 @@ Kubelet::Kubelet(KubeletOptions options) : options_(std::move(options)) {
     grpc_ = std::make_unique<Grpc>();
     grpc_->channel = grpc::CreateChannel("unix://" + options_.pod_resources_socket,
                                          grpc::InsecureChannelCredentials());
-    grpc_->stub = v1::PodResourcesLister::NewStub(grpc_->channel);
+    grpc_->lister = v1::PodResourcesLister::NewStub(grpc_->channel);
   }
 }
 
@@ -214,7 +214,7 @@ StatusOr<std::map<std::string, std::vector<std::string>>> Kubelet::FetchDevices(
                        std::chrono::milliseconds(static_cast<int64_t>(options_.timeout_s * 1000)));
   v1::ListPodResourcesRequest request;
   v1::ListPodResourcesResponse response;
-  grpc::Status st = grpc_->stub->List(&context, request, &response);
+  grpc::Status st = grpc_->lister->List(&context, request, &response);
   if (!st.ok()) {
     return Status::IoError("kubelet PodResources " + options_.pod_resources_socket + ": " +
                            st.error_message());

@@ -97,7 +97,7 @@ class Kubelet {
   // "<namespace>/<pod>/<container>" → the GPU UUIDs it holds.
   StatusOr<std::map<std::string, std::vector<std::string>>> FetchDevices();
 
-  struct Grpc;  // the PodResources channel and stub (keeps gRPC out of this header)
+  struct Grpc;  // the PodResources channel and client (keeps gRPC out of this header)
   KubeletOptions options_;
   std::unique_ptr<Grpc> grpc_;
   std::map<std::string, KubeContainer> containers_;

@@ -32,7 +32,7 @@ def check(cond, what):
 
 
 # --- Helm: the minimal renderer ------------------------------------------------------------
-PLACEHOLDER = re.compile(r"\{\{\s*\.Values\.([A-Za-z0-9_.]+)\s*\}\}")
+VALUE_REF = re.compile(r"\{\{\s*\.Values\.([A-Za-z0-9_.]+)\s*\}\}")
 
 
 def render(text, values):
@@ -44,7 +44,7 @@ def render(text, values):
             v = v[part]
         return str(v)
 
-    out = PLACEHOLDER.sub(value, text)
+    out = VALUE_REF.sub(value, text)
     if "{{" in out:
         raise ValueError("template syntax other than {{ .Values.x }}: " +
                          out[out.index("{{"):][:60])
