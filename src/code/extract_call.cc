@@ -123,10 +123,13 @@ Analyzer::CallMatch Analyzer::ExtractTrainingLoopCall(const CallSite& c) {
     }
     Set(facts_.parallelism, std::string("HF Trainer (DDP)"), where,
         "the HF Trainer runs DDP over the processes it is launched with", kRankDefault);
-  } else if (name == "Trainer" && (c.callee.find("pl.") != std::string::npos ||
-                                   c.callee.find("L.") != std::string::npos ||
-                                   c.callee.find("lightning") != std::string::npos)) {
-    Set(facts_.training, true, where, "Lightning Trainer", kRankCall);
+  } else if ((name == "Trainer" && (c.callee.find("pl.") != std::string::npos ||
+                                    c.callee.find("L.") != std::string::npos ||
+                                    c.callee.find("lightning") != std::string::npos)) ||
+             name == "Fabric") {
+    // Lightning's Trainer, or Fabric (the same precision, devices and strategy arguments; a
+    // Fabric program trains only if it builds an optimizer).
+    if (name == "Trainer") Set(facts_.training, true, where, "Lightning Trainer", kRankCall);
     Value precision = KwValue(c, "precision");
     std::string p = precision.kind == Value::Kind::kNumber ? fmt::format("{}", precision.number)
                                                            : Lower(precision.text);
@@ -160,10 +163,13 @@ Analyzer::CallMatch Analyzer::ExtractTrainingLoopCall(const CallSite& c) {
       Set(facts_.zero_stage, s[s.find("deepspeed_stage_") + 16] - '0', where,
           fmt::format("Trainer(strategy=\"{}\")", s), kRankCall);
     }
-    if ((devices.IsNumber() && (devices.number > 1 || devices.number == -1)) || !s.empty() ||
-        (facts_.processes.value.value_or(1) > 1)) {
+    // strategy=FSDPStrategy(…): that call decides the parallelism.
+    bool strategy_object =
+        !ts_node_is_null(Kw(c.file, c.node, "strategy")) && strategy.kind != Value::Kind::kString;
+    if (!strategy_object && ((devices.IsNumber() && (devices.number > 1 || devices.number == -1)) ||
+                             !s.empty() || (facts_.processes.value.value_or(1) > 1))) {
       Set(facts_.parallelism, s.empty() ? std::string("Lightning (DDP)") : "Lightning " + s, where,
-          "Lightning Trainer", kRankCall);
+          fmt::format("Lightning {}", name), kRankCall);
     }
   } else if (name == "Accelerator") {
     Value mp = KwValue(c, "mixed_precision");
@@ -274,7 +280,8 @@ Analyzer::CallMatch Analyzer::ExtractOptimizerCall(const CallSite& c) {
   std::string_view name = c.name;
   SourceLine where = Where(c);
   if (name == "Adam" || name == "AdamW" || name == "FusedAdam" || name == "DeepSpeedCPUAdam" ||
-      name == "Lamb" || name == "LAMB" || name == "NAdam" || name == "RAdam") {
+      name == "PagedAdamW" || name == "PagedAdam" || name == "PagedAdamW32bit" || name == "Lamb" ||
+      name == "LAMB" || name == "NAdam" || name == "RAdam") {
     SetInBranch(facts_.optimizer, Optimizer::kAdam, where, fmt::format("{}()", c.callee),
                 kRankCall);
     Set(facts_.training, true, where, fmt::format("{}()", c.callee), kRankCall);
@@ -330,6 +337,39 @@ Analyzer::CallMatch Analyzer::ExtractParallelCall(const CallSite& c) {
         kRankCall);
     if (args.find("CPUOffload") != std::string::npos) {
       Set(facts_.optimizer_offload, true, where, "FSDP CPUOffload", kRankCall);
+    }
+  } else if (name == "FSDPStrategy") {
+    // Lightning's FSDP: FULL_SHARD unless sharding_strategy says otherwise.
+    Set(facts_.parallelism, std::string("Lightning FSDP"), where, "FSDPStrategy()", kRankCall);
+    Value sharding = KwValue(c, "sharding_strategy");
+    std::string how = sharding.known()
+                          ? "FSDPStrategy(sharding_strategy=" +
+                                Text(c.file, Kw(c.file, c.node, "sharding_strategy")) + ")"
+                          : "FSDPStrategy(): FULL_SHARD by default";
+    std::string text =
+        sharding.known() ? sharding.text : Text(c.file, Kw(c.file, c.node, "sharding_strategy"));
+    int stage = text.find("SHARD_GRAD_OP") != std::string::npos ? 2
+                : text.find("NO_SHARD") != std::string::npos    ? 0
+                                                                : 3;
+    Set(facts_.zero_stage, stage, where, how, kRankCall);
+    if (TruthOf(KwValue(c, "cpu_offload")) == true) {
+      Set(facts_.optimizer_offload, true, where, "FSDPStrategy(cpu_offload=True)", kRankCall);
+    }
+    if (!ts_node_is_null(Kw(c.file, c.node, "activation_checkpointing_policy")) ||
+        !ts_node_is_null(Kw(c.file, c.node, "activation_checkpointing"))) {
+      SetInBranch(facts_.checkpointing, Checkpointing::kFull, where,
+                  "FSDPStrategy(activation_checkpointing…)", kRankCall);
+    }
+  } else if (name == "DeepSpeedStrategy") {
+    Set(facts_.parallelism, std::string("Lightning DeepSpeed"), where, "DeepSpeedStrategy()",
+        kRankCall);
+    Value stage = KwValue(c, "stage");
+    Set(facts_.zero_stage, stage.IsNumber() ? static_cast<int>(stage.number) : 2, where,
+        stage.IsNumber() ? "DeepSpeedStrategy(stage=…)" : "DeepSpeedStrategy(): stage 2 by default",
+        kRankCall);
+    if (TruthOf(KwValue(c, "offload_optimizer")) == true) {
+      Set(facts_.optimizer_offload, true, where, "DeepSpeedStrategy(offload_optimizer=True)",
+          kRankCall);
     }
   } else if (name == "DataParallel") {
     Set(facts_.parallelism, std::string("DataParallel"), where,

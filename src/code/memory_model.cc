@@ -125,6 +125,7 @@ double StaticTerms(const CodeFacts& f, bool training, Precision precision, Optim
   AddLine(&weights.lines, f.parameters);
   AddLine(&weights.lines, f.model);
   AddLine(&weights.lines, f.precision);
+  AddLine(&weights.lines, f.weight_dtype);
   AddLine(&weights.lines, f.zero_stage);
   e->terms.push_back(weights);
   double static_bytes = weights.bytes;
@@ -431,7 +432,16 @@ StatusOr<MemoryEstimate> EstimateGpuMemory(const CodeFacts& f) {
   e.data_parallel_gpus = f.DataParallelGpus();
   double static_bytes = 0;
   if (!FrozenBaseTerms(f, training, precision, optimizer, params, &e, &static_bytes)) {
-    static_bytes = StaticTerms(f, training, precision, optimizer, params, &e);
+    // Autocast over weights loaded in 16-bit (torch_dtype=torch.bfloat16 with the HF Trainer's
+    // bf16=True) keeps no fp32 master copy: the weights, gradients and optimizer states are all
+    // in the weights' dtype.
+    Precision states = precision;
+    bool mixed = precision == Precision::kMixedBf16 || precision == Precision::kMixedFp16;
+    if (training && mixed &&
+        (f.weight_dtype.value == Precision::kBf16 || f.weight_dtype.value == Precision::kFp16)) {
+      states = *f.weight_dtype.value;
+    }
+    static_bytes = StaticTerms(f, training, states, optimizer, params, &e);
   }
   double dynamic_bytes = 0;
   RS_RETURN_IF_ERROR(ActivationTerms(f, training, precision, &e, &dynamic_bytes));

@@ -293,7 +293,8 @@ class ConfigReader {
     if (!t) return std::nullopt;
     double d = 0;
     auto [end, ec] = std::from_chars(t->data(), t->data() + t->size(), d);
-    if (ec != std::errc() || d < 0 || d > 1e12) return std::nullopt;
+    // Beyond any real model: products of two such sizes stay far inside int64.
+    if (ec != std::errc() || d < 0 || d > 1e8) return std::nullopt;
     return static_cast<int64_t>(d);
   }
   int64_t Int(std::initializer_list<std::string_view> keys, int64_t fallback) const {
@@ -568,8 +569,8 @@ double TransformerParametersOf(const TransformerSpec& s) {
                       ? std::floor(static_cast<double>(s.image_size) / static_cast<double>(s.patch))
                       : 0;
     // The patch projection (a convolution with bias), the [CLS] token and the positions.
-    total +=
-        static_cast<double>(s.channels * s.patch * s.patch) * h + h + h + (side * side + 1) * h;
+    auto p = static_cast<double>(s.patch);
+    total += static_cast<double>(s.channels) * p * p * h + h + h + (side * side + 1) * h;
   }
   const auto e = static_cast<double>(s.embed_dim > 0 ? s.embed_dim : s.hidden);
   const auto v = static_cast<double>(s.vocab);

@@ -2,6 +2,7 @@
 // comments), and the advice it drives.
 #include "code/memory_model.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -614,6 +615,81 @@ out = model.generate(ids, max_new_tokens=64)
   auto e = EstimateGpuMemory(*facts);
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   EXPECT_GT(Term(*e, "KV cache"), 0);
+}
+
+}  // namespace
+}  // namespace rightsize::code
+
+namespace rightsize::code {
+namespace {
+
+TEST(MemoryModelTest, FabricWithAnFsdpStrategyShardsOverItsDevicesAnd8BitAdam) {
+  Analysed a = AnalyseSource("fabric", R"(
+import lightning as L
+import bitsandbytes as bnb
+from lightning.fabric.strategies import FSDPStrategy
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+strategy = FSDPStrategy(activation_checkpointing_policy={GPTNeoXLayer})
+fabric = L.Fabric(accelerator="cuda", devices=4, precision="bf16-mixed", strategy=strategy)
+fabric.launch()
+model = AutoModelForCausalLM.from_pretrained("EleutherAI/pythia-1b")
+tok = AutoTokenizer.from_pretrained("EleutherAI/pythia-1b")
+enc = tok(texts, max_length=512, truncation=True)
+optimizer = bnb.optim.AdamW8bit(model.parameters(), lr=1e-4)
+model, optimizer = fabric.setup(model, optimizer)
+loader = DataLoader(ds, batch_size=8)
+)");
+  const CodeFacts& f = a.facts;
+  EXPECT_EQ(f.parallelism.value, "Lightning FSDP");
+  EXPECT_EQ(f.zero_stage.value, 3);
+  EXPECT_EQ(f.zero_stage.where.ToString(), "train.py:7");
+  EXPECT_EQ(f.precision.value, Precision::kMixedBf16);
+  EXPECT_EQ(f.processes.value, 4);
+  EXPECT_EQ(f.checkpointing.value, Checkpointing::kFull);
+  EXPECT_EQ(f.optimizer.value, Optimizer::kAdam8bit);
+  const MemoryEstimate& e = a.estimate;
+  EXPECT_EQ(e.data_parallel_gpus, 4);
+  // Pythia-1b: 1,011,781,632 params; bf16 mixed with 8-bit AdamW: 2 + 2 + (4 master + 2) B,
+  // all three divided over the 4 devices by FULL_SHARD.
+  EXPECT_DOUBLE_EQ(Term(e, "weights"), 1011781632.0 * 2 / 4);
+  EXPECT_DOUBLE_EQ(Term(e, "gradients"), 1011781632.0 * 2 / 4);
+  EXPECT_DOUBLE_EQ(Term(e, "optimizer states"), 1011781632.0 * 6 / 4);
+  EXPECT_DOUBLE_EQ(Term(e, "DDP gradient buckets"), -1);  // sharded: no bucket copy
+}
+
+}  // namespace
+}  // namespace rightsize::code
+
+namespace rightsize::code {
+namespace {
+
+TEST(MemoryModelTest, AutocastOverBf16WeightsKeepsNoFp32MasterCopy) {
+  // Full fine-tuning of a model loaded in bf16 with the HF Trainer's bf16=True: the parameters,
+  // their gradients and AdamW's moments are all bf16 (2 + 2 + 4 B), where fp32-loaded weights
+  // under the same flag keep 2 + 2 + 12.
+  const std::string program = R"(
+import torch
+from transformers import AutoModelForCausalLM, TrainingArguments, Trainer
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B"{})
+enc = tok(texts, max_length=256, truncation=True)
+args = TrainingArguments(output_dir="out", per_device_train_batch_size=4, bf16=True)
+Trainer(model=model, args=args).train()
+)";
+  Analysed bf16 = AnalyseSource("bf16_weights",
+                                fmt::format(fmt::runtime(program), ", torch_dtype=torch.bfloat16"));
+  Analysed fp32 = AnalyseSource("fp32_weights", fmt::format(fmt::runtime(program), ""));
+  const double p = 494032768.0;  // Qwen2-0.5B's shape, tied embeddings
+  EXPECT_DOUBLE_EQ(*bf16.facts.parameters.value, p);
+  EXPECT_EQ(bf16.facts.weight_dtype.value, Precision::kBf16);
+  EXPECT_DOUBLE_EQ(Term(bf16.estimate, "weights") + Term(bf16.estimate, "gradients") +
+                       Term(bf16.estimate, "optimizer states"),
+                   8 * p);
+  EXPECT_DOUBLE_EQ(Term(fp32.estimate, "weights") + Term(fp32.estimate, "gradients") +
+                       Term(fp32.estimate, "optimizer states"),
+                   16 * p);
+  // The activations are 16-bit in both.
+  EXPECT_DOUBLE_EQ(Term(bf16.estimate, "activations"), Term(fp32.estimate, "activations"));
 }
 
 }  // namespace

@@ -157,8 +157,14 @@ TEST(ModelZooTest, ConfigJsonReadTheWayTransformersReadsIt) {
   ASSERT_TRUE(custom.ok());
   EXPECT_DOUBLE_EQ(custom->parameters, 124439808.0);
   EXPECT_FALSE(TransformerFromConfig(Lookup({{"model_type", "mystery"}})).ok());
-  // Nonsense is an error, never a crash.
+  // Nonsense is an error or a class default, never a crash or an overflow.
   EXPECT_FALSE(TransformerFromConfig(Lookup({{"hidden_size", "-5"}}), "gpt").ok());
+  auto huge = TransformerFromConfig(
+      Lookup({{"hidden_size", "1e30"}, {"num_attention_heads", "abc"}, {"patch_size", "0"}}),
+      "vit");
+  ASSERT_TRUE(huge.ok());
+  EXPECT_EQ(huge->hidden, 768);
+  EXPECT_GT(huge->parameters, 0);
 }
 
 TEST(ModelZooTest, LinearModulesAreWhatLoraTargetsAndBitsandbytesQuantises) {
