@@ -316,6 +316,9 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, M
     if (f.architecture == Architecture::kVit) {
       auto spec = FindVisionModel(f.model.value.value_or(""));
       double patch = spec ? static_cast<double>(spec->patch) : 16;
+      if (auto hf = FindTransformer(f.model.value.value_or("")); !spec && hf && hf->vit) {
+        patch = static_cast<double>(hf->patch);  // google/vit-base-patch32-224
+      }
       double img = static_cast<double>(f.image_size.value.value_or(224));
       s = std::floor(img / patch) * std::floor(img / patch) + 1;
     } else {

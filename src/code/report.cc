@@ -138,12 +138,12 @@ std::string FactsText(const CodeFacts& f) {
   std::string out;
   ForEachFact(f, [&](const char* name, const auto& fact) {
     if (!fact.known()) return;
-    out += fmt::format("  {:<18} {:<24} {:<22} {}\n", name, Show(*fact.value),
+    out += fmt::format("  {:<20} {:<24} {:<22} {}\n", name, Show(*fact.value),
                        fact.where.line > 0 ? fact.where.ToString() : "", fact.how);
   });
   for (const auto& e : f.parse_errors) out += fmt::format("  parse error: {}\n", e);
   for (const auto& u : f.undetermined) {
-    out += fmt::format("  {:<18} {:<24} {:<22} {}\n", u.what, "undetermined", u.where.ToString(),
+    out += fmt::format("  {:<20} {:<24} {:<22} {}\n", u.what, "undetermined", u.where.ToString(),
                        u.reason);
   }
   return out;

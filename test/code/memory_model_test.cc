@@ -694,3 +694,27 @@ Trainer(model=model, args=args).train()
 
 }  // namespace
 }  // namespace rightsize::code
+
+namespace rightsize::code {
+namespace {
+
+TEST(MemoryModelTest, HuggingFaceVitTakesItsPatchFromTheConfig) {
+  Analysed a = AnalyseSource("hf_vit", R"(
+import torch
+from transformers import ViTForImageClassification
+model = ViTForImageClassification.from_pretrained("google/vit-base-patch32-224-in21k")
+loader = torch.utils.data.DataLoader(train_set, batch_size=32)
+opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+)");
+  EXPECT_EQ(a.facts.architecture, Architecture::kVit);
+  // ViTModel with its pooler: 3·32²·768 + 768 patch projection, [CLS], 50 positions,
+  // 12 × 7,087,872, final LayerNorm, pooler = 88,045,824.
+  EXPECT_DOUBLE_EQ(*a.facts.parameters.value, 88045824.0);
+  EXPECT_EQ(a.facts.image_size.value, 224);
+  // s = (224/32)² + 1 = 50 tokens, eager attention, fp32:
+  //   12 · 50·32·768 · (34 + 5·12·50/768) · 2 = 1,117,900,800.
+  EXPECT_DOUBLE_EQ(Term(a.estimate, "activations"), 1117900800.0);
+}
+
+}  // namespace
+}  // namespace rightsize::code
