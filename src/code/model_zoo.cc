@@ -144,6 +144,12 @@ constexpr HubConfig kHub[] = {
     {"mistral-7b-v0.3", "model_type=mistral vocab_size=32768 max_position_embeddings=32768"},
     {"mistral-7b-instruct-v0.3",
      "model_type=mistral vocab_size=32768 max_position_embeddings=32768"},
+    // Mixtral (MixtralConfig defaults: Mixtral-8x7B): every expert is held in memory.
+    {"mixtral-8x7b", "model_type=mixtral max_position_embeddings=32768"},
+    {"mixtral-8x22b",
+     "model_type=mixtral vocab_size=32768 max_position_embeddings=65536 "
+     "hidden_size=6144 intermediate_size=16384 num_hidden_layers=56 "
+     "num_attention_heads=48 num_key_value_heads=8"},
     // Qwen2 and Qwen2.5.
     {"qwen2-0.5b",
      "model_type=qwen2 vocab_size=151936 hidden_size=896 intermediate_size=4864 "
@@ -396,6 +402,11 @@ StatusOr<TransformerSpec> TransformerFromConfig(const ConfigLookup& get,
       ReadGatedDecoder(r, {256000, 2304, 26, 8, 9216, 8192, true}, 256, &s);
       s.norms_per_layer = 4;  // pre/post attention and pre/post feed-forward
     }
+  } else if (f == "mixtral") {
+    ReadGatedDecoder(r, {32000, 4096, 32, 32, 14336, 131072, false}, 0, &s);
+    if (!r.Text({"num_key_value_heads"})) s.kv_heads = 8;  // MixtralConfig's default
+    s.experts = r.Int({"num_local_experts"}, 8);
+    s.experts_per_token = r.Int({"num_experts_per_tok"}, 2);
   } else if (f == "phi3") {
     ReadGatedDecoder(r, {32064, 3072, 32, 32, 8192, 4096, false}, 0, &s);
     s.fused_qkv = s.fused_gate_up = true;
@@ -534,6 +545,15 @@ std::vector<LinearModule> LinearModulesOf(const TransformerSpec& s) {
     add("o_proj", q_out, h, n, s.o_bias);
     add("gate_up_proj", h, 2 * f, n, s.mlp_bias);
     add("down_proj", f, h, n, s.mlp_bias);
+  } else if (s.experts > 0) {  // Mixtral: a router and `experts` gated MLPs per layer
+    add("q_proj", h, q_out, n, false);
+    add("k_proj", h, kv_out, n, false);
+    add("v_proj", h, kv_out, n, false);
+    add("o_proj", q_out, h, n, false);
+    add("gate", h, s.experts, n, false);
+    add("w1", h, f, n * s.experts, false);
+    add("w3", h, f, n * s.experts, false);
+    add("w2", f, h, n * s.experts, false);
   } else {  // Llama, Mistral, Qwen2, Gemma
     add("q_proj", h, q_out, n, s.qkv_bias);
     add("k_proj", h, kv_out, n, s.qkv_bias);
@@ -587,6 +607,7 @@ std::vector<std::string> DefaultLoraTargets(std::string_view family) {
   static const std::map<std::string, std::vector<std::string>, std::less<>> kTargets = {
       {"llama", {"q_proj", "v_proj"}},
       {"mistral", {"q_proj", "v_proj"}},
+      {"mixtral", {"q_proj", "v_proj"}},
       {"qwen2", {"q_proj", "v_proj"}},
       {"gemma", {"q_proj", "v_proj"}},
       {"gemma2", {"q_proj", "v_proj"}},

@@ -40,6 +40,8 @@ struct TransformerSpec {
   bool tied_embeddings = false;   // the output layer reuses the token embeddings
   bool gated_mlp = false;         // gate, up and down matrices (SwiGLU/GeGLU): 3·h·ffn
   bool fused_gate_up = false;     // Phi-3's gate_up_proj (one matrix of 2·ffn outputs)
+  int64_t experts = 0;            // Mixtral: MLP experts per layer (all held), and per token
+  int64_t experts_per_token = 0;
   bool qkv_bias = false, o_bias = false, mlp_bias = false, lm_head_bias = false;
   bool rms_norm = false;    // RMSNorm (h weights) instead of LayerNorm (h + h)
   int norms_per_layer = 2;  // Gemma-2 has four, Phi-2 one

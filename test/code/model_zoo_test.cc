@@ -104,6 +104,22 @@ TEST(ModelZooTest, EncodersOptPythiaT5AndVit) {
   EXPECT_DOUBLE_EQ(Params("google/vit-base-patch16-224"), 86389248.0);
 }
 
+TEST(ModelZooTest, MixtralHoldsEveryExpert) {
+  // Mixtral-8x7B: embeddings and lm_head 2·32000·4096 + 32 × (attention with 8 KV heads
+  //   41,943,040 + router 4096·8 + 8 experts × 3·4096·14336 + 2·4096) + 4096 = 46,702,792,704.
+  EXPECT_DOUBLE_EQ(Params("mistralai/Mixtral-8x7B-Instruct-v0.1"), 46702792704.0);
+  EXPECT_DOUBLE_EQ(Params("mistralai/Mixtral-8x22B-v0.1"), 140630071296.0);
+  auto spec = FindTransformer("Mixtral-8x7B");
+  ASSERT_TRUE(spec.has_value());
+  double experts = 0;
+  for (const auto& m : LinearModulesOf(*spec)) {
+    if (m.name == "w1" || m.name == "w2" || m.name == "w3") {
+      experts += static_cast<double>(m.count * m.in * m.out);
+    }
+  }
+  EXPECT_DOUBLE_EQ(experts, 32.0 * 8 * 3 * 4096 * 14336);
+}
+
 TEST(ModelZooTest, EveryHubRowIsAWellFormedConfig) {
   for (auto key : HubKeys()) {
     auto spec = FindTransformer(key);
