@@ -101,6 +101,7 @@ void Analyzer::Extract() {
   ResolveVocabulary();
   LoadConfigs();  // configs named by calls (deepspeed=…) found during the pass
   ExtractConfigs();
+  ResolveAdapters();
   ExtractFallbacks();
   for (auto& [what, u] : pending_) facts_.undetermined.push_back(std::move(u));
 }

@@ -85,7 +85,32 @@ struct CodeFacts {
   Architecture architecture = Architecture::kUnknown;
   Fact<std::string> model;  // "gpt2-medium", "resnet50", "nn.TransformerEncoder", "LlamaConfig"
   Fact<int64_t> layers, hidden, heads, vocab, ffn, max_positions;
+  // Attention's key/value heads (fewer than `heads` with grouped- or multi-query attention) and
+  // the width of one head (Gemma's head_dim differs from hidden / heads): they size the KV cache.
+  Fact<int64_t> kv_heads, head_dim;
   Fact<double> parameters;
+  // The dtype the weights are loaded in (from_pretrained's torch_dtype, `.half()`), when read;
+  // `precision` says how training computes, which can differ (bf16 autocast over fp32 weights).
+  Fact<Precision> weight_dtype;
+  // bitsandbytes loading (load_in_4bit / load_in_8bit, precision kInt4 / kInt8): the weights of
+  // the transformer blocks' nn.Linear layers, which it quantises; embeddings, the output layer,
+  // norms and biases stay 16-bit. Double quantisation shrinks the per-block constants.
+  Fact<double> quantized_parameters;
+  Fact<bool> double_quant;
+  // prepare_model_for_kbit_training(): every weight that is not quantised is cast to fp32.
+  Fact<bool> kbit_prepared;
+  // PEFT LoRA (LoraConfig, get_peft_model, a trainer's peft_config): the adapters' rank, the
+  // modules they target, the parameters that train (r·(in + out) per targeted matrix), the
+  // adapter dropout, and the in-features of every targeted matrix summed over the model (each
+  // keeps its dropped-out input for backward when the dropout is not zero).
+  Fact<int64_t> lora_rank;
+  Fact<std::string> lora_targets;  // "q_proj,v_proj", "all-linear"
+  Fact<double> trainable_parameters;
+  Fact<double> lora_dropout;
+  Fact<double> lora_input_features;
+  // Generation (generate, a text-generation pipeline): the tokens added to the prompt; the
+  // prompt is seq_len. The KV cache holds prompt + max_new_tokens positions.
+  Fact<int64_t> max_new_tokens;
   Fact<int64_t> batch_size;  // per GPU (the micro-batch)
   Fact<int64_t> seq_len;
   Fact<int64_t> image_size;

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -43,6 +44,9 @@ constexpr int kRankDefault = 1;   // a library's default (HF Trainer: 8 per devi
 constexpr int kRankCall = 2;      // an argument of the call that uses it (DataLoader)
 constexpr int kRankConfig = 3;    // a DeepSpeed/launcher config that overrides the code
 constexpr int kRankLauncher = 4;  // the launcher's own options
+
+// The prompt assumed for generation when no tokenizer max_length or sequence length is read.
+constexpr int64_t kAssumedPromptTokens = 512;
 
 template <typename T>
 bool Set(Fact<T>& f, T value, SourceLine where, std::string how, int rank) {
@@ -189,8 +193,14 @@ class Analyzer {
   bool ExtractTorchTransformer(const CallSite& c);  // nn.Transformer*, its layers and stacks
   void ExtractTorchLayer(const CallSite& c);        // nn.Embedding, nn.Linear, F.linear
   void ExtractConfigs();
+  void ExtractModelConfigFiles();                // a Hugging Face config.json read
+  CallMatch ExtractPeftCall(const CallSite& c);  // LoraConfig, get_peft_model, kbit prep
   void ExtractFallbacks();
   void ResolveVocabulary();
+  // The adapters' trainable parameters and the quantised weights, from the model's spec and
+  // the LoRA and bitsandbytes calls read (in either order).
+  void ResolveAdapters();
+  void InferenceFallbacks();  // batch 1 and the prompt length when generation gives none
   template <typename T>
   void SetNumber(Fact<T>& f, const Value& v, const SourceLine& use, const std::string& what,
                  int rank);
@@ -228,6 +238,16 @@ class Analyzer {
   double linear_params_ = 0, embedding_params_ = 0;
   SourceLine linear_where_, layer_where_;
   int gpus_requested_ = 0;
+  std::optional<TransformerSpec> spec_;  // the transformer the model fact came from
+  bool generates_ = false;               // generate() or a text-generation pipeline
+  struct LoraCall {
+    int64_t rank = 8;                  // LoraConfig's default r
+    std::vector<std::string> targets;  // empty: PEFT's default for the family
+    std::string target_text;           // as written, for a regex or "all-linear"
+    double dropout = 0;
+    SourceLine where;
+  };
+  std::optional<LoraCall> lora_;
   std::map<std::string, std::string> env_;
 };
 

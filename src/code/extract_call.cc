@@ -3,6 +3,7 @@
 // DeepSpeed/launcher config files, and the fallbacks when no call decided a fact. See
 // analyzer.h.
 #include <algorithm>
+#include <cctype>
 
 #include "code/analyzer.h"
 
@@ -122,10 +123,13 @@ Analyzer::CallMatch Analyzer::ExtractTrainingLoopCall(const CallSite& c) {
     }
     Set(facts_.parallelism, std::string("HF Trainer (DDP)"), where,
         "the HF Trainer runs DDP over the processes it is launched with", kRankDefault);
-  } else if (name == "Trainer" && (c.callee.find("pl.") != std::string::npos ||
-                                   c.callee.find("L.") != std::string::npos ||
-                                   c.callee.find("lightning") != std::string::npos)) {
-    Set(facts_.training, true, where, "Lightning Trainer", kRankCall);
+  } else if ((name == "Trainer" && (c.callee.find("pl.") != std::string::npos ||
+                                    c.callee.find("L.") != std::string::npos ||
+                                    c.callee.find("lightning") != std::string::npos)) ||
+             name == "Fabric") {
+    // Lightning's Trainer, or Fabric (the same precision, devices and strategy arguments; a
+    // Fabric program trains only if it builds an optimizer).
+    if (name == "Trainer") Set(facts_.training, true, where, "Lightning Trainer", kRankCall);
     Value precision = KwValue(c, "precision");
     std::string p = precision.kind == Value::Kind::kNumber ? fmt::format("{}", precision.number)
                                                            : Lower(precision.text);
@@ -159,10 +163,13 @@ Analyzer::CallMatch Analyzer::ExtractTrainingLoopCall(const CallSite& c) {
       Set(facts_.zero_stage, s[s.find("deepspeed_stage_") + 16] - '0', where,
           fmt::format("Trainer(strategy=\"{}\")", s), kRankCall);
     }
-    if ((devices.IsNumber() && (devices.number > 1 || devices.number == -1)) || !s.empty() ||
-        (facts_.processes.value.value_or(1) > 1)) {
+    // strategy=FSDPStrategy(…): that call decides the parallelism.
+    bool strategy_object =
+        !ts_node_is_null(Kw(c.file, c.node, "strategy")) && strategy.kind != Value::Kind::kString;
+    if (!strategy_object && ((devices.IsNumber() && (devices.number > 1 || devices.number == -1)) ||
+                             !s.empty() || (facts_.processes.value.value_or(1) > 1))) {
       Set(facts_.parallelism, s.empty() ? std::string("Lightning (DDP)") : "Lightning " + s, where,
-          "Lightning Trainer", kRankCall);
+          fmt::format("Lightning {}", name), kRankCall);
     }
   } else if (name == "Accelerator") {
     Value mp = KwValue(c, "mixed_precision");
@@ -251,6 +258,18 @@ Analyzer::CallMatch Analyzer::ExtractPrecisionCall(const CallSite& c) {
       Set(facts_.precision, Precision::kInt8, where, "BitsAndBytesConfig(load_in_8bit=True)",
           kRankConfig);
     }
+    Value dq = KwValue(c, "bnb_4bit_use_double_quant");
+    Set(facts_.double_quant, dq.Truthy(), where,
+        dq.known() ? fmt::format("BitsAndBytesConfig(bnb_4bit_use_double_quant={})",
+                                 dq.Truthy() ? "True" : "False")
+                   : "BitsAndBytesConfig's default: no double quantisation",
+        dq.known() ? kRankCall : kRankDefault);
+    Value compute = KwValue(c, "bnb_4bit_compute_dtype");
+    if (compute.kind == Value::Kind::kName && compute.text.ends_with("16")) {
+      Set(facts_.weight_dtype,
+          compute.text.ends_with("bfloat16") ? Precision::kBf16 : Precision::kFp16, where,
+          fmt::format("BitsAndBytesConfig(bnb_4bit_compute_dtype={})", compute.text), kRankDefault);
+    }
   } else {
     return CallMatch::kNone;
   }
@@ -261,7 +280,8 @@ Analyzer::CallMatch Analyzer::ExtractOptimizerCall(const CallSite& c) {
   std::string_view name = c.name;
   SourceLine where = Where(c);
   if (name == "Adam" || name == "AdamW" || name == "FusedAdam" || name == "DeepSpeedCPUAdam" ||
-      name == "Lamb" || name == "LAMB" || name == "NAdam" || name == "RAdam") {
+      name == "PagedAdamW" || name == "PagedAdam" || name == "PagedAdamW32bit" || name == "Lamb" ||
+      name == "LAMB" || name == "NAdam" || name == "RAdam") {
     SetInBranch(facts_.optimizer, Optimizer::kAdam, where, fmt::format("{}()", c.callee),
                 kRankCall);
     Set(facts_.training, true, where, fmt::format("{}()", c.callee), kRankCall);
@@ -318,6 +338,39 @@ Analyzer::CallMatch Analyzer::ExtractParallelCall(const CallSite& c) {
     if (args.find("CPUOffload") != std::string::npos) {
       Set(facts_.optimizer_offload, true, where, "FSDP CPUOffload", kRankCall);
     }
+  } else if (name == "FSDPStrategy") {
+    // Lightning's FSDP: FULL_SHARD unless sharding_strategy says otherwise.
+    Set(facts_.parallelism, std::string("Lightning FSDP"), where, "FSDPStrategy()", kRankCall);
+    Value sharding = KwValue(c, "sharding_strategy");
+    std::string how = sharding.known()
+                          ? "FSDPStrategy(sharding_strategy=" +
+                                Text(c.file, Kw(c.file, c.node, "sharding_strategy")) + ")"
+                          : "FSDPStrategy(): FULL_SHARD by default";
+    std::string text =
+        sharding.known() ? sharding.text : Text(c.file, Kw(c.file, c.node, "sharding_strategy"));
+    int stage = text.find("SHARD_GRAD_OP") != std::string::npos ? 2
+                : text.find("NO_SHARD") != std::string::npos    ? 0
+                                                                : 3;
+    Set(facts_.zero_stage, stage, where, how, kRankCall);
+    if (TruthOf(KwValue(c, "cpu_offload")) == true) {
+      Set(facts_.optimizer_offload, true, where, "FSDPStrategy(cpu_offload=True)", kRankCall);
+    }
+    if (!ts_node_is_null(Kw(c.file, c.node, "activation_checkpointing_policy")) ||
+        !ts_node_is_null(Kw(c.file, c.node, "activation_checkpointing"))) {
+      SetInBranch(facts_.checkpointing, Checkpointing::kFull, where,
+                  "FSDPStrategy(activation_checkpointing…)", kRankCall);
+    }
+  } else if (name == "DeepSpeedStrategy") {
+    Set(facts_.parallelism, std::string("Lightning DeepSpeed"), where, "DeepSpeedStrategy()",
+        kRankCall);
+    Value stage = KwValue(c, "stage");
+    Set(facts_.zero_stage, stage.IsNumber() ? static_cast<int>(stage.number) : 2, where,
+        stage.IsNumber() ? "DeepSpeedStrategy(stage=…)" : "DeepSpeedStrategy(): stage 2 by default",
+        kRankCall);
+    if (TruthOf(KwValue(c, "offload_optimizer")) == true) {
+      Set(facts_.optimizer_offload, true, where, "DeepSpeedStrategy(offload_optimizer=True)",
+          kRankCall);
+    }
   } else if (name == "DataParallel") {
     Set(facts_.parallelism, std::string("DataParallel"), where,
         "nn.DataParallel: one process, every visible GPU", kRankCall);
@@ -343,6 +396,144 @@ Analyzer::CallMatch Analyzer::ExtractParallelCall(const CallSite& c) {
   return CallMatch::kMatched;
 }
 
+namespace {
+
+// "q_proj", r"q_proj", 'q_proj' → q_proj.
+std::string Unquote(std::string_view text) {
+  size_t open = text.find_first_of("\"'");
+  size_t close = text.find_last_of("\"'");
+  if (open == std::string_view::npos || close <= open) return std::string(text);
+  return std::string(text.substr(open + 1, close - open - 1));
+}
+
+}  // namespace
+
+Analyzer::CallMatch Analyzer::ExtractPeftCall(const CallSite& c) {
+  std::string_view name = c.name;
+  SourceLine where = Where(c);
+  if (name == "LoraConfig") {
+    LoraCall l;
+    l.where = where;
+    Value r = KwValue(c, "r");
+    if (r.IsNumber() && r.number >= 1) {
+      l.rank = static_cast<int64_t>(r.number);
+    } else if (!ts_node_is_null(Kw(c.file, c.node, "r"))) {
+      Undecided("lora_rank", fmt::format("LoraConfig(r=…): {}", r.reason), where);
+    }
+    TSNode t = Kw(c.file, c.node, "target_modules");
+    if (TypeOf(t) == "identifier") {
+      // target_modules=TARGETS: the list it was bound to.
+      auto it = bindings_.find(Text(c.file, t));
+      if (it != bindings_.end()) t = it->second.back().value;
+    }
+    if (TypeOf(t) == "list" || TypeOf(t) == "tuple" || TypeOf(t) == "set") {
+      for (uint32_t i = 0; i < ts_node_named_child_count(t); ++i) {
+        TSNode e = ts_node_named_child(t, i);
+        if (TypeOf(e) == "string") l.targets.push_back(Unquote(Text(c.file, e)));
+      }
+    } else if (!ts_node_is_null(t)) {
+      Value v = KwValue(c, "target_modules");
+      if (v.kind == Value::Kind::kString) {
+        l.target_text = v.text;
+      } else if (v.kind != Value::Kind::kNone) {
+        Undecided("lora_targets", fmt::format("LoraConfig(target_modules=…): {}", v.reason), where);
+      }
+    }
+    Value d = KwValue(c, "lora_dropout");
+    if (d.IsNumber()) l.dropout = d.number;
+    lora_ = l;
+  } else if (name == "prepare_model_for_kbit_training") {
+    Set(facts_.kbit_prepared, true, where, "prepare_model_for_kbit_training()", kRankCall);
+    if (TruthOf(KwValue(c, "use_gradient_checkpointing")) != false) {
+      SetInBranch(facts_.checkpointing, Checkpointing::kFull, where,
+                  "prepare_model_for_kbit_training() enables gradient checkpointing by default",
+                  kRankCall);
+    }
+  } else if (name == "generate") {
+    generates_ = true;
+  } else if (name == "SFTTrainer" || name == "Trainer") {
+    Set(facts_.training, true, where, fmt::format("{}()", c.callee), kRankDefault);
+  } else {
+    return CallMatch::kNone;
+  }
+  return CallMatch::kMatched;
+}
+
+void Analyzer::ResolveAdapters() {
+  bool quantized =
+      facts_.precision.value == Precision::kInt4 || facts_.precision.value == Precision::kInt8;
+  if (!spec_) {
+    if (lora_) {
+      Undecided("trainable_parameters",
+                "LoRA on a model whose modules are not known: every parameter is counted as "
+                "trained",
+                lora_->where);
+    }
+    return;
+  }
+  std::vector<LinearModule> modules = LinearModulesOf(*spec_);
+  if (quantized) {
+    double q = 0;
+    for (const auto& m : modules) {
+      q += static_cast<double>(m.count) * static_cast<double>(m.in) * static_cast<double>(m.out);
+    }
+    Set(facts_.quantized_parameters, q, facts_.precision.where,
+        fmt::format("the nn.Linear weights of the {} blocks; embeddings, the output layer, norms "
+                    "and biases stay 16-bit",
+                    spec_->family),
+        kRankCall);
+  }
+  if (!lora_) return;
+  const LoraCall& l = *lora_;
+  bool all = Lower(l.target_text) == "all-linear";
+  std::vector<std::string> targets = l.targets;
+  if (targets.empty() && l.target_text.empty()) targets = DefaultLoraTargets(spec_->family);
+  auto hit = [&](const std::string& module) {
+    if (all || std::find(targets.begin(), targets.end(), module) != targets.end()) return true;
+    // A regular expression over module paths: the names it spells out.
+    size_t at = l.target_text.find(module);
+    while (at != std::string::npos) {
+      auto word = [&](size_t i) {
+        return i < l.target_text.size() &&
+               (std::isalnum(static_cast<unsigned char>(l.target_text[i])) != 0 ||
+                l.target_text[i] == '_');
+      };
+      if ((at == 0 || !word(at - 1)) && !word(at + module.size())) return true;
+      at = l.target_text.find(module, at + 1);
+    }
+    return false;
+  };
+  double trainable = 0, inputs = 0;
+  std::vector<std::string> matched;
+  for (const auto& m : modules) {
+    if (!hit(m.name)) continue;
+    trainable += static_cast<double>(m.count) * static_cast<double>(l.rank) *
+                 static_cast<double>(m.in + m.out);
+    inputs += static_cast<double>(m.count) * static_cast<double>(m.in);
+    if (std::find(matched.begin(), matched.end(), m.name) == matched.end()) {
+      matched.push_back(m.name);
+    }
+  }
+  std::string how = fmt::format("LoraConfig(r={}){}", l.rank,
+                                l.targets.empty() && l.target_text.empty()
+                                    ? fmt::format(": PEFT's default targets for {}", spec_->family)
+                                    : "");
+  if (matched.empty()) {
+    Undecided("trainable_parameters",
+              fmt::format("LoraConfig's target_modules name none of the {} modules", spec_->family),
+              l.where);
+    return;
+  }
+  Set(facts_.lora_rank, l.rank, l.where, how, kRankCall);
+  Set(facts_.lora_targets,
+      all ? std::string("all-linear") : fmt::format("{}", fmt::join(matched, ",")), l.where, how,
+      kRankCall);
+  Set(facts_.trainable_parameters, trainable, l.where,
+      fmt::format("{}: r·(in + out) per targeted matrix", how), kRankCall);
+  Set(facts_.lora_dropout, l.dropout, l.where, how, kRankCall);
+  Set(facts_.lora_input_features, inputs, l.where, how, kRankCall);
+}
+
 void Analyzer::ExtractShapeCall(const CallSite& c) {
   std::string_view name = c.name;
   SourceLine where = Where(c);
@@ -352,6 +543,11 @@ void Analyzer::ExtractShapeCall(const CallSite& c) {
     TSNode n = Kw(c.file, c.node, key);
     if (ts_node_is_null(n) || name == "generate") continue;
     SetNumber(facts_.seq_len, Eval(c.file, n, 0), where, "seq_len", kRankCall);
+  }
+  if (!ts_node_is_null(Kw(c.file, c.node, "max_new_tokens"))) {
+    generates_ = true;
+    SetNumber(facts_.max_new_tokens, KwValue(c, "max_new_tokens"), where, "max_new_tokens",
+              kRankCall);
   }
   if (name == "RandomResizedCrop" || name == "Resize" || name == "CenterCrop" ||
       name == "RandomCrop") {
@@ -407,11 +603,13 @@ void Analyzer::ExtractCall(const CallSite& c) {
   if (match == CallMatch::kNone) match = ExtractPrecisionCall(c);
   if (match == CallMatch::kNone) match = ExtractOptimizerCall(c);
   if (match == CallMatch::kNone) match = ExtractParallelCall(c);
+  if (match == CallMatch::kNone) match = ExtractPeftCall(c);
   if (match == CallMatch::kDone) return;
   ExtractShapeCall(c);
 }
 
 void Analyzer::ExtractConfigs() {
+  ExtractModelConfigFiles();
   // DeepSpeed's JSON: the launcher-level truth about batch, precision, ZeRO and the optimizer.
   for (const auto& cfg : configs_) {
     auto get = [&](const char* key) -> std::optional<ConfigValue> {
@@ -533,6 +731,17 @@ void Analyzer::ExtractFallbacks() {
                 {facts_.entry, 0});
     }
   }
+  if (generates_ && !facts_.seq_len.known()) {
+    int64_t prompt = std::min<int64_t>(kAssumedPromptTokens,
+                                       facts_.max_positions.value.value_or(kAssumedPromptTokens));
+    Assume(facts_.seq_len, prompt,
+           fmt::format("a {}-token prompt, as generation gives no prompt length", prompt));
+  }
+  if (generates_ && !facts_.max_new_tokens.known()) {
+    Assume(facts_.max_new_tokens, int64_t{20},
+           "20 new tokens: generate() without max_new_tokens stops at transformers' default "
+           "max_length=20");
+  }
   if (facts_.architecture == Architecture::kTransformer && !facts_.seq_len.known() &&
       facts_.max_positions.known()) {
     Assume(facts_.seq_len, *facts_.max_positions.value,
@@ -550,6 +759,10 @@ void Analyzer::ExtractFallbacks() {
       Set(facts_.training, false, {facts_.entry, 0},
           "no optimizer, backward() or trainer found: inference", kRankName);
     }
+  }
+  if (!*facts_.training.value && !facts_.batch_size.known() &&
+      facts_.architecture != Architecture::kUnknown && pending_.count("batch_size") == 0) {
+    Assume(facts_.batch_size, int64_t{1}, "batch 1, as inference gives no batch size");
   }
   if (*facts_.training.value && !facts_.optimizer.known()) {
     Assume(facts_.optimizer, Optimizer::kAdam, "AdamW, as the optimizer was not found");

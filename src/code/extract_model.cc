@@ -2,7 +2,9 @@
 // constructors (also chosen by getattr), and hand-built nn.Transformer, nn.Linear and
 // nn.Embedding layers summed into a parameter count. See analyzer.h.
 #include <algorithm>
+#include <filesystem>
 #include <map>
+#include <set>
 
 #include "code/analyzer.h"
 
@@ -10,18 +12,35 @@ namespace rightsize::code::internal {
 
 void Analyzer::SetTransformer(const TransformerSpec& spec, SourceLine where, const std::string& how,
                               int rank) {
-  if (!Set(facts_.model, std::string(spec.key), where, how, rank)) return;
-  facts_.architecture = Architecture::kTransformer;
-  Set(facts_.layers, spec.layers, where, how, rank);
+  std::string label = spec.key;
+  if (label.empty()) {
+    label = fmt::format("{} config ({} layers, hidden {})", spec.family, spec.layers, spec.hidden);
+  }
+  if (!Set(facts_.model, label, where, how, rank)) return;
+  spec_ = spec;
+  facts_.architecture = spec.vit ? Architecture::kVit : Architecture::kTransformer;
+  Set(facts_.layers, spec.layers + spec.decoder_layers, where, how, rank);
   Set(facts_.hidden, spec.hidden, where, how, rank);
   Set(facts_.heads, spec.heads, where, how, rank);
-  Set(facts_.vocab, spec.vocab, where, how, rank);
+  Set(facts_.kv_heads, spec.kv_heads, where, how, rank);
+  Set(facts_.head_dim, spec.head_dim, where, how, rank);
+  if (!spec.vit) {
+    Set(facts_.vocab, spec.vocab, where, how, rank);
+    Set(facts_.max_positions, spec.max_positions, where, how, rank);
+  }
   Set(facts_.ffn, spec.ffn, where, how, rank);
-  Set(facts_.max_positions, spec.max_positions, where, how, rank);
-  Set(facts_.parameters, spec.parameters, where, how, rank);
+  Set(facts_.parameters, spec.parameters, where,
+      fmt::format("{}; counted from the {} architecture", how, spec.family), rank);
   pending_.erase("model");
+  if (spec.vit) {
+    Set(facts_.image_size, spec.image_size, where, fmt::format("{}: image_size", how),
+        kRankDefault);
+    Set(facts_.fused_attention, false, where, "transformers' ViT: eager attention", kRankDefault);
+  }
   // Hugging Face picks SDPA for these families since transformers 4.36.
-  if (spec.family == "llama" || spec.family == "mistral" || spec.family == "qwen2") {
+  static const std::set<std::string, std::less<>> kSdpa = {"llama",  "mistral", "qwen2", "gemma",
+                                                           "gemma2", "phi3",    "phi"};
+  if (kSdpa.count(spec.family) != 0) {
     Set(facts_.fused_attention, true, where,
         fmt::format("transformers uses SDPA attention for {} by default", spec.family),
         kRankDefault);
@@ -34,70 +53,116 @@ bool Analyzer::ExtractHfConfig(const CallSite& c) {
   // Hugging Face configs: GPT2Config(n_layer=…), LlamaConfig(…), AutoConfig.from_pretrained.
   bool config_ctor = name.ends_with("Config") && name != "BitsAndBytesConfig" &&
                      name != "LoraConfig" && name != "GenerationConfig" && name != "AutoConfig" &&
-                     name != "PretrainedConfig" && name.find("Quant") == std::string_view::npos;
+                     name != "PretrainedConfig" && name != "SFTConfig" &&
+                     name.find("Quant") == std::string_view::npos &&
+                     name.find("Peft") == std::string_view::npos;
   if (!config_ctor) return false;
   std::string family = Lower(name.substr(0, name.size() - 6));
-  static const std::map<std::string, std::string, std::less<>> kDefaults = {
-      {"gpt2", "gpt2"},          {"llama", "llama-2-7b"},     {"bert", "bert-base"},
-      {"mistral", "mistral-7b"}, {"roberta", "roberta-base"}, {"opt", "opt-125m"}};
-  TransformerSpec spec{};
-  auto d = kDefaults.find(family);
-  if (d != kDefaults.end()) spec = *FindTransformer(d->second);
-  auto pick = [&](std::initializer_list<std::string_view> keys, int64_t* out) {
-    for (auto k : keys) {
-      Value v = KwValue(c, k);
-      // A dataclass defined here (nanoGPT's GPTConfig): the value passed, else its default.
-      if (ts_node_is_null(Kw(c.file, c.node, k))) v = FieldValue(name, k);
-      if (v.IsNumber()) {
-        *out = static_cast<int64_t>(v.number);
-        return;
-      }
-      if (!ts_node_is_null(Kw(c.file, c.node, k))) {
-        Undecided("model", fmt::format("{}= of {}: {}", k, name, v.reason), where);
-      }
+  // The keys a config class reads; one written but not evaluable leaves the model undecided.
+  static constexpr std::string_view kKeys[] = {"n_layer",
+                                               "num_hidden_layers",
+                                               "num_layers",
+                                               "n_embd",
+                                               "hidden_size",
+                                               "d_model",
+                                               "n_head",
+                                               "num_attention_heads",
+                                               "vocab_size",
+                                               "n_inner",
+                                               "d_ff",
+                                               "intermediate_size",
+                                               "n_positions",
+                                               "block_size",
+                                               "head_dim",
+                                               "num_heads",
+                                               "num_key_value_heads",
+                                               "tie_word_embeddings",
+                                               "ffn_dim",
+                                               "d_kv",
+                                               "max_position_embeddings"};
+  for (auto k : kKeys) {
+    if (ts_node_is_null(Kw(c.file, c.node, k))) continue;
+    Value v = KwValue(c, k);
+    if (!v.known()) Undecided("model", fmt::format("{}= of {}: {}", k, name, v.reason), where);
+  }
+  ConfigLookup get = [&](std::string_view k) -> std::optional<std::string> {
+    Value v = KwValue(c, k);
+    // A dataclass defined here (nanoGPT's GPTConfig): the value passed, else its default.
+    if (ts_node_is_null(Kw(c.file, c.node, k))) v = FieldValue(name, k);
+    switch (v.kind) {
+      case Value::Kind::kNumber:
+        return fmt::format("{}", v.number);
+      case Value::Kind::kBool:
+        return v.Truthy() ? "true" : "false";
+      case Value::Kind::kString:
+        return v.text;
+      case Value::Kind::kNone:
+        return "null";
+      default:
+        return std::nullopt;
     }
   };
-  pick({"n_layer", "num_hidden_layers", "num_layers"}, &spec.layers);
-  pick({"n_embd", "hidden_size", "d_model"}, &spec.hidden);
-  pick({"n_head", "num_attention_heads"}, &spec.heads);
-  pick({"vocab_size"}, &spec.vocab);
-  pick({"n_inner", "intermediate_size", "d_ff"}, &spec.ffn);
-  pick({"n_positions", "max_position_embeddings", "block_size"}, &spec.max_positions);
-  if (d == kDefaults.end() && (spec.layers == 0 || spec.hidden == 0)) {
-    Undecided("model", fmt::format("{}: an unknown config class without n_layer/hidden_size", name),
-              where);
+  auto spec = TransformerFromConfig(get, family);
+  if (!spec.ok()) {
+    Undecided("model", fmt::format("{}: {}", name, spec.status().message()), where);
     return true;
   }
-  if (spec.ffn == 0) spec.ffn = 4 * spec.hidden;
-  bool gated = family == "llama" || family == "mistral";
-  spec.parameters = TransformerParameters(spec.layers, spec.hidden, spec.ffn, spec.vocab,
-                                          gated ? 0 : spec.max_positions, gated, !gated);
-  spec.family = d != kDefaults.end() ? spec.family : "transformer";
-  std::string label = fmt::format("{}({} layers, hidden {})", name, spec.layers, spec.hidden);
   std::string how = fmt::format("{} constructor", name);
-  if (Set(facts_.model, label, where, how, kRankConfig)) {
-    spec.key = "";
-    SetTransformer(spec, where, how, kRankConfig);
-    facts_.model.value = label;
-  }
+  spec->key = fmt::format("{}({} layers, hidden {})", name, spec->layers, spec->hidden);
+  SetTransformer(*spec, where, how, kRankConfig);
   return true;
+}
+
+void Analyzer::ExtractModelConfigFiles() {
+  // A Hugging Face config.json among the files read (a local checkpoint's, or one named on the
+  // command line): it is what from_pretrained on that folder builds.
+  for (const auto& cfg : configs_) {
+    auto type = cfg.Find("model_type");
+    if (!type || cfg.values.count("model_type") == 0) continue;
+    auto spec = TransformerFromConfig(
+        [&](std::string_view k) -> std::optional<std::string> {
+          auto it = cfg.values.find(std::string(k));
+          if (it == cfg.values.end()) return std::nullopt;
+          return it->second.text;
+        },
+        "");
+    SourceLine where{cfg.name, type->line};
+    if (!spec.ok()) {
+      Undecided("model", fmt::format("{}: {}", cfg.name, spec.status().message()), where);
+      continue;
+    }
+    spec->key = fmt::format("{} ({})", cfg.name, spec->family);
+    SetTransformer(*spec, where, fmt::format("{}: model_type {}", cfg.name, type->text),
+                   kRankConfig);
+  }
 }
 
 bool Analyzer::ExtractPretrained(const CallSite& c) {
   std::string_view name = c.name;
   SourceLine where = Where(c);
-  if (!(name == "from_pretrained" || name == "create_model" || name == "get_model")) {
+  bool pipeline = name == "pipeline" && c.callee.find('.') == std::string::npos;
+  if (!(name == "from_pretrained" || name == "create_model" || name == "get_model" || pipeline)) {
     return false;
   }
   std::string_view owner = c.callee;
   if (owner.find("Tokenizer") != std::string_view::npos ||
       owner.find("Processor") != std::string_view::npos ||
       owner.find("FeatureExtractor") != std::string_view::npos ||
-      owner.find("ImageProcessor") != std::string_view::npos) {
-    return true;
+      owner.find("ImageProcessor") != std::string_view::npos ||
+      owner.find("Peft") != std::string_view::npos) {
+    return true;  // PeftModel.from_pretrained(model, adapters): the model was read before
   }
   Value id = Eval(c.file, Pos(c.node, 0), 0);
   if (ts_node_is_null(Pos(c.node, 0))) id = KwValue(c, "pretrained_model_name_or_path");
+  if (pipeline) {
+    Value task = ts_node_is_null(Kw(c.file, c.node, "task")) ? id : KwValue(c, "task");
+    if (task.kind == Value::Kind::kString && task.text.find("generation") != std::string::npos) {
+      generates_ = true;
+    }
+    id = KwValue(c, "model");
+    if (ts_node_is_null(Kw(c.file, c.node, "model"))) id = Eval(c.file, Pos(c.node, 1), 0);
+    SetNumber(facts_.batch_size, KwValue(c, "batch_size"), where, "batch_size", kRankCall);
+  }
   if (id.kind != Value::Kind::kString) {
     if (!facts_.model.known()) {
       Undecided("model", fmt::format("the model name is not a constant ({})", id.reason), where);
@@ -106,6 +171,12 @@ bool Analyzer::ExtractPretrained(const CallSite& c) {
   }
   SourceLine origin = id.origin.empty() ? where : id.origin;
   std::string how = fmt::format("{}(\"{}\")", c.callee, id.text);
+  // A local checkpoint: its config.json, read as transformers reads it.
+  std::string local_config = (std::filesystem::path(id.text) / "config.json").string();
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(std::filesystem::path(code_dir_) / local_config, ec)) {
+    config_refs_.push_back(local_config);
+  }
   if (auto v = FindVisionModel(id.text)) {
     if (Set(facts_.model, id.text, origin, how, kRankCall)) {
       facts_.architecture = v->layers > 0 ? Architecture::kVit : Architecture::kCnn;
@@ -124,17 +195,35 @@ bool Analyzer::ExtractPretrained(const CallSite& c) {
         Set(facts_.layers, static_cast<int64_t>(layers.number), where, how, kRankCall);
       }
     }
-  } else if (!facts_.model.known()) {
+  } else if (!facts_.model.known() && !std::filesystem::is_regular_file(
+                                          std::filesystem::path(code_dir_) / local_config, ec)) {
     Undecided("model", fmt::format("{} is not in the table of known model sizes", id.text), origin);
+  }
+  if (pipeline) {
+    // pipeline(..., model_kwargs={"torch_dtype": …}) is not read; torch_dtype= is.
+    Value dtype = KwValue(c, "torch_dtype");
+    if (dtype.kind == Value::Kind::kName && dtype.text.ends_with("16")) {
+      Precision p = dtype.text.ends_with("bfloat16") ? Precision::kBf16 : Precision::kFp16;
+      Set(facts_.precision, p, where, fmt::format("pipeline(torch_dtype={})", dtype.text),
+          kRankDefault);
+      Set(facts_.weight_dtype, p, where, fmt::format("pipeline(torch_dtype={})", dtype.text),
+          kRankCall);
+    }
+    return true;
   }
   Value dtype = KwValue(c, "torch_dtype");
   if (dtype.kind != Value::Kind::kName) dtype = KwValue(c, "dtype");
   if (dtype.kind == Value::Kind::kName) {
     if (dtype.text.ends_with("bfloat16")) {
       Set(facts_.precision, Precision::kBf16, where, "torch_dtype=torch.bfloat16", kRankDefault);
+      Set(facts_.weight_dtype, Precision::kBf16, where, "torch_dtype=torch.bfloat16", kRankCall);
     }
     if (dtype.text.ends_with("float16") && !dtype.text.ends_with("bfloat16")) {
       Set(facts_.precision, Precision::kFp16, where, "torch_dtype=torch.float16", kRankDefault);
+      Set(facts_.weight_dtype, Precision::kFp16, where, "torch_dtype=torch.float16", kRankCall);
+    }
+    if (dtype.text.ends_with("float32")) {
+      Set(facts_.weight_dtype, Precision::kFp32, where, "torch_dtype=torch.float32", kRankCall);
     }
   }
   if (KwValue(c, "load_in_8bit").Truthy()) {

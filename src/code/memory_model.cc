@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "code/model_zoo.h"
@@ -124,6 +125,7 @@ double StaticTerms(const CodeFacts& f, bool training, Precision precision, Optim
   AddLine(&weights.lines, f.parameters);
   AddLine(&weights.lines, f.model);
   AddLine(&weights.lines, f.precision);
+  AddLine(&weights.lines, f.weight_dtype);
   AddLine(&weights.lines, f.zero_stage);
   e->terms.push_back(weights);
   double static_bytes = weights.bytes;
@@ -167,6 +169,128 @@ double StaticTerms(const CodeFacts& f, bool training, Precision precision, Optim
   return static_bytes;
 }
 
+// Bytes per 4-bit weight in bitsandbytes: the 4-bit value and an fp32 absmax per 64-weight
+// block; with double quantisation the absmax is 8-bit, with an fp32 constant per 256 blocks.
+double FourBitBytes(bool double_quant) {
+  return double_quant ? 0.5 + 1.0 / 64 + 4.0 / (64 * 256) : 0.5 + 4.0 / 64;
+}
+
+// Bytes of one optimizer state per trainable fp32 parameter.
+double StatesPerParameter(Optimizer o) {
+  switch (o) {
+    case Optimizer::kAdam:
+      return 8;
+    case Optimizer::kAdam8bit:
+      return 2;
+    case Optimizer::kSgdMomentum:
+      return 4;
+    case Optimizer::kSgd:
+    case Optimizer::kAdafactor:
+      return 0;
+  }
+  return 8;
+}
+
+// A frozen base model: quantised weights (bitsandbytes) and/or LoRA adapters, the only
+// parameters that train. Adds the weights, adapters, gradients, optimizer states and
+// dequantisation terms and returns true; false when neither applies (StaticTerms then counts
+// every parameter as trained).
+bool FrozenBaseTerms(const CodeFacts& f, bool training, Precision precision, Optimizer optimizer,
+                     double params, MemoryEstimate* e, double* static_bytes) {
+  const bool quantized = (precision == Precision::kInt4 || precision == Precision::kInt8) &&
+                         f.quantized_parameters.known();
+  const bool lora = training && f.trainable_parameters.known();
+  if (!quantized && !lora) return false;
+  const double d = e->data_parallel_gpus;
+  const int stage = f.zero_stage.value.value_or(0);
+  auto shard = [&](double bytes, int from_stage) {
+    return stage >= from_stage ? bytes / d : bytes;
+  };
+  auto add = [&](MemoryTerm t) {
+    *static_bytes += t.bytes;
+    e->terms.push_back(std::move(t));
+  };
+  // What the frozen weights are stored in: the dtype they were loaded in, else the precision's.
+  // (Mixed precision alone keeps fp32 weights: autocast casts on the fly.)
+  Precision load = f.weight_dtype.value.value_or(precision);
+  bool half_load = load == Precision::kBf16 || load == Precision::kFp16;
+  if (quantized) {
+    double q = std::min(*f.quantized_parameters.value, params);
+    bool four = precision == Precision::kInt4;
+    bool dq = f.double_quant.value.value_or(false);
+    double qbytes = four ? FourBitBytes(dq) : 1;
+    MemoryTerm w{"quantized weights",
+                 shard(q * qbytes, 3),
+                 four ? fmt::format("{} Linear weights × {:.4f} B (4-bit + {} absmax per 64)",
+                                    Millions(q), qbytes, dq ? "8-bit double-quantised" : "fp32")
+                      : fmt::format("{} Linear weights × 1 B (LLM.int8)", Millions(q)),
+                 {}};
+    AddLine(&w.lines, f.precision);
+    AddLine(&w.lines, f.double_quant);
+    add(std::move(w));
+    // transformers loads what bitsandbytes leaves alone in float16 unless told otherwise;
+    // prepare_model_for_kbit_training casts it to fp32.
+    bool fp32 = f.kbit_prepared.value.value_or(false);
+    double rest_bytes = fp32 ? 4 : 2;
+    MemoryTerm rest{"weights (not quantized)",
+                    shard((params - q) * rest_bytes, 3),
+                    fmt::format("{} params (embeddings, output layer, norms, biases) × {} B{}",
+                                Millions(params - q), rest_bytes,
+                                fp32 ? " (fp32: prepare_model_for_kbit_training)" : " (16-bit)"),
+                    {}};
+    AddLine(&rest.lines, f.kbit_prepared);
+    AddLine(&rest.lines, f.model);
+    add(std::move(rest));
+    if (f.layers.known() && *f.layers.value > 0) {
+      // Each quantised layer's weights are dequantised to the compute dtype for its matmuls.
+      double layer = q / static_cast<double>(*f.layers.value);
+      add({"dequantization buffer",
+           layer * 2,
+           fmt::format("one layer's {} Linear weights dequantised to 16-bit", Millions(layer)),
+           {}});
+    }
+  } else {
+    double bytes = half_load ? 2 : 4;
+    MemoryTerm w{"weights (frozen)",
+                 shard(params * bytes, 3),
+                 fmt::format("{} params × {} B ({}, frozen under LoRA)", Millions(params), bytes,
+                             half_load ? "16-bit" : "fp32"),
+                 {}};
+    AddLine(&w.lines, f.parameters);
+    AddLine(&w.lines, f.weight_dtype);
+    add(std::move(w));
+  }
+  if (!lora) return true;
+  // PEFT keeps the adapters in fp32 (autocast_adapter_dtype), so their gradients and optimizer
+  // states are fp32 too.
+  double t = *f.trainable_parameters.value;
+  MemoryTerm adapters{
+      "LoRA adapters",
+      shard(t * 4, 3),
+      fmt::format("{} trainable params (r={}, {}) × 4 B (fp32)", Millions(t),
+                  f.lora_rank.value.value_or(0), f.lora_targets.value.value_or("?")),
+      {}};
+  AddLine(&adapters.lines, f.trainable_parameters);
+  add(std::move(adapters));
+  MemoryTerm grads{"gradients",
+                   shard(t * 4, 2),
+                   fmt::format("{} trainable params × 4 B (adapters only)", Millions(t)),
+                   {}};
+  AddLine(&grads.lines, f.trainable_parameters);
+  add(std::move(grads));
+  bool offload = f.optimizer_offload.value.value_or(false);
+  double states = StatesPerParameter(optimizer);
+  MemoryTerm opt{"optimizer states",
+                 offload ? 0 : shard(t * states, 1),
+                 offload ? "offloaded to CPU memory"
+                         : fmt::format("{} trainable params × {} B {} states", Millions(t), states,
+                                       NameOf(optimizer)),
+                 {}};
+  AddLine(&opt.lines, f.optimizer);
+  add(std::move(opt));
+  return true;
+}
+
 // The terms that grow with the batch: activations (transformer, ViT and CNN formulas) and
 // logits; sets *dynamic_bytes to their sum. NotFound when a shape they need is undetermined.
 Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, MemoryEstimate* e,
@@ -174,6 +298,8 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, M
   double act = 0;
   MemoryTerm acts{"activations", 0, "", {}};
   MemoryTerm logits{"logits", 0, "", {}};
+  MemoryTerm kv_cache{"KV cache", 0, "", {}};
+  MemoryTerm adapter_acts{"adapter activations", 0, "", {}};
   bool half_acts = precision != Precision::kFp32;
   Checkpointing ckpt = f.checkpointing.value.value_or(Checkpointing::kNone);
   bool fused = f.fused_attention.value.value_or(false);
@@ -190,6 +316,9 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, M
     if (f.architecture == Architecture::kVit) {
       auto spec = FindVisionModel(f.model.value.value_or(""));
       double patch = spec ? static_cast<double>(spec->patch) : 16;
+      if (auto hf = FindTransformer(f.model.value.value_or("")); !spec && hf && hf->vit) {
+        patch = static_cast<double>(hf->patch);  // google/vit-base-patch32-224
+      }
       double img = static_cast<double>(f.image_size.value.value_or(224));
       s = std::floor(img / patch) * std::floor(img / patch) + 1;
     } else {
@@ -226,6 +355,36 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, M
       AddLine(&logits.lines, f.batch_size);
       AddLine(&logits.lines, f.seq_len);
     }
+    if (!training && f.max_new_tokens.known() && f.architecture == Architecture::kTransformer) {
+      // Generation keeps every layer's keys and values for the prompt and each new token.
+      double kv_heads = static_cast<double>(f.kv_heads.value.value_or(*f.heads.value));
+      double head_dim = static_cast<double>(
+          f.head_dim.value.value_or(*f.heads.value > 0 ? *f.hidden.value / *f.heads.value : 0));
+      double tokens = s + static_cast<double>(*f.max_new_tokens.value);
+      double bytes = precision == Precision::kFp32 ? 4 : 2;
+      kv_cache.bytes = 2 * layers * kv_heads * head_dim * tokens * b * bytes;
+      kv_cache.formula =
+          fmt::format("2·L·kv_heads·head_dim·(prompt + new)·b·{} = 2·{}·{}·{}·({} + {})·{}·{}",
+                      bytes, layers, kv_heads, head_dim, s, *f.max_new_tokens.value, b, bytes);
+      AddLine(&kv_cache.lines, f.max_new_tokens);
+      AddLine(&kv_cache.lines, f.seq_len);
+      AddLine(&kv_cache.lines, f.batch_size);
+      AddLine(&kv_cache.lines, f.model);
+      e->bytes_per_sample += kv_cache.bytes / b;
+    }
+    double dropout = f.lora_dropout.value.value_or(0);
+    if (training && dropout > 0 && f.lora_input_features.known()) {
+      // Each adapter saves its dropped-out input (and the dropout mask, 1 B) for backward.
+      double features = *f.lora_input_features.value;
+      if (ckpt == Checkpointing::kFull) features /= layers;  // only the layer recomputed
+      double bytes = half_acts ? 2 : 4;
+      adapter_acts.bytes = b * s * features * (bytes + 1);
+      adapter_acts.formula = fmt::format(
+          "b·s·(in-features of the targeted matrices{})·({} + 1 mask) B, lora_dropout={}",
+          ckpt == Checkpointing::kFull ? ", one layer" : "", bytes, dropout);
+      AddLine(&adapter_acts.lines, f.lora_dropout);
+      e->bytes_per_sample += adapter_acts.bytes / b;
+    }
   } else if (f.architecture == Architecture::kCnn) {
     RS_RETURN_IF_ERROR(need(f.batch_size.known(), "batch_size"));
     auto spec = FindVisionModel(f.model.value.value_or(""));
@@ -257,7 +416,9 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, M
   AddLine(&acts.lines, f.precision);
   e->terms.push_back(acts);
   if (logits.bytes > 0) e->terms.push_back(logits);
-  *dynamic_bytes = acts.bytes + logits.bytes;
+  if (kv_cache.bytes > 0) e->terms.push_back(kv_cache);
+  if (adapter_acts.bytes > 0) e->terms.push_back(adapter_acts);
+  *dynamic_bytes = acts.bytes + logits.bytes + kv_cache.bytes + adapter_acts.bytes;
   return Status::Ok();
 }
 
@@ -272,7 +433,19 @@ StatusOr<MemoryEstimate> EstimateGpuMemory(const CodeFacts& f) {
 
   MemoryEstimate e;
   e.data_parallel_gpus = f.DataParallelGpus();
-  double static_bytes = StaticTerms(f, training, precision, optimizer, params, &e);
+  double static_bytes = 0;
+  if (!FrozenBaseTerms(f, training, precision, optimizer, params, &e, &static_bytes)) {
+    // Autocast over weights loaded in 16-bit (torch_dtype=torch.bfloat16 with the HF Trainer's
+    // bf16=True) keeps no fp32 master copy: the weights, gradients and optimizer states are all
+    // in the weights' dtype.
+    Precision states = precision;
+    bool mixed = precision == Precision::kMixedBf16 || precision == Precision::kMixedFp16;
+    if (training && mixed &&
+        (f.weight_dtype.value == Precision::kBf16 || f.weight_dtype.value == Precision::kFp16)) {
+      states = *f.weight_dtype.value;
+    }
+    static_bytes = StaticTerms(f, training, states, optimizer, params, &e);
+  }
   double dynamic_bytes = 0;
   RS_RETURN_IF_ERROR(ActivationTerms(f, training, precision, &e, &dynamic_bytes));
 
@@ -286,10 +459,11 @@ StatusOr<MemoryEstimate> EstimateGpuMemory(const CodeFacts& f) {
                      {}});
 
   bool assumed = f.seq_len.assumed || f.image_size.assumed || f.optimizer.assumed ||
-                 f.precision.assumed || f.checkpointing.assumed || !e.assumptions.empty() ||
+                 f.precision.assumed || f.checkpointing.assumed || f.batch_size.assumed ||
+                 f.max_new_tokens.assumed || !e.assumptions.empty() ||
                  f.architecture == Architecture::kMlp;
   for (const auto* fact : {&f.seq_len.how, &f.image_size.how, &f.optimizer.how, &f.precision.how,
-                           &f.checkpointing.how}) {
+                           &f.checkpointing.how, &f.batch_size.how, &f.max_new_tokens.how}) {
     if (fact->starts_with("assumed")) e.assumptions.push_back(*fact);
   }
   double widen = assumed ? 1.5 : 1.0;
@@ -298,6 +472,8 @@ StatusOr<MemoryEstimate> EstimateGpuMemory(const CodeFacts& f) {
   e.p90_bytes =
       kCudaContextBytes + (1 + kFragmentationP90) * (static_bytes + dynamic_bytes * widen);
   e.bytes_per_sample *= 1 + kFragmentationP50;
+  e.allocated_bytes = allocated;
+  e.reserved_bytes = (1 + kFragmentationP50) * allocated;
   return e;
 }
 

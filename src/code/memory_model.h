@@ -10,12 +10,18 @@
 //                 bytes with 16-bit activations, 34·s·b·h with fused attention (SDPA/Flash) or
 //                 selective recomputation, 2·s·b·h with full checkpointing; logits b·s·V·4·2;
 //                 CNNs from a per-model table of bytes per 224² image, scaled by area;
+//   frozen bases  LoRA: the frozen weights in their load dtype, fp32 adapters with their
+//                 gradients and optimizer states only; QLoRA: 4-bit (8-bit) Linear weights with
+//                 their quantisation constants, the rest 16-bit (fp32 once prepared for k-bit
+//                 training), one layer's dequantised weights, the adapters' dropout inputs;
+//   generation    the KV cache 2·L·kv_heads·head_dim·(prompt + new tokens)·b·2 B;
 //   overheads     the CUDA context (~500 MiB per process) and the caching allocator's
 //                 fragmentation (+10% at p50, +25% at p90).
 // docs/code-analysis.md derives each term. Pure functions; thread-safe.
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "code/analysis.h"
@@ -30,10 +36,19 @@ struct MemoryTerm {
   std::vector<SourceLine> lines;  // the source lines whose facts drove it
 };
 
+// Which quantity the range is: what the driver reports for the process (nvidia-smi, NVML),
+// i.e. the caching allocator's reserved memory plus the CUDA context. Published figures differ:
+// torch.cuda.max_memory_allocated (the tensors), max_memory_reserved (+ the allocator's cache),
+// or nvidia-smi (+ the context); allocated_bytes and reserved_bytes give the first two at p50.
+inline constexpr std::string_view kEstimateQuantity =
+    "driver-reported: reserved by the caching allocator + CUDA context";
+
 struct MemoryEstimate {
-  double p10_bytes = 0, p50_bytes = 0, p90_bytes = 0;  // peak per GPU
-  int data_parallel_gpus = 1;                          // the GPUs the model states are divided over
-  std::vector<MemoryTerm> terms;                       // they sum to p50
+  double p10_bytes = 0, p50_bytes = 0, p90_bytes = 0;  // peak per GPU (kEstimateQuantity)
+  double allocated_bytes = 0;            // p50 of the tensors alone (max_memory_allocated)
+  double reserved_bytes = 0;             // p50 with the allocator's overhead (max_memory_reserved)
+  int data_parallel_gpus = 1;            // the GPUs the model states are divided over
+  std::vector<MemoryTerm> terms;         // they sum to p50
   double bytes_per_sample = 0;           // activation bytes one more sample of the batch adds (p50)
   std::vector<std::string> assumptions;  // defaults filled in, which widen the range
 };

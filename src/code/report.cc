@@ -12,7 +12,9 @@ std::string Show(const T& v) {
   } else if constexpr (std::is_same_v<T, bool>) {
     return v ? "yes" : "no";
   } else if constexpr (std::is_same_v<T, double>) {
-    return v >= 1e9 ? fmt::format("{:.2f}B", v / 1e9) : fmt::format("{:.1f}M", v / 1e6);
+    return v >= 1e9   ? fmt::format("{:.2f}B", v / 1e9)
+           : v >= 1e5 ? fmt::format("{:.1f}M", v / 1e6)
+                      : fmt::format("{}", v);
   } else if constexpr (std::is_enum_v<T>) {
     return std::string(NameOf(v));
   } else {
@@ -34,14 +36,25 @@ void ForEachFact(const CodeFacts& f, F fn) {
   fn("framework", f.framework);
   fn("model", f.model);
   fn("parameters", f.parameters);
+  fn("trainable_parameters", f.trainable_parameters);
   fn("layers", f.layers);
   fn("hidden", f.hidden);
   fn("heads", f.heads);
+  fn("kv_heads", f.kv_heads);
+  fn("head_dim", f.head_dim);
   fn("vocab", f.vocab);
   fn("batch_size", f.batch_size);
   fn("seq_len", f.seq_len);
   fn("image_size", f.image_size);
   fn("precision", f.precision);
+  fn("weight_dtype", f.weight_dtype);
+  fn("quantized_parameters", f.quantized_parameters);
+  fn("double_quant", f.double_quant);
+  fn("kbit_prepared", f.kbit_prepared);
+  fn("lora_rank", f.lora_rank);
+  fn("lora_targets", f.lora_targets);
+  fn("lora_dropout", f.lora_dropout);
+  fn("max_new_tokens", f.max_new_tokens);
   fn("training", f.training);
   fn("optimizer", f.optimizer);
   fn("grad_accum", f.grad_accum);
@@ -95,10 +108,17 @@ nlohmann::json EstimateJson(const MemoryEstimate& e) {
     terms.push_back(
         {{"name", t.name}, {"bytes", t.bytes}, {"formula", t.formula}, {"lines", lines}});
   }
-  return {{"p10", e.p10_bytes}, {"p50", e.p50_bytes},
-          {"p90", e.p90_bytes}, {"unit", "bytes"},
-          {"per", "gpu"},       {"data_parallel_gpus", e.data_parallel_gpus},
-          {"terms", terms},     {"assumptions", e.assumptions}};
+  return {{"p10", e.p10_bytes},
+          {"p50", e.p50_bytes},
+          {"p90", e.p90_bytes},
+          {"unit", "bytes"},
+          {"per", "gpu"},
+          {"quantity", std::string(kEstimateQuantity)},
+          {"allocated_p50", e.allocated_bytes},
+          {"reserved_p50", e.reserved_bytes},
+          {"data_parallel_gpus", e.data_parallel_gpus},
+          {"terms", terms},
+          {"assumptions", e.assumptions}};
 }
 
 nlohmann::json AdviceJson(const std::vector<Advice>& advice) {
@@ -118,12 +138,12 @@ std::string FactsText(const CodeFacts& f) {
   std::string out;
   ForEachFact(f, [&](const char* name, const auto& fact) {
     if (!fact.known()) return;
-    out += fmt::format("  {:<18} {:<24} {:<22} {}\n", name, Show(*fact.value),
+    out += fmt::format("  {:<20} {:<24} {:<22} {}\n", name, Show(*fact.value),
                        fact.where.line > 0 ? fact.where.ToString() : "", fact.how);
   });
   for (const auto& e : f.parse_errors) out += fmt::format("  parse error: {}\n", e);
   for (const auto& u : f.undetermined) {
-    out += fmt::format("  {:<18} {:<24} {:<22} {}\n", u.what, "undetermined", u.where.ToString(),
+    out += fmt::format("  {:<20} {:<24} {:<22} {}\n", u.what, "undetermined", u.where.ToString(),
                        u.reason);
   }
   return out;

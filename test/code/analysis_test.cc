@@ -33,7 +33,7 @@ TEST(AnalysisTest, Gpt2FineTuneReadsYamlConfigAndCommandLine) {
   EXPECT_EQ(f.framework.value, "HF Transformers");
   EXPECT_EQ(f.model.value, "gpt2-medium");
   EXPECT_EQ(f.model.where.ToString(), "config.yaml:3");  // the name's own line
-  EXPECT_DOUBLE_EQ(*f.parameters.value, 354.8e6);
+  EXPECT_DOUBLE_EQ(*f.parameters.value, 354823168.0);
   EXPECT_EQ(f.layers.value, 24);
   EXPECT_EQ(f.hidden.value, 1024);
   EXPECT_EQ(f.heads.value, 16);
@@ -76,7 +76,7 @@ TEST(AnalysisTest, DeepSpeedZero3LlamaReadsDsConfig) {
   EXPECT_EQ(f.framework.value, "DeepSpeed");
   EXPECT_EQ(f.model.value, "llama-2-7b");
   EXPECT_EQ(f.model.where.ToString(), "finetune.py:7");  // MODEL = "meta-llama/Llama-2-7b-hf"
-  EXPECT_DOUBLE_EQ(*f.parameters.value, 6738.4e6);
+  EXPECT_DOUBLE_EQ(*f.parameters.value, 6738415616.0);
   EXPECT_EQ(f.batch_size.value, 4);
   EXPECT_EQ(f.batch_size.where.ToString(), "ds_config.json:2");
   EXPECT_EQ(f.grad_accum.value, 8);

@@ -2,12 +2,14 @@
 // comments), and the advice it drives.
 #include "code/memory_model.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "code/advice.h"
+#include "code/report.h"
 #include "jobscript/job_script.h"
 
 namespace rightsize::code {
@@ -75,17 +77,18 @@ constexpr double kCtx = 500.0 * 1024 * 1024;  // 524,288,000
 TEST(MemoryModelTest, Gpt2MediumFp32AdamEagerAttention) {
   Analysed a = AnalyseFixture("gpt2_finetune");
   const MemoryEstimate& e = a.estimate;
-  // fp32 Adam: 4 + 4 + 8 = 16 B/param × 354.8M = 5.6768 GB, on one GPU (no DDP).
-  EXPECT_DOUBLE_EQ(Term(e, "weights"), 354.8e6 * 4);
-  EXPECT_DOUBLE_EQ(Term(e, "gradients"), 354.8e6 * 4);
-  EXPECT_DOUBLE_EQ(Term(e, "optimizer states"), 354.8e6 * 8);
+  // fp32 Adam: 4 + 4 + 8 = 16 B/param × 354,823,168 (counted from the GPT-2 architecture)
+  // = 5,677,170,688, on one GPU (no DDP).
+  EXPECT_DOUBLE_EQ(Term(e, "weights"), 354823168.0 * 4);
+  EXPECT_DOUBLE_EQ(Term(e, "gradients"), 354823168.0 * 4);
+  EXPECT_DOUBLE_EQ(Term(e, "optimizer states"), 354823168.0 * 8);
   // Activations, eager attention: L·s·b·h·(34 + 5·a·s/h) × 2 (fp32)
   //   = 24 · 1024 · 16 · 1024 · (34 + 5·16·1024/1024 = 114) · 2 = 91,804,925,952.
   EXPECT_DOUBLE_EQ(Term(e, "activations"), 91804925952.0);
   // Logits: b·s·V·4·2 = 16 · 1024 · 50257 · 8 = 6,587,285,504.
   EXPECT_DOUBLE_EQ(Term(e, "logits"), 6587285504.0);
-  // p50 = context + 1.1 × (5,676,800,000 + 98,392,211,456) = 115,000,200,601.6.
-  EXPECT_NEAR(e.p50_bytes, 115000200601.6, 1.0);
+  // p50 = context + 1.1 × (5,677,170,688 + 98,392,211,456) = 115,000,608,358.4.
+  EXPECT_NEAR(e.p50_bytes, 115000608358.4, 1.0);
   EXPECT_LT(e.p10_bytes, e.p50_bytes);
   EXPECT_GT(e.p90_bytes, e.p50_bytes);
 }
@@ -107,17 +110,17 @@ TEST(MemoryModelTest, LlamaZero3OverEightGpus) {
   const MemoryEstimate& e = a.estimate;
   EXPECT_EQ(e.data_parallel_gpus, 8);
   // Mixed-precision Adam: 2 + 2 + 12 = 16 B/param, all three sharded by ZeRO-3 over 8 GPUs:
-  // 16 × 6,738.4M / 8 = 13,476,800,000.
-  EXPECT_NEAR(Term(e, "weights"), 2 * 6738.4e6 / 8, 1e-3);
-  EXPECT_NEAR(Term(e, "gradients"), 2 * 6738.4e6 / 8, 1e-3);
-  EXPECT_NEAR(Term(e, "optimizer states"), 12 * 6738.4e6 / 8, 1e-3);
+  // 16 × 6,738,415,616 / 8 = 13,476,831,232.
+  EXPECT_NEAR(Term(e, "weights"), 2 * 6738415616.0 / 8, 1e-3);
+  EXPECT_NEAR(Term(e, "gradients"), 2 * 6738415616.0 / 8, 1e-3);
+  EXPECT_NEAR(Term(e, "optimizer states"), 12 * 6738415616.0 / 8, 1e-3);
   // Full checkpointing with SDPA: L·2·s·b·h + one layer's 34·s·b·h recomputed
   //   = 32·2·33,554,432 + 34·33,554,432 = 3,288,334,336 (s=2048, b=4, h=4096, bf16).
   EXPECT_DOUBLE_EQ(Term(e, "activations"), 3288334336.0);
   // Logits: 4 · 2048 · 32000 · 8 = 2,097,152,000.
   EXPECT_DOUBLE_EQ(Term(e, "logits"), 2097152000.0);
-  // p50 = context + 1.1 × (13,476,800,000 + 5,385,486,336) = 21,272,802,969.6.
-  EXPECT_NEAR(e.p50_bytes, 21272802969.6, 1.0);
+  // p50 = context + 1.1 × (13,476,831,232 + 5,385,486,336) = 21,272,837,324.8.
+  EXPECT_NEAR(e.p50_bytes, 21272837324.8, 1.0);
 }
 
 TEST(MemoryModelTest, LightningDdpKeepsGradientBuckets) {
@@ -456,6 +459,261 @@ loader = torch.utils.data.DataLoader(data, batch_size=8)
                              R"json({"model": {"d_model": 64, "seq_len": 384}})json");
   EXPECT_EQ(a.facts.seq_len.value, 384);
   EXPECT_EQ(a.facts.seq_len.where.ToString(), "config.json:1");
+}
+
+}  // namespace
+}  // namespace rightsize::code
+
+namespace rightsize::code {
+namespace {
+
+TEST(MemoryModelTest, LoraTrainsOnlyTheAdaptersOverFrozen16BitWeights) {
+  Analysed a = AnalyseSource("lora", R"(
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, TrainingArguments, Trainer
+from peft import LoraConfig, get_peft_model
+
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-hf", torch_dtype=torch.bfloat16)
+tok = AutoTokenizer.from_pretrained("meta-llama/Llama-2-7b-hf")
+enc = tok(texts, max_length=512, truncation=True)
+config = LoraConfig(r=16, lora_alpha=32, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+                    lora_dropout=0.0)
+model = get_peft_model(model, config)
+args = TrainingArguments(output_dir="out", per_device_train_batch_size=4, bf16=True,
+                         gradient_checkpointing=True)
+Trainer(model=model, args=args, train_dataset=ds).train()
+)");
+  const CodeFacts& f = a.facts;
+  EXPECT_EQ(f.lora_rank.value, 16);
+  EXPECT_EQ(f.lora_targets.value, "q_proj,k_proj,v_proj,o_proj");
+  EXPECT_EQ(f.lora_rank.where.ToString(), "train.py:9");
+  // 32 layers × r=16 × (q 4096+4096, k 4096+4096, v 4096+4096, o 4096+4096) = 16,777,216.
+  EXPECT_DOUBLE_EQ(*f.trainable_parameters.value, 16777216.0);
+  const MemoryEstimate& e = a.estimate;
+  // The frozen weights stay bf16: 6,738,415,616 × 2; no gradient or Adam state for them.
+  EXPECT_DOUBLE_EQ(Term(e, "weights (frozen)"), 6738415616.0 * 2);
+  // The adapters, their gradients and AdamW's two moments in fp32: 4 + 4 + 8 B each.
+  EXPECT_DOUBLE_EQ(Term(e, "LoRA adapters"), 16777216.0 * 4);
+  EXPECT_DOUBLE_EQ(Term(e, "gradients"), 16777216.0 * 4);
+  EXPECT_DOUBLE_EQ(Term(e, "optimizer states"), 16777216.0 * 8);
+  // Full checkpointing with SDPA: (32·2 + 34)·s·b·h = 98 · 512·4·4096 = 822,083,584.
+  EXPECT_DOUBLE_EQ(Term(e, "activations"), 822083584.0);
+  EXPECT_DOUBLE_EQ(Term(e, "adapter activations"), -1);  // lora_dropout=0: nothing saved
+  // Logits 4·512·32000·8 = 524,288,000. p50 = context + 1.1 × (13,745,266,688 states +
+  // 1,346,371,584) = 17,125,090,099.2, where full fine-tuning would hold 16 B/param (108 GB).
+  EXPECT_NEAR(e.p50_bytes, 17125090099.2, 1.0);
+  // The new facts and the quantity reach the JSON.
+  nlohmann::json facts = FactsJson(f);
+  EXPECT_EQ(facts["facts"]["trainable_parameters"]["value"], 16777216.0);
+  EXPECT_EQ(facts["facts"]["lora_targets"]["where"], "train.py:9");
+  nlohmann::json estimate = EstimateJson(e);
+  EXPECT_EQ(estimate["quantity"], kEstimateQuantity);
+  EXPECT_LT(estimate["allocated_p50"].get<double>(), estimate["reserved_p50"].get<double>());
+}
+
+TEST(MemoryModelTest, QloraQuantizesTheLinearWeightsOnlyAndPrepareCastsTheRestToFp32) {
+  Analysed a = AnalyseSource("qlora", R"(
+import torch
+from transformers import AutoModelForCausalLM, BitsAndBytesConfig, TrainingArguments
+from peft import LoraConfig, prepare_model_for_kbit_training
+from trl import SFTTrainer
+
+bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                         bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16)
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Meta-Llama-3-8B", quantization_config=bnb)
+model = prepare_model_for_kbit_training(model)
+peft_config = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.05, target_modules="all-linear")
+args = TrainingArguments(output_dir="out", per_device_train_batch_size=2, bf16=True,
+                         optim="paged_adamw_8bit")
+trainer = SFTTrainer(model=model, args=args, train_dataset=ds, peft_config=peft_config,
+                     max_seq_length=1024)
+trainer.train()
+)");
+  const CodeFacts& f = a.facts;
+  EXPECT_EQ(f.precision.value, Precision::kInt4);
+  EXPECT_EQ(f.double_quant.value, true);
+  EXPECT_EQ(f.kbit_prepared.value, true);
+  EXPECT_EQ(f.checkpointing.value, Checkpointing::kFull);  // prepare_model_for_kbit_training
+  EXPECT_EQ(f.optimizer.value, Optimizer::kAdam8bit);
+  EXPECT_EQ(f.seq_len.value, 1024);
+  EXPECT_EQ(f.lora_targets.value, "all-linear");
+  // all-linear, r=8: 32 × 8 × (q 8192 + k 5120 + v 5120 + o 8192 + gate, up, down 18432 each)
+  //   = 20,971,520 trainable.
+  EXPECT_DOUBLE_EQ(*f.trainable_parameters.value, 20971520.0);
+  // The blocks' Linear weights: 32 × 218,103,808 = 6,979,321,856.
+  EXPECT_DOUBLE_EQ(*f.quantized_parameters.value, 6979321856.0);
+  const MemoryEstimate& e = a.estimate;
+  // NF4 with double quantisation: 0.5 + 1/64 + 4/(64·256) B per weight = 3,600,416,768.
+  EXPECT_NEAR(Term(e, "quantized weights"), 3600416768.0, 1.0);
+  // Embeddings, lm_head and norms (8,030,261,248 − 6,979,321,856 = 1,050,939,392) in fp32.
+  EXPECT_DOUBLE_EQ(Term(e, "weights (not quantized)"), 1050939392.0 * 4);
+  // One layer's Linear weights dequantised to bf16: 218,103,808 × 2.
+  EXPECT_DOUBLE_EQ(Term(e, "dequantization buffer"), 218103808.0 * 2);
+  EXPECT_DOUBLE_EQ(Term(e, "LoRA adapters"), 20971520.0 * 4);
+  EXPECT_DOUBLE_EQ(Term(e, "gradients"), 20971520.0 * 4);
+  EXPECT_DOUBLE_EQ(Term(e, "optimizer states"), 20971520.0 * 2);  // paged 8-bit AdamW
+  // (32·2 + 34) · 1024·2·4096 = 822,083,584; logits 2·1024·128256·8 = 2,101,346,304.
+  EXPECT_DOUBLE_EQ(Term(e, "activations"), 822083584.0);
+  EXPECT_DOUBLE_EQ(Term(e, "logits"), 2101346304.0);
+  // Dropout 0.05: each adapter keeps its dropped-out input (2 B) and mask (1 B) for the layer
+  // recomputed: b·s·(6·4096 + 14336)·3 = 2·1024·38,912·3 = 239,075,328.
+  EXPECT_DOUBLE_EQ(Term(e, "adapter activations"), 239075328.0);
+}
+
+TEST(MemoryModelTest, GenerationWithoutABatchGetsAnEstimateWithItsKvCache) {
+  Analysed a = AnalyseSource("generate", R"(
+import torch
+from transformers import pipeline
+
+pipe = pipeline("text-generation", model="Qwen/Qwen2.5-7B-Instruct", torch_dtype=torch.bfloat16)
+out = pipe(prompts, max_new_tokens=256)
+)");
+  const CodeFacts& f = a.facts;
+  EXPECT_EQ(f.training.value, false);
+  EXPECT_EQ(f.max_new_tokens.value, 256);
+  EXPECT_EQ(f.max_new_tokens.where.ToString(), "train.py:6");
+  EXPECT_EQ(f.batch_size.value, 1);
+  EXPECT_TRUE(f.batch_size.assumed);
+  EXPECT_EQ(f.seq_len.value, 512);  // the assumed prompt
+  EXPECT_TRUE(f.seq_len.assumed);
+  EXPECT_EQ(f.kv_heads.value, 4);
+  const MemoryEstimate& e = a.estimate;
+  EXPECT_DOUBLE_EQ(Term(e, "weights"), 7615616512.0 * 2);
+  // 2 (K and V) · 28 layers · 4 KV heads · 128 · (512 + 256) tokens · 1 · 2 B = 44,040,192:
+  // grouped-query attention keeps 7 times less than 28 heads would.
+  EXPECT_DOUBLE_EQ(Term(e, "KV cache"), 44040192.0);
+  EXPECT_FALSE(e.assumptions.empty());
+  EXPECT_GT(e.p90_bytes, e.p50_bytes);
+}
+
+TEST(MemoryModelTest, LocalConfigJsonSizesTheModel) {
+  // from_pretrained on a local folder: its config.json, read as transformers reads it.
+  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "rightsize-localcfg";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "ckpt");
+  std::ofstream(dir / "ckpt" / "config.json") << R"({
+  "architectures": ["LlamaForCausalLM"],
+  "model_type": "llama",
+  "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16,
+  "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64,
+  "vocab_size": 128256, "tie_word_embeddings": true, "max_position_embeddings": 131072
+})";
+  std::ofstream(dir / "train.sh") << "#!/bin/bash\npython train.py\n";
+  std::ofstream(dir / "train.py") << R"(
+from transformers import AutoModelForCausalLM
+model = AutoModelForCausalLM.from_pretrained("ckpt")
+out = model.generate(ids, max_new_tokens=64)
+)";
+  auto script = ParseJobScriptFile((dir / "train.sh").string());
+  ASSERT_TRUE(script.ok());
+  auto facts = AnalyzeJobCode(*script, dir.string(), "train.sh");
+  ASSERT_TRUE(facts.ok()) << facts.status().ToString();
+  EXPECT_DOUBLE_EQ(*facts->parameters.value, 1235814400.0);  // Llama-3.2-1B's shape
+  EXPECT_EQ(facts->parameters.where.ToString(), "ckpt/config.json:3");
+  EXPECT_EQ(facts->kv_heads.value, 8);
+  EXPECT_EQ(facts->head_dim.value, 64);
+  auto e = EstimateGpuMemory(*facts);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_GT(Term(*e, "KV cache"), 0);
+}
+
+}  // namespace
+}  // namespace rightsize::code
+
+namespace rightsize::code {
+namespace {
+
+TEST(MemoryModelTest, FabricWithAnFsdpStrategyShardsOverItsDevicesAnd8BitAdam) {
+  Analysed a = AnalyseSource("fabric", R"(
+import lightning as L
+import bitsandbytes as bnb
+from lightning.fabric.strategies import FSDPStrategy
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+strategy = FSDPStrategy(activation_checkpointing_policy={GPTNeoXLayer})
+fabric = L.Fabric(accelerator="cuda", devices=4, precision="bf16-mixed", strategy=strategy)
+fabric.launch()
+model = AutoModelForCausalLM.from_pretrained("EleutherAI/pythia-1b")
+tok = AutoTokenizer.from_pretrained("EleutherAI/pythia-1b")
+enc = tok(texts, max_length=512, truncation=True)
+optimizer = bnb.optim.AdamW8bit(model.parameters(), lr=1e-4)
+model, optimizer = fabric.setup(model, optimizer)
+loader = DataLoader(ds, batch_size=8)
+)");
+  const CodeFacts& f = a.facts;
+  EXPECT_EQ(f.parallelism.value, "Lightning FSDP");
+  EXPECT_EQ(f.zero_stage.value, 3);
+  EXPECT_EQ(f.zero_stage.where.ToString(), "train.py:7");
+  EXPECT_EQ(f.precision.value, Precision::kMixedBf16);
+  EXPECT_EQ(f.processes.value, 4);
+  EXPECT_EQ(f.checkpointing.value, Checkpointing::kFull);
+  EXPECT_EQ(f.optimizer.value, Optimizer::kAdam8bit);
+  const MemoryEstimate& e = a.estimate;
+  EXPECT_EQ(e.data_parallel_gpus, 4);
+  // Pythia-1b: 1,011,781,632 params; bf16 mixed with 8-bit AdamW: 2 + 2 + (4 master + 2) B,
+  // all three divided over the 4 devices by FULL_SHARD.
+  EXPECT_DOUBLE_EQ(Term(e, "weights"), 1011781632.0 * 2 / 4);
+  EXPECT_DOUBLE_EQ(Term(e, "gradients"), 1011781632.0 * 2 / 4);
+  EXPECT_DOUBLE_EQ(Term(e, "optimizer states"), 1011781632.0 * 6 / 4);
+  EXPECT_DOUBLE_EQ(Term(e, "DDP gradient buckets"), -1);  // sharded: no bucket copy
+}
+
+}  // namespace
+}  // namespace rightsize::code
+
+namespace rightsize::code {
+namespace {
+
+TEST(MemoryModelTest, AutocastOverBf16WeightsKeepsNoFp32MasterCopy) {
+  // Full fine-tuning of a model loaded in bf16 with the HF Trainer's bf16=True: the parameters,
+  // their gradients and AdamW's moments are all bf16 (2 + 2 + 4 B), where fp32-loaded weights
+  // under the same flag keep 2 + 2 + 12.
+  const std::string program = R"(
+import torch
+from transformers import AutoModelForCausalLM, TrainingArguments, Trainer
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B"{})
+enc = tok(texts, max_length=256, truncation=True)
+args = TrainingArguments(output_dir="out", per_device_train_batch_size=4, bf16=True)
+Trainer(model=model, args=args).train()
+)";
+  Analysed bf16 = AnalyseSource("bf16_weights",
+                                fmt::format(fmt::runtime(program), ", torch_dtype=torch.bfloat16"));
+  Analysed fp32 = AnalyseSource("fp32_weights", fmt::format(fmt::runtime(program), ""));
+  const double p = 494032768.0;  // Qwen2-0.5B's shape, tied embeddings
+  EXPECT_DOUBLE_EQ(*bf16.facts.parameters.value, p);
+  EXPECT_EQ(bf16.facts.weight_dtype.value, Precision::kBf16);
+  EXPECT_DOUBLE_EQ(Term(bf16.estimate, "weights") + Term(bf16.estimate, "gradients") +
+                       Term(bf16.estimate, "optimizer states"),
+                   8 * p);
+  EXPECT_DOUBLE_EQ(Term(fp32.estimate, "weights") + Term(fp32.estimate, "gradients") +
+                       Term(fp32.estimate, "optimizer states"),
+                   16 * p);
+  // The activations are 16-bit in both.
+  EXPECT_DOUBLE_EQ(Term(bf16.estimate, "activations"), Term(fp32.estimate, "activations"));
+}
+
+}  // namespace
+}  // namespace rightsize::code
+
+namespace rightsize::code {
+namespace {
+
+TEST(MemoryModelTest, HuggingFaceVitTakesItsPatchFromTheConfig) {
+  Analysed a = AnalyseSource("hf_vit", R"(
+import torch
+from transformers import ViTForImageClassification
+model = ViTForImageClassification.from_pretrained("google/vit-base-patch32-224-in21k")
+loader = torch.utils.data.DataLoader(train_set, batch_size=32)
+opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+)");
+  EXPECT_EQ(a.facts.architecture, Architecture::kVit);
+  // ViTModel with its pooler: 3·32²·768 + 768 patch projection, [CLS], 50 positions,
+  // 12 × 7,087,872, final LayerNorm, pooler = 88,045,824.
+  EXPECT_DOUBLE_EQ(*a.facts.parameters.value, 88045824.0);
+  EXPECT_EQ(a.facts.image_size.value, 224);
+  // s = (224/32)² + 1 = 50 tokens, eager attention, fp32:
+  //   12 · 50·32·768 · (34 + 5·12·50/768) · 2 = 1,117,900,800.
+  EXPECT_DOUBLE_EQ(Term(a.estimate, "activations"), 1117900800.0);
 }
 
 }  // namespace
