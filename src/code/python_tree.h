@@ -47,7 +47,8 @@ class PythonTree {
 inline constexpr size_t kMaxSourceBytes = 8 << 20;
 
 // Node helpers: tiny wrappers over the C API, so the analysis reads as Python does.
-inline std::string_view TypeOf(TSNode n) { return ts_node_type(n); }
+// "" for a null node (an absent field or keyword), which ts_node_type cannot take.
+inline std::string_view TypeOf(TSNode n) { return ts_node_is_null(n) ? "" : ts_node_type(n); }
 inline int LineOf(TSNode n) { return static_cast<int>(ts_node_start_point(n).row) + 1; }
 TSNode Field(TSNode n, std::string_view name);  // a null node when absent
 inline uint32_t NamedCount(TSNode n) { return ts_node_named_child_count(n); }

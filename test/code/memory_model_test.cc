@@ -511,6 +511,28 @@ Trainer(model=model, args=args, train_dataset=ds).train()
   EXPECT_LT(estimate["allocated_p50"].get<double>(), estimate["reserved_p50"].get<double>());
 }
 
+TEST(MemoryModelTest, LoraConfigWithoutTargetModulesTakesPeftsDefaultForTheFamily) {
+  // No target_modules: PEFT picks the family's default (q_proj and v_proj for Llama). This
+  // program crashed the analysis (a null keyword node) before.
+  Analysed a = AnalyseSource("lora-default", R"(
+import torch
+from transformers import AutoModelForCausalLM, TrainingArguments, Trainer
+from peft import LoraConfig, TaskType, get_peft_model
+
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-hf", torch_dtype=torch.bfloat16)
+peft_config = LoraConfig(task_type=TaskType.CAUSAL_LM, r=8, lora_alpha=32, lora_dropout=0.1)
+model = get_peft_model(model, peft_config)
+args = TrainingArguments(output_dir="out", per_device_train_batch_size=1, bf16=True)
+Trainer(model=model, args=args, train_dataset=ds).train()
+)");
+  const CodeFacts& f = a.facts;
+  EXPECT_EQ(f.lora_rank.value, 8);
+  EXPECT_EQ(f.lora_targets.value, "q_proj,v_proj");
+  // 32 layers × r=8 × (q 4096+4096, v 4096+4096) = 4,194,304.
+  EXPECT_DOUBLE_EQ(f.trainable_parameters.value.value_or(0), 4194304.0);
+  EXPECT_GT(a.estimate.p50_bytes, 6738415616.0 * 2);
+}
+
 TEST(MemoryModelTest, QloraQuantizesTheLinearWeightsOnlyAndPrepareCastsTheRestToFp32) {
   Analysed a = AnalyseSource("qlora", R"(
 import torch
