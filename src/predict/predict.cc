@@ -7,10 +7,12 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <shared_mutex>
+#include <tuple>
+#include <unordered_set>
 
 #include "core/units.h"
 #include "jobscript/job_script.h"
@@ -24,6 +26,28 @@
 #include "report/render.h"
 
 namespace rightsize {
+
+// What a PredictSession has read, by what it was read for.
+struct PredictSession::Reads {  // NOLINT(bugprone-exception-escape): json's move may throw
+  std::map<std::string, StatusOr<std::string>> clusters;  // PickCluster's `given` -> answer
+  std::map<std::string, StatusOr<int64_t>> versions;      // cluster -> newest model version
+  struct Model {
+    int64_t version = 0;
+    std::shared_ptr<const ModelSet> set;
+    std::shared_ptr<std::shared_mutex> mu;  // the cache's lock of the set (null: not cached)
+  };
+  std::map<std::string, Model> models;  // cluster -> its model (only loads that succeeded)
+  std::map<std::string, ClusterContext> contexts;           // cluster -> shape
+  std::map<std::string, StatusOr<PriceTable>> price_files;  // PredictRequest::prices -> table
+  // One history scan of ReadPast: the finished jobs read, in the store's order, and whether
+  // there were more than it reads. Keyed by cluster, pass (0: user, 1: job name), the user or
+  // job name, and the time predicted as of. Node-based: the jobs stay where they are.
+  struct Scan {
+    std::vector<JobRecord> finished;
+    bool more = false;
+  };
+  std::map<std::tuple<std::string, int, std::string, int64_t>, Scan> scans;
+};
 
 namespace {
 
@@ -70,7 +94,8 @@ struct Work {  // NOLINT(bugprone-exception-escape): json's move may throw
   // while this prediction still uses it. Null for a set read for this prediction alone.
   std::shared_ptr<std::shared_mutex> held_mu;
   const ModelSet* set = nullptr;
-  std::vector<JobRecord> past;  // the user's and the program's finished jobs, oldest first
+  // The user's and the program's finished jobs, oldest first (in the session's reads).
+  std::vector<const JobRecord*> past;
   History history;
   ClusterContext context;
   std::vector<float> row;
@@ -84,8 +109,8 @@ struct Work {  // NOLINT(bugprone-exception-escape): json's move may throw
 
 // The cluster the job is for; one the store has never seen still gets an answer, from the
 // script and the code alone, with a note.
-Status PickJobCluster(Store& store, Work& w) {
-  auto cluster = PickCluster(store, w.req.cluster);
+Status PickJobCluster(PredictSession& session, Work& w) {
+  auto cluster = session.Cluster(w.req.cluster);
   if (!cluster.ok() && cluster.status().code() == Status::Code::kNotFound) {
     cluster = w.req.cluster.empty() ? std::string("default") : w.req.cluster;
     w.notes.push_back(
@@ -118,15 +143,20 @@ void BuildJob(Work& w) {
   w.job.submit_time = w.now;
 }
 
-Status LoadModel(Store& store, ModelCache* models, Work& w) {
+Status LoadModel(Store& store, ModelCache* models, PredictSession& session,
+                 PredictSession::Reads& reads, Work& w) {
   auto load = [&]() -> StatusOr<ModelSet> {
     RS_ASSIGN_OR_RETURN(auto stored, store.GetModel(w.cluster, 0));
     RS_ASSIGN_OR_RETURN(auto parsed, ModelSet::Deserialize(stored.blob));
     parsed.version = stored.version;
     return parsed;
   };
-  auto version = store.LatestModelVersion(w.cluster);
-  if (version.ok()) {
+  auto version = session.ModelVersion(w.cluster);
+  auto read = reads.models.find(w.cluster);
+  if (version.ok() && read != reads.models.end() && read->second.version == *version) {
+    w.held = read->second.set;
+    w.held_mu = read->second.mu;
+  } else if (version.ok()) {
     if (models != nullptr) {
       RS_ASSIGN_OR_RETURN(auto entry, models->Get(w.cluster, *version, load));
       w.held = entry.set;
@@ -135,6 +165,7 @@ Status LoadModel(Store& store, ModelCache* models, Work& w) {
       RS_ASSIGN_OR_RETURN(auto parsed, load());
       w.held = std::make_shared<const ModelSet>(std::move(parsed));
     }
+    reads.models[w.cluster] = {*version, w.held, w.held_mu};
   } else if (version.status().code() == Status::Code::kNotFound) {
     w.notes.push_back(
         fmt::format("no model for cluster {} yet (run `rightsize train`): the "
@@ -151,8 +182,9 @@ Status LoadModel(Store& store, ModelCache* models, Work& w) {
 // at most kMaxPastJobs of each. The features read the last few runs of each view and its counts
 // and means; beyond a few thousand jobs only those counts and means differ (over the newest
 // kMaxPastJobs instead of all), and reading a user's 50,000 jobs took 0.4 s.
-Status ReadPast(Store& store, Work& w) {
-  std::set<std::string> seen;
+// A review's containers share their namespace (the user): its scan is read once per session.
+Status ReadPast(Store& store, PredictSession::Reads& reads, Work& w) {
+  std::unordered_set<std::string_view> seen;
   for (int pass = 0; pass < 2; ++pass) {
     JobFilter filter;
     filter.cluster = w.cluster;
@@ -163,16 +195,24 @@ Status ReadPast(Store& store, Work& w) {
     } else {
       filter.job_name = w.job.request.job_name;
     }
-    filter.newest = kMaxPastJobs + 1;  // one more: to know there are more
-    int64_t read = 0;
-    RS_RETURN_IF_ERROR(store.ScanJobs(filter, [&](const JobRecord& j) {
-      if (++read > kMaxPastJobs) return false;
-      if (j.end_time && *j.end_time <= w.now && seen.insert(j.job_id).second) {
-        w.past.push_back(j);
-      }
-      return true;
-    }));
-    if (read > kMaxPastJobs) {
+    auto key = std::make_tuple(w.cluster, pass, pass == 0 ? filter.user : filter.job_name, w.now);
+    auto scan = reads.scans.find(key);
+    if (scan == reads.scans.end()) {
+      filter.newest = kMaxPastJobs + 1;  // one more: to know there are more
+      PredictSession::Reads::Scan read_now;
+      int64_t read = 0;
+      RS_RETURN_IF_ERROR(store.ScanJobs(filter, [&](const JobRecord& j) {
+        if (++read > kMaxPastJobs) return false;
+        if (j.end_time && *j.end_time <= w.now) read_now.finished.push_back(j);
+        return true;
+      }));
+      read_now.more = read > kMaxPastJobs;
+      scan = reads.scans.emplace(std::move(key), std::move(read_now)).first;
+    }
+    for (const JobRecord& j : scan->second.finished) {
+      if (seen.insert(j.job_id).second) w.past.push_back(&j);
+    }
+    if (scan->second.more) {
       w.notes.push_back(fmt::format(
           "{} has more than {} finished jobs: the counts and means of its history are read "
           "from the newest {}",
@@ -183,8 +223,8 @@ Status ReadPast(Store& store, Work& w) {
     }
   }
   std::sort(w.past.begin(), w.past.end(),
-            [](const JobRecord& a, const JobRecord& b) { return *a.end_time < *b.end_time; });
-  for (const auto& j : w.past) w.history.AddFinished(j);
+            [](const JobRecord* a, const JobRecord* b) { return *a->end_time < *b->end_time; });
+  for (const JobRecord* j : w.past) w.history.AddFinished(*j);
   if (w.set != nullptr) {
     for (Target t : kAllTargets) {
       w.history.SetGlobalMedian(t, w.set->global_median[static_cast<int>(t)]);
@@ -195,8 +235,12 @@ Status ReadPast(Store& store, Work& w) {
 
 // The job's features against the cluster as `rightsize ingest slurm` last saw it (sinfo), not
 // as the model was trained; and one GPU's memory, the request of a GPU job.
-void ReadCluster(Store& store, Work& w) {
-  w.context = ContextFor(store, w.cluster);
+void ReadCluster(Store& store, PredictSession::Reads& reads, Work& w) {
+  auto known = reads.contexts.find(w.cluster);
+  if (known == reads.contexts.end()) {
+    known = reads.contexts.emplace(w.cluster, ContextFor(store, w.cluster)).first;
+  }
+  w.context = known->second;
   if (w.context.partitions.empty() && w.set != nullptr) w.context = w.set->context;
   const NodeShape* nodes = w.context.NodesOf(w.job.request.partition);
   if (w.job.request.partition.empty() && nodes != nullptr) {
@@ -206,11 +250,13 @@ void ReadCluster(Store& store, Work& w) {
   w.row.assign(Layout().cols(), 0.0F);
   w.history.Features(w.job, w.now, w.context, w.row.data());
   if (w.job.AllocatedGpus().value_or(0) > 0) {
-    StatusOr<PriceTable> parsed = Status::NotFound("no price table");
     const PriceTable* prices = w.req.price_table;
     if (prices == nullptr) {
-      parsed = PricesFor(w.req.prices);
-      if (parsed.ok()) prices = &*parsed;
+      auto parsed = reads.price_files.find(w.req.prices);
+      if (parsed == reads.price_files.end()) {
+        parsed = reads.price_files.emplace(w.req.prices, PricesFor(w.req.prices)).first;
+      }
+      if (parsed->second.ok()) prices = &*parsed->second;
     }
     if (prices != nullptr) {
       // A request without a GPU type gets the partition's.
@@ -420,8 +466,8 @@ Status PredictTargets(Work& w) {
   if (!w.unmeasured.empty()) {
     // A user with finished jobs that did not measure a target (CPU cores of jobs under a
     // minute) is told which, not that they have no jobs at all.
-    bool has_jobs = std::any_of(w.past.begin(), w.past.end(), [&](const JobRecord& j) {
-      return j.request.user == w.job.request.user;
+    bool has_jobs = std::any_of(w.past.begin(), w.past.end(), [&](const JobRecord* j) {
+      return j->request.user == w.job.request.user;
     });
     std::string user = w.job.request.user.empty() ? "(unknown)" : w.job.request.user;
     w.notes.push_back(
@@ -442,13 +488,13 @@ Status PredictTargets(Work& w) {
 nlohmann::json SimilarJobs(const Work& w, std::string* text) {
   std::vector<std::pair<int, const JobRecord*>> ranked;
   std::string sig = RequestSignature(w.job);
-  for (const auto& j : w.past) {
-    bool same_user = j.request.user == w.job.request.user;
-    int score = (same_user && j.request.job_name == w.job.request.job_name) ? 3
-                : (same_user && RequestSignature(j) == sig)                 ? 2
-                : same_user                                                 ? 1
-                                                                            : 0;
-    ranked.emplace_back(score, &j);
+  for (const JobRecord* j : w.past) {
+    bool same_user = j->request.user == w.job.request.user;
+    int score = (same_user && j->request.job_name == w.job.request.job_name) ? 3
+                : (same_user && RequestSignature(*j) == sig)                 ? 2
+                : same_user                                                  ? 1
+                                                                             : 0;
+    ranked.emplace_back(score, j);
   }
   std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
     if (a.first != b.first) return a.first > b.first;
@@ -522,6 +568,37 @@ PredictionOutput Finish(const Work& w, nlohmann::json warnings, std::string warn
 
 StatusOr<PredictionOutput> PredictJob(Store& store, const PredictRequest& request,
                                       ModelCache* models) {
+  PredictSession session(store, models);
+  return session.Predict(request);
+}
+
+PredictSession::PredictSession(Store& store, ModelCache* models)
+    : store_(store), models_(models), reads_(std::make_unique<Reads>()) {}
+
+PredictSession::~PredictSession() = default;
+
+StatusOr<std::string> PredictSession::Cluster(const std::string& given) {
+  auto known = reads_->clusters.find(given);
+  if (known == reads_->clusters.end()) {
+    known = reads_->clusters.emplace(given, PickCluster(store_, given)).first;
+    // The cluster picked has jobs: naming it picks it (PickCluster reads the same list).
+    if (known->second.ok() && *known->second != given) {
+      reads_->clusters.emplace(*known->second, *known->second);
+    }
+  }
+  return known->second;
+}
+
+StatusOr<int64_t> PredictSession::ModelVersion(const std::string& cluster) {
+  auto known = reads_->versions.find(cluster);
+  if (known == reads_->versions.end()) {
+    known = reads_->versions.emplace(cluster, store_.LatestModelVersion(cluster)).first;
+  }
+  return known->second;
+}
+
+StatusOr<PredictionOutput> PredictSession::Predict(const PredictRequest& request) {
+  Store& store = store_;
   StatusOr<JobScript> script = Status::NotFound("no script");
   if (request.submission) {
     script = *request.submission;
@@ -542,11 +619,11 @@ StatusOr<PredictionOutput> PredictJob(Store& store, const PredictRequest& reques
   if ((!request.script_text && !request.submission) || !request.code.empty()) {
     w.from_code = GpuMemoryFromCode(w.script, request.script, request.code);
   }
-  RS_RETURN_IF_ERROR(PickJobCluster(store, w));
+  RS_RETURN_IF_ERROR(PickJobCluster(*this, w));
   BuildJob(w);
-  RS_RETURN_IF_ERROR(LoadModel(store, models, w));
-  RS_RETURN_IF_ERROR(ReadPast(store, w));
-  ReadCluster(store, w);
+  RS_RETURN_IF_ERROR(LoadModel(store, models_, *this, *reads_, w));
+  RS_RETURN_IF_ERROR(ReadPast(store, *reads_, w));
+  ReadCluster(store, *reads_, w);
   RS_RETURN_IF_ERROR(PredictTargets(w));
   return Finish(w, std::move(warnings), std::move(warnings_text));
 }

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -68,6 +69,34 @@ struct PredictionOutput {  // NOLINT(bugprone-exception-escape): json's move may
 // (the server's); without it the model is read from the store.
 StatusOr<PredictionOutput> PredictJob(Store& store, const PredictRequest& request,
                                       ModelCache* models = nullptr);
+
+// Several predictions that share their reads of the store: the cluster picked, its newest
+// model version and model, its shape, the price table, and each user's and each job name's
+// finished jobs are read once, by the first prediction that needs them (the admission
+// webhook's review: every container of it is of one namespace, which is its user, and one
+// cluster). Each answer is the one PredictJob gives on the store as this session first read it;
+// so a session must not outlive a write its predictions must see (one per review or batch,
+// never kept). Not thread-safe (as its Store); `store` and `models` must outlive it.
+class PredictSession {
+ public:
+  PredictSession(Store& store, ModelCache* models);
+  ~PredictSession();
+  PredictSession(const PredictSession&) = delete;
+  PredictSession& operator=(const PredictSession&) = delete;
+
+  // As PredictJob.
+  StatusOr<PredictionOutput> Predict(const PredictRequest& request);
+  // PickCluster (predict/cluster.h) and Store::LatestModelVersion, remembered.
+  StatusOr<std::string> Cluster(const std::string& given);
+  StatusOr<int64_t> ModelVersion(const std::string& cluster);
+
+  struct Reads;  // what has been read (predict.cc)
+
+ private:
+  Store& store_;
+  ModelCache* models_;
+  std::unique_ptr<Reads> reads_;
+};
 
 // A rightsize.predict/v1 document as the short table `submit` prints: per target p10, p50, p90,
 // the request and the suggestion, then the notes.
