@@ -178,7 +178,11 @@ class Admission {
  public:
   Admission(Store& store, ModelCache* models, const AdmissionOptions& options, AdmissionMode mode,
             const nlohmann::json& review)
-      : store_(store), session_(store, models), options_(options), mode_(mode), review_(review) {}
+      : store_(store),
+        session_(store, models, options.cache),
+        options_(options),
+        mode_(mode),
+        review_(review) {}
 
   StatusOr<nlohmann::json> Run();
 

@@ -14,6 +14,7 @@
 #include <tuple>
 #include <unordered_set>
 
+#include "core/mutex.h"
 #include "core/units.h"
 #include "jobscript/job_script.h"
 #include "model/dataset.h"
@@ -24,8 +25,66 @@
 #include "predict/code_estimate.h"
 #include "report/prices.h"
 #include "report/render.h"
+#include "store/changes.h"
 
 namespace rightsize {
+
+namespace {
+
+// The finished jobs one history scan of a prediction read (a user's or a job name's newest),
+// in the store's order, and whether there were more than it reads.
+struct FinishedScan {
+  std::vector<JobRecord> finished;
+  bool more = false;
+};
+using ScanKey = std::tuple<std::string, int, std::string, int64_t>;  // cluster, pass, name, now
+
+// A prediction's past: the user's and the program's finished jobs and the history built from
+// them (global medians of the model set included). Immutable once built: shared by the
+// predictions of a session and, through a PredictCache, by later sessions.
+struct PastJobs {
+  std::vector<std::shared_ptr<const FinishedScan>> scans;  // own what `jobs` points to
+  std::vector<const JobRecord*> jobs;                      // oldest first
+  History history;
+  std::vector<std::string> notes;  // a view with more jobs than read
+};
+// cluster, user, job name, now, model version (-1: none).
+using PastKey = std::tuple<std::string, std::string, std::string, int64_t, int64_t>;
+
+}  // namespace
+
+struct PredictCache::Impl {
+  static constexpr size_t kMaxEntries = 4096;
+  // The generation a session's reads may use: the current one after checking its connection.
+  uint64_t Check(Store& store) {
+    bool changed = ChangedSinceLastAsked(store);
+    MutexLock lock(mu);
+    if (changed) {
+      ++generation;
+      pasts.clear();
+    }
+    return generation;
+  }
+  std::shared_ptr<const PastJobs> Find(const PastKey& key, uint64_t as_of) {
+    MutexLock lock(mu);
+    if (as_of != generation) return nullptr;
+    auto it = pasts.find(key);
+    if (it == pasts.end()) return nullptr;
+    ++hits;
+    return it->second;
+  }
+  void Put(const PastKey& key, uint64_t as_of, std::shared_ptr<const PastJobs> past) {
+    MutexLock lock(mu);
+    if (as_of != generation) return;  // read before a change another connection saw
+    if (pasts.size() >= kMaxEntries) pasts.clear();
+    pasts.emplace(key, std::move(past));
+  }
+
+  mutable Mutex mu;
+  uint64_t generation GUARDED_BY(mu) = 0;
+  std::map<PastKey, std::shared_ptr<const PastJobs>> pasts GUARDED_BY(mu);
+  int64_t hits GUARDED_BY(mu) = 0;
+};
 
 // What a PredictSession has read, by what it was read for.
 struct PredictSession::Reads {  // NOLINT(bugprone-exception-escape): json's move may throw
@@ -39,14 +98,10 @@ struct PredictSession::Reads {  // NOLINT(bugprone-exception-escape): json's mov
   std::map<std::string, Model> models;  // cluster -> its model (only loads that succeeded)
   std::map<std::string, ClusterContext> contexts;           // cluster -> shape
   std::map<std::string, StatusOr<PriceTable>> price_files;  // PredictRequest::prices -> table
-  // One history scan of ReadPast: the finished jobs read, in the store's order, and whether
-  // there were more than it reads. Keyed by cluster, pass (0: user, 1: job name), the user or
-  // job name, and the time predicted as of. Node-based: the jobs stay where they are.
-  struct Scan {
-    std::vector<JobRecord> finished;
-    bool more = false;
-  };
-  std::map<std::tuple<std::string, int, std::string, int64_t>, Scan> scans;
+  std::map<ScanKey, std::shared_ptr<const FinishedScan>> scans;
+  std::map<PastKey, std::shared_ptr<const PastJobs>> pasts;
+  PredictCache::Impl* shared = nullptr;  // with the generation its entries must have
+  uint64_t generation = 0;
 };
 
 namespace {
@@ -94,9 +149,7 @@ struct Work {  // NOLINT(bugprone-exception-escape): json's move may throw
   // while this prediction still uses it. Null for a set read for this prediction alone.
   std::shared_ptr<std::shared_mutex> held_mu;
   const ModelSet* set = nullptr;
-  // The user's and the program's finished jobs, oldest first (in the session's reads).
-  std::vector<const JobRecord*> past;
-  History history;
+  std::shared_ptr<const PastJobs> past;  // shared by the session and maybe its cache
   ClusterContext context;
   std::vector<float> row;
   std::optional<double> gpu_capacity;
@@ -182,38 +235,50 @@ Status LoadModel(Store& store, ModelCache* models, PredictSession& session,
 // at most kMaxPastJobs of each. The features read the last few runs of each view and its counts
 // and means; beyond a few thousand jobs only those counts and means differ (over the newest
 // kMaxPastJobs instead of all), and reading a user's 50,000 jobs took 0.4 s.
-// A review's containers share their namespace (the user): its scan is read once per session.
-Status ReadPast(Store& store, PredictSession::Reads& reads, Work& w) {
+// Reads one scan of ReadPast (pass 0: the user's, 1: the job name's), or takes it from the
+// session's reads: a review's containers share their namespace, which is their user.
+StatusOr<std::shared_ptr<const FinishedScan>> ScanPast(Store& store, PredictSession::Reads& reads,
+                                                       const Work& w, int pass) {
+  JobFilter filter;
+  filter.cluster = w.cluster;
+  filter.ended_until = w.now + 1;
+  if (pass == 0) {
+    filter.user = w.job.request.user;
+  } else {
+    filter.job_name = w.job.request.job_name;
+  }
+  ScanKey key{w.cluster, pass, pass == 0 ? filter.user : filter.job_name, w.now};
+  if (auto known = reads.scans.find(key); known != reads.scans.end()) return known->second;
+  filter.newest = kMaxPastJobs + 1;  // one more: to know there are more
+  auto scan = std::make_shared<FinishedScan>();
+  int64_t read = 0;
+  RS_RETURN_IF_ERROR(store.ScanJobs(filter, [&](const JobRecord& j) {
+    if (++read > kMaxPastJobs) return false;
+    if (j.end_time && *j.end_time <= w.now) scan->finished.push_back(j);
+    return true;
+  }));
+  scan->more = read > kMaxPastJobs;
+  std::shared_ptr<const FinishedScan> read_now = std::move(scan);
+  reads.scans.emplace(std::move(key), read_now);
+  return read_now;
+}
+
+// The past this job's features come from: the user's newest finished jobs and the program's,
+// at most kMaxPastJobs of each. The features read the last few runs of each view and its counts
+// and means; beyond a few thousand jobs only those counts and means differ (over the newest
+// kMaxPastJobs instead of all), and reading a user's 50,000 jobs took 0.4 s.
+StatusOr<std::shared_ptr<const PastJobs>> BuildPast(Store& store, PredictSession::Reads& reads,
+                                                    const Work& w) {
+  auto past = std::make_shared<PastJobs>();
   std::unordered_set<std::string_view> seen;
   for (int pass = 0; pass < 2; ++pass) {
-    JobFilter filter;
-    filter.cluster = w.cluster;
-    filter.ended_until = w.now + 1;
-    if (pass == 0) {
-      if (w.job.request.user.empty()) continue;
-      filter.user = w.job.request.user;
-    } else {
-      filter.job_name = w.job.request.job_name;
+    if (pass == 0 && w.job.request.user.empty()) continue;
+    RS_ASSIGN_OR_RETURN(auto scan, ScanPast(store, reads, w, pass));
+    for (const JobRecord& j : scan->finished) {
+      if (seen.insert(j.job_id).second) past->jobs.push_back(&j);
     }
-    auto key = std::make_tuple(w.cluster, pass, pass == 0 ? filter.user : filter.job_name, w.now);
-    auto scan = reads.scans.find(key);
-    if (scan == reads.scans.end()) {
-      filter.newest = kMaxPastJobs + 1;  // one more: to know there are more
-      PredictSession::Reads::Scan read_now;
-      int64_t read = 0;
-      RS_RETURN_IF_ERROR(store.ScanJobs(filter, [&](const JobRecord& j) {
-        if (++read > kMaxPastJobs) return false;
-        if (j.end_time && *j.end_time <= w.now) read_now.finished.push_back(j);
-        return true;
-      }));
-      read_now.more = read > kMaxPastJobs;
-      scan = reads.scans.emplace(std::move(key), std::move(read_now)).first;
-    }
-    for (const JobRecord& j : scan->second.finished) {
-      if (seen.insert(j.job_id).second) w.past.push_back(&j);
-    }
-    if (scan->second.more) {
-      w.notes.push_back(fmt::format(
+    if (scan->more) {
+      past->notes.push_back(fmt::format(
           "{} has more than {} finished jobs: the counts and means of its history are read "
           "from the newest {}",
           pass == 0 ? fmt::format("user {}", w.job.request.user)
@@ -221,15 +286,36 @@ Status ReadPast(Store& store, PredictSession::Reads& reads, Work& w) {
           FormatThousands(static_cast<double>(kMaxPastJobs), 0),
           FormatThousands(static_cast<double>(kMaxPastJobs), 0)));
     }
+    past->scans.push_back(std::move(scan));
   }
-  std::sort(w.past.begin(), w.past.end(),
+  std::sort(past->jobs.begin(), past->jobs.end(),
             [](const JobRecord* a, const JobRecord* b) { return *a->end_time < *b->end_time; });
-  for (const JobRecord* j : w.past) w.history.AddFinished(*j);
+  for (const JobRecord* j : past->jobs) past->history.AddFinished(*j);
   if (w.set != nullptr) {
     for (Target t : kAllTargets) {
-      w.history.SetGlobalMedian(t, w.set->global_median[static_cast<int>(t)]);
+      past->history.SetGlobalMedian(t, w.set->global_median[static_cast<int>(t)]);
     }
   }
+  return std::shared_ptr<const PastJobs>(std::move(past));
+}
+
+// The job's past: from the session's reads, else from the cache it shares with others while
+// the store has not changed, else read now (and kept in both).
+Status ReadPast(Store& store, PredictSession::Reads& reads, Work& w) {
+  PastKey key{w.cluster, w.job.request.user, w.job.request.job_name, w.now,
+              w.set != nullptr ? w.set->version : -1};
+  if (auto known = reads.pasts.find(key); known != reads.pasts.end()) {
+    w.past = known->second;
+  } else if (auto shared =
+                 reads.shared != nullptr ? reads.shared->Find(key, reads.generation) : nullptr) {
+    w.past = shared;
+    reads.pasts.emplace(key, std::move(shared));
+  } else {
+    RS_ASSIGN_OR_RETURN(w.past, BuildPast(store, reads, w));
+    reads.pasts.emplace(key, w.past);
+    if (reads.shared != nullptr) reads.shared->Put(key, reads.generation, w.past);
+  }
+  for (const auto& note : w.past->notes) w.notes.push_back(note);
   return Status::Ok();
 }
 
@@ -248,7 +334,7 @@ void ReadCluster(Store& store, PredictSession::Reads& reads, Work& w) {
         fmt::format("no partition given: the cluster's default, {}", w.context.default_partition));
   }
   w.row.assign(Layout().cols(), 0.0F);
-  w.history.Features(w.job, w.now, w.context, w.row.data());
+  w.past->history.Features(w.job, w.now, w.context, w.row.data());
   if (w.job.AllocatedGpus().value_or(0) > 0) {
     const PriceTable* prices = w.req.price_table;
     if (prices == nullptr) {
@@ -290,7 +376,7 @@ void PredictFromBaseline(Work& w, Target t, const std::optional<double>& request
     if (auto f = w.set->fallback.find(t); f != w.set->fallback.end()) fb = f->second;
   }
   float b = baselines[static_cast<int>(fb)];
-  if (!std::isfinite(b) || std::isnan(w.history.GlobalMedian(t))) return;
+  if (!std::isfinite(b) || std::isnan(w.past->history.GlobalMedian(t))) return;
   tj["source"] = fmt::format("baseline:{}", NameOf(fb));
   if (w.set != nullptr) {
     w.notes.push_back(fmt::format(
@@ -390,7 +476,7 @@ Status PredictFromModel(Work& w, Target t, const TargetModel& m,
                         const std::optional<double>& request,
                         const std::array<float, kNumBaselines>& baselines, nlohmann::json tj) {
   std::string anchor_from;
-  float anchor = w.history.Anchor(w.job, t, baselines, &anchor_from);
+  float anchor = w.past->history.Anchor(w.job, t, baselines, &anchor_from);
   std::shared_lock<std::shared_mutex> beside;  // in-place predictions run side by side
   if (w.held_mu) beside = std::shared_lock<std::shared_mutex>(*w.held_mu);
   RS_ASSIGN_OR_RETURN(
@@ -447,7 +533,7 @@ Status PredictTargets(Work& w) {
     bool gpu_target = t == Target::kGpuMemory || t == Target::kGpuUtil;
     if (gpu_target && w.job.AllocatedGpus().value_or(0) == 0) continue;
     auto request = TargetRequest(w.job, t, w.gpu_capacity);
-    auto baselines = w.history.Baselines(w.job, w.now, t);
+    auto baselines = w.past->history.Baselines(w.job, w.now, t);
     nlohmann::json tj;
     tj["unit"] = InfoOf(t).unit;
     tj["request"] = request ? nlohmann::json(*request) : nlohmann::json(nullptr);
@@ -466,7 +552,7 @@ Status PredictTargets(Work& w) {
   if (!w.unmeasured.empty()) {
     // A user with finished jobs that did not measure a target (CPU cores of jobs under a
     // minute) is told which, not that they have no jobs at all.
-    bool has_jobs = std::any_of(w.past.begin(), w.past.end(), [&](const JobRecord* j) {
+    bool has_jobs = std::any_of(w.past->jobs.begin(), w.past->jobs.end(), [&](const JobRecord* j) {
       return j->request.user == w.job.request.user;
     });
     std::string user = w.job.request.user.empty() ? "(unknown)" : w.job.request.user;
@@ -488,7 +574,7 @@ Status PredictTargets(Work& w) {
 nlohmann::json SimilarJobs(const Work& w, std::string* text) {
   std::vector<std::pair<int, const JobRecord*>> ranked;
   std::string sig = RequestSignature(w.job);
-  for (const JobRecord* j : w.past) {
+  for (const JobRecord* j : w.past->jobs) {
     bool same_user = j->request.user == w.job.request.user;
     int score = (same_user && j->request.job_name == w.job.request.job_name) ? 3
                 : (same_user && RequestSignature(*j) == sig)                 ? 2
@@ -572,8 +658,22 @@ StatusOr<PredictionOutput> PredictJob(Store& store, const PredictRequest& reques
   return session.Predict(request);
 }
 
-PredictSession::PredictSession(Store& store, ModelCache* models)
-    : store_(store), models_(models), reads_(std::make_unique<Reads>()) {}
+PredictCache::PredictCache() : impl_(std::make_unique<Impl>()) {}
+
+PredictCache::~PredictCache() = default;
+
+int64_t PredictCache::hits() const {
+  MutexLock lock(impl_->mu);
+  return impl_->hits;
+}
+
+PredictSession::PredictSession(Store& store, ModelCache* models, PredictCache* cache)
+    : store_(store), models_(models), reads_(std::make_unique<Reads>()) {
+  if (cache != nullptr) {
+    reads_->shared = &cache->impl();
+    reads_->generation = reads_->shared->Check(store);
+  }
+}
 
 PredictSession::~PredictSession() = default;
 

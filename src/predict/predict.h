@@ -70,6 +70,30 @@ struct PredictionOutput {  // NOLINT(bugprone-exception-escape): json's move may
 StatusOr<PredictionOutput> PredictJob(Store& store, const PredictRequest& request,
                                       ModelCache* models = nullptr);
 
+// What PredictSessions keep between them while the store does not change (the server's, beside
+// its ModelCache): each user's and job name's finished jobs and the history built from them,
+// so that a review of a workload seen a moment ago reads none of its past. Exact: emptied
+// whenever a session's store connection says the store may have changed since it last asked
+// (store/changes.h, any commit to any table), so a job stored before a session starts is seen
+// by it. Entries are per second predicted as of; at most a few thousand (then emptied).
+// Thread-safe.
+class PredictCache {
+ public:
+  PredictCache();
+  ~PredictCache();
+  PredictCache(const PredictCache&) = delete;
+  PredictCache& operator=(const PredictCache&) = delete;
+
+  // How many predictions found their past here (the tests check a hit and a miss).
+  int64_t hits() const;
+
+  struct Impl;  // predict.cc
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 // Several predictions that share their reads of the store: the cluster picked, its newest
 // model version and model, its shape, the price table, and each user's and each job name's
 // finished jobs are read once, by the first prediction that needs them (the admission
@@ -79,7 +103,9 @@ StatusOr<PredictionOutput> PredictJob(Store& store, const PredictRequest& reques
 // never kept). Not thread-safe (as its Store); `store` and `models` must outlive it.
 class PredictSession {
  public:
-  PredictSession(Store& store, ModelCache* models);
+  // With `cache`, each prediction's past comes from it when the store has not changed since
+  // (checked here, once: the session's own reads stay as they were read).
+  PredictSession(Store& store, ModelCache* models, PredictCache* cache = nullptr);
   ~PredictSession();
   PredictSession(const PredictSession&) = delete;
   PredictSession& operator=(const PredictSession&) = delete;
