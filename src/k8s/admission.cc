@@ -219,6 +219,7 @@ Status Admission::PredictContainer(ContainerWork& c, const std::string& cluster)
   in.now = options_.now_s;
   in.price_table = options_.prices;
   in.explain = false;  // annotations carry the numbers only
+  in.text = false;
   JobScript submission;
   submission.request = c.request;
   submission.request.user = c.key.User();

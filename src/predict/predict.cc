@@ -360,10 +360,12 @@ void PredictFromCode(Work& w, Target t, const std::optional<double>& request, nl
   for (const char* q : {"p10", "p50", "p90"}) tj[q] = c[q];
   tj["source"] = "code";
   tj["code"] = c;
-  w.table += TableRow(t, FormatTargetValue(t, c["p10"].get<double>()),
-                      FormatTargetValue(t, c["p50"].get<double>()),
-                      FormatTargetValue(t, c["p90"].get<double>()),
-                      request ? FormatTargetValue(t, *request) : "-", "", "");
+  if (w.req.text) {
+    w.table += TableRow(t, FormatTargetValue(t, c["p10"].get<double>()),
+                        FormatTargetValue(t, c["p50"].get<double>()),
+                        FormatTargetValue(t, c["p90"].get<double>()),
+                        request ? FormatTargetValue(t, *request) : "-", "", "");
+  }
   w.targets[std::string(NameOf(t))] = std::move(tj);
 }
 
@@ -385,8 +387,10 @@ void PredictFromBaseline(Work& w, Target t, const std::optional<double>& request
         NameOf(t), NameOf(fb), kMinFallbackJobs));
   }
   tj["p50"] = b;
-  w.table += TableRow(t, "", FormatTargetValue(t, b), "",
-                      request ? FormatTargetValue(t, *request) : "-", "", "");
+  if (w.req.text) {
+    w.table += TableRow(t, "", FormatTargetValue(t, b), "",
+                        request ? FormatTargetValue(t, *request) : "-", "", "");
+  }
   w.targets[std::string(NameOf(t))] = std::move(tj);
 }
 
@@ -519,11 +523,13 @@ Status PredictFromModel(Work& w, Target t, const TargetModel& m,
     }
   }
   tj["why"] = w.req.explain ? Explain(w, t, m, anchor, anchor_from) : nlohmann::json::array();
-  w.table += TableRow(t, FormatTargetValue(t, p.Quantile(0.1)), FormatTargetValue(t, p.point),
-                      FormatTargetValue(t, p.Quantile(0.9)),
-                      request ? FormatTargetValue(t, *request) : "-",
-                      too_small ? fmt::format("{:.1f}%", 100 * *too_small) : "-",
-                      t == Target::kGpuUtil ? "-" : FormatTargetValue(t, suggested));
+  if (w.req.text) {
+    w.table += TableRow(t, FormatTargetValue(t, p.Quantile(0.1)), FormatTargetValue(t, p.point),
+                        FormatTargetValue(t, p.Quantile(0.9)),
+                        request ? FormatTargetValue(t, *request) : "-",
+                        too_small ? fmt::format("{:.1f}%", 100 * *too_small) : "-",
+                        t == Target::kGpuUtil ? "-" : FormatTargetValue(t, suggested));
+  }
   w.targets[std::string(NameOf(t))] = std::move(tj);
   return Status::Ok();
 }
@@ -608,11 +614,15 @@ nlohmann::json SimilarJobs(const Work& w, std::string* text) {
   return similar;
 }
 
-PredictionOutput Finish(const Work& w, nlohmann::json warnings, std::string warnings_text) {
+PredictionOutput Finish(Work& w, nlohmann::json warnings, std::string warnings_text) {
   const PredictRequest& r = w.req;
+  PredictionOutput result;
+  if (!r.text) {  // the targets only (PredictRequest::text)
+    result.doc = {{"schema", "rightsize.predict/v1"}, {"targets", std::move(w.targets)}};
+    return result;
+  }
   std::string similar_text;
   nlohmann::json similar = SimilarJobs(w, &similar_text);
-  PredictionOutput result;
   const ModelSet* set = w.set;
   result.doc = {{"schema", "rightsize.predict/v1"},
                 {"script", r.script},

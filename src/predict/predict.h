@@ -57,6 +57,10 @@ struct PredictRequest {
   // Say why for each target (the features that moved it most). Off where only the numbers are
   // read (the admission webhook): it is most of a prediction's CPU time.
   bool explain = true;
+  // The whole answer: the text `predict` prints and the document's other fields (the similar
+  // jobs, the notes). Off where only the document's "targets" are read (the admission
+  // webhook): the similar jobs alone cost a string and a sort over every past job.
+  bool text = true;
 };
 
 struct PredictionOutput {  // NOLINT(bugprone-exception-escape): json's move may throw
