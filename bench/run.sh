@@ -199,15 +199,4 @@ fi
 stop_server
 
 echo "== whole process: Kubernetes admission webhook, 200 reviews/s for 20 s over HTTPS (target p99 <= 10 ms)"
-openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1 \
-  -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
-"$BUILD/bench/admission_load" --make-store "$WORK/adm.db" >/dev/null
-"$RS" --db "$WORK/adm.db" serve --listen 127.0.0.1:0 --tls-cert "$WORK/cert.pem" --tls-key "$WORK/key.pem" \
-  >"$WORK/adm.out" 2>/dev/null &
-ADM_PID=$!
-for _ in $(seq 50); do grep -q listening "$WORK/adm.out" && break; sleep 0.1; done
-ADM_PORT=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$WORK/adm.out")
-for _ in 1 2 3; do
-  "$BUILD/bench/admission_load" --url "https://127.0.0.1:$ADM_PORT" --ca "$WORK/cert.pem" --rate 200 --seconds 20 | head -1
-done
-kill "$ADM_PID"; wait "$ADM_PID" 2>/dev/null || true
+"$SRC/bench/admission_p99.sh" "$BUILD" 3 || true

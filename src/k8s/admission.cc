@@ -12,7 +12,6 @@
 #include "core/units.h"
 #include "jobscript/job_script.h"
 #include "jobscript/k8s_workload.h"
-#include "predict/cluster.h"
 #include "predict/predict.h"
 
 namespace rightsize {
@@ -179,7 +178,11 @@ class Admission {
  public:
   Admission(Store& store, ModelCache* models, const AdmissionOptions& options, AdmissionMode mode,
             const nlohmann::json& review)
-      : store_(store), models_(models), options_(options), mode_(mode), review_(review) {}
+      : store_(store),
+        session_(store, models, options.cache),
+        options_(options),
+        mode_(mode),
+        review_(review) {}
 
   StatusOr<nlohmann::json> Run();
 
@@ -196,7 +199,9 @@ class Admission {
   void Enforce(const ContainerWork& c, nlohmann::json* patch);
 
   Store& store_;
-  ModelCache* models_;
+  // The review's reads, shared by its containers: the cluster, its model and shape, and the
+  // namespace's history (the user of every container's key) are read once per review.
+  PredictSession session_;
   const AdmissionOptions& options_;
   AdmissionMode mode_;
   const nlohmann::json& review_;
@@ -214,6 +219,7 @@ Status Admission::PredictContainer(ContainerWork& c, const std::string& cluster)
   in.now = options_.now_s;
   in.price_table = options_.prices;
   in.explain = false;  // annotations carry the numbers only
+  in.text = false;
   JobScript submission;
   submission.request = c.request;
   submission.request.user = c.key.User();
@@ -235,7 +241,7 @@ Status Admission::PredictContainer(ContainerWork& c, const std::string& cluster)
   command.container_image = c.key.image;
   submission.commands.push_back(std::move(command));
   in.submission = std::move(submission);
-  RS_ASSIGN_OR_RETURN(auto out, PredictJob(store_, in, models_));
+  RS_ASSIGN_OR_RETURN(auto out, session_.Predict(in));
   c.targets = std::move(out.doc["targets"]);
   if (mode_ == AdmissionMode::kEnforce) {
     JobFilter filter;
@@ -424,13 +430,13 @@ StatusOr<nlohmann::json> Admission::Run() {
   if (owner.empty()) return Unchanged("rightsize: the workload has no name", true);
 
   if (Late()) return Unchanged("rightsize: the deadline passed before predicting: unchanged", true);
-  auto cluster = PickCluster(store_, options_.cluster);
+  auto cluster = session_.Cluster(options_.cluster);
   if (!cluster.ok()) {
     return Unchanged(fmt::format("rightsize: no history to predict from ({}): unchanged",
                                  cluster.status().message()),
                      true);
   }
-  auto version = store_.LatestModelVersion(*cluster);
+  auto version = session_.ModelVersion(*cluster);
   if (!version.ok()) {
     return Unchanged(
         version.status().code() == Status::Code::kNotFound

@@ -38,6 +38,7 @@
 namespace rightsize {
 
 struct PriceTable;
+class PredictCache;
 
 enum class AdmissionMode { kAdvise, kEnforce };
 std::string_view AdmissionModeName(AdmissionMode mode);  // "advise", "enforce"
@@ -50,7 +51,10 @@ struct AdmissionOptions {
   int64_t floor_memory_bytes = int64_t{256} << 20;
   double risk = 0.01;  // the prediction service's accepted share of too-small requests
   const PriceTable* prices = nullptr;  // for GPU memory sizes (nullptr = the built-in table)
-  int64_t now_s = 0;                   // predict as of this Unix time (0 = now)
+  // The past of workloads reviewed before, kept while the store does not change (the
+  // server's; nullptr = every review reads its own).
+  PredictCache* cache = nullptr;
+  int64_t now_s = 0;  // predict as of this Unix time (0 = now)
   // The monotonic clock the deadline is measured on (tests pass their own; empty = steady
   // clock) and when the review arrived (the epoch of the clock = when Admit is called).
   std::function<std::chrono::steady_clock::time_point()> clock;

@@ -7,11 +7,14 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <shared_mutex>
+#include <tuple>
+#include <unordered_set>
 
+#include "core/mutex.h"
 #include "core/units.h"
 #include "jobscript/job_script.h"
 #include "model/dataset.h"
@@ -22,8 +25,84 @@
 #include "predict/code_estimate.h"
 #include "report/prices.h"
 #include "report/render.h"
+#include "store/changes.h"
 
 namespace rightsize {
+
+namespace {
+
+// The finished jobs one history scan of a prediction read (a user's or a job name's newest),
+// in the store's order, and whether there were more than it reads.
+struct FinishedScan {
+  std::vector<JobRecord> finished;
+  bool more = false;
+};
+using ScanKey = std::tuple<std::string, int, std::string, int64_t>;  // cluster, pass, name, now
+
+// A prediction's past: the user's and the program's finished jobs and the history built from
+// them (global medians of the model set included). Immutable once built: shared by the
+// predictions of a session and, through a PredictCache, by later sessions.
+struct PastJobs {
+  std::vector<std::shared_ptr<const FinishedScan>> scans;  // own what `jobs` points to
+  std::vector<const JobRecord*> jobs;                      // oldest first
+  History history;
+  std::vector<std::string> notes;  // a view with more jobs than read
+};
+// cluster, user, job name, now, model version (-1: none).
+using PastKey = std::tuple<std::string, std::string, std::string, int64_t, int64_t>;
+
+}  // namespace
+
+struct PredictCache::Impl {
+  static constexpr size_t kMaxEntries = 4096;
+  // The generation a session's reads may use: the current one after checking its connection.
+  uint64_t Check(Store& store) {
+    bool changed = ChangedSinceLastAsked(store);
+    MutexLock lock(mu);
+    if (changed) {
+      ++generation;
+      pasts.clear();
+    }
+    return generation;
+  }
+  std::shared_ptr<const PastJobs> Find(const PastKey& key, uint64_t as_of) {
+    MutexLock lock(mu);
+    if (as_of != generation) return nullptr;
+    auto it = pasts.find(key);
+    if (it == pasts.end()) return nullptr;
+    ++hits;
+    return it->second;
+  }
+  void Put(const PastKey& key, uint64_t as_of, std::shared_ptr<const PastJobs> past) {
+    MutexLock lock(mu);
+    if (as_of != generation) return;  // read before a change another connection saw
+    if (pasts.size() >= kMaxEntries) pasts.clear();
+    pasts.emplace(key, std::move(past));
+  }
+
+  mutable Mutex mu;
+  uint64_t generation GUARDED_BY(mu) = 0;
+  std::map<PastKey, std::shared_ptr<const PastJobs>> pasts GUARDED_BY(mu);
+  int64_t hits GUARDED_BY(mu) = 0;
+};
+
+// What a PredictSession has read, by what it was read for.
+struct PredictSession::Reads {  // NOLINT(bugprone-exception-escape): json's move may throw
+  std::map<std::string, StatusOr<std::string>> clusters;  // PickCluster's `given` -> answer
+  std::map<std::string, StatusOr<int64_t>> versions;      // cluster -> newest model version
+  struct Model {
+    int64_t version = 0;
+    std::shared_ptr<const ModelSet> set;
+    std::shared_ptr<std::shared_mutex> mu;  // the cache's lock of the set (null: not cached)
+  };
+  std::map<std::string, Model> models;  // cluster -> its model (only loads that succeeded)
+  std::map<std::string, ClusterContext> contexts;           // cluster -> shape
+  std::map<std::string, StatusOr<PriceTable>> price_files;  // PredictRequest::prices -> table
+  std::map<ScanKey, std::shared_ptr<const FinishedScan>> scans;
+  std::map<PastKey, std::shared_ptr<const PastJobs>> pasts;
+  PredictCache::Impl* shared = nullptr;  // with the generation its entries must have
+  uint64_t generation = 0;
+};
 
 namespace {
 
@@ -70,8 +149,7 @@ struct Work {  // NOLINT(bugprone-exception-escape): json's move may throw
   // while this prediction still uses it. Null for a set read for this prediction alone.
   std::shared_ptr<std::shared_mutex> held_mu;
   const ModelSet* set = nullptr;
-  std::vector<JobRecord> past;  // the user's and the program's finished jobs, oldest first
-  History history;
+  std::shared_ptr<const PastJobs> past;  // shared by the session and maybe its cache
   ClusterContext context;
   std::vector<float> row;
   std::optional<double> gpu_capacity;
@@ -84,8 +162,8 @@ struct Work {  // NOLINT(bugprone-exception-escape): json's move may throw
 
 // The cluster the job is for; one the store has never seen still gets an answer, from the
 // script and the code alone, with a note.
-Status PickJobCluster(Store& store, Work& w) {
-  auto cluster = PickCluster(store, w.req.cluster);
+Status PickJobCluster(PredictSession& session, Work& w) {
+  auto cluster = session.Cluster(w.req.cluster);
   if (!cluster.ok() && cluster.status().code() == Status::Code::kNotFound) {
     cluster = w.req.cluster.empty() ? std::string("default") : w.req.cluster;
     w.notes.push_back(
@@ -118,15 +196,20 @@ void BuildJob(Work& w) {
   w.job.submit_time = w.now;
 }
 
-Status LoadModel(Store& store, ModelCache* models, Work& w) {
+Status LoadModel(Store& store, ModelCache* models, PredictSession& session,
+                 PredictSession::Reads& reads, Work& w) {
   auto load = [&]() -> StatusOr<ModelSet> {
     RS_ASSIGN_OR_RETURN(auto stored, store.GetModel(w.cluster, 0));
     RS_ASSIGN_OR_RETURN(auto parsed, ModelSet::Deserialize(stored.blob));
     parsed.version = stored.version;
     return parsed;
   };
-  auto version = store.LatestModelVersion(w.cluster);
-  if (version.ok()) {
+  auto version = session.ModelVersion(w.cluster);
+  auto read = reads.models.find(w.cluster);
+  if (version.ok() && read != reads.models.end() && read->second.version == *version) {
+    w.held = read->second.set;
+    w.held_mu = read->second.mu;
+  } else if (version.ok()) {
     if (models != nullptr) {
       RS_ASSIGN_OR_RETURN(auto entry, models->Get(w.cluster, *version, load));
       w.held = entry.set;
@@ -135,6 +218,7 @@ Status LoadModel(Store& store, ModelCache* models, Work& w) {
       RS_ASSIGN_OR_RETURN(auto parsed, load());
       w.held = std::make_shared<const ModelSet>(std::move(parsed));
     }
+    reads.models[w.cluster] = {*version, w.held, w.held_mu};
   } else if (version.status().code() == Status::Code::kNotFound) {
     w.notes.push_back(
         fmt::format("no model for cluster {} yet (run `rightsize train`): the "
@@ -151,29 +235,50 @@ Status LoadModel(Store& store, ModelCache* models, Work& w) {
 // at most kMaxPastJobs of each. The features read the last few runs of each view and its counts
 // and means; beyond a few thousand jobs only those counts and means differ (over the newest
 // kMaxPastJobs instead of all), and reading a user's 50,000 jobs took 0.4 s.
-Status ReadPast(Store& store, Work& w) {
-  std::set<std::string> seen;
+// Reads one scan of ReadPast (pass 0: the user's, 1: the job name's), or takes it from the
+// session's reads: a review's containers share their namespace, which is their user.
+StatusOr<std::shared_ptr<const FinishedScan>> ScanPast(Store& store, PredictSession::Reads& reads,
+                                                       const Work& w, int pass) {
+  JobFilter filter;
+  filter.cluster = w.cluster;
+  filter.ended_until = w.now + 1;
+  if (pass == 0) {
+    filter.user = w.job.request.user;
+  } else {
+    filter.job_name = w.job.request.job_name;
+  }
+  ScanKey key{w.cluster, pass, pass == 0 ? filter.user : filter.job_name, w.now};
+  if (auto known = reads.scans.find(key); known != reads.scans.end()) return known->second;
+  filter.newest = kMaxPastJobs + 1;  // one more: to know there are more
+  auto scan = std::make_shared<FinishedScan>();
+  int64_t read = 0;
+  RS_RETURN_IF_ERROR(store.ScanJobs(filter, [&](const JobRecord& j) {
+    if (++read > kMaxPastJobs) return false;
+    if (j.end_time && *j.end_time <= w.now) scan->finished.push_back(j);
+    return true;
+  }));
+  scan->more = read > kMaxPastJobs;
+  std::shared_ptr<const FinishedScan> read_now = std::move(scan);
+  reads.scans.emplace(std::move(key), read_now);
+  return read_now;
+}
+
+// The past this job's features come from: the user's newest finished jobs and the program's,
+// at most kMaxPastJobs of each. The features read the last few runs of each view and its counts
+// and means; beyond a few thousand jobs only those counts and means differ (over the newest
+// kMaxPastJobs instead of all), and reading a user's 50,000 jobs took 0.4 s.
+StatusOr<std::shared_ptr<const PastJobs>> BuildPast(Store& store, PredictSession::Reads& reads,
+                                                    const Work& w) {
+  auto past = std::make_shared<PastJobs>();
+  std::unordered_set<std::string_view> seen;
   for (int pass = 0; pass < 2; ++pass) {
-    JobFilter filter;
-    filter.cluster = w.cluster;
-    filter.ended_until = w.now + 1;
-    if (pass == 0) {
-      if (w.job.request.user.empty()) continue;
-      filter.user = w.job.request.user;
-    } else {
-      filter.job_name = w.job.request.job_name;
+    if (pass == 0 && w.job.request.user.empty()) continue;
+    RS_ASSIGN_OR_RETURN(auto scan, ScanPast(store, reads, w, pass));
+    for (const JobRecord& j : scan->finished) {
+      if (seen.insert(j.job_id).second) past->jobs.push_back(&j);
     }
-    filter.newest = kMaxPastJobs + 1;  // one more: to know there are more
-    int64_t read = 0;
-    RS_RETURN_IF_ERROR(store.ScanJobs(filter, [&](const JobRecord& j) {
-      if (++read > kMaxPastJobs) return false;
-      if (j.end_time && *j.end_time <= w.now && seen.insert(j.job_id).second) {
-        w.past.push_back(j);
-      }
-      return true;
-    }));
-    if (read > kMaxPastJobs) {
-      w.notes.push_back(fmt::format(
+    if (scan->more) {
+      past->notes.push_back(fmt::format(
           "{} has more than {} finished jobs: the counts and means of its history are read "
           "from the newest {}",
           pass == 0 ? fmt::format("user {}", w.job.request.user)
@@ -181,22 +286,47 @@ Status ReadPast(Store& store, Work& w) {
           FormatThousands(static_cast<double>(kMaxPastJobs), 0),
           FormatThousands(static_cast<double>(kMaxPastJobs), 0)));
     }
+    past->scans.push_back(std::move(scan));
   }
-  std::sort(w.past.begin(), w.past.end(),
-            [](const JobRecord& a, const JobRecord& b) { return *a.end_time < *b.end_time; });
-  for (const auto& j : w.past) w.history.AddFinished(j);
+  std::sort(past->jobs.begin(), past->jobs.end(),
+            [](const JobRecord* a, const JobRecord* b) { return *a->end_time < *b->end_time; });
+  for (const JobRecord* j : past->jobs) past->history.AddFinished(*j);
   if (w.set != nullptr) {
     for (Target t : kAllTargets) {
-      w.history.SetGlobalMedian(t, w.set->global_median[static_cast<int>(t)]);
+      past->history.SetGlobalMedian(t, w.set->global_median[static_cast<int>(t)]);
     }
   }
+  return std::shared_ptr<const PastJobs>(std::move(past));
+}
+
+// The job's past: from the session's reads, else from the cache it shares with others while
+// the store has not changed, else read now (and kept in both).
+Status ReadPast(Store& store, PredictSession::Reads& reads, Work& w) {
+  PastKey key{w.cluster, w.job.request.user, w.job.request.job_name, w.now,
+              w.set != nullptr ? w.set->version : -1};
+  if (auto known = reads.pasts.find(key); known != reads.pasts.end()) {
+    w.past = known->second;
+  } else if (auto shared =
+                 reads.shared != nullptr ? reads.shared->Find(key, reads.generation) : nullptr) {
+    w.past = shared;
+    reads.pasts.emplace(key, std::move(shared));
+  } else {
+    RS_ASSIGN_OR_RETURN(w.past, BuildPast(store, reads, w));
+    reads.pasts.emplace(key, w.past);
+    if (reads.shared != nullptr) reads.shared->Put(key, reads.generation, w.past);
+  }
+  for (const auto& note : w.past->notes) w.notes.push_back(note);
   return Status::Ok();
 }
 
 // The job's features against the cluster as `rightsize ingest slurm` last saw it (sinfo), not
 // as the model was trained; and one GPU's memory, the request of a GPU job.
-void ReadCluster(Store& store, Work& w) {
-  w.context = ContextFor(store, w.cluster);
+void ReadCluster(Store& store, PredictSession::Reads& reads, Work& w) {
+  auto known = reads.contexts.find(w.cluster);
+  if (known == reads.contexts.end()) {
+    known = reads.contexts.emplace(w.cluster, ContextFor(store, w.cluster)).first;
+  }
+  w.context = known->second;
   if (w.context.partitions.empty() && w.set != nullptr) w.context = w.set->context;
   const NodeShape* nodes = w.context.NodesOf(w.job.request.partition);
   if (w.job.request.partition.empty() && nodes != nullptr) {
@@ -204,13 +334,15 @@ void ReadCluster(Store& store, Work& w) {
         fmt::format("no partition given: the cluster's default, {}", w.context.default_partition));
   }
   w.row.assign(Layout().cols(), 0.0F);
-  w.history.Features(w.job, w.now, w.context, w.row.data());
+  w.past->history.Features(w.job, w.now, w.context, w.row.data());
   if (w.job.AllocatedGpus().value_or(0) > 0) {
-    StatusOr<PriceTable> parsed = Status::NotFound("no price table");
     const PriceTable* prices = w.req.price_table;
     if (prices == nullptr) {
-      parsed = PricesFor(w.req.prices);
-      if (parsed.ok()) prices = &*parsed;
+      auto parsed = reads.price_files.find(w.req.prices);
+      if (parsed == reads.price_files.end()) {
+        parsed = reads.price_files.emplace(w.req.prices, PricesFor(w.req.prices)).first;
+      }
+      if (parsed->second.ok()) prices = &*parsed->second;
     }
     if (prices != nullptr) {
       // A request without a GPU type gets the partition's.
@@ -228,10 +360,12 @@ void PredictFromCode(Work& w, Target t, const std::optional<double>& request, nl
   for (const char* q : {"p10", "p50", "p90"}) tj[q] = c[q];
   tj["source"] = "code";
   tj["code"] = c;
-  w.table += TableRow(t, FormatTargetValue(t, c["p10"].get<double>()),
-                      FormatTargetValue(t, c["p50"].get<double>()),
-                      FormatTargetValue(t, c["p90"].get<double>()),
-                      request ? FormatTargetValue(t, *request) : "-", "", "");
+  if (w.req.text) {
+    w.table += TableRow(t, FormatTargetValue(t, c["p10"].get<double>()),
+                        FormatTargetValue(t, c["p50"].get<double>()),
+                        FormatTargetValue(t, c["p90"].get<double>()),
+                        request ? FormatTargetValue(t, *request) : "-", "", "");
+  }
   w.targets[std::string(NameOf(t))] = std::move(tj);
 }
 
@@ -244,7 +378,7 @@ void PredictFromBaseline(Work& w, Target t, const std::optional<double>& request
     if (auto f = w.set->fallback.find(t); f != w.set->fallback.end()) fb = f->second;
   }
   float b = baselines[static_cast<int>(fb)];
-  if (!std::isfinite(b) || std::isnan(w.history.GlobalMedian(t))) return;
+  if (!std::isfinite(b) || std::isnan(w.past->history.GlobalMedian(t))) return;
   tj["source"] = fmt::format("baseline:{}", NameOf(fb));
   if (w.set != nullptr) {
     w.notes.push_back(fmt::format(
@@ -253,8 +387,10 @@ void PredictFromBaseline(Work& w, Target t, const std::optional<double>& request
         NameOf(t), NameOf(fb), kMinFallbackJobs));
   }
   tj["p50"] = b;
-  w.table += TableRow(t, "", FormatTargetValue(t, b), "",
-                      request ? FormatTargetValue(t, *request) : "-", "", "");
+  if (w.req.text) {
+    w.table += TableRow(t, "", FormatTargetValue(t, b), "",
+                        request ? FormatTargetValue(t, *request) : "-", "", "");
+  }
   w.targets[std::string(NameOf(t))] = std::move(tj);
 }
 
@@ -344,7 +480,7 @@ Status PredictFromModel(Work& w, Target t, const TargetModel& m,
                         const std::optional<double>& request,
                         const std::array<float, kNumBaselines>& baselines, nlohmann::json tj) {
   std::string anchor_from;
-  float anchor = w.history.Anchor(w.job, t, baselines, &anchor_from);
+  float anchor = w.past->history.Anchor(w.job, t, baselines, &anchor_from);
   std::shared_lock<std::shared_mutex> beside;  // in-place predictions run side by side
   if (w.held_mu) beside = std::shared_lock<std::shared_mutex>(*w.held_mu);
   RS_ASSIGN_OR_RETURN(
@@ -387,11 +523,13 @@ Status PredictFromModel(Work& w, Target t, const TargetModel& m,
     }
   }
   tj["why"] = w.req.explain ? Explain(w, t, m, anchor, anchor_from) : nlohmann::json::array();
-  w.table += TableRow(t, FormatTargetValue(t, p.Quantile(0.1)), FormatTargetValue(t, p.point),
-                      FormatTargetValue(t, p.Quantile(0.9)),
-                      request ? FormatTargetValue(t, *request) : "-",
-                      too_small ? fmt::format("{:.1f}%", 100 * *too_small) : "-",
-                      t == Target::kGpuUtil ? "-" : FormatTargetValue(t, suggested));
+  if (w.req.text) {
+    w.table += TableRow(t, FormatTargetValue(t, p.Quantile(0.1)), FormatTargetValue(t, p.point),
+                        FormatTargetValue(t, p.Quantile(0.9)),
+                        request ? FormatTargetValue(t, *request) : "-",
+                        too_small ? fmt::format("{:.1f}%", 100 * *too_small) : "-",
+                        t == Target::kGpuUtil ? "-" : FormatTargetValue(t, suggested));
+  }
   w.targets[std::string(NameOf(t))] = std::move(tj);
   return Status::Ok();
 }
@@ -401,7 +539,7 @@ Status PredictTargets(Work& w) {
     bool gpu_target = t == Target::kGpuMemory || t == Target::kGpuUtil;
     if (gpu_target && w.job.AllocatedGpus().value_or(0) == 0) continue;
     auto request = TargetRequest(w.job, t, w.gpu_capacity);
-    auto baselines = w.history.Baselines(w.job, w.now, t);
+    auto baselines = w.past->history.Baselines(w.job, w.now, t);
     nlohmann::json tj;
     tj["unit"] = InfoOf(t).unit;
     tj["request"] = request ? nlohmann::json(*request) : nlohmann::json(nullptr);
@@ -420,8 +558,8 @@ Status PredictTargets(Work& w) {
   if (!w.unmeasured.empty()) {
     // A user with finished jobs that did not measure a target (CPU cores of jobs under a
     // minute) is told which, not that they have no jobs at all.
-    bool has_jobs = std::any_of(w.past.begin(), w.past.end(), [&](const JobRecord& j) {
-      return j.request.user == w.job.request.user;
+    bool has_jobs = std::any_of(w.past->jobs.begin(), w.past->jobs.end(), [&](const JobRecord* j) {
+      return j->request.user == w.job.request.user;
     });
     std::string user = w.job.request.user.empty() ? "(unknown)" : w.job.request.user;
     w.notes.push_back(
@@ -442,13 +580,13 @@ Status PredictTargets(Work& w) {
 nlohmann::json SimilarJobs(const Work& w, std::string* text) {
   std::vector<std::pair<int, const JobRecord*>> ranked;
   std::string sig = RequestSignature(w.job);
-  for (const auto& j : w.past) {
-    bool same_user = j.request.user == w.job.request.user;
-    int score = (same_user && j.request.job_name == w.job.request.job_name) ? 3
-                : (same_user && RequestSignature(j) == sig)                 ? 2
-                : same_user                                                 ? 1
-                                                                            : 0;
-    ranked.emplace_back(score, &j);
+  for (const JobRecord* j : w.past->jobs) {
+    bool same_user = j->request.user == w.job.request.user;
+    int score = (same_user && j->request.job_name == w.job.request.job_name) ? 3
+                : (same_user && RequestSignature(*j) == sig)                 ? 2
+                : same_user                                                  ? 1
+                                                                             : 0;
+    ranked.emplace_back(score, j);
   }
   std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
     if (a.first != b.first) return a.first > b.first;
@@ -476,11 +614,15 @@ nlohmann::json SimilarJobs(const Work& w, std::string* text) {
   return similar;
 }
 
-PredictionOutput Finish(const Work& w, nlohmann::json warnings, std::string warnings_text) {
+PredictionOutput Finish(Work& w, nlohmann::json warnings, std::string warnings_text) {
   const PredictRequest& r = w.req;
+  PredictionOutput result;
+  if (!r.text) {  // the targets only (PredictRequest::text)
+    result.doc = {{"schema", "rightsize.predict/v1"}, {"targets", std::move(w.targets)}};
+    return result;
+  }
   std::string similar_text;
   nlohmann::json similar = SimilarJobs(w, &similar_text);
-  PredictionOutput result;
   const ModelSet* set = w.set;
   result.doc = {{"schema", "rightsize.predict/v1"},
                 {"script", r.script},
@@ -522,6 +664,51 @@ PredictionOutput Finish(const Work& w, nlohmann::json warnings, std::string warn
 
 StatusOr<PredictionOutput> PredictJob(Store& store, const PredictRequest& request,
                                       ModelCache* models) {
+  PredictSession session(store, models);
+  return session.Predict(request);
+}
+
+PredictCache::PredictCache() : impl_(std::make_unique<Impl>()) {}
+
+PredictCache::~PredictCache() = default;
+
+int64_t PredictCache::hits() const {
+  MutexLock lock(impl_->mu);
+  return impl_->hits;
+}
+
+PredictSession::PredictSession(Store& store, ModelCache* models, PredictCache* cache)
+    : store_(store), models_(models), reads_(std::make_unique<Reads>()) {
+  if (cache != nullptr) {
+    reads_->shared = &cache->impl();
+    reads_->generation = reads_->shared->Check(store);
+  }
+}
+
+PredictSession::~PredictSession() = default;
+
+StatusOr<std::string> PredictSession::Cluster(const std::string& given) {
+  auto known = reads_->clusters.find(given);
+  if (known == reads_->clusters.end()) {
+    known = reads_->clusters.emplace(given, PickCluster(store_, given)).first;
+    // The cluster picked has jobs: naming it picks it (PickCluster reads the same list).
+    if (known->second.ok() && *known->second != given) {
+      reads_->clusters.emplace(*known->second, *known->second);
+    }
+  }
+  return known->second;
+}
+
+StatusOr<int64_t> PredictSession::ModelVersion(const std::string& cluster) {
+  auto known = reads_->versions.find(cluster);
+  if (known == reads_->versions.end()) {
+    known = reads_->versions.emplace(cluster, store_.LatestModelVersion(cluster)).first;
+  }
+  return known->second;
+}
+
+StatusOr<PredictionOutput> PredictSession::Predict(const PredictRequest& request) {
+  Store& store = store_;
   StatusOr<JobScript> script = Status::NotFound("no script");
   if (request.submission) {
     script = *request.submission;
@@ -542,11 +729,11 @@ StatusOr<PredictionOutput> PredictJob(Store& store, const PredictRequest& reques
   if ((!request.script_text && !request.submission) || !request.code.empty()) {
     w.from_code = GpuMemoryFromCode(w.script, request.script, request.code);
   }
-  RS_RETURN_IF_ERROR(PickJobCluster(store, w));
+  RS_RETURN_IF_ERROR(PickJobCluster(*this, w));
   BuildJob(w);
-  RS_RETURN_IF_ERROR(LoadModel(store, models, w));
-  RS_RETURN_IF_ERROR(ReadPast(store, w));
-  ReadCluster(store, w);
+  RS_RETURN_IF_ERROR(LoadModel(store, models_, *this, *reads_, w));
+  RS_RETURN_IF_ERROR(ReadPast(store, *reads_, w));
+  ReadCluster(store, *reads_, w);
   RS_RETURN_IF_ERROR(PredictTargets(w));
   return Finish(w, std::move(warnings), std::move(warnings_text));
 }

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -56,6 +57,10 @@ struct PredictRequest {
   // Say why for each target (the features that moved it most). Off where only the numbers are
   // read (the admission webhook): it is most of a prediction's CPU time.
   bool explain = true;
+  // The whole answer: the text `predict` prints and the document's other fields (the similar
+  // jobs, the notes). Off where only the document's "targets" are read (the admission
+  // webhook): the similar jobs alone cost a string and a sort over every past job.
+  bool text = true;
 };
 
 struct PredictionOutput {  // NOLINT(bugprone-exception-escape): json's move may throw
@@ -68,6 +73,60 @@ struct PredictionOutput {  // NOLINT(bugprone-exception-escape): json's move may
 // (the server's); without it the model is read from the store.
 StatusOr<PredictionOutput> PredictJob(Store& store, const PredictRequest& request,
                                       ModelCache* models = nullptr);
+
+// What PredictSessions keep between them while the store does not change (the server's, beside
+// its ModelCache): each user's and job name's finished jobs and the history built from them,
+// so that a review of a workload seen a moment ago reads none of its past. Exact: emptied
+// whenever a session's store connection says the store may have changed since it last asked
+// (store/changes.h, any commit to any table), so a job stored before a session starts is seen
+// by it. Entries are per second predicted as of; at most a few thousand (then emptied).
+// Thread-safe.
+class PredictCache {
+ public:
+  PredictCache();
+  ~PredictCache();
+  PredictCache(const PredictCache&) = delete;
+  PredictCache& operator=(const PredictCache&) = delete;
+
+  // How many predictions found their past here (the tests check a hit and a miss).
+  int64_t hits() const;
+
+  struct Impl;  // predict.cc
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Several predictions that share their reads of the store: the cluster picked, its newest
+// model version and model, its shape, the price table, and each user's and each job name's
+// finished jobs are read once, by the first prediction that needs them (the admission
+// webhook's review: every container of it is of one namespace, which is its user, and one
+// cluster). Each answer is the one PredictJob gives on the store as this session first read it;
+// so a session must not outlive a write its predictions must see (one per review or batch,
+// never kept). Not thread-safe (as its Store); `store` and `models` must outlive it.
+class PredictSession {
+ public:
+  // With `cache`, each prediction's past comes from it when the store has not changed since
+  // (checked here, once: the session's own reads stay as they were read).
+  PredictSession(Store& store, ModelCache* models, PredictCache* cache = nullptr);
+  ~PredictSession();
+  PredictSession(const PredictSession&) = delete;
+  PredictSession& operator=(const PredictSession&) = delete;
+
+  // As PredictJob.
+  StatusOr<PredictionOutput> Predict(const PredictRequest& request);
+  // PickCluster (predict/cluster.h) and Store::LatestModelVersion, remembered.
+  StatusOr<std::string> Cluster(const std::string& given);
+  StatusOr<int64_t> ModelVersion(const std::string& cluster);
+
+  struct Reads;  // what has been read (predict.cc)
+
+ private:
+  Store& store_;
+  ModelCache* models_;
+  std::unique_ptr<Reads> reads_;
+};
 
 // A rightsize.predict/v1 document as the short table `submit` prints: per target p10, p50, p90,
 // the request and the suggestion, then the notes.

@@ -343,7 +343,8 @@ struct ApiServer::PendingWrite {
   StatusOr<bool> result = false;  // guarded by write_mu_
 };
 
-ApiServer::ApiServer(ServerOptions options) : options_(std::move(options)) {}
+ApiServer::ApiServer(ServerOptions options)
+    : options_(std::move(options)), predict_cache_(std::make_unique<PredictCache>()) {}
 
 ApiServer::~ApiServer() {
   {
@@ -819,6 +820,7 @@ ApiServer::Reply ApiServer::Admission(bool enforce, const std::string& body,
   o.floor_cpu_cores = settings.floor_cpu_cores;
   o.floor_memory_bytes = settings.floor_memory_bytes;
   o.prices = &options_.prices;
+  o.cache = predict_cache_.get();
   o.now_s = Now();
   o.arrived = arrived;
   auto store = Acquire();

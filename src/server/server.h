@@ -40,6 +40,8 @@ struct Response;
 
 namespace rightsize {
 
+class PredictCache;
+
 struct ServerConfig {
   bool open = true;  // no config file: no authentication, everyone is an admin
   std::set<std::string> agent_tokens;
@@ -138,6 +140,9 @@ class ApiServer {
   ServerOptions options_;
   // Each cluster's model, read once per version, not once per prediction (thread-safe).
   ModelCache models_;
+  // The past of workloads the admission webhook reviewed, kept while the store does not change
+  // (predict/predict.h; thread-safe).
+  std::unique_ptr<PredictCache> predict_cache_;
   Mutex write_mu_;
   CondVar write_cv_;
   std::deque<PendingWrite*> writes_ GUARDED_BY(write_mu_);

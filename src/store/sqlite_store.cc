@@ -16,6 +16,8 @@
 #include <system_error>
 #include <unordered_map>
 
+#include "store/changes.h"
+
 namespace rightsize {
 
 SqliteDb& SqliteDb::operator=(SqliteDb&& other) noexcept {
@@ -912,6 +914,20 @@ class SqliteStore final : public Store {
     return m;
   }
 
+  // store/changes.h.
+  bool ChangedSinceLastAsked() {
+    auto stmt = PrepareCached("PRAGMA data_version");
+    if (!stmt.ok() || sqlite3_step(stmt->get()) != SQLITE_ROW) return true;
+    int64_t data_version = sqlite3_column_int64(stmt->get(), 0);
+    int64_t total_changes = sqlite3_total_changes64(db_.get());
+    bool changed =
+        !asked_ || data_version != seen_data_version_ || total_changes != seen_total_changes_;
+    asked_ = true;
+    seen_data_version_ = data_version;
+    seen_total_changes_ = total_changes;
+    return changed;
+  }
+
   StatusOr<int64_t> LatestModelVersion(const std::string& cluster) override {
     RS_ASSIGN_OR_RETURN(auto stmt,
                         PrepareCached("SELECT max(version) FROM models WHERE cluster = ?1"));
@@ -1307,9 +1323,18 @@ class SqliteStore final : public Store {
   SqliteStmt put_chunk_, add_stack_, read_chunks_, last_seq_, put_seq_;  // prepared on first use
   std::unordered_map<std::string, int64_t> cluster_ids_;
   const std::pair<const std::string, int64_t>* last_cluster_ = nullptr;  // into cluster_ids_
+  // What ChangedSinceLastAsked saw last.
+  bool asked_ = false;
+  int64_t seen_data_version_ = 0;
+  int64_t seen_total_changes_ = 0;
 };
 
 }  // namespace
+
+bool ChangedSinceLastAsked(Store& store) {
+  auto* sqlite = dynamic_cast<SqliteStore*>(&store);
+  return sqlite == nullptr || sqlite->ChangedSinceLastAsked();
+}
 
 StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path) {
   std::error_code ec;

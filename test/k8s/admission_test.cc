@@ -5,6 +5,7 @@
 #include "k8s/admission.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +13,7 @@
 
 #include "jobscript/k8s_workload.h"
 #include "k8s_fixtures.h"
+#include "predict/predict.h"
 #include "predict/train.h"
 
 namespace rightsize {
@@ -315,6 +317,77 @@ TEST_F(AdmissionTest, FailsOpenWithoutModelOrStoreOrTime) {
   auto t = std::make_shared<std::chrono::steady_clock::time_point>();
   o.clock = [t] { return *t += std::chrono::milliseconds(5); };
   expect_unchanged(*store_, o, "deadline");
+}
+
+// The server keeps the past of workloads reviewed before (PredictCache) while the store does
+// not change: a finished job stored afterwards, by another connection (another process: the
+// agent's server, `rightsize ingest`) or by the server's own, changes the very next answer.
+TEST(AdmissionCacheTest, ANewFinishedJobIsSeenByTheNextReview) {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("rightsize-admission-cache-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::string db = (dir / "store.db").string();
+  auto server = OpenStore(db);
+  auto writer = OpenStore(db);
+  ASSERT_TRUE(server.ok() && writer.ok());
+  int64_t now = test::FillHistory(**server, "prod") + 3600;
+  ASSERT_TRUE(TrainCluster(**server, "prod").ok());
+
+  nlohmann::json pod = LoadObject("pod");  // ml/infer: two finished runs
+  test::AddServerDefaults(pod["spec"]);
+  nlohmann::json review = Review(pod, "pods");
+  ModelCache models;
+  PredictCache cache;
+  AdmissionOptions o;
+  o.now_s = now;
+  o.deadline = std::chrono::hours(1);
+  o.cache = &cache;
+  AdmissionOptions uncached = o;
+  uncached.cache = nullptr;
+  auto admit = [&](const AdmissionOptions& options) {
+    auto answer = Admit(**server, &models, options, AdmissionMode::kAdvise, review);
+    EXPECT_TRUE(answer.ok()) << answer.status().ToString();
+    return answer.ok() ? (*answer)["response"].value("patch", "") : std::string();
+  };
+  std::string first = admit(o);
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(admit(o), first);
+  EXPECT_EQ(cache.hits(), 1);  // the second review read none of its past
+
+  // A run that used far more memory than the two before it (4.4 and 5.6 GiB).
+  auto store_run = [&](Store& store, int run, int64_t peak_bytes) {
+    JobRecord j;
+    j.cluster = "prod";
+    j.job_id = "ml/infer/infer-" + std::to_string(run);
+    j.source = "kubernetes";
+    j.request.user = j.request.account = "ml";
+    j.request.job_name = "infer/infer";
+    j.request.cpus = 1;
+    j.request.memory_bytes = j.request.memory_per_unit_bytes = int64_t{8} << 30;
+    j.request.memory_scope = MemoryScope::kPerJob;
+    j.request.qos = "Burstable";
+    j.submit_time = now - 1900 + run;
+    j.start_time = now - 1800 + run;
+    j.end_time = now - 60 + run;
+    j.usage.elapsed_s = static_cast<double>(*j.end_time - *j.start_time);
+    j.usage.cpu_time_s = 0.6 * *j.usage.elapsed_s;
+    j.usage.peak_rss_bytes = peak_bytes;
+    j.outcome.state = "COMPLETED";
+    j.outcome.exit_code = 0;
+    ASSERT_TRUE(store.UpsertJobs({&j, 1}).ok());
+  };
+  store_run(**writer, 2, int64_t{30} << 30);
+  std::string second = admit(o);
+  EXPECT_NE(second, first) << "the new run was not seen";
+  EXPECT_EQ(second, admit(uncached));
+  // The server's own connection writes too (its telemetry writer, `POST /api/v1/jobs`).
+  store_run(**server, 3, int64_t{60} << 30);
+  std::string third = admit(o);
+  EXPECT_NE(third, second) << "the new run was not seen";
+  EXPECT_EQ(third, admit(uncached));
+  server->reset();
+  writer->reset();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(AdmissionReviewTest, RejectsWhatCannotBeAnswered) {
