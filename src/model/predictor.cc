@@ -556,31 +556,15 @@ class TargetTrainer {
     return Cap(std::exp(Blend(med_cal_[k], w, base_[r][b], t_)), req_[r]);
   }
   double ShippedPoint(size_t k) const {
-    const TargetModel::PointBlend& b = BlendOfRow(rows_[n_tr_ + k]);
-    return Point(k, b.weight, static_cast<int>(b.baseline));
+    return Point(k, m_.blend_weight, static_cast<int>(m_.blend_baseline));
   }
-  // The jobs the blend is chosen on: the held-out ones and the training window's older blocks,
-  // each with the log prediction of trees that had not seen it (ChainPredictions).
-  struct Evidence {
-    size_t row;
-    double log_trees;
-  };
-  double EvidencePoint(const Evidence& e, float w, int b) const {
-    return Cap(std::exp(Blend(e.log_trees, w, base_[e.row][b], t_)), req_[e.row]);
-  }
-  const TargetModel::PointBlend& BlendOfRow(size_t r) const {
-    return m_.group_blend[HistoryGroup(d_.row(r), t_)];
-  }
-  void ChainPredictions();
-  std::vector<Evidence> BlendEvidence() const;
-  TargetModel::PointBlend ChooseOn(const std::vector<Evidence>& evidence) const;
+  bool TreesWin(int best_b) const;
   void ChooseBlend();
   // The shipped point's log error on training row r, given the residual `med` that trees which
   // never saw the row predicted there (the borrowed new users' errors and request_scores).
   float UnseenError(size_t r, float med) const {
-    const TargetModel::PointBlend& b = BlendOfRow(r);
-    double lp = Blend(med + Offset(d_.anchor[ti_][r], t_, m_.default_offset), b.weight,
-                      base_[r][static_cast<int>(b.baseline)], t_);
+    double lp = Blend(med + Offset(d_.anchor[ti_][r], t_, m_.default_offset), m_.blend_weight,
+                      base_[r][static_cast<int>(m_.blend_baseline)], t_);
     return static_cast<float>(LogOf(y_[r], t_) - LogOf(Cap(std::exp(lp), req_[r]), t_));
   }
   void BorrowUnseenUsers();
@@ -601,9 +585,6 @@ class TargetTrainer {
   size_t n_ = 0, n_cal_ = 0, n_tr_ = 0;
   TargetModel m_;
   std::vector<float> x_, labels_, med_cal_;
-  // Per training row, the residual predicted by trees trained on the request_blocks before its
-  // own (forward chaining); NaN in the first block.
-  std::vector<float> chained_;
   // Calibration errors: all held-out jobs', those of users with many past jobs, and per user
   // those of users with none or a few (groups 0 and 1).
   std::vector<float> scores_, many_;
@@ -626,7 +607,6 @@ StatusOr<TargetModel> TargetTrainer::Train() {
                                                                  options_.calibration_fraction)));
   n_tr_ = n_ - n_cal_;
   RS_RETURN_IF_ERROR(FitMedian());
-  ChainPredictions();
   ChooseBlend();
   Intervals();
   BaselineRatios();
@@ -665,143 +645,68 @@ Status TargetTrainer::FitMedian() {
   return Status::Ok();
 }
 
-// Each training row of blocks 1 .. request_blocks - 1 predicted by trees trained on the blocks
-// before it, so that each prediction is one of trees that had not seen the job, as the next
-// job's will be. The first block has no past.
-void TargetTrainer::ChainPredictions() {
-  chained_.assign(n_tr_, kNaN);
-  const size_t blocks = options_.request_blocks;
-  std::vector<float> fit_x, fit_pred;
-  for (size_t b = 1; b < blocks; ++b) {
-    size_t lo = n_tr_ * b / blocks, hi = n_tr_ * (b + 1) / blocks;
-    if (lo < options_.min_rows || hi <= lo) continue;
-    Gather(d_, rows_, 0, lo, m_.columns, &fit_x);
-    auto trees = Booster::Train(
-        fit_x, m_.columns.size(),
-        std::vector<float>(labels_.begin(), labels_.begin() + static_cast<std::ptrdiff_t>(lo)),
-        options_.median);
-    if (!trees.ok()) continue;
-    Gather(d_, rows_, lo, hi, m_.columns, &fit_x);
-    if (!trees->Predict(fit_x.data(), hi - lo, m_.columns.size(), &fit_pred).ok()) continue;
-    std::copy(fit_pred.begin(), fit_pred.end(), chained_.begin() + static_cast<std::ptrdiff_t>(lo));
+// Blend only where the trees alone lose to a baseline on the held-out jobs by more than
+// chance: the paired difference in absolute error (or in AEA) must exceed two standard errors.
+// A blend chosen on noise made a 3,000-job trace worse, not better.
+bool TargetTrainer::TreesWin(int best_b) const {
+  if (best_b < 0) return true;
+  bool trees_win = true;
+  for (Baseline b : kAllBaselines) {
+    if (!IsBaselineOf(b, t_)) continue;
+    double sum_abs = 0, sq_abs = 0, sum_aea = 0, sq_aea = 0;
+    int64_t n_b = 0;
+    for (size_t k = 0; k < n_cal_; ++k) {
+      size_t r = rows_[n_tr_ + k];
+      float bv = base_[r][static_cast<int>(b)];
+      if (!std::isfinite(bv)) continue;
+      double p = Point(k, 1, 0), yy = y_[r];
+      double da = std::abs(p - yy) - std::abs(bv - yy);
+      double de = AgreementRatio(bv, yy) - AgreementRatio(p, yy);
+      sum_abs += da;
+      sq_abs += da * da;
+      sum_aea += de;
+      sq_aea += de * de;
+      ++n_b;
+    }
+    if (n_b < static_cast<int64_t>(kMinPairedJobs)) continue;
+    auto worse = [n_b](double sum, double sq) {
+      double nn = static_cast<double>(n_b), mean = sum / nn;
+      double var = std::max(0.0, sq / nn - mean * mean);
+      return mean > 2 * std::sqrt(var / nn);
+    };
+    if (worse(sum_abs, sq_abs) || worse(sum_aea, sq_aea)) trees_win = false;
   }
+  return trees_win;
 }
 
-std::vector<TargetTrainer::Evidence> TargetTrainer::BlendEvidence() const {
-  std::vector<Evidence> evidence;
-  for (size_t k = 0; k < n_tr_; ++k) {
-    if (std::isnan(chained_[k])) continue;
-    size_t r = rows_[k];
-    evidence.push_back({r, chained_[k] + Offset(d_.anchor[ti_][r], t_, m_.default_offset)});
-  }
-  for (size_t k = 0; k < n_cal_; ++k) evidence.push_back({rows_[n_tr_ + k], med_cal_[k]});
-  return evidence;
-}
-
-namespace {
-// The mean of paired per-job differences and whether it is beyond two standard errors. (Counted
-// per user instead, a cluster of few users never showed the trees better: HPC2N's users with a
-// few past jobs took a baseline in every retrain and its run-time MAE went from -12.6 % to
-// -8.3 % of last2's.)
-struct PairedDiff {
-  double sum = 0, sq = 0;
-  int64_t n = 0;
-  void Add(double diff) {
-    sum += diff;
-    sq += diff * diff;
-    ++n;
-  }
-  double Mean() const { return n > 0 ? sum / static_cast<double>(n) : 0; }
-  double StandardError() const {
-    if (n < 2) return std::numeric_limits<double>::infinity();
-    double nn = static_cast<double>(n), mean = Mean();
-    return std::sqrt(std::max(0.0, sq / nn - mean * mean) / nn);
-  }
-  bool Below() const { return Mean() < -2 * StandardError(); }  // lower by more than chance
-  bool Above() const { return Mean() > 2 * StandardError(); }
-};
-}  // namespace
-
-// The best baseline alone on `evidence` (lowest MAE, among those that predicted at least 90 % of
-// it, as BestBaseline), unless a blend of the trees with some baseline (or another baseline
-// alone) beats it by more than chance: lower MAE or higher AEA by two standard errors of the
-// paired difference, and not worse on the other by as much. Among those that do, the one that
-// scores best, MAE and AEA weighing equally, each relative to the best baseline's. The trees alone
-// where no baseline qualifies.
-TargetModel::PointBlend TargetTrainer::ChooseOn(const std::vector<Evidence>& evidence) const {
-  TargetModel::PointBlend chosen;
-  std::vector<int> eligible;
-  int ref = -1;
-  double ref_mae = std::numeric_limits<double>::infinity(), best_aea = 0;
-  for (Baseline bl : kAllBaselines) {
-    if (!IsBaselineOf(bl, t_)) continue;
-    auto b = static_cast<int>(bl);
-    PointErrors e;
-    size_t missing = 0;
-    for (const Evidence& ev : evidence) {
-      float bv = base_[ev.row][b];
-      if (!std::isfinite(bv)) {
-        ++missing;
-        continue;
-      }
-      e.Add(bv, y_[ev.row]);
-    }
-    if (missing * 10 > evidence.size() || e.n == 0) continue;
-    eligible.push_back(b);
-    best_aea = std::max(best_aea, e.aea());
-    if (e.mae() < ref_mae) {
-      ref_mae = e.mae();
-      ref = b;
-    }
-  }
-  if (ref < 0) return chosen;
-  chosen = {0.0f, static_cast<Baseline>(ref)};
-  auto score = [&](const PointErrors& e) {
-    return e.mae() / std::max(ref_mae, 1e-9) + best_aea / std::max(e.aea(), 1e-9);
-  };
-  PointErrors ref_errors;
-  for (const Evidence& ev : evidence) ref_errors.Add(EvidencePoint(ev, 0, ref), y_[ev.row]);
-  double best_score = score(ref_errors);
-  for (int b : eligible) {
-    for (float w : kBlendWeights) {
-      if (w == 0 && b == ref) continue;
-      PointErrors e;
-      PairedDiff abs_diff, aea_diff;
-      for (const Evidence& ev : evidence) {
-        double p = EvidencePoint(ev, w, b), rp = EvidencePoint(ev, 0, ref), yy = y_[ev.row];
-        e.Add(p, yy);
-        abs_diff.Add(std::abs(p - yy) - std::abs(rp - yy));
-        aea_diff.Add(AgreementRatio(rp, yy) - AgreementRatio(p, yy));
-      }
-      bool wins = (abs_diff.Below() || aea_diff.Below()) && !abs_diff.Above() && !aea_diff.Above();
-      if (!wins || score(e) >= best_score - 1e-9) continue;
-      best_score = score(e);
-      chosen = {w, static_cast<Baseline>(b)};
-    }
-  }
-  return chosen;
-}
-
-// The all-groups blend on every job of the evidence, then each history group's on its own jobs
-// where it has kMinPairedJobs of them: users with many past jobs are where a baseline that
-// reads the user's history can beat the trees (woody: the user's mean, at a tenth of the trees'
-// MAE), new users where the trees beat a baseline that has nothing but the request.
+// The best baseline on the held-out jobs, then the blend weight.
 void TargetTrainer::ChooseBlend() {
   std::vector<size_t> held_out(rows_.begin() + static_cast<std::ptrdiff_t>(n_tr_), rows_.end());
-  auto best_held_out = BestBaseline(d_, t_, held_out);
-  m_.calibration_baseline_mae = best_held_out ? best_held_out->errors.mae() : 0;
-  const std::vector<Evidence> evidence = BlendEvidence();
-  TargetModel::PointBlend all = ChooseOn(evidence);
-  m_.blend_weight = all.weight;
-  m_.blend_baseline = all.baseline;
-  std::array<std::vector<Evidence>, 3> by_group;
-  for (const Evidence& ev : evidence) by_group[HistoryGroup(d_.row(ev.row), t_)].push_back(ev);
-  for (int g = 0; g < 3; ++g) {
-    m_.group_blend[g] = by_group[g].size() >= kMinPairedJobs ? ChooseOn(by_group[g]) : all;
+  auto best = BestBaseline(d_, t_, held_out);
+  int best_b = best ? static_cast<int>(best->baseline) : -1;
+  double best_b_mae = best ? best->errors.mae() : std::numeric_limits<double>::infinity();
+  double best_b_aea = best ? best->errors.aea() : 0;
+  m_.calibration_baseline_mae = best_b < 0 ? 0 : best_b_mae;
+  bool trees_win = TreesWin(best_b);
+  double best_score = std::numeric_limits<double>::infinity();
+  for (float w : kBlendWeights) {
+    if (trees_win && w < 1) break;
+    if (best_b < 0 && w < 1) continue;
+    PointErrors e;
+    for (size_t k = 0; k < n_cal_; ++k) {
+      e.Add(Point(k, w, std::max(best_b, 0)), y_[rows_[n_tr_ + k]]);
+    }
+    // MAE and AEA weigh equally, each relative to the best baseline.
+    double score =
+        best_b < 0 ? e.mae()
+                   : e.mae() / std::max(best_b_mae, 1e-9) + best_b_aea / std::max(e.aea(), 1e-9);
+    if (score < best_score - 1e-9) {
+      best_score = score;
+      m_.blend_weight = w;
+      m_.blend_baseline = static_cast<Baseline>(std::max(best_b, 0));
+      m_.calibration_mae = e.mae();
+    }
   }
-  PointErrors held;
-  for (size_t k = 0; k < n_cal_; ++k) held.Add(ShippedPoint(k), y_[rows_[n_tr_ + k]]);
-  m_.calibration_mae = held.mae();
 }
 
 // A group whose held-out jobs come from fewer users than bound a 95 % interval (39) takes in
@@ -837,11 +742,25 @@ void TargetTrainer::BorrowUnseenUsers() {
 // the job, as the next job's will be. The first block has no past.
 std::vector<float> TargetTrainer::RequestErrors() const {
   std::vector<float> request_errors = many_;
-  for (size_t k = 0; k < n_tr_; ++k) {
-    size_t r = rows_[k];
-    if (std::isnan(chained_[k]) || HistoryGroup(d_.row(r), t_) != 2) continue;
-    float e = UnseenError(r, chained_[k]);
-    if (std::isfinite(e)) request_errors.push_back(e);
+  const size_t blocks = options_.request_blocks;
+  std::vector<float> fit_x, fit_pred;
+  for (size_t b = 1; b < blocks; ++b) {
+    size_t lo = n_tr_ * b / blocks, hi = n_tr_ * (b + 1) / blocks;
+    if (lo < options_.min_rows || hi <= lo) continue;
+    Gather(d_, rows_, 0, lo, m_.columns, &fit_x);
+    auto trees = Booster::Train(
+        fit_x, m_.columns.size(),
+        std::vector<float>(labels_.begin(), labels_.begin() + static_cast<std::ptrdiff_t>(lo)),
+        options_.median);
+    if (!trees.ok()) continue;
+    Gather(d_, rows_, lo, hi, m_.columns, &fit_x);
+    if (!trees->Predict(fit_x.data(), hi - lo, m_.columns.size(), &fit_pred).ok()) continue;
+    for (size_t k = lo; k < hi; ++k) {
+      size_t r = rows_[k];
+      if (HistoryGroup(d_.row(r), t_) != 2) continue;
+      float e = UnseenError(r, fit_pred[k - lo]);
+      if (std::isfinite(e)) request_errors.push_back(e);
+    }
   }
   return request_errors;
 }
@@ -875,34 +794,6 @@ void TargetTrainer::Intervals() {
         QuantileGrid::FromWeighted(std::move(weighted), static_cast<int64_t>(per_user.size()));
   }
   m_.scores = QuantileGrid::From(std::move(scores_));
-  if (static_cast<int64_t>(many_.size()) < kMinGroupScores) {
-    // Too few held-out jobs of users with many past jobs to describe them: their older jobs'
-    // errors too (forward-chained, as their requests are cut on), rather than every group's,
-    // which come from other points (the group may blend otherwise). Each user weighs 1 in all,
-    // as in groups 0 and 1, so that one steady user's exact repeats do not make every other
-    // user's intervals narrow; counted per job, since these users are known.
-    std::vector<std::pair<float, double>> weighted;
-    std::unordered_map<uint32_t, int> per_user;
-    auto each = [&](auto fn) {
-      for (size_t k = 0; k < n_cal_; ++k) {
-        size_t r = rows_[n_tr_ + k];
-        if (HistoryGroup(d_.row(r), t_) == 2) fn(r, LogOf(y_[r], t_) - LogOf(ShippedPoint(k), t_));
-      }
-      for (size_t k = 0; k < n_tr_; ++k) {
-        size_t r = rows_[k];
-        if (!std::isnan(chained_[k]) && HistoryGroup(d_.row(r), t_) == 2) {
-          fn(r, UnseenError(r, chained_[k]));
-        }
-      }
-    };
-    each([&](size_t r, float) { ++per_user[d_.user[r]]; });
-    each([&](size_t r, float e) { weighted.emplace_back(e, 1.0 / per_user[d_.user[r]]); });
-    auto jobs = static_cast<int64_t>(weighted.size());
-    if (jobs >= kMinGroupScores) {
-      m_.group_scores[2] = QuantileGrid::FromWeighted(std::move(weighted), jobs);
-      return;
-    }
-  }
   m_.group_scores[2] = QuantileGrid::From(std::move(many_));
 }
 
@@ -1003,8 +894,8 @@ TargetPrediction Finish(const TargetModel& m, float med, int group,
   p.baselines = baselines;
   med += Offset(anchor, m.target, m.default_offset);
   p.learned = std::exp(static_cast<double>(med));
-  const TargetModel::PointBlend& b = m.group_blend[group];
-  p.point = std::exp(Blend(med, b.weight, baselines[static_cast<int>(b.baseline)], m.target));
+  p.point =
+      std::exp(Blend(med, m.blend_weight, baselines[static_cast<int>(m.blend_baseline)], m.target));
   if (request) {
     p.point = std::min(p.point, *request);
     p.learned = std::min(p.learned, *request);
@@ -1098,11 +989,6 @@ std::string ModelSet::Serialize() const {
     tj["request_scores"] = GridJson(m.request_scores);
     tj["blend_weight"] = m.blend_weight;
     tj["blend_baseline"] = NameOf(m.blend_baseline);
-    nlohmann::json groups = nlohmann::json::array();
-    for (const TargetModel::PointBlend& b : m.group_blend) {
-      groups.push_back({{"weight", b.weight}, {"baseline", NameOf(b.baseline)}});
-    }
-    tj["group_blend"] = std::move(groups);
     nlohmann::json ratios = nlohmann::json::object();
     for (Baseline b : kAllBaselines) {
       ratios[std::string(NameOf(b))] = GridJson(m.baseline_log_ratio[static_cast<int>(b)]);
@@ -1183,17 +1069,6 @@ StatusOr<ModelSet> ModelSet::Deserialize(const std::string& bytes) {
         if (NameOf(b) == bb) m.blend_baseline = b;
         m.baseline_log_ratio[static_cast<int>(b)] =
             GridFrom(tj.at("baseline_log_ratio").at(std::string(NameOf(b))));
-      }
-      // Models stored before the blend was chosen per history group blend every group alike.
-      m.group_blend.fill({m.blend_weight, m.blend_baseline});
-      if (auto it = tj.find("group_blend"); it != tj.end() && it->size() == m.group_blend.size()) {
-        for (size_t g = 0; g < m.group_blend.size(); ++g) {
-          m.group_blend[g].weight = it->at(g).at("weight").get<float>();
-          std::string name = it->at(g).at("baseline").get<std::string>();
-          for (Baseline b : kAllBaselines) {
-            if (NameOf(b) == name) m.group_blend[g].baseline = b;
-          }
-        }
       }
       m.trained_rows = tj.at("trained_rows").get<int64_t>();
       m.calibration_rows = tj.at("calibration_rows").get<int64_t>();

@@ -12,11 +12,9 @@
 //     groups have few users among the recent jobs, they take in the older jobs of the training
 //     window too, each predicted by trees trained without its user: new users of the past
 //     months stand for the next one;
-//   - a blend per history group: the point is exp(w·log(model) + (1-w)·log(baseline)), the
-//     best baseline alone (w = 0) unless the trees, or a blend with some baseline, beat it by
-//     more than chance on the group's past jobs predicted by trees that had not seen them (the
-//     held-out ones and the older blocks' forward-chained ones, the standard error counted per
-//     user); a group with too few such jobs takes the all-groups choice.
+//   - a blend: the point is exp(w·log(model) + (1-w)·log(baseline)) with w and the baseline
+//     chosen on the held-out jobs, so the shipped predictor is never worse than its best
+//     baseline there (w = 1 when the trees win outright).
 //   - the price of a kill per risk: a request at risk r is cut where it frees the most
 //     resource-time net of that price, so a share r of jobs is killed in all and the large
 //     requests, whose cuts free the most, take more of it than the small ones.
@@ -128,15 +126,8 @@ struct TargetModel {
   // chaining). A request at 0.5 % reads a tail that a few hundred held-out jobs cannot bound;
   // the intervals keep to the held-out errors, which describe the newest jobs.
   QuantileGrid request_scores;
-  // The all-groups blend: the point of a history group whose own evidence was too thin.
   float blend_weight = 1.0f;  // of the trees; the rest goes to blend_baseline
   Baseline blend_baseline = Baseline::kLast2;
-  // Per history group (HistoryGroup), the blend its points are made with.
-  struct PointBlend {
-    float weight = 1.0f;
-    Baseline baseline = Baseline::kLast2;
-  };
-  std::array<PointBlend, 3> group_blend;
   // Per baseline: log(actual / baseline) over the training window, to turn a baseline into a
   // request at a given risk (a single global margin, tuned on the past only).
   std::array<QuantileGrid, kNumBaselines> baseline_log_ratio;

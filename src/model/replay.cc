@@ -429,15 +429,9 @@ Status ReplayRun::Score(Task& task) {
     if (e.blends.size() < 200) {
       std::vector<double> shown;
       for (float f : factors) shown.push_back(std::exp(static_cast<double>(f)));
-      nlohmann::json by_history = nlohmann::json::object();
-      for (int g = 0; g < 3; ++g) {
-        const TargetModel::PointBlend& b = model->group_blend[g];
-        by_history[HistoryGroupName(g)] = {{"weight", b.weight}, {"baseline", NameOf(b.baseline)}};
-      }
       e.blends.push_back({{"at", task.cut},
                           {"weight", model->blend_weight},
                           {"baseline", NameOf(model->blend_baseline)},
-                          {"by_history", std::move(by_history)},
                           {"risk_factors", shown}});
     }
   }

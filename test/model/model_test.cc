@@ -642,7 +642,9 @@ TEST(ReplayTest, ANewUsersIntervalsHoldForNewUsers) {
 
 // Users whose jobs scatter around a mean of their own, with no other signal: the user's mean is
 // the best guess, and the last job (where the trees start from) a noisy one. The shipped point
-// must be no worse than that baseline (within 2 %), and its intervals must still hold.
+// must be no worse than that baseline (within 2 %), and its intervals must still hold. (Here the
+// trees alone miss by 5.5 % more than the user's mean; the held-out blend brings the point level
+// with it.)
 std::vector<JobRecord> UsersAroundTheirMeans(int users, int jobs_per_user, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> log_mean(std::log(600.0), std::log(36000.0));
@@ -889,10 +891,8 @@ TEST(PredictorTest, AJobThatKeepsItsCoresBusyDoesNotNeedMore) {
   };
   // Every run of the busy user kept its 8 cores busy, none needed a ninth.
   EXPECT_LT(too_small(Target::kCpuCores), 0.05);
-  // Half its runs reached the time limit: that is too small. (The errors are those of its history
-  // group, both users', so the share is below the busy user's half: 0.26 since the point's
-  // blend is chosen per group, where the trees' own point had given over 0.3.)
-  EXPECT_GT(too_small(Target::kRuntime), 0.2);
+  // Half its runs reached the time limit: that is too small.
+  EXPECT_GT(too_small(Target::kRuntime), 0.3);
 }
 
 TEST(ModelSetTest, AStoredModelPredictsWhatTheTrainedOneDid) {
