@@ -517,6 +517,7 @@ void ReplayRun::ScoreJob(TargetEval& e, Task& task, size_t k2, std::vector<doubl
   }
   const TargetPrediction* shipped = moved ? &*moved : (model.ok() ? &task.preds[k2] : nullptr);
   auto quantile = [&](double q) {
+    if (move.spread <= 0) return shipped->Quantile(q);  // exactly the history's interval
     double g = std::log(shipped->Quantile(q)) - shipped->log_point;
     return std::exp(shipped->log_point + WidenLogOffset(g, q, move.spread));
   };
