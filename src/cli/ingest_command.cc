@@ -20,7 +20,9 @@
 #include "ingest/sacct.h"
 #include "ingest/sinfo.h"
 #include "ingest/swf.h"
+#include "jobscript/job_script.h"
 #include "jobscript/k8s_workload.h"
+#include "predict/code_estimate.h"
 #include "report/render.h"
 #include "slurm/follower.h"
 
@@ -537,6 +539,118 @@ void AddIngestPrometheus(CLI::App* ingest, Context& ctx, Action* action) {
 
 }  // namespace
 
+// ingest runs: rightsize.run/v1 documents, one a line (what `rightsize run --json` printed, as
+// the changing-programs corpus writes them), with the code of each run's job script.
+struct RunsFlags {
+  std::string code_root;
+  bool strict = false;
+  bool json = false;
+};
+
+int IngestRuns(Context& ctx, const std::vector<std::string>& files, const RunsFlags& flags) {
+  auto store = ctx.OpenedStore();
+  if (!store.ok()) return Fail(store.status());
+  int64_t runs = 0, with_code = 0, malformed = 0, no_code = 0;
+  for (const auto& file : files) {
+    std::ifstream in(file);
+    if (!in) return Fail(Status::IoError(fmt::format("{}: cannot read", file)));
+    std::string line;
+    int64_t number = 0;
+    std::vector<JobRecord> records;
+    std::vector<StoredJobCode> codes;
+    while (std::getline(in, line)) {
+      ++number;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      auto bad = [&](const std::string& why) {
+        ++malformed;
+        Status st = Status::BadInput(fmt::format("{}:{}: {}", file, number, why));
+        if (!flags.json && !flags.strict) fmt::print(stderr, "{}\n", st.message());
+        return st;
+      };
+      nlohmann::json doc = nlohmann::json::parse(line, nullptr, false);
+      // The corpus writes the record as "record"; `rightsize run --json` itself as "job".
+      const char* record_key = doc.is_object() && doc.contains("record") ? "record" : "job";
+      if (doc.is_discarded() || !doc.is_object() || !doc.contains(record_key)) {
+        Status st = bad("not a rightsize.run/v1 document (no \"record\" or \"job\")");
+        if (flags.strict) return Fail(st);
+        continue;
+      }
+      auto record = JobRecordFromJson(doc[record_key]);
+      if (!record.ok()) {
+        Status st = bad(record.status().message());
+        if (flags.strict) return Fail(st);
+        continue;
+      }
+      std::string script;
+      if (doc.contains("corpus") && doc["corpus"].is_object()) {
+        script = doc["corpus"].value("script", "");
+      }
+      if (script.empty()) script = doc.value("script", "");
+      if (!script.empty() && !flags.code_root.empty()) {
+        // The code is the code: analysed now as it was at submission.
+        std::string path = (std::filesystem::path(flags.code_root) / script).string();
+        auto parsed = ParseJobScriptFile(path, {});
+        StatusOr<StoredJobCode> code =
+            parsed.ok() ? ReadJobCode(*parsed, path, "") : StatusOr<StoredJobCode>(parsed.status());
+        if (code.ok()) {
+          code->cluster = record->cluster;
+          code->job_id = record->job_id;
+          code->created_at = record->submit_time.value_or(0);
+          codes.push_back(std::move(*code));
+        } else {
+          ++no_code;
+          if (!flags.json) {
+            fmt::print(stderr, "{}:{}: no code facts for job {}: {}\n", file, number,
+                       record->job_id, code.status().message());
+          }
+        }
+      }
+      records.push_back(std::move(*record));
+    }
+    Status st = (*store)->UpsertJobs(records);
+    for (const auto& c : codes) {
+      if (st.ok()) st = (*store)->PutJobCode(c);
+    }
+    if (!st.ok()) return Fail(st.WithContext(file));
+    runs += static_cast<int64_t>(records.size());
+    with_code += static_cast<int64_t>(codes.size());
+  }
+  if (flags.json) {
+    fmt::print("{}\n", nlohmann::json{{"runs", runs},
+                                      {"with_code", with_code},
+                                      {"without_code", no_code},
+                                      {"malformed", malformed},
+                                      {"store", ctx.StorePath()}}
+                           .dump());
+  } else {
+    fmt::print("ingested {} runs ({} with their code's facts{}{}) into {}\n", runs, with_code,
+               no_code > 0 ? fmt::format(", {} whose code could not be read", no_code) : "",
+               malformed > 0 ? fmt::format("; {} malformed lines skipped", malformed) : "",
+               ctx.StorePath());
+  }
+  return 0;
+}
+
+void AddIngestRuns(CLI::App* ingest, Context& ctx, Action* action) {
+  auto* cmd = ingest->add_subcommand(
+      "runs",
+      "Read rightsize.run/v1 documents (what `rightsize run --json` prints), one a line, with "
+      "the code facts of each run's job script (\"corpus\".script or \"script\", under "
+      "--code-root)");
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto flags = std::make_shared<RunsFlags>();
+  cmd->add_option("files", *files, "JSON-lines files")->required()->type_name("FILE");
+  cmd->add_option("--code-root", flags->code_root,
+                  "The folder the documents' script paths are relative to; without it no code "
+                  "is read");
+  cmd->add_flag("--strict", flags->strict,
+                "Stop at the first malformed line (exit 2), storing nothing of its file");
+  cmd->add_flag("--json", flags->json, "Print the ingest summary as JSON");
+  cmd->callback([&ctx, action, files, flags] {
+    *action = [&ctx, files, flags]() -> int { return IngestRuns(ctx, *files, *flags); };
+  });
+}
+
 void AddIngestCommands(CLI::App& app, Context& ctx, Action* action) {
   auto* ingest = app.add_subcommand("ingest", "Load job accounting into the store");
   ingest->require_subcommand(1);
@@ -547,6 +661,7 @@ void AddIngestCommands(CLI::App& app, Context& ctx, Action* action) {
   AddIngestSinfo(ingest, ctx, action);
   AddIngestSlurm(ingest, ctx, action);
   AddIngestPrometheus(ingest, ctx, action);
+  AddIngestRuns(ingest, ctx, action);
 }
 
 int IngestSlurm(Context& ctx, const SlurmIngestOptions& o, int64_t from, int64_t to,

@@ -10,13 +10,15 @@
 #include "core/json_text.h"
 #include "core/units.h"
 #include "diagnose/diagnosis.h"
+#include "jobscript/job_script.h"
+#include "predict/code_estimate.h"
 
 namespace rightsize::cli {
 namespace {
 
 struct RunFlags {
   double interval_s = 1;
-  std::string stacks, log, gpu_library = "libnvidia-ml.so.1", dcgm_library, name, mem;
+  std::string stacks, log, gpu_library = "libnvidia-ml.so.1", dcgm_library, name, mem, script;
   bool json = false, series = false, save = false, no_cgroup = false;
 };
 
@@ -43,12 +45,49 @@ StatusOr<JobRunOptions> RunOptions(const RunFlags& f, const std::vector<std::str
   return o;
 }
 
+// The code the job runs, read as at submission: the --script's (code in its folder), else the
+// command's own, read as a one-line job script run from here. nullopt when it runs no Python
+// program the analysis finds (a note on stderr for a --script).
+std::optional<StoredJobCode> RunCode(const RunFlags& f, const std::vector<std::string>& argv) {
+  StatusOr<StoredJobCode> code = Status::NotFound("no code");
+  if (!f.script.empty()) {
+    auto script = ParseJobScriptFile(f.script);
+    code = script.ok() ? ReadJobCode(*script, f.script, "") : script.status();
+    if (!code.ok()) {
+      fmt::print(stderr, "rightsize run: no code facts from {}: {}\n", f.script,
+                 code.status().message());
+    }
+  } else {
+    std::string line;
+    for (const auto& a : argv) {
+      line += (line.empty() ? "" : " ") +
+              (a.find_first_of(" \t'\"$\\") == std::string::npos ? a : Quote(a));
+    }
+    auto script = ParseJobScript("#!/bin/bash\n" + line + "\n");
+    if (script.ok()) code = ReadJobCode(*script, "command", ".");
+  }
+  if (!code.ok()) return std::nullopt;
+  return std::move(*code);
+}
+
+nlohmann::json CodeJson(const StoredJobCode& c) {
+  nlohmann::json facts = nlohmann::json::parse(c.facts, nullptr, false);
+  nlohmann::json estimate = c.estimate.empty() ? nlohmann::json(nullptr)
+                                               : nlohmann::json::parse(c.estimate, nullptr, false);
+  return {{"program", c.program},
+          {"code_hash", c.code_hash},
+          {"facts", facts.is_discarded() ? nlohmann::json(nullptr) : facts},
+          {"estimate", estimate.is_discarded() ? nlohmann::json(nullptr) : estimate}};
+}
+
 // Why a job that did not complete failed, from its output and what the runner saw.
 
 int Run(Context& ctx, const RunFlags& f, const std::vector<std::string>& argv) {
   if (argv.empty()) return Fail(Status::InvalidArgument("run: give the command to run"));
   auto options = RunOptions(f, argv);
   if (!options.ok()) return Fail(options.status());
+  // Read before the run, as a submission would be: the code is what it was when it started.
+  std::optional<StoredJobCode> code = RunCode(f, argv);
   auto run = RunJob(*options);
   if (!run.ok()) return Fail(run.status());
   if (!f.stacks.empty() && !run->stacks_sampled) {
@@ -61,10 +100,18 @@ int Run(Context& ctx, const RunFlags& f, const std::vector<std::string>& argv) {
     auto store = ctx.OpenedStore();
     if (!store.ok()) return Fail(store.status());
     Status st = (*store)->UpsertJobs({&job, 1});
+    if (st.ok() && code) {
+      code->cluster = job.cluster;
+      code->job_id = job.job_id;
+      code->created_at = job.submit_time.value_or(0);
+      st = (*store)->PutJobCode(*code);
+    }
     if (!st.ok()) return Fail(st);
   }
   if (f.json) {
-    fmt::print("{}\n", JsonText(JobRunJson(*run, argv, diagnosis), 2));
+    auto doc = JobRunJson(*run, argv, diagnosis);
+    if (code) doc["code"] = CodeJson(*code);
+    fmt::print("{}\n", JsonText(doc, 2));
   } else {
     fmt::print(
         stderr, "rightsize run: {} in {}, peak memory {}, {:.2f} CPU cores{}\n", job.outcome.state,
@@ -90,8 +137,9 @@ void AddRunCommand(CLI::App& app, Context& ctx, Action* action) {
   cmd->add_option("--interval", f->interval_s, "Seconds between samples (default 1)")
       ->check(CLI::Range(0.05, 3600.0));
   cmd->add_flag("--json", f->json,
-                "Print the job record, the usage summary and, if it failed, the diagnosis as "
-                "JSON (schema rightsize.run/v1) instead of the human summary");
+                "Print the job record, the usage summary, the code's facts (\"code\", when it "
+                "runs a Python program) and, if it failed, the diagnosis as JSON (schema "
+                "rightsize.run/v1) instead of the human summary");
   cmd->add_flag("--series", f->series, "With --json: include every metric's time series");
   cmd->add_option("--stacks", f->stacks,
                   "Sample the command's call stacks (perf, 49 Hz) and write them folded "
@@ -100,7 +148,12 @@ void AddRunCommand(CLI::App& app, Context& ctx, Action* action) {
                   "Also write the command's output (stdout and stderr) to FILE; it is what a "
                   "failure is diagnosed from");
   cmd->add_option("--name", f->name, "The job's name (default: the program's name)");
-  cmd->add_flag("--save", f->save, "Store the job record in the store, for `train` and `report`");
+  cmd->add_option("--script", f->script,
+                  "The job script the command runs for: its code (in the script's folder) is "
+                  "read instead of the command's own, for --json's \"code\" and --save");
+  cmd->add_flag("--save", f->save,
+                "Store the job record (and its code's facts) in the store, for `train`, "
+                "`predict` and `report`");
   cmd->add_option("--mem", f->mem,
                   "Limit the command's memory like a scheduler would (e.g. 4G); over it, the "
                   "kernel's OOM killer stops it. Needs a memory cgroup");

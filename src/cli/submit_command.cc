@@ -20,6 +20,7 @@
 #include "core/json_text.h"
 #include "core/units.h"
 #include "jobscript/job_script.h"
+#include "predict/code_estimate.h"
 #include "predict/predict.h"
 #include "slurm/sbatch.h"
 #include "slurm/submit_advice.h"
@@ -59,6 +60,7 @@ int RunSubmit(Context& ctx, const SubmitFlags& f, std::vector<std::string> rest)
   PredictRequest pin;
   pin.script_text = text;
   pin.script = std::filesystem::path(script_path).filename().string();
+  pin.code = DefaultCodeDir(script_path);  // the code beside the script, stored with the job
   pin.sbatch_args = sbatch_args;
   pin.cluster = f.cluster;
   pin.user = f.user;
@@ -113,6 +115,13 @@ int RunSubmit(Context& ctx, const SubmitFlags& f, std::vector<std::string> rest)
                          JsonText(*doc)};
       Status st = (*store)->PutPrediction(p);
       if (!st.ok()) fmt::print(stderr, "rightsize: prediction not stored: {}\n", st.message());
+      if (predicted->code) {
+        StoredJobCode code = *predicted->code;
+        code.job_id = *run->job_id;
+        code.created_at = pin.now;
+        st = (*store)->PutJobCode(code);
+        if (!st.ok()) fmt::print(stderr, "rightsize: code facts not stored: {}\n", st.message());
+      }
     } else {
       exit_code = kExitBadInput;
       if (!f.json) {

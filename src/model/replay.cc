@@ -9,7 +9,9 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <string_view>
 #include <thread>
+#include <unordered_map>
 
 #include "core/mutex.h"
 
@@ -226,14 +228,24 @@ struct Task {
 // order, so the document is the same whatever the number of threads.
 class ReplayRun {
  public:
+  // What the change-aware prediction knows of a row: its code and its program's previous run
+  // (the newest earlier row of the same user and job name that had ended by its submission;
+  // -1 none), and whether the program was submitted at all before it.
+  struct RowCode {
+    const CodeReading* reading = nullptr;
+    int64_t prev = -1;
+    bool seen_before = false;
+  };
+
   ReplayRun(const Dataset& d, const EvalOptions& options, std::vector<std::string> job_ids,
-            std::vector<std::string> users)
+            std::vector<std::string> users, std::vector<RowCode> code)
       : d_(d),
         options_(options),
         n_(d.rows()),
         nrisks_(options.risks.size()),
         job_ids_(std::move(job_ids)),
-        users_(std::move(users)) {}
+        users_(std::move(users)),
+        code_(std::move(code)) {}
 
   // The targets to score and their tasks; BadInput when there is too little to replay.
   Status Prepare();
@@ -252,12 +264,21 @@ class ReplayRun {
   }
   Status Score(Task& task);
   void ScoreJob(TargetEval& e, Task& task, size_t k2, std::vector<double>& suggested);
+  // The change-aware move of row r's prediction of `t` (a log shift and the spread it adds),
+  // calibrated on what had ended by r's submission; `group` is the prediction's history group
+  // (-1: no model). Zero where the code says nothing.
+  struct CodeMove {
+    double shift = 0, spread = 0;
+    const char* why = nullptr;  // "change", "new program"
+  };
+  CodeMove MoveOf(Target t, size_t r, int group) const;
 
   const Dataset& d_;
   const EvalOptions& options_;
   const size_t n_;
   const size_t nrisks_;
   std::vector<std::string> job_ids_, users_;  // per row, to name the scored jobs
+  std::vector<RowCode> code_;                 // per row; empty without code
   size_t test_begin_ = 0;
   int64_t first_ = 0, every_ = 0;
   std::vector<TargetEval> evals_;
@@ -473,15 +494,59 @@ void ReplayRun::ScoreJob(TargetEval& e, Task& task, size_t k2, std::vector<doubl
       suggested[i] = model.ok() ? task.preds[k2].Suggest(options_.risks[i]) : req;
     }
   }
+  // The change-aware move: the model's prediction (or the fallback) moved by what the code
+  // says changed, its interval widened by the code's doubt.
+  std::optional<TargetPrediction> moved;
+  CodeMove move;
+  double fallback_point = base[static_cast<int>(task.fallback)];
+  if (model.ok()) {
+    move = MoveOf(e.t, r, task.preds[k2].group);
+    if (move.why != nullptr) {
+      moved = task.preds[k2];
+      double shift =
+          std::string_view(move.why) == "new program" ? move.shift - moved->log_point : move.shift;
+      moved->log_point += shift;
+      moved->point *= std::exp(shift);
+      move.shift = shift;
+    }
+  } else {
+    move = MoveOf(e.t, r, -1);
+    if (move.why != nullptr && std::isfinite(fallback_point)) {
+      fallback_point *= std::exp(move.shift);
+    }
+  }
+  const TargetPrediction* shipped = moved ? &*moved : (model.ok() ? &task.preds[k2] : nullptr);
+  auto quantile = [&](double q) {
+    if (move.spread <= 0) return shipped->Quantile(q);  // exactly the history's interval
+    double g = std::log(shipped->Quantile(q)) - shipped->log_point;
+    return std::exp(shipped->log_point + WidenLogOffset(g, q, move.spread));
+  };
+  if (moved && !std::isnan(req)) {
+    for (size_t i = 0; i < nrisks_; ++i) suggested[i] = moved->Suggest(options_.risks[i]);
+  }
   if (options_.on_scored_job) {
-    options_.on_scored_job(ScoredJobJson(d_, r, e.t, job_ids_[r], users_[r],
-                                         model.ok() ? &task.preds[k2] : nullptr, task.fallback,
-                                         options_.risks, suggested));
+    auto job = ScoredJobJson(d_, r, e.t, job_ids_[r], users_[r], shipped, task.fallback,
+                             options_.risks, suggested);
+    if (move.why != nullptr) {
+      job["code"] = {{"why", move.why}, {"log_shift", move.shift}, {"spread", move.spread}};
+      if (shipped == nullptr) job["point"] = fallback_point;
+      auto bound = [](double v) {
+        return v > 0 && std::isfinite(v) ? nlohmann::ordered_json(v)
+                                         : nlohmann::ordered_json(nullptr);
+      };
+      if (shipped != nullptr) {
+        job["p2_5"] = bound(quantile(0.025));
+        job["p10"] = bound(quantile(0.1));
+        job["p90"] = bound(quantile(0.9));
+        job["p97_5"] = bound(quantile(0.975));
+      }
+    }
+    options_.on_scored_job(job);
   }
   if (!model.ok()) {
     // No model yet: the shipped answer is the fallback baseline, at the request.
     ++e.fallback_by[static_cast<int>(task.fallback)];
-    e.model.Add(base[static_cast<int>(task.fallback)], y);
+    e.model.Add(fallback_point, y);
     e.learned.Add(base[static_cast<int>(task.fallback)], y);
     if (!std::isnan(req)) {
       for (auto& c : e.model_curve) c.Add(req, req, y, w);
@@ -492,17 +557,17 @@ void ReplayRun::ScoreJob(TargetEval& e, Task& task, size_t k2, std::vector<doubl
     }
     return;
   }
-  const TargetPrediction& p = task.preds[k2];
+  const TargetPrediction& p = *shipped;
   e.model.Add(p.point, y);
   e.learned.Add(p.learned, y);
-  double q10 = p.Quantile(0.1), q90 = p.Quantile(0.9);
+  double q10 = quantile(0.1), q90 = quantile(0.9);
   if (std::isfinite(q10) && std::isfinite(q90)) {
     e.pinball += (Pinball(y, q10, 0.1) + Pinball(y, p.point, 0.5) + Pinball(y, q90, 0.9)) / 3;
     ++e.pinball_n;
   }
   ++e.group_n[p.group];
   e.group80[p.group] += y >= q10 && y <= q90 ? 1 : 0;
-  e.group95[p.group] += y >= p.Quantile(0.025) && y <= p.Quantile(0.975) ? 1 : 0;
+  e.group95[p.group] += y >= quantile(0.025) && y <= quantile(0.975) ? 1 : 0;
   if (std::isnan(req)) return;
   for (size_t i = 0; i < kCurveRisks.size(); ++i) {
     e.model_curve[i].Add(req, p.Suggest(kCurveRisks[i]), y, w);
@@ -520,6 +585,53 @@ void ReplayRun::ScoreJob(TargetEval& e, Task& task, size_t k2, std::vector<doubl
       e.baseline_saving[i][bi].Add(req, s, y, w);
     }
   }
+}
+
+ReplayRun::CodeMove ReplayRun::MoveOf(Target t, size_t r, int group) const {
+  CodeMove move;
+  if (code_.empty() || code_[r].reading == nullptr) return move;
+  int ti = static_cast<int>(t);
+  auto measured = [&](size_t k) -> std::optional<double> {
+    double v = d_.y[ti][k];
+    return std::isnan(v) || v <= 0 ? std::nullopt : std::optional<double>(v);
+  };
+  // The cluster's evidence as of r's submission: changes and estimates that had ended by then.
+  CodeCalibration cal;
+  int64_t now = d_.submit[r];
+  for (size_t k = 0; k < n_ && d_.submit[k] < now; ++k) {
+    const RowCode& c = code_[k];
+    if (c.reading == nullptr || d_.end[k] > now) continue;
+    auto y = measured(k);
+    if (!y) continue;
+    if (auto f = CodeFigure(t, *c.reading)) cal.AddEstimate(t, *y, *f);
+    if (c.prev < 0) continue;
+    auto p = static_cast<size_t>(c.prev);
+    auto before = measured(p);
+    if (!before || code_[p].reading == nullptr) continue;
+    if (auto x = CodeLogRatio(t, *code_[p].reading, *c.reading, before)) {
+      cal.AddChange(t, *x, std::log(*y / *before));
+    }
+  }
+  const RowCode& c = code_[r];
+  if (c.prev >= 0) {
+    auto p = static_cast<size_t>(c.prev);
+    if (code_[p].reading == nullptr) return move;
+    auto x = CodeLogRatio(t, *code_[p].reading, *c.reading, measured(p));
+    if (!x || std::abs(*x) < 1e-9) return move;  // nothing the code sees changed
+    move.shift = cal.Slope(t) * *x;
+    move.spread = cal.ChangeSpread(t, *x);
+    move.why = "change";
+    return move;
+  }
+  if (!c.seen_before && group == 0) {
+    auto f = CodeFigure(t, *c.reading);
+    auto corr = cal.EstimateCorrection(t);
+    if (!f || !corr) return move;
+    move.shift = std::log(*f) + corr->first;  // the absolute log figure; the caller subtracts
+    move.spread = corr->second;
+    move.why = "new program";
+  }
+  return move;
 }
 
 nlohmann::json ReplayRun::Document() const {
@@ -551,9 +663,31 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
       users.push_back(j.request.user);
     }
   }
+  std::vector<ReplayRun::RowCode> code;
+  if (!options.code.empty()) {
+    code.resize(jobs.size());
+    // Per program, its rows so far (in submit order).
+    std::unordered_map<std::string, std::vector<size_t>> runs;
+    for (size_t r = 0; r < jobs.size(); ++r) {
+      const JobRecord& j = jobs[r];
+      if (auto it = options.code.find(j.job_id); it != options.code.end()) {
+        code[r].reading = &it->second;
+      }
+      std::string program = ProgramKey(j);
+      auto& earlier = runs[program];
+      code[r].seen_before = !earlier.empty();
+      for (auto k = earlier.rbegin(); k != earlier.rend(); ++k) {
+        if (d.end[*k] <= d.submit[r] && code[*k].reading != nullptr) {
+          code[r].prev = static_cast<int64_t>(*k);
+          break;
+        }
+      }
+      earlier.push_back(r);
+    }
+  }
   jobs.clear();
   jobs.shrink_to_fit();
-  ReplayRun run(d, options, std::move(job_ids), std::move(users));
+  ReplayRun run(d, options, std::move(job_ids), std::move(users), std::move(code));
   RS_RETURN_IF_ERROR(run.Prepare());
   RS_RETURN_IF_ERROR(run.Run());
   nlohmann::json out = run.Document();

@@ -11,10 +11,13 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/job.h"
 #include "core/status.h"
+#include "model/code_change.h"
 #include "model/predictor.h"
 
 namespace rightsize {
@@ -37,6 +40,12 @@ struct EvalOptions {
   // Called with each scored job's prediction of each target beside the baselines and what the
   // job used (`eval --jobs`), target by target and period by period, in submit order within one.
   std::function<void(const nlohmann::ordered_json&)> on_scored_job;
+  // Each job's code as read at its submission, by job id (model/code_change.h). A job whose
+  // program (same user and job name) ran before with other facts has its prediction moved by
+  // what the code says changed, calibrated on the changes that had ended before it was
+  // submitted; a program never seen, whose user has no history, gets its code's calibrated
+  // figure. Empty: the replay is the history's alone.
+  std::unordered_map<std::string, CodeReading> code;
 };
 
 // Replays `jobs` (any order) and returns the rightsize.eval/v1 document (see README).

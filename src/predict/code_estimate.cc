@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <vector>
 
 #include "code/report.h"
@@ -49,6 +51,39 @@ std::optional<nlohmann::json> GpuMemoryFromCode(const JobScript& script,
                         {"gpus", gpus},
                         {"lines", lines},
                         {"text", text}};
+}
+
+StatusOr<StoredJobCode> ReadJobCode(const JobScript& script, const std::string& script_path,
+                                    const std::string& code_dir) {
+  std::string dir = code_dir.empty() ? DefaultCodeDir(script_path) : code_dir;
+  RS_ASSIGN_OR_RETURN(
+      code::CodeFacts facts,
+      code::AnalyzeJobCode(script, dir, std::filesystem::path(script_path).filename().string()));
+  StoredJobCode out;
+  out.program = facts.entry;
+  out.facts = code::FactsJson(facts).dump();
+  if (auto e = code::EstimateGpuMemory(facts); e.ok()) out.estimate = code::EstimateJson(*e).dump();
+  // FNV-1a over each file's name and contents, in the order the analysis read them.
+  uint64_t h = 14695981039346656037ULL;
+  auto add = [&h](const std::string& bytes) {
+    for (unsigned char c : bytes) {
+      h ^= c;
+      h *= 1099511628211ULL;
+    }
+    h ^= 0xff;  // a separator no file name or text ends ambiguously at
+    h *= 1099511628211ULL;
+  };
+  std::vector<std::string> files = facts.files;
+  if (std::find(files.begin(), files.end(), facts.entry) == files.end()) {
+    files.insert(files.begin(), facts.entry);
+  }
+  for (const auto& f : files) {
+    std::ifstream in(std::filesystem::path(dir) / f, std::ios::binary);
+    add(f);
+    add(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
+  }
+  out.code_hash = fmt::format("{:016x}", h);
+  return out;
 }
 
 StatusOr<CodeAdvice> AdviseJobCode(const JobScript& script, const std::string& script_path,

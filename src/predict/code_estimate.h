@@ -12,6 +12,7 @@
 #include "code/analysis.h"
 #include "code/memory_model.h"
 #include "jobscript/job_script.h"
+#include "store/store.h"
 
 namespace rightsize {
 
@@ -24,6 +25,14 @@ std::string DefaultCodeDir(const std::string& script_path);
 std::optional<nlohmann::json> GpuMemoryFromCode(const JobScript& script,
                                                 const std::string& script_path,
                                                 const std::string& code_dir);
+
+// The code a job runs as it is stored with the job (store/'s job_code; cluster, job id and time
+// left for the caller): the entry program, the facts read (FactsJson), the GPU memory estimate's
+// document ("" when there is none) and a hash (FNV-1a 64, hex) of the files the analysis read,
+// so an edit of the code shows even where the facts stay the same. NotFound when the script runs
+// no Python program the analysis finds; the analysis's errors.
+StatusOr<StoredJobCode> ReadJobCode(const JobScript& script, const std::string& script_path,
+                                    const std::string& code_dir);
 
 // What `advise` says of a job script's code: the facts read, the GPU memory estimate (or why
 // there is none), the GPU it is fitted on and line-level advice.

@@ -38,6 +38,12 @@ StatusOr<EvalOutput> EvalHistory(Store* store, EvalRequest request) {
     RS_ASSIGN_OR_RETURN(jobs, LoadJobs(*store, cluster));
     context = ContextFor(*store, cluster);
     out.what = fmt::format("cluster {}", cluster);
+    // Each job's own code, read at its submission: the replay compares it with its program's
+    // previous run's.
+    RS_RETURN_IF_ERROR(store->ScanJobCode(cluster, [&](const StoredJobCode& c) {
+      request.options.code.emplace(c.job_id, ReadCode(c.facts, c.estimate, c.program, c.code_hash));
+      return true;
+    }));
   }
   std::ofstream jobs_out;
   std::string jobs_tmp = request.jobs_path + ".partial";

@@ -17,6 +17,7 @@
 #include "core/mutex.h"
 #include "core/units.h"
 #include "jobscript/job_script.h"
+#include "model/code_change.h"
 #include "model/dataset.h"
 #include "model/history.h"
 #include "model/predictor.h"
@@ -158,6 +159,15 @@ struct Work {  // NOLINT(bugprone-exception-escape): json's move may throw
   std::string table;
   std::vector<std::string> why_lines;
   std::vector<std::string> unmeasured;  // targets the user's finished jobs never measured
+  // The change-aware prediction (model/code_change.h): this job's code, its program's last run
+  // with code and that run's, what changed between them, and the cluster's calibration.
+  std::optional<StoredJobCode> code;
+  CodeReading reading;
+  const JobRecord* prev_job = nullptr;
+  CodeReading prev_reading;
+  std::vector<std::string> changed;
+  bool program_seen = false;  // the program (user and job name) has finished jobs
+  CodeCalibration calibration;
 };
 
 // The cluster the job is for; one the store has never seen still gets an answer, from the
@@ -354,6 +364,98 @@ void ReadCluster(Store& store, PredictSession::Reads& reads, Work& w) {
   }
 }
 
+// The program's last finished run whose code is stored, what changed since, and how far the
+// cluster's past changes say to trust the code (`train` stores it; neutral without).
+Status ReadCodeChange(Store& store, Work& w) {
+  if (!w.code) return Status::Ok();
+  w.code->cluster = w.cluster;
+  w.reading = ReadCode(w.code->facts, w.code->estimate, w.code->program, w.code->code_hash);
+  std::string key = ProgramKey(w.job);
+  int looked = 0;
+  for (auto it = w.past->jobs.rbegin(); it != w.past->jobs.rend() && looked < 5; ++it) {
+    const JobRecord& run = **it;
+    if (ProgramKey(run) != key) continue;
+    w.program_seen = true;
+    ++looked;
+    auto prev = store.GetJobCode(w.cluster, run.job_id);
+    if (prev.status().code() == Status::Code::kNotFound) continue;
+    if (!prev.ok()) return prev.status();
+    w.prev_job = &run;
+    w.prev_reading = ReadCode(prev->facts, prev->estimate, prev->program, prev->code_hash);
+    w.changed = ChangedFacts(w.prev_reading, w.reading);
+    if (w.changed.empty() && !prev->code_hash.empty() && prev->code_hash != w.code->code_hash) {
+      w.notes.push_back(fmt::format(
+          "the code changed since the last run of this program (job {}), but none of the facts "
+          "its estimate reads did",
+          run.job_id));
+    }
+    break;
+  }
+  auto meta = store.GetClusterMeta(w.cluster);
+  if (meta.ok()) {
+    if (auto it = meta->find(kCodeCalibrationMeta); it != meta->end()) {
+      w.calibration = CodeCalibration::FromJson(nlohmann::json::parse(it->second, nullptr, false));
+    }
+  }
+  return Status::Ok();
+}
+
+// Moves the history's prediction of `t` by what the code says changed since the program's last
+// run, or, for a program new to a user without history, to the code's calibrated figure; says
+// so in `why_lines` and tj["code_change"]. Returns the spread (sd of the log) it adds to the
+// interval; 0 (and `p` as it was) where the code says nothing.
+double MoveByCode(Work& w, Target t, TargetPrediction& p, nlohmann::json& tj) {
+  if (!w.code) return 0;
+  if (w.prev_job != nullptr) {
+    auto x = CodeLogRatio(t, w.prev_reading, w.reading, TargetValue(*w.prev_job, t));
+    if (!x || std::abs(*x) < 1e-9) return 0;
+    double slope = w.calibration.Slope(t);
+    double shift = slope * *x;
+    p.log_point += shift;
+    p.point *= std::exp(shift);
+    double spread = w.calibration.ChangeSpread(t, *x);
+    int64_t n = w.calibration.change[static_cast<int>(t)].n;
+    auto last = TargetValue(*w.prev_job, t);
+    std::string said = fmt::format(
+        "{}; last run of this program (job {}) {} {}; the code says ×{:.2f}, applied ×{:.2f} "
+        "({})",
+        w.changed.empty() ? std::string("the code's estimate changed")
+                          : fmt::format("{}", fmt::join(w.changed, ", ")),
+        w.prev_job->job_id, t == Target::kRuntime ? "ran" : "used",
+        last ? FormatTargetValue(t, *last) : std::string("-"), std::exp(*x), std::exp(shift),
+        n > 0 ? fmt::format("slope {:.2f} from {} past changes of this cluster", slope, n)
+              : std::string("no past changes on this cluster to calibrate on"));
+    w.why_lines.push_back(fmt::format("  {}: {}", NameOf(t), said));
+    tj["code_change"] = {{"changed", w.changed},
+                         {"previous_job", w.prev_job->job_id},
+                         {"code_ratio", std::exp(*x)},
+                         {"applied_ratio", std::exp(shift)},
+                         {"slope", slope},
+                         {"past_changes", n},
+                         {"spread", spread},
+                         {"why", said}};
+    return spread;
+  }
+  if (w.program_seen || p.group != 0 || t == Target::kGpuMemory) return 0;
+  auto figure = CodeFigure(t, w.reading);
+  auto correction = w.calibration.EstimateCorrection(t);
+  if (!figure || !correction) return 0;
+  double target = std::log(*figure) + correction->first;
+  double shift = target - p.log_point;
+  p.log_point = target;
+  p.point = std::exp(target);
+  std::string said = fmt::format(
+      "a new program: its code's estimate, × {:.2f} (the median of measured to estimated over "
+      "{} past jobs of this cluster)",
+      std::exp(correction->first), w.calibration.estimate_log_ratio[static_cast<int>(t)].size());
+  w.why_lines.push_back(fmt::format("  {}: {}", NameOf(t), said));
+  tj["code_change"] = {{"new_program", true},
+                       {"applied_ratio", std::exp(shift)},
+                       {"spread", correction->second},
+                       {"why", said}};
+  return correction->second;
+}
+
 // GPU memory without a model of it: the code's own reading.
 void PredictFromCode(Work& w, Target t, const std::optional<double>& request, nlohmann::json tj) {
   const nlohmann::json& c = *w.from_code;
@@ -379,6 +481,14 @@ void PredictFromBaseline(Work& w, Target t, const std::optional<double>& request
   }
   float b = baselines[static_cast<int>(fb)];
   if (!std::isfinite(b) || std::isnan(w.past->history.GlobalMedian(t))) return;
+  if (w.code && b > 0) {  // moved by what the code says changed, as the model's would be
+    TargetPrediction moved;
+    moved.point = b;
+    moved.log_point = std::log(b);
+    moved.group = 1;  // not a new program's: the baseline has this user's past
+    MoveByCode(w, t, moved, tj);
+    b = static_cast<float>(moved.point);
+  }
   tj["source"] = fmt::format("baseline:{}", NameOf(fb));
   if (w.set != nullptr) {
     w.notes.push_back(fmt::format(
@@ -486,6 +596,13 @@ Status PredictFromModel(Work& w, Target t, const TargetModel& m,
   RS_ASSIGN_OR_RETURN(
       auto p, PredictTarget(m, w.row.data(), baselines, anchor, request, SubmitWeight(t, w.job)));
   if (beside.owns_lock()) beside.unlock();
+  double spread = MoveByCode(w, t, p, tj);
+  // The interval with the code's doubt in it (as it was where the code says nothing).
+  auto quantile = [&](double q) {
+    double v = p.Quantile(q);
+    if (spread <= 0 || !(v > 0)) return v;
+    return std::exp(p.log_point + WidenLogOffset(std::log(v) - p.log_point, q, spread));
+  };
   std::optional<double> too_small;
   if (request) too_small = p.ProbTooSmall(*request);
   double used = 0;
@@ -495,15 +612,15 @@ Status PredictFromModel(Work& w, Target t, const TargetModel& m,
   auto bound = [](double v) {
     return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
   };
-  tj["p10"] = bound(std::max(0.0, p.Quantile(0.1)));
+  tj["p10"] = bound(std::max(0.0, quantile(0.1)));
   tj["p50"] = p.point;
-  tj["p90"] = bound(p.Quantile(0.9));
+  tj["p90"] = bound(quantile(0.9));
   tj["suggested_request"] = bound(suggested);
   tj["risk_used"] = used;
   tj["job_risk"] = p.ProbTooSmall(suggested);
   tj["history"] = HistoryGroupName(p.group);
   if (p.group == 0) w.unmeasured.emplace_back(NameOf(t));
-  if (!std::isfinite(p.Quantile(0.9))) {
+  if (!std::isfinite(quantile(0.9))) {
     // Groups 0 and 1 count users (TrainTarget, GroupGrid).
     bool users = p.group < 2;
     std::string who = !users         ? "held-out jobs"
@@ -517,15 +634,15 @@ Status PredictFromModel(Work& w, Target t, const TargetModel& m,
   tj["prob_request_too_small"] = too_small ? nlohmann::json(*too_small) : nlohmann::json(nullptr);
   if (t == Target::kGpuMemory && w.from_code) {
     tj["code"] = *w.from_code;
-    if (p.group == 0) {  // no history for this job: the code's reading is the prediction
+    if (p.group == 0 && !tj.contains("code_change")) {  // no history: the code's reading
       for (const char* q : {"p10", "p50", "p90"}) tj[q] = (*w.from_code)[q];
       tj["source"] = "code";
     }
   }
   tj["why"] = w.req.explain ? Explain(w, t, m, anchor, anchor_from) : nlohmann::json::array();
   if (w.req.text) {
-    w.table += TableRow(t, FormatTargetValue(t, p.Quantile(0.1)), FormatTargetValue(t, p.point),
-                        FormatTargetValue(t, p.Quantile(0.9)),
+    w.table += TableRow(t, FormatTargetValue(t, quantile(0.1)), FormatTargetValue(t, p.point),
+                        FormatTargetValue(t, quantile(0.9)),
                         request ? FormatTargetValue(t, *request) : "-",
                         too_small ? fmt::format("{:.1f}%", 100 * *too_small) : "-",
                         t == Target::kGpuUtil ? "-" : FormatTargetValue(t, suggested));
@@ -728,14 +845,20 @@ StatusOr<PredictionOutput> PredictSession::Predict(const PredictRequest& request
   // The code's own reading of GPU memory: the prediction on a cold start, else shown beside.
   if ((!request.script_text && !request.submission) || !request.code.empty()) {
     w.from_code = GpuMemoryFromCode(w.script, request.script, request.code);
+    if (auto code = ReadJobCode(w.script, request.script, request.code); code.ok()) {
+      w.code = std::move(*code);
+    }
   }
   RS_RETURN_IF_ERROR(PickJobCluster(*this, w));
   BuildJob(w);
   RS_RETURN_IF_ERROR(LoadModel(store, models_, *this, *reads_, w));
   RS_RETURN_IF_ERROR(ReadPast(store, *reads_, w));
+  RS_RETURN_IF_ERROR(ReadCodeChange(store, w));
   ReadCluster(store, *reads_, w);
   RS_RETURN_IF_ERROR(PredictTargets(w));
-  return Finish(w, std::move(warnings), std::move(warnings_text));
+  PredictionOutput out = Finish(w, std::move(warnings), std::move(warnings_text));
+  out.code = std::move(w.code);
+  return out;
 }
 
 std::string PredictionTable(const nlohmann::json& doc) {

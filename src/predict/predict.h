@@ -67,6 +67,9 @@ struct PredictionOutput {  // NOLINT(bugprone-exception-escape): json's move may
   nlohmann::json doc;      // rightsize.predict/v1
   std::string text;        // what `predict` prints
   std::string warnings;    // the script's warnings, one per line ("SCRIPT:LINE: message")
+  // The job's code as read (store/'s job_code, cluster set, job id and time left to the caller,
+  // which stores it with the job once it has an id); nullopt when no code was read.
+  std::optional<StoredJobCode> code;
 };
 
 // Predicts one submission. `models`, when given, keeps the deserialised models between calls

@@ -8,7 +8,9 @@
 #include <ctime>
 #include <limits>
 #include <optional>
+#include <unordered_map>
 
+#include "model/code_change.h"
 #include "model/dataset.h"
 #include "model/history.h"
 #include "model/predictor.h"
@@ -48,6 +50,19 @@ StatusOr<TrainSummary> TrainCluster(Store& store, const std::string& cluster) {
   set.cluster = cluster;
   set.trained_at = static_cast<int64_t>(std::time(nullptr));
   set.context = ContextFor(store, cluster);
+  // How the code's ratios and estimates bore out on this cluster (model/code_change.h), for
+  // predict's change-aware move; nothing is stored where no job has its code.
+  {
+    std::unordered_map<std::string, CodeReading> code;
+    RS_RETURN_IF_ERROR(store.ScanJobCode(cluster, [&](const StoredJobCode& c) {
+      code.emplace(c.job_id, ReadCode(c.facts, c.estimate, c.program, c.code_hash));
+      return true;
+    }));
+    if (!code.empty()) {
+      RS_RETURN_IF_ERROR(store.PutClusterMeta(
+          cluster, {{kCodeCalibrationMeta, CalibrateOnJobs(jobs, code).ToJson().dump()}}));
+    }
+  }
   History history;
   Dataset d = BuildDataset(jobs, set.context, &history);
   jobs.clear();

@@ -778,6 +778,12 @@ ApiServer::Reply ApiServer::Predict(const Caller& who, const std::string& body) 
     p.created_at = in.now;
     p.document = JsonText(*pred);
     Status st = store->PutPrediction(p);
+    if (st.ok() && out->code) {  // the code, where the request named a folder to read it from
+      StoredJobCode code = *out->code;
+      code.job_id = job_id;
+      code.created_at = in.now;
+      st = store->PutJobCode(code);
+    }
     if (!st.ok()) return Error(500, st.message());
   }
   return Json(*pred);

@@ -123,6 +123,15 @@ INSERT INTO models_v5 (cluster, version, trained_at, jobs, blob)
 DROP TABLE models;
 ALTER TABLE models_v5 RENAME TO models;
 )sql",
+    // 5 -> 6: the code each job ran, read at submission (the change-aware prediction compares
+    // a program's facts with those of its last run).
+    R"sql(
+CREATE TABLE job_code (
+  cluster TEXT NOT NULL, job_id TEXT NOT NULL, created_at INTEGER NOT NULL,
+  code_hash TEXT NOT NULL, program TEXT NOT NULL, facts TEXT NOT NULL, estimate TEXT NOT NULL,
+  PRIMARY KEY (cluster, job_id)
+) WITHOUT ROWID;
+)sql",
 };
 // The indexes `predict` reads a user's and a program's past by (created by migration 2;
 // dropped during a bulk load and rebuilt after it).
@@ -825,6 +834,52 @@ class SqliteStore final : public Store {
     return out;
   }
 
+  Status PutJobCode(const StoredJobCode& c) override {
+    RS_ASSIGN_OR_RETURN(auto stmt,
+                        Prepare("INSERT OR REPLACE INTO job_code (cluster, job_id, created_at, "
+                                "code_hash, program, facts, estimate) VALUES (?1, ?2, ?3, ?4, ?5, "
+                                "?6, ?7)"));
+    sqlite3_bind_text(stmt.get(), 1, c.cluster.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(stmt.get(), 2, c.job_id.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(stmt.get(), 3, c.created_at);
+    sqlite3_bind_text(stmt.get(), 4, c.code_hash.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(stmt.get(), 5, c.program.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(stmt.get(), 6, c.facts.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(stmt.get(), 7, c.estimate.c_str(), -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(stmt.get()) != SQLITE_DONE) return Error("storing a job's code");
+    return Status::Ok();
+  }
+
+  StatusOr<StoredJobCode> GetJobCode(const std::string& cluster,
+                                     const std::string& job_id) override {
+    RS_ASSIGN_OR_RETURN(auto stmt, Prepare("SELECT cluster, job_id, created_at, code_hash, "
+                                           "program, facts, estimate FROM job_code WHERE "
+                                           "cluster = ?1 AND job_id = ?2"));
+    sqlite3_bind_text(stmt.get(), 1, cluster.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(stmt.get(), 2, job_id.c_str(), -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(stmt.get());
+    if (rc == SQLITE_DONE) {
+      return Status::NotFound(fmt::format("no code stored for job {} ({})", job_id, cluster));
+    }
+    if (rc != SQLITE_ROW) return Error("reading a job's code");
+    return JobCodeRow(stmt.get());
+  }
+
+  Status ScanJobCode(const std::string& cluster,
+                     const std::function<bool(const StoredJobCode&)>& fn) override {
+    RS_ASSIGN_OR_RETURN(auto stmt, Prepare("SELECT cluster, job_id, created_at, code_hash, "
+                                           "program, facts, estimate FROM job_code WHERE "
+                                           "cluster = ?1"));
+    sqlite3_bind_text(stmt.get(), 1, cluster.c_str(), -1, SQLITE_TRANSIENT);
+    while (true) {
+      int rc = sqlite3_step(stmt.get());
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) return Error("reading the jobs' code");
+      if (!fn(JobCodeRow(stmt.get()))) break;
+    }
+    return Status::Ok();
+  }
+
   Status PutPrediction(const StoredPrediction& p) override {
     RS_ASSIGN_OR_RETURN(auto stmt, Prepare("INSERT OR REPLACE INTO predictions (cluster, job_id, "
                                            "created_at, document) VALUES (?1, ?2, ?3, ?4)"));
@@ -978,6 +1033,23 @@ class SqliteStore final : public Store {
 
  private:
   static constexpr int64_t kModelsKept = 5;
+
+  // A row of SELECT cluster, job_id, created_at, code_hash, program, facts, estimate.
+  static StoredJobCode JobCodeRow(sqlite3_stmt* s) {
+    auto text = [s](int i) {
+      const unsigned char* t = sqlite3_column_text(s, i);
+      return t == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(t));
+    };
+    StoredJobCode c;
+    c.cluster = text(0);
+    c.job_id = text(1);
+    c.created_at = sqlite3_column_int64(s, 2);
+    c.code_hash = text(3);
+    c.program = text(4);
+    c.facts = text(5);
+    c.estimate = text(6);
+    return c;
+  }
 
   Status UpsertInTransaction(std::span<const JobRecord> jobs) {
     std::vector<std::pair<int64_t, const JobRecord*>> pending;  // direct keys, for REPLACE

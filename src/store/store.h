@@ -69,6 +69,19 @@ struct StoredPrediction {
   std::string document;
 };
 
+// The code a job ran, as read at submission (or at ingest, from the job's saved script): which
+// program, a hash of its code, and what the analysis read (code/report.h's FactsJson, kept as
+// JSON so facts added to the analysis are stored without a schema change) with the estimate.
+struct StoredJobCode {
+  std::string cluster;
+  std::string job_id;
+  int64_t created_at = 0;  // Unix seconds
+  std::string code_hash;   // of the entry program and the local files it read; "" unknown
+  std::string program;     // the entry file ("train.py"), relative to the code folder
+  std::string facts;       // FactsJson
+  std::string estimate;    // the estimate's document ("" when the code gave none)
+};
+
 // A trained model set of one cluster (the predictor's serialised form; see model/).
 struct StoredModel {
   std::string cluster;
@@ -169,6 +182,16 @@ class Store {
   // The job's folded stacks with their sample counts (empty when none).
   virtual StatusOr<std::map<std::string, int64_t>> GetStacks(const std::string& cluster,
                                                              const std::string& job_id) = 0;
+
+  // Stores (replacing) the code a job ran; the job need not be stored yet.
+  virtual Status PutJobCode(const StoredJobCode& code) = 0;
+  // NotFound when none was stored for the job.
+  virtual StatusOr<StoredJobCode> GetJobCode(const std::string& cluster,
+                                             const std::string& job_id) = 0;
+  // Calls `fn` for every job of `cluster` with stored code, in no particular order; stops
+  // early when `fn` returns false.
+  virtual Status ScanJobCode(const std::string& cluster,
+                             const std::function<bool(const StoredJobCode&)>& fn) = 0;
 
   virtual Status PutPrediction(const StoredPrediction& prediction) = 0;
   // NotFound when none was stored for the job.

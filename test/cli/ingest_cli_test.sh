@@ -129,6 +129,42 @@ expect_contains "progress bar on a terminal" "$(cat "$WORK/tty.log")" "] 100%"
 run_rs --db "$WORK/g2.db" ingest swf "$KTH"
 if grep -q '\[#' <<<"$ERR"; then fail "progress bar drawn into a pipe"; else pass "no progress bar when piped"; fi
 
+# Runs with their code: `run --script` reads the job script's code (test/data/code), and
+# `ingest runs` stores each run's record with its script's facts, read again from --code-root.
+mkdir -p "$WORK/runs/a" "$WORK/runs/b"
+for r in a b; do cp "$SRCDIR/test/data/code/text_classifier/train.py" "$WORK/runs/$r/"; done
+printf '#!/bin/bash\n#SBATCH -J tc\npython train.py --batch_size 8\n' >"$WORK/runs/a/job.sbatch"
+printf '#!/bin/bash\n#SBATCH -J tc\npython train.py --batch_size 16\n' >"$WORK/runs/b/job.sbatch"
+run_rs run --json --no-cgroup --script "$WORK/runs/a/job.sbatch" -- true
+DOC=$(sed -n '/^{/,$p' <<<"$OUT")
+expect_eq "run --json: the script's batch size" \
+  "$(json_get "$DOC" 'd["code"]["facts"]["facts"]["batch_size"]["value"]')" 8
+expect_eq "run --json: the program" "$(json_get "$DOC" 'd["code"]["program"]')" train.py
+python3 - "$DOC" >"$WORK/runs.jsonl" <<'PY'
+import json, sys
+doc = json.loads(sys.argv[1])
+for k, run in enumerate(("a", "b")):
+    d = dict(doc)
+    d["record"] = dict(doc["job"], job_id=f"r{k}", cluster="corpus",
+                       request=dict(doc["job"]["request"], user="u1", job_name="tc"))
+    d["corpus"] = {"id": f"r{k}", "script": f"{run}/job.sbatch", "change_kind": "batch"}
+    print(json.dumps(d))
+print("{not json")
+PY
+run_rs --db "$WORK/runs.db" ingest runs "$WORK/runs.jsonl" --code-root "$WORK/runs"
+expect_eq "ingest runs exit" "$RC" 0
+expect_contains "ingest runs summary" "$OUT" "ingested 2 runs (2 with their code's facts"
+expect_contains "malformed line named" "$ERR" "runs.jsonl:3:"
+stored=$(python3 -c "
+import json, sqlite3
+db = sqlite3.connect('$WORK/runs.db')
+for job, program, facts in db.execute('SELECT job_id, program, facts FROM job_code ORDER BY job_id'):
+    print(job, program, json.loads(facts)['facts']['batch_size']['value'])")
+expect_eq "each run's own facts stored" "$stored" "r0 train.py 8
+r1 train.py 16"
+run_rs --db "$WORK/runs2.db" ingest runs "$WORK/runs.jsonl" --code-root "$WORK/runs" --strict
+expect_eq "ingest runs --strict exit" "$RC" 2
+
 # Usage errors exit 1.
 run_rs ingest
 expect_eq "missing subcommand exit" "$RC" 1

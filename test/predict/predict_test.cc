@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <thread>
@@ -17,6 +19,7 @@
 #include "ingest/ingest.h"
 #include "ingest/swf.h"
 #include "predict/cluster.h"
+#include "predict/code_estimate.h"
 #include "predict/train.h"
 
 namespace rightsize {
@@ -156,6 +159,109 @@ TEST_F(PredictServiceTest, ScriptWarningsAndBadScripts) {
   PredictRequest missing;
   missing.script = "/nonexistent/job.sh";
   EXPECT_FALSE(PredictJob(*store_, missing).ok());
+}
+
+// A program of the busiest user, with real code (test/data/code/text_classifier), ran five times
+// at batch 16; the change-aware prediction reads what its code says changed since.
+class CodeChangeTest : public PredictServiceTest {
+ protected:
+  void SetUp() override {
+    PredictServiceTest::SetUp();
+    dir_ = std::filesystem::temp_directory_path() /
+           ("rightsize-code-change-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    std::filesystem::copy_file(
+        std::string(RIGHTSIZE_SOURCE_DIR) + "/test/data/code/text_classifier/train.py",
+        dir_ / "train.py");
+    WriteScript("b16.sh", 16);
+    WriteScript("b32.sh", 32);
+    auto script = ParseJobScriptFile(Path("b16.sh"));
+    ASSERT_TRUE(script.ok());
+    auto code = ReadJobCode(*script, Path("b16.sh"), "");
+    ASSERT_TRUE(code.ok()) << code.status().ToString();
+    ASSERT_FALSE(code->estimate.empty()) << code->facts;
+    for (int k = 0; k < 5; ++k) {
+      JobRecord j;
+      j.cluster = "hpc2n";
+      j.job_id = fmt::format("tc-{}", k);
+      j.source = "test";
+      j.request.user = busiest_;
+      j.request.job_name = "tc";
+      j.request.cpus = 1;
+      j.request.time_limit_s = 3600;
+      j.request.memory_bytes = int64_t{8} << 30;
+      j.submit_time = last_end_ - 20000 + 3000 * k;
+      j.start_time = *j.submit_time;
+      j.end_time = *j.start_time + 600 + 10 * k;
+      j.usage.elapsed_s = static_cast<double>(*j.end_time - *j.start_time);
+      j.usage.cpu_time_s = *j.usage.elapsed_s;
+      j.usage.peak_rss_bytes = (int64_t{3} << 30) + (int64_t{10} << 20) * k;
+      j.alloc.cpus = 1;
+      j.outcome.state = "COMPLETED";
+      ASSERT_TRUE(store_->UpsertJobs({&j, 1}).ok());
+      StoredJobCode c = *code;
+      c.cluster = "hpc2n";
+      c.job_id = j.job_id;
+      c.created_at = *j.submit_time;
+      ASSERT_TRUE(store_->PutJobCode(c).ok());
+    }
+    ASSERT_TRUE(TrainCluster(*store_, "hpc2n").ok());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  void WriteScript(const std::string& name, int batch) const {
+    std::ofstream(Path(name))
+        << "#!/bin/bash\n#SBATCH -J tc\n#SBATCH -n 1\n#SBATCH --time=1:00:00\n"
+        << "#SBATCH --mem=8G\npython train.py --batch_size " << batch << "\n";
+  }
+  PredictRequest File(const std::string& name) const {
+    PredictRequest r;
+    r.script = Path(name);
+    r.user = busiest_;
+    r.now = last_end_ + 3600;
+    return r;
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(CodeChangeTest, BatchDoubledMovesTheHistoryUpAndAnUnchangedRerunStaysPut) {
+  // The same submission as text, without its code: the history's answer as it was before.
+  PredictRequest as_text = File("b16.sh");
+  std::ifstream in(as_text.script);
+  as_text.script_text = std::string(std::istreambuf_iterator<char>(in), {});
+  as_text.script = "b16.sh";
+  auto history = PredictJob(*store_, as_text);
+  auto same = PredictJob(*store_, File("b16.sh"));
+  auto doubled = PredictJob(*store_, File("b32.sh"));
+  ASSERT_TRUE(history.ok() && same.ok() && doubled.ok()) << doubled.status().ToString();
+  ASSERT_TRUE(same->code.has_value());
+  EXPECT_FALSE(history->code.has_value());
+  for (const char* t : {"runtime", "peak_memory"}) {
+    SCOPED_TRACE(t);
+    const auto& h = history->doc["targets"][t];
+    const auto& u = same->doc["targets"][t];
+    const auto& d = doubled->doc["targets"][t];
+    // Nothing changed: exactly the history's prediction.
+    EXPECT_EQ(u.dump(), h.dump());
+    // Batch 16 -> 32: more, with the change named in the why, and a wider interval.
+    ASSERT_TRUE(d.contains("code_change")) << d.dump();
+    ASSERT_TRUE(u.contains("p50") && d.contains("p50"));
+    EXPECT_GT(d["p50"].get<double>(), u["p50"].get<double>() * 1.05);
+    EXPECT_GT(d["code_change"]["code_ratio"].get<double>(), 1.0);
+    EXPECT_NE(d["code_change"]["why"].get<std::string>().find("batch_size 16 → 32 at"),
+              std::string::npos)
+        << d["code_change"].dump();
+    if (d.contains("p90") && u.contains("p90") && !d["p90"].is_null() && !u["p90"].is_null()) {
+      EXPECT_GT(d["p90"].get<double>() / d["p50"].get<double>(),
+                u["p90"].get<double>() / u["p50"].get<double>());
+    }
+  }
+  EXPECT_NE(doubled->text.find("batch_size 16 → 32"), std::string::npos) << doubled->text;
+  EXPECT_NE(doubled->text.find("last run of this program (job tc-4)"), std::string::npos)
+      << doubled->text;
 }
 
 // The server predicts on several threads with one ModelCache: the predictions of one model set

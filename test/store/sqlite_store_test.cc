@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "store/store.h"
 
@@ -251,7 +252,8 @@ TEST_F(SqliteStoreTest, ModelsSurviveTheUpgradeFromSchemaFour) {
                          "trained_at INTEGER NOT NULL, jobs INTEGER NOT NULL, blob BLOB NOT NULL, "
                          "PRIMARY KEY (cluster, version)) WITHOUT ROWID;"
                          "INSERT INTO models_v4 SELECT * FROM models; DROP TABLE models;"
-                         "ALTER TABLE models_v4 RENAME TO models; PRAGMA user_version = 4;",
+                         "ALTER TABLE models_v4 RENAME TO models; DROP TABLE job_code;"
+                         "PRAGMA user_version = 4;",
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(db);
@@ -293,6 +295,58 @@ TEST_F(SqliteStoreTest, DiagnosisIsKeptWithTheJobAndReplaced) {
   EXPECT_EQ(got->created_at, 2000);
   EXPECT_EQ(got->document, R"({"class":"host_oom"})");
   EXPECT_FALSE((*store)->GetDiagnosis("c2", "7").ok());
+}
+
+// Schema 6 keeps the code each job ran; a version-5 file (no job_code table) upgrades in place,
+// keeping its jobs, and then stores code.
+TEST_F(SqliteStoreTest, JobCodeIsKeptAndAVersionFiveFileUpgrades) {
+  {
+    auto store = OpenStore(path_);
+    ASSERT_TRUE(store.ok());
+    JobRecord j = Job("1", 1000);
+    ASSERT_TRUE((*store)->UpsertJobs({&j, 1}).ok());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(
+      sqlite3_exec(db, "DROP TABLE job_code; PRAGMA user_version = 5;", nullptr, nullptr, nullptr),
+      SQLITE_OK);
+  sqlite3_close(db);
+  auto store = OpenStore(path_);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ(*(*store)->CountJobs({}), 1);
+  EXPECT_EQ((*store)->GetJobCode("c1", "1").status().code(), Status::Code::kNotFound);
+  StoredJobCode c{"c1",
+                  "1",
+                  900,
+                  "abc",
+                  "train.py",
+                  R"({"facts":{"batch_size":{"value":16}}})",
+                  R"({"p50":1e9})"};
+  ASSERT_TRUE((*store)->PutJobCode(c).ok());
+  c.job_id = "2";
+  c.code_hash = "def";
+  ASSERT_TRUE((*store)->PutJobCode(c).ok());
+  c.facts = R"({"facts":{"batch_size":{"value":32}}})";
+  ASSERT_TRUE((*store)->PutJobCode(c).ok());  // replaces job 2's
+  StoredJobCode other{"c2", "1", 900, "x", "infer.py", "{}", ""};
+  ASSERT_TRUE((*store)->PutJobCode(other).ok());
+  auto got = (*store)->GetJobCode("c1", "1");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->code_hash, "abc");
+  EXPECT_EQ(got->program, "train.py");
+  EXPECT_EQ(got->created_at, 900);
+  EXPECT_EQ(got->estimate, R"({"p50":1e9})");
+  std::map<std::string, std::string> facts;
+  ASSERT_TRUE((*store)
+                  ->ScanJobCode("c1",
+                                [&](const StoredJobCode& s) {
+                                  facts[s.job_id] = s.facts;
+                                  return true;
+                                })
+                  .ok());
+  ASSERT_EQ(facts.size(), 2U);  // c2's is not c1's
+  EXPECT_EQ(facts["2"], R"({"facts":{"batch_size":{"value":32}}})");
 }
 
 TEST_F(SqliteStoreTest, BulkLoadDropsThePastIndexesAndTheyComeBack) {

@@ -1,0 +1,291 @@
+#include "model/code_change.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace rightsize {
+
+namespace {
+
+// The estimate's terms that are not the job's own tensors (code/memory_model.h).
+bool OverheadTerm(const std::string& name) {
+  return name == "CUDA context" || name == "allocator overhead";
+}
+
+std::optional<double> Number(const nlohmann::json& facts, const char* name) {
+  auto it = facts.find(name);
+  if (it == facts.end() || !it->is_object()) return std::nullopt;
+  auto v = it->find("value");
+  if (v == it->end() || !v->is_number()) return std::nullopt;
+  return v->get<double>();
+}
+
+std::string Shown(const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) return fmt::format("{:.4g}", v.get<double>());
+  return v.dump();
+}
+
+// The inverse of the standard normal's CDF (Acklam's rational approximation, |error| < 1.2e-9).
+double NormalQuantile(double p) {
+  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
+                             1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
+  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                             6.680131188771972e+01, -1.328068155288572e+01};
+  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                             -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
+  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                             3.754408661907416e+00};
+  p = std::clamp(p, 1e-12, 1 - 1e-12);
+  if (p < 0.02425) {
+    double q = std::sqrt(-2 * std::log(p));
+    return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+  }
+  if (p > 1 - 0.02425) return -NormalQuantile(1 - p);
+  double q = p - 0.5;
+  double r = q * q;
+  return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+         (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+}
+
+}  // namespace
+
+CodeReading ReadCode(const std::string& facts_json, const std::string& estimate_json,
+                     const std::string& program, const std::string& code_hash) {
+  CodeReading r;
+  r.program = program;
+  r.code_hash = code_hash;
+  nlohmann::json facts = nlohmann::json::parse(facts_json, nullptr, false);
+  if (!facts.is_discarded() && facts.is_object()) {
+    if (auto f = facts.find("facts"); f != facts.end() && f->is_object()) r.facts = *f;
+    if (r.program.empty() && facts.contains("entry") && facts["entry"].is_string()) {
+      r.program = facts["entry"].get<std::string>();
+    }
+  }
+  nlohmann::json est = nlohmann::json::parse(estimate_json, nullptr, false);
+  if (!est.is_discarded() && est.is_object() && est.contains("p50") && est["p50"].is_number()) {
+    double gpus = est.value("data_parallel_gpus", 1.0);
+    r.gpu_bytes = est["p50"].get<double>() * std::max(1.0, gpus);
+    double tensors = 0;
+    if (auto terms = est.find("terms"); terms != est.end() && terms->is_array()) {
+      for (const auto& t : *terms) {
+        if (!t.is_object() || !t.contains("bytes") || !t["bytes"].is_number()) continue;
+        if (OverheadTerm(t.value("name", ""))) continue;
+        tensors += t["bytes"].get<double>();
+      }
+    }
+    if (tensors > 0) r.tensor_bytes = tensors * std::max(1.0, gpus);
+  }
+  auto params = Number(r.facts, "parameters");
+  auto batch = Number(r.facts, "batch_size");
+  if (params && batch && *params > 0 && *batch > 0) {
+    double per_sample = 1;
+    if (auto s = Number(r.facts, "seq_len"); s && *s > 0) {
+      per_sample = *s;
+    } else if (auto i = Number(r.facts, "image_size"); i && *i > 0) {
+      per_sample = (*i / 224) * (*i / 224);
+    }
+    bool training = true;
+    if (auto it = r.facts.find("training");
+        it != r.facts.end() && it->contains("value") && (*it)["value"].is_boolean()) {
+      training = (*it)["value"].get<bool>();
+    }
+    double accum = Number(r.facts, "grad_accum").value_or(1);
+    double steps = Number(r.facts, "steps").value_or(1);  // a fact the analysis may add
+    r.work = *params * *batch * per_sample * (training ? 3.0 : 1.0) * std::max(1.0, accum) *
+             std::max(1.0, steps);
+  }
+  return r;
+}
+
+std::vector<std::string> ChangedFacts(const CodeReading& before, const CodeReading& now) {
+  std::vector<std::string> out;
+  for (const auto& [name, fact] : now.facts.items()) {
+    if (!fact.is_object() || !fact.contains("value")) continue;
+    auto old = before.facts.find(name);
+    nlohmann::json old_value = old != before.facts.end() && old->is_object()
+                                   ? old->value("value", nlohmann::json())
+                                   : nlohmann::json();
+    if (old_value == fact["value"]) continue;
+    std::string where = fact.contains("where") && fact["where"].is_string()
+                            ? " at " + fact["where"].get<std::string>()
+                            : "";
+    out.push_back(fmt::format("{} {} → {}{}", name,
+                              old_value.is_null() ? std::string("unknown") : Shown(old_value),
+                              Shown(fact["value"]), where));
+  }
+  for (const auto& [name, fact] : before.facts.items()) {
+    if (!now.facts.contains(name) && fact.is_object() && fact.contains("value")) {
+      out.push_back(fmt::format("{} {} → unknown", name, Shown(fact["value"])));
+    }
+  }
+  return out;
+}
+
+std::optional<double> CodeLogRatio(Target t, const CodeReading& before, const CodeReading& now,
+                                   std::optional<double> before_measured) {
+  switch (t) {
+    case Target::kPeakMemory: {
+      if (!before.tensor_bytes || !now.tensor_bytes) return std::nullopt;
+      if (before_measured && *before_measured > 0) {
+        // The interpreter, the libraries and the data stay: only the tensors change.
+        double moved = *before_measured + *now.tensor_bytes - *before.tensor_bytes;
+        return std::log(std::max(moved, 0.1 * *before_measured) / *before_measured);
+      }
+      return std::log(*now.tensor_bytes / *before.tensor_bytes);
+    }
+    case Target::kGpuMemory:
+      if (!before.gpu_bytes || !now.gpu_bytes || *before.gpu_bytes <= 0) return std::nullopt;
+      return std::log(*now.gpu_bytes / *before.gpu_bytes);
+    case Target::kRuntime:
+      if (!before.work || !now.work) return std::nullopt;
+      return std::log(*now.work / *before.work);
+    case Target::kCpuCores:
+    case Target::kGpuUtil:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<double> CodeFigure(Target t, const CodeReading& r) {
+  switch (t) {
+    case Target::kPeakMemory:
+      return r.tensor_bytes;
+    case Target::kGpuMemory:
+      return r.gpu_bytes;
+    case Target::kRuntime:
+      return r.work;
+    case Target::kCpuCores:
+    case Target::kGpuUtil:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+void CodeCalibration::AddChange(Target t, double x, double y) {
+  if (!std::isfinite(x) || !std::isfinite(y) || x == 0) return;
+  Change& c = change[static_cast<int>(t)];
+  c.sxy += x * y;
+  c.sxx += x * x;
+  c.syy += y * y;
+  ++c.n;
+}
+
+void CodeCalibration::AddEstimate(Target t, double measured, double code_figure) {
+  if (!(measured > 0) || !(code_figure > 0)) return;
+  estimate_log_ratio[static_cast<int>(t)].push_back(std::log(measured / code_figure));
+}
+
+double CodeCalibration::Slope(Target t) const {
+  const Change& c = change[static_cast<int>(t)];
+  return std::clamp((c.sxy + kPriorWeight) / (c.sxx + kPriorWeight), 0.0, 1.5);
+}
+
+double CodeCalibration::ChangeSpread(Target t, double x) const {
+  const Change& c = change[static_cast<int>(t)];
+  double b = Slope(t);
+  double prior = kPriorSpread * x;
+  // The residuals of the fitted slope, with the prior's spread counted as one more change.
+  double rss = std::max(0.0, c.syy - 2 * b * c.sxy + b * b * c.sxx);
+  return std::sqrt((rss + prior * prior) / static_cast<double>(c.n + 1));
+}
+
+std::optional<std::pair<double, double>> CodeCalibration::EstimateCorrection(Target t) const {
+  std::vector<double> v = estimate_log_ratio[static_cast<int>(t)];
+  if (v.size() < 3) return std::nullopt;
+  std::sort(v.begin(), v.end());
+  double median = v[v.size() / 2];
+  double ss = 0;
+  for (double x : v) ss += (x - median) * (x - median);
+  return std::make_pair(median, std::sqrt(ss / static_cast<double>(v.size() - 1)));
+}
+
+nlohmann::json CodeCalibration::ToJson() const {
+  nlohmann::json out = nlohmann::json::object();
+  for (Target t : kAllTargets) {
+    const Change& c = change[static_cast<int>(t)];
+    const auto& e = estimate_log_ratio[static_cast<int>(t)];
+    if (c.n == 0 && e.empty()) continue;
+    out[std::string(NameOf(t))] = {{"changes", c.n},
+                                   {"sxy", c.sxy},
+                                   {"sxx", c.sxx},
+                                   {"syy", c.syy},
+                                   {"estimate_log_ratio", e}};
+  }
+  return out;
+}
+
+CodeCalibration CodeCalibration::FromJson(const nlohmann::json& j) {
+  CodeCalibration c;
+  if (!j.is_object()) return c;
+  for (Target t : kAllTargets) {
+    auto it = j.find(std::string(NameOf(t)));
+    if (it == j.end() || !it->is_object()) continue;
+    Change& ch = c.change[static_cast<int>(t)];
+    ch.n = it->value("changes", int64_t{0});
+    ch.sxy = it->value("sxy", 0.0);
+    ch.sxx = it->value("sxx", 0.0);
+    ch.syy = it->value("syy", 0.0);
+    if (auto e = it->find("estimate_log_ratio"); e != it->end() && e->is_array()) {
+      for (const auto& v : *e) {
+        if (v.is_number()) c.estimate_log_ratio[static_cast<int>(t)].push_back(v.get<double>());
+      }
+    }
+  }
+  return c;
+}
+
+std::string ProgramKey(const JobRecord& job) {
+  return job.request.user + '\x1f' + job.request.job_name;
+}
+
+CodeCalibration CalibrateOnJobs(const std::vector<JobRecord>& jobs,
+                                const std::unordered_map<std::string, CodeReading>& code) {
+  CodeCalibration cal;
+  std::vector<const JobRecord*> order;
+  for (const auto& j : jobs) {
+    if (j.submit_time) order.push_back(&j);
+  }
+  std::stable_sort(order.begin(), order.end(), [](const JobRecord* a, const JobRecord* b) {
+    return *a->submit_time < *b->submit_time;
+  });
+  std::unordered_map<std::string, std::vector<const JobRecord*>> runs;
+  for (const JobRecord* j : order) {
+    auto& earlier = runs[ProgramKey(*j)];
+    auto it = code.find(j->job_id);
+    if (it != code.end() && j->end_time) {
+      const JobRecord* prev = nullptr;
+      for (auto k = earlier.rbegin(); k != earlier.rend(); ++k) {
+        if ((*k)->end_time && *(*k)->end_time <= *j->submit_time && code.count((*k)->job_id) > 0) {
+          prev = *k;
+          break;
+        }
+      }
+      for (Target t : kAllTargets) {
+        auto y = TargetValue(*j, t);
+        if (!y || *y <= 0) continue;
+        if (auto f = CodeFigure(t, it->second)) cal.AddEstimate(t, *y, *f);
+        if (prev == nullptr) continue;
+        auto before = TargetValue(*prev, t);
+        if (!before || *before <= 0) continue;
+        if (auto x = CodeLogRatio(t, code.at(prev->job_id), it->second, before)) {
+          cal.AddChange(t, *x, std::log(*y / *before));
+        }
+      }
+    }
+    earlier.push_back(j);
+  }
+  return cal;
+}
+
+double WidenLogOffset(double g, double q, double s) {
+  if (!std::isfinite(g) || s <= 0 || q == 0.5) return g;
+  double z = NormalQuantile(q) * s;
+  double more = std::sqrt(g * g + z * z) - std::abs(g);
+  return q < 0.5 ? g - more : g + more;
+}
+
+}  // namespace rightsize

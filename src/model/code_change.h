@@ -1,0 +1,99 @@
+// What a job's code says changed since its program last ran, and how far to trust it.
+//
+// A job keeps the facts its code analysis read at submission (code/report.h's FactsJson, stored
+// by store/'s job_code table). When the same program (same user and job name) ran before with
+// other facts, the history's prediction is moved by what the code says changed: the ratio of the
+// analytical figures between the new and the previous facts — peak host memory by the tensors'
+// estimate (new − old, added to the last run's measured peak), GPU memory by the estimate's
+// ratio, run time by the work per run (parameters × samples × tokens or pixels per sample ×
+// 3 for training, × steps where known). The ratio is shrunk toward 1 by how well such ratios
+// predicted past changes of the cluster (a least-squares slope of the measured log ratio on the
+// code's, with a prior of 1 worth kPriorWeight), and its residual spread widens the interval.
+// A program with no past gets the code's figure calibrated by the cluster's median log ratio of
+// measured to estimated, its spread widening the interval.
+//
+// Pure functions and plain values; thread-compatible. Malformed JSON gives an empty reading
+// (no change, no estimate), never an error: the history's prediction then stands as it is.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/job.h"
+#include "model/target.h"
+
+namespace rightsize {
+
+// A job's code as the change-aware prediction reads it.
+struct CodeReading {
+  std::string program;  // the entry file
+  std::string code_hash;
+  nlohmann::json facts = nlohmann::json::object();  // FactsJson's "facts" object
+  std::optional<double> tensor_bytes;  // the estimate's terms less CUDA context and allocator
+  std::optional<double> gpu_bytes;     // the estimate's p50 × the GPUs it spreads over
+  std::optional<double> work;          // a FLOP proxy of the whole run
+  bool Empty() const { return facts.empty() && !tensor_bytes && !work; }
+};
+
+// From stored JSON texts (either may be ""); an empty reading for malformed JSON.
+CodeReading ReadCode(const std::string& facts_json, const std::string& estimate_json,
+                     const std::string& program = "", const std::string& code_hash = "");
+
+// The facts that differ ("batch_size 16 → 32 at train.py:40"); empty when none does.
+std::vector<std::string> ChangedFacts(const CodeReading& before, const CodeReading& now);
+
+// The code's log ratio of `t` between the previous run and this one; nullopt where the code
+// says nothing of `t` or the figures are missing. `before_measured` is the previous run's
+// measured value (peak host memory: the tensors' change is added to it).
+std::optional<double> CodeLogRatio(Target t, const CodeReading& before, const CodeReading& now,
+                                   std::optional<double> before_measured);
+
+// The code's own figure of `t` for a program with no past (before calibration); nullopt when
+// it has none.
+std::optional<double> CodeFigure(Target t, const CodeReading& r);
+
+// How the cluster's past changes and past estimates bore out, per target. Neutral (slope 1,
+// a prior spread) without evidence.
+struct CodeCalibration {
+  static constexpr double kPriorWeight = 0.25;  // in squared log ratios (a ×2 change is 0.48)
+  static constexpr double kPriorSpread = 0.3;   // relative, per unit of log ratio
+  struct Change {
+    double sxy = 0, sxx = 0, syy = 0;
+    int64_t n = 0;
+  };
+  std::array<Change, kNumTargets> change{};
+  std::array<std::vector<double>, kNumTargets> estimate_log_ratio{};  // log measured / code
+
+  void AddChange(Target t, double code_log_ratio, double measured_log_ratio);
+  void AddEstimate(Target t, double measured, double code_figure);
+  // The slope applied to the code's log ratio: in [0, 1.5].
+  double Slope(Target t) const;
+  // The spread (sd of the log) a change of log ratio `x` adds to the interval.
+  double ChangeSpread(Target t, double x) const;
+  // The median log ratio of measured to code and its spread; nullopt under 3 estimates.
+  std::optional<std::pair<double, double>> EstimateCorrection(Target t) const;
+  nlohmann::json ToJson() const;
+  static CodeCalibration FromJson(const nlohmann::json& j);
+};
+
+// A program's identity for the change-aware prediction: the same user and job name.
+std::string ProgramKey(const JobRecord& job);
+
+// The calibration from a cluster's finished jobs (any order) and their code by job id: each job
+// with code against its program's newest earlier run that had ended by its submission.
+CodeCalibration CalibrateOnJobs(const std::vector<JobRecord>& jobs,
+                                const std::unordered_map<std::string, CodeReading>& code);
+
+// The cluster meta key `train` stores CalibrateOnJobs's ToJson() under.
+inline constexpr const char* kCodeCalibrationMeta = "code_calibration";
+
+// A prediction's quantile q (a log offset from its p50, g) widened by a normal of sd `s` added
+// in quadrature: what an interval becomes with the code ratio's doubt in it.
+double WidenLogOffset(double g, double q, double s);
+
+}  // namespace rightsize
