@@ -8,6 +8,8 @@ program many times over simulated weeks and now and then change its arguments or
                                                 --json`, appending one document per run;
                                                 resumable (ids already in the output are skipped)
   changing.py table FILE.jsonl                  (re)write the CSV and the .json sidecar
+  changing.py excerpt FILE.jsonl --corpus DIR --users u05,u08 --out test/data/corpus-changing
+                                                copy a few users' runs and folders for tests
   changing.py baselines FILE.jsonl [--doc docs/accuracy-changing.md]
                                                 replay user_mean, last2 and VPA in time order and
                                                 score them on the runs right after a change and on
@@ -88,7 +90,8 @@ RESNET_ACT = {"resnet18": 30e6, "resnet34": 45e6, "resnet50": 110e6}  # bytes pe
 def _transformer(d, ff, layers, tokens, seq, heads, decoder=False):
     per_layer = 4 * d * d + 2 * d * ff + (4 * d * d if decoder else 0)
     macs = per_layer * layers * tokens + 2 * tokens * seq * d * layers * (2 if decoder else 1)
-    act = tokens * d * 4 * 18 * layers + (tokens // max(seq, 1)) * heads * seq * seq * 4 * 3 * layers
+    attention = (tokens // max(seq, 1)) * heads * seq * seq * 4 * 3
+    act = (tokens * d * 4 * 18 + attention) * layers
     return per_layer * layers, macs, act
 
 
@@ -328,7 +331,8 @@ def plan(seed):
                 if history and urng.random() < P_REVERT:
                     old_prog, old_facts, old_kind = history.pop()
                     kind = old_kind
-                    desc = "revert to %s" % (old_prog if old_prog != prog else _diff(facts, old_facts))
+                    desc = "revert to %s" % (old_prog if old_prog != prog
+                                             else _diff(facts, old_facts))
                     prog, facts = old_prog, old_facts
                 else:
                     kinds = [k for k in CHANGE_WEIGHTS]
@@ -413,9 +417,10 @@ def cmd_generate(a):
                     "change_kind": run["change_kind"], "change": run["change"],
                     "facts": run["facts"], "entry": entry, "argv": argv, "sha256": sha,
                     "dir": "runs/" + run["id"], "script": "runs/%s/job.sbatch" % run["id"],
-                    "rough_gflops": round(flops / 1e9, 1), "rough_added_gib": round(mem / 2**30, 2)})
-    doc = {"schema": SCHEMA, "seed": a.seed, "steps": STEPS, "generator": "bench/corpus/changing.py",
-           "users": users, "runs": out}
+                    "rough_gflops": round(flops / 1e9, 1),
+                    "rough_added_gib": round(mem / 2**30, 2)})
+    doc = {"schema": SCHEMA, "seed": a.seed, "steps": STEPS,
+           "generator": "bench/corpus/changing.py", "users": users, "runs": out}
     with open(os.path.join(a.out, "manifest.json"), "w") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
         f.write("\n")
@@ -830,7 +835,8 @@ def cmd_baselines(a):
             k, s[("peak_rss_bytes", "n")],
             " / ".join("%.3f" % s[("peak_rss_bytes", b)] for b in BASELINES),
             " / ".join("%.2f" % s[("elapsed_s", b)] for b in BASELINES)))
-    text = "\n".join(lines) + "\n\nBy kind of change (first run after it):\n\n" + "\n".join(kind_lines)
+    text = ("\n".join(lines) + "\n\nBy kind of change (first run after it):\n\n"
+            + "\n".join(kind_lines))
     print(text)
     if a.doc:
         update_doc(a.doc, a.file, rows, scored, text)
@@ -856,6 +862,62 @@ def update_doc(path, jsonl, rows, scored, text):
     with open(path, "w") as f:
         f.write(pre + BEGIN + "\n" + head + text + "\n" + END + post)
     print("changing.py: updated %s" % path)
+
+
+# ---------------------------------------------------------------------------------------------
+# excerpt
+
+def cmd_excerpt(a):
+    """Copies the measured runs of a few users, with their run folders, for tests."""
+    users = a.users.split(",")
+    docs = [d for d in read_docs(a.file) if d["corpus"]["user"] in users]
+    if a.max_per_user:
+        kept, seen = [], {}
+        for d in docs:
+            u = d["corpus"]["user"]
+            if seen.get(u, 0) < a.max_per_user:
+                kept.append(d)
+                seen[u] = seen.get(u, 0) + 1
+        docs = kept
+    if not docs:
+        sys.exit("changing.py: no measured runs of %s in %s" % (a.users, a.file))
+    os.makedirs(os.path.join(a.out, "runs"), exist_ok=True)
+    name = os.path.basename(a.file)
+    with open(os.path.join(a.out, name), "w") as f:
+        for d in docs:
+            d = dict(d)
+            d.get("summary", {}).pop("series", None)
+            f.write(json.dumps(d, sort_keys=True) + "\n")
+    for d in docs:
+        src = os.path.join(a.corpus, "runs", d["corpus"]["id"])
+        dst = os.path.join(a.out, "runs", d["corpus"]["id"])
+        if os.path.exists(dst):
+            shutil.rmtree(dst)
+        shutil.copytree(src, dst)
+    with open(os.path.join(a.corpus, "manifest.json")) as f:
+        man = json.load(f)
+    kinds = {}
+    for d in docs:
+        k = d["corpus"]["change_kind"]
+        kinds[k] = kinds.get(k, 0) + 1
+    with open(os.path.join(a.out, "SOURCES"), "w") as f:
+        f.write("An excerpt of the measured corpus of changing programs "
+                "(bench/corpus/changing.py,\n"
+                "bench/corpus/README.md \"Changing programs\"), for tests.\n\n"
+                "%s: %d runs of users %s, copied from data/corpus/%s (measured on this\n"
+                "project's development machine, see the .json sidecar there for hardware and\n"
+                "versions); runs/<id>/ are the run folders (job.sbatch and the program) as\n"
+                "`changing.py generate --seed %d` writes them (corpus digest %s).\n"
+                "Changes in the excerpt: %s.\n\n"
+                "Written for this project, under the same terms as the rest of the repository;\n"
+                "no third-party code or data.\n\n"
+                "Regenerate: python3 bench/corpus/changing.py excerpt data/corpus/%s \\\n"
+                "    --corpus DIR --users %s --max-per-user %d --out test/data/corpus-changing\n"
+                % (name, len(docs), ", ".join(users), name, man["seed"], digest(man),
+                   ", ".join("%s %d" % (k, kinds[k]) for k in CHANGE_KINDS if k in kinds),
+                   name, a.users, a.max_per_user))
+    print("changing.py: wrote %d runs of %s to %s" % (len(docs), a.users, a.out))
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -893,9 +955,15 @@ def main():
     b = sub.add_parser("baselines", help="score user_mean, last2 and VPA in time order")
     b.add_argument("file")
     b.add_argument("--doc", default=None, help="write the figures into this Markdown file")
+    e = sub.add_parser("excerpt", help="copy a few users' measured runs and folders for tests")
+    e.add_argument("file")
+    e.add_argument("--corpus", required=True, help="the folder the runs were generated into")
+    e.add_argument("--users", required=True, help="comma-separated, e.g. u05,u08,u11")
+    e.add_argument("--max-per-user", type=int, default=30)
+    e.add_argument("--out", required=True)
     a = p.parse_args()
     return {"generate": cmd_generate, "run": cmd_run, "table": cmd_table,
-            "baselines": cmd_baselines}[a.cmd](a)
+            "baselines": cmd_baselines, "excerpt": cmd_excerpt}[a.cmd](a)
 
 
 if __name__ == "__main__":
