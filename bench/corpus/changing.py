@@ -475,6 +475,13 @@ def corpus_doc(doc, run, device):
     doc["corpus"] = {"id": run["id"], "user": run["user"], "program": run["program"],
                      "step": run["step"], "change_kind": run["change_kind"],
                      "change": run["change"], "script": run["script"]}
+    return with_record(doc)
+
+
+def with_record(doc):
+    """The contract names the job record "record"; rightsize.run/v1 calls it "job". Both are
+    written, the same object."""
+    doc["record"] = doc["job"]
     return doc
 
 
@@ -671,6 +678,11 @@ def hardware():
 def write_table(path, command=None, device="cpu", python="/usr/bin/python3", env=None,
                 run_loads=None, corpus=None, manifest=None, nice=None, jobs=1):
     docs = read_docs(path)
+    if any("record" not in d for d in docs):  # lines written before "record" was added
+        with open(path + ".tmp", "w") as f:
+            for d in docs:
+                f.write(json.dumps(with_record(d), sort_keys=True) + "\n")
+        os.replace(path + ".tmp", path)
     base = os.path.splitext(path)[0]
     rows = [flat(d) for d in docs]
     with open(base + ".csv", "w", newline="") as f:
