@@ -553,6 +553,10 @@ def cmd_run(a):
             return None
         doc = corpus_doc(doc, run, a.device)
         doc["probe"] = _probe(p.stdout)  # the program's RSS marks, for checking the figures
+        # When and under what load it really ran (run time is noisy on a shared machine).
+        doc["measured"] = {"at": datetime.datetime.now(datetime.timezone.utc)
+                           .strftime("%Y-%m-%dT%H:%M:%SZ"),
+                           "load_1min": round(os.getloadavg()[0], 2), "device": a.device}
         return doc
 
     def record(run, doc):
@@ -698,6 +702,16 @@ def write_table(path, command=None, device="cpu", python="/usr/bin/python3", env
     outcomes = {}
     for r in rows:
         outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
+    loads = sorted(d["measured"]["load_1min"] for d in docs if "measured" in d)
+    if loads:
+        side["load_average_1min"] = {
+            "runs": len(loads), "mean": round(sum(loads) / len(loads), 2),
+            "median": loads[len(loads) // 2], "max": loads[-1],
+            "note": "the machine's 1-minute load average as each run ended (2 CPUs, shared "
+                    "with builds); run time is noisy under load, CPU time less so"}
+    ats = sorted(d["measured"]["at"] for d in docs if "measured" in d)
+    if ats:
+        side["measured_between"] = [ats[0], ats[-1]]
     side.update({
         "schema": "rightsize.corpus.changing.measured/v1",
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -869,6 +883,17 @@ def update_doc(path, jsonl, rows, scored, text):
             % (os.path.relpath(jsonl, ROOT) if os.path.isabs(jsonl) else jsonl, len(rows),
                sum(1 for r in rows if r["outcome"] == "COMPLETED"),
                len({r["user"] for r in rows}), WARMUP, len(scored), n_change))
+    side_path = os.path.splitext(jsonl)[0] + ".json"
+    if os.path.exists(side_path):
+        with open(side_path) as f:
+            side = json.load(f)
+        load, when = side.get("load_average_1min"), side.get("measured_between")
+        if load and when:
+            head += ("Measured %s to %s (real time) on %d CPUs; the machine's 1-minute load "
+                     "average as each run ended: median %.1f, max %.1f, so run time is noisy "
+                     "(CPU time much less).\n\n"
+                     % (when[0], when[1], side["hardware"]["cpu_cores"], load["median"],
+                        load["max"]))
     pre, rest = doc.split(BEGIN, 1)
     _, post = rest.split(END, 1)
     with open(path, "w") as f:
