@@ -518,6 +518,11 @@ def cmd_run(a):
                       capture_output=True).returncode != 0:
         sys.exit("changing.py: %s cannot import torch and torchvision (Debian: apt-get install "
                  "python3-torch python3-torchvision libopenblas0-pthread)" % a.python)
+    if a.device == "cuda" and subprocess.run(
+            [a.python, "-c", "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"],
+            env=env, capture_output=True).returncode != 0:
+        sys.exit("changing.py: --device cuda, but torch.cuda.is_available() is False in %s"
+                 % a.python)
     done = done_ids(a.out)
     os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
     runs = [r for r in man["runs"] if r["id"] not in done]
@@ -793,8 +798,9 @@ def predict(history, now):
 
 
 BASELINES = ("user_mean", "last2", "vpa")
-TARGETS = (("peak_rss_bytes", "peak memory", 2**30, "GiB"), ("elapsed_s", "run time", 1.0, "s"),
-           ("cpu_time_s", "CPU time", 1.0, "s"))
+TARGETS = [("peak_rss_bytes", "peak memory", 2**30, "GiB"), ("elapsed_s", "run time", 1.0, "s"),
+           ("cpu_time_s", "CPU time", 1.0, "s")]
+GPU_TARGET = ("peak_gpu_memory_bytes", "peak GPU memory", 2**30, "GiB")
 
 
 def replay(rows):
@@ -830,8 +836,10 @@ def score(scored, subset):
 def cmd_baselines(a):
     docs = read_docs(a.file)
     rows = [flat(d) for d in docs]
+    if any(r["peak_gpu_memory_bytes"] for r in rows) and GPU_TARGET not in TARGETS:
+        TARGETS.append(GPU_TARGET)  # a --device cuda table
     for r in rows:
-        for k in ("peak_rss_bytes", "elapsed_s", "cpu_time_s"):
+        for k, _, _, _ in TARGETS:
             r[k] = float(r[k] or 0)
     scored = replay(rows)
     groups = [("after a change", lambda r: r["change_kind"] not in ("none", "new")),
