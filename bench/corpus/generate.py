@@ -497,11 +497,22 @@ def train_loop(src, v, data_kind, forward_loss, indent=1):
 
 
 def loader_lines(v, tensors, batch_ref, steps_ref):
-    """A DataLoader over a synthetic TensorDataset of `steps` batches."""
+    """A DataLoader over a synthetic TensorDataset of `steps` batches. The data-loader workers
+    are 0 unless the run names `num_workers` (the changing corpus, bench/corpus/changing.py):
+    then they live where the style keeps its hyper-parameters."""
+    workers = "0"
+    if "num_workers" in v.run:
+        n = v.run["num_workers"]
+        if v.style == "config":
+            workers = v.cfg("data", "num_workers", n)
+        elif v.style == "kwargs":
+            workers = repr(n)
+        else:
+            workers = v.arg("num_workers", n, "int", typical=4)
     return [
         "dataset = TensorDataset(%s)" % ", ".join(tensors),
-        "loader = DataLoader(dataset, batch_size=%s, shuffle=True, drop_last=True, num_workers=0)"
-        % batch_ref,
+        "loader = DataLoader(dataset, batch_size=%s, shuffle=True, drop_last=True, "
+        "num_workers=%s)" % (batch_ref, workers),
     ]
 
 
