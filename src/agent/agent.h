@@ -47,6 +47,9 @@ struct DiscoveredJob {
   std::string qos;     // Kubernetes QoS class
   std::vector<int64_t> pids;
   std::vector<ProcStat> stats;  // the processes' stat as discovery read it (with a cache)
+  // Kubernetes: the cgroup's task count (pids.current) when this list was made; nullopt
+  // without a pids controller.
+  std::optional<int64_t> tasks;
 };
 
 // What discovery learned about each process, so the next cycle reads only its stat: a process
@@ -114,6 +117,11 @@ class Agent {
   // unnamed or ending.
   static constexpr int64_t kKubeletEveryCycles = 10;
   static constexpr int64_t kWalkEveryCycles = 5;  // the kubepods tree walk (Kubernetes)
+  // Kubernetes: a container's memory and CPU are its cgroup's, read every cycle; its process
+  // list (cgroup.procs) is read again when its task count changed, and in any case, with its
+  // processes' stat (resident size, threads), every this many cycles. In between, a process
+  // new to the list has its stat read at once and the others keep their last one.
+  static constexpr int64_t kProcessesEveryCycles = 5;
 
   // One sampling cycle at `now_s` (seconds on the caller's clock; `now_unix` for records).
   // Returns the usage records of the jobs that ended since the last cycle.
@@ -168,6 +176,8 @@ class Agent {
   // The ended container's usage record (and its diagnosis, when it failed).
   JobRecord EndContainer(Watched& w, double now_s);
   JobTelemetry TelemetryOf(Watched& w);
+  // Closes the cgroup files kept open for a job that is forgotten.
+  void Release(const Watched& w);
   ProcFs* proc_;
   CgroupFs* cgroups_;
   GpuSource* gpu_;
