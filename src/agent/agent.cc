@@ -231,10 +231,18 @@ std::vector<DiscoveredJob> Agent::DiscoverContainers(std::set<std::string>* pres
   std::vector<DiscoveredJob> out;
   // Walking the kubepods tree lists every pod's control files too: it is redone every few
   // cycles, and in between the containers it found are read directly (a new container is seen
-  // within kWalkEveryCycles seconds; one that ended reads as gone at once).
+  // within kWalkEveryCycles seconds; one that ended reads as gone at once). A walk lists again
+  // only the pods whose number of containers changed, unless a container went away since the
+  // last one (another may have replaced it) or kRelistAllEveryCycles have passed.
   if (cycles_ - last_walk_cycle_ >= kWalkEveryCycles || last_walk_cycle_ == 0) {
-    containers_ = cgroups_->KubeContainers();
+    const bool all = relist_all_ || cycles_ - last_relist_all_cycle_ >= kRelistAllEveryCycles ||
+                     last_relist_all_cycle_ == 0;
+    containers_ = cgroups_->KubeContainers(all);
     last_walk_cycle_ = cycles_;
+    if (all) {
+      last_relist_all_cycle_ = cycles_;
+      relist_all_ = false;
+    }
   }
   int64_t index = 0;
   for (CgroupJob cg : containers_) {
@@ -260,6 +268,7 @@ std::vector<DiscoveredJob> Agent::DiscoverContainers(std::set<std::string>* pres
       pids = cgroups_->Procs(job.cgroup);
       if (pids.empty() && !cgroups_->Exists(job.cgroup)) {
         present->erase(job.key);  // removed since the last walk
+        relist_all_ = true;
         continue;
       }
     }

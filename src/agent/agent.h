@@ -117,6 +117,8 @@ class Agent {
   // unnamed or ending.
   static constexpr int64_t kKubeletEveryCycles = 10;
   static constexpr int64_t kWalkEveryCycles = 5;  // the kubepods tree walk (Kubernetes)
+  // Every pod's directory listed again (not only those whose count of containers changed).
+  static constexpr int64_t kRelistAllEveryCycles = 30;
   // Kubernetes: a container's memory and CPU are its cgroup's, read every cycle; its process
   // list (cgroup.procs) is read again when its task count changed, and in any case, with its
   // processes' stat (resident size, threads), every this many cycles. In between, a process
@@ -194,7 +196,8 @@ class Agent {
   std::set<std::string> done_;     // ended while their cgroup stays (terminated, no process)
   std::set<std::string> ignored_;  // never named: sandboxes
   int64_t last_kubelet_cycle_ = -1000;
-  int64_t last_walk_cycle_ = 0;
+  int64_t last_walk_cycle_ = 0, last_relist_all_cycle_ = 0;
+  bool relist_all_ = false;            // a container went away: the next walk lists every pod
   std::vector<CgroupJob> containers_;  // the last walk's containers
   std::string kubelet_error_;
   int64_t kubelet_errors_ = 0, unnamed_dropped_ = 0;

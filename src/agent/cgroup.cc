@@ -98,27 +98,49 @@ std::optional<CgroupJob> JobFromCgroupPath(std::string_view path) {
   return job;
 }
 
-std::vector<CgroupJob> CgroupFs::KubeContainers() const {
+std::vector<CgroupJob> CgroupFs::KubeContainers(bool relist_all) {
   namespace fs = std::filesystem;
   std::vector<CgroupJob> out;
+  std::map<std::string, PodDir> pod_dirs;
   const fs::path top = v2_ ? fs::path(root_) : fs::path(root_) / "memory";
   // kubepods → qos → pod → container: four levels at most below the hierarchy's root.
-  std::function<void(const fs::path&, const std::string&, int)> walk =
-      [&](const fs::path& dir, const std::string& rel, int depth) {
-        std::error_code ec;
-        for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-          if (!it->is_directory(ec)) continue;
-          std::string name = it->path().filename().string();
-          if (depth == 0 && name.rfind("kubepods", 0) != 0) continue;
-          std::string child = rel + "/" + name;
-          if (auto job = JobFromCgroupPath(child); job && !job->container_path.empty()) {
-            if (job->container_path == child) out.push_back(std::move(*job));
-            continue;  // a container's own sub-cgroups are the container's
-          }
-          if (depth < 3) walk(it->path(), child, depth + 1);
+  std::function<void(const fs::path&, const std::string&, int)> walk = [&](const fs::path& dir,
+                                                                           const std::string& rel,
+                                                                           int depth) {
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      if (!it->is_directory(ec)) continue;
+      std::string name = it->path().filename().string();
+      if (depth == 0 && name.rfind("kubepods", 0) != 0) continue;
+      std::string child = rel + "/" + name;
+      auto job = JobFromCgroupPath(child);
+      if (job && !job->container_path.empty()) {
+        if (job->container_path == child) out.push_back(std::move(*job));
+        continue;  // a container's own sub-cgroups are the container's
+      }
+      if (job && job->path == child) {
+        // A pod: its link count is 2 + its subdirectories (on the kernel's cgroup file
+        // systems, ext4, tmpfs), so an unchanged count means the same containers, unless one
+        // replaced another. A file system that counts 1 for every directory says nothing.
+        struct stat st {};
+        if (stat(it->path().c_str(), &st) != 0) continue;  // removed meanwhile
+        auto last = pod_dirs_.find(child);
+        if (!relist_all && last != pod_dirs_.end() && st.st_nlink >= 2 &&
+            last->second.links == st.st_nlink) {
+          out.insert(out.end(), last->second.containers.begin(), last->second.containers.end());
+          pod_dirs.insert(pod_dirs_.extract(last));
+          continue;
         }
-      };
+        size_t first = out.size();
+        if (depth < 3) walk(it->path(), child, depth + 1);
+        pod_dirs[child] = {st.st_nlink, {out.begin() + static_cast<ptrdiff_t>(first), out.end()}};
+        continue;
+      }
+      if (depth < 3) walk(it->path(), child, depth + 1);
+    }
+  };
   walk(top, "", 0);
+  pod_dirs_ = std::move(pod_dirs);  // pods gone are forgotten
   std::sort(out.begin(), out.end(), [](const CgroupJob& a, const CgroupJob& b) {
     return a.container_path < b.container_path;
   });

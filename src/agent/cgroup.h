@@ -77,7 +77,11 @@ class CgroupFs {
   // for both kubelet cgroup drivers: kubepods[/<qos>]/pod<UID>/<id> and
   // kubepods.slice/…/kubepods[-<qos>]-pod<UID>.slice/{cri-containerd,crio,docker}-<id>.scope.
   // Nothing (not an error) where there is no kubepods hierarchy.
-  std::vector<CgroupJob> KubeContainers() const;
+  // With `relist_all` false, a pod's directory whose count of subdirectories (its link count) is
+  // the same as at the last call is not listed again: its containers are those the last call
+  // found there. A container that replaced another of the same pod between two calls is then
+  // found only by a call with `relist_all`.
+  std::vector<CgroupJob> KubeContainers(bool relist_all = true);
   // Whether the cgroup `path` (as JobFromCgroupPath gives it) is still there.
   bool Exists(const std::string& path) const;
   // The processes in the cgroup at `path` (its cgroup.procs; v1: the memory controller's), as
@@ -112,6 +116,12 @@ class CgroupFs {
   bool cgroup_fs_ = false;  // the root is a kernel cgroup file system, not a fixture tree
   size_t max_kept_ = 0;
   std::map<std::string, UniqueFd> kept_;  // file path -> descriptor
+  // KubeContainers: per pod directory, its link count and containers at the last call.
+  struct PodDir {
+    uint64_t links = 0;
+    std::vector<CgroupJob> containers;
+  };
+  std::map<std::string, PodDir> pod_dirs_;
   int64_t rejected_ = 0;
 };
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -123,6 +124,27 @@ TEST(KubeCgroupTest, FindsContainersOfBothDriversOnAV2Tree) {
   EXPECT_EQ(by_path[sd_path].qos, "besteffort");
   ASSERT_TRUE(by_path.count(guaranteed));
   EXPECT_EQ(by_path[guaranteed].qos, "guaranteed");
+
+  // Between full listings, a pod is listed again when its count of containers changed.
+  auto has = [](const std::vector<CgroupJob>& found, const std::string& path) {
+    return std::any_of(found.begin(), found.end(),
+                       [&](const CgroupJob& c) { return c.container_path == path; });
+  };
+  const std::string fs_new = std::string("/kubepods/burstable/pod") + kUidA + "/" + kCidB;
+  t.Write(fs_new.substr(1) + "/cgroup.procs", "103\n");
+  std::vector<CgroupJob> again = cgroups.KubeContainers(false);
+  EXPECT_EQ(again.size(), 4u);
+  EXPECT_TRUE(has(again, fs_new));
+  // One replaced by another between two listings (the same count): a full listing finds it.
+  const std::string fs_other = std::string("/kubepods/burstable/pod") + kUidA + "/" + kCidC;
+  fs::remove_all(t.path() + fs_new);
+  t.Write(fs_other.substr(1) + "/cgroup.procs", "104\n");
+  std::vector<CgroupJob> all = cgroups.KubeContainers(true);
+  EXPECT_EQ(all.size(), 4u);
+  EXPECT_TRUE(has(all, fs_other));
+  EXPECT_FALSE(has(all, fs_new));
+  fs::remove_all(t.path() + fs_other);
+  EXPECT_EQ(cgroups.KubeContainers(false).size(), 3u);
 
   EXPECT_EQ(cgroups.Procs(fs_path), (std::vector<int64_t>{101, 102}));
   EXPECT_TRUE(cgroups.Procs(sd_path).empty());
