@@ -123,7 +123,7 @@ class Agent {
   // list (cgroup.procs) is read again when its task count changed, and in any case, with its
   // processes' stat (resident size, threads), every this many cycles. In between, a process
   // new to the list has its stat read at once and the others keep their last one.
-  static constexpr int64_t kProcessesEveryCycles = 5;
+  static constexpr int64_t kProcessesEveryCycles = 10;
 
   // One sampling cycle at `now_s` (seconds on the caller's clock; `now_unix` for records).
   // Returns the usage records of the jobs that ended since the last cycle.

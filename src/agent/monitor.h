@@ -62,9 +62,9 @@ class JobMonitor {
   // The agent watches hundreds of processes: open files every tenth sample, the rest every fifth.
   static constexpr ReadEvery kSparse{10, 5, 5};
   // A Kubernetes container's memory and CPU come from its cgroup every sample: its processes'
-  // open files once a minute, their I/O counters every tenth sample (a process that exits loses
-  // at most its last ten seconds of I/O).
-  static constexpr ReadEvery kContainer{60, 10, 5};
+  // open files once a minute, their I/O counters every 20th sample (a process that exits loses
+  // at most its last 20 seconds of I/O), the cgroup's growing counters every tenth.
+  static constexpr ReadEvery kContainer{60, 20, 10};
   void set_read_every(ReadEvery every) {
     fd_every_ = std::max<int64_t>(every.open_files, 1);
     io_every_ = std::max<int64_t>(every.io, 1);
