@@ -16,7 +16,7 @@ pids=()
 groups=()
 cleanup() {
   kill "${pids[@]}" 2>/dev/null || true
-  sleep 0.5
+  wait "${pids[@]}" 2>/dev/null || true  # a group is removable once its processes are reaped
   for ((i = ${#groups[@]} - 1; i >= 0; i--)); do rmdir "${groups[$i]}" 2>/dev/null || true; done
   rm -rf "$WORK"
 }
@@ -43,11 +43,11 @@ for n in $(seq 1 50); do
   pod=/kubepods/$qos/pod$uid
   mk "$pod/$cid"
   mk "$pod/$sandbox"
-  sleep $((DURATION + 60)) &
+  sleep 100000 &  # killed on exit: a sleep that ran out under a slow set-up made fewer processes
   pids+=($!)
   join "$pod/$sandbox" $!
   for _ in $(seq 1 10); do
-    sleep $((DURATION + 60)) &
+    sleep 100000 &
     pids+=($!)
     join "$pod/$cid" $!
   done

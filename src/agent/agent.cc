@@ -130,7 +130,7 @@ Agent::Watched Agent::Watch(const DiscoveredJob& job, double now_s, int64_t now_
   Watched w;
   w.monitor = std::make_unique<JobMonitor>(proc_, job.cgroup.empty() ? nullptr : cgroups_, gpu_, 0,
                                            job.cgroup);
-  w.monitor->set_sparse_reads(true);
+  w.monitor->set_read_every(options_.kubernetes ? JobMonitor::kContainer : JobMonitor::kSparse);
   w.monitor->set_keep_new(options_.ship);
   w.monitor->set_dcgm(dcgm_);
   w.first_s = now_s;
@@ -221,6 +221,7 @@ std::vector<JobRecord> Agent::Cycle(double now_s, int64_t now_unix) {
     }
     ended.push_back(std::move(r));
     ++finished_;
+    Release(it->second);
     it = jobs_.erase(it);
   }
   return ended;
@@ -230,11 +231,20 @@ std::vector<DiscoveredJob> Agent::DiscoverContainers(std::set<std::string>* pres
   std::vector<DiscoveredJob> out;
   // Walking the kubepods tree lists every pod's control files too: it is redone every few
   // cycles, and in between the containers it found are read directly (a new container is seen
-  // within kWalkEveryCycles seconds; one that ended reads as gone at once).
+  // within kWalkEveryCycles seconds; one that ended reads as gone at once). A walk lists again
+  // only the pods whose number of containers changed, unless a container went away since the
+  // last one (another may have replaced it) or kRelistAllEveryCycles have passed.
   if (cycles_ - last_walk_cycle_ >= kWalkEveryCycles || last_walk_cycle_ == 0) {
-    containers_ = cgroups_->KubeContainers();
+    const bool all = relist_all_ || cycles_ - last_relist_all_cycle_ >= kRelistAllEveryCycles ||
+                     last_relist_all_cycle_ == 0;
+    containers_ = cgroups_->KubeContainers(all);
     last_walk_cycle_ = cycles_;
+    if (all) {
+      last_relist_all_cycle_ = cycles_;
+      relist_all_ = false;
+    }
   }
+  int64_t index = 0;
   for (CgroupJob cg : containers_) {
     DiscoveredJob job;
     job.key = "k8s:" + cg.job_id + "/" + cg.container_id;
@@ -243,12 +253,34 @@ std::vector<DiscoveredJob> Agent::DiscoverContainers(std::set<std::string>* pres
     job.kind = "kubernetes";
     job.cgroup = std::move(cg.container_path);
     job.qos = std::move(cg.qos);
-    std::vector<int64_t> pids = cgroups_->Procs(job.cgroup);
-    if (pids.empty() && !cgroups_->Exists(job.cgroup)) {
-      present->erase(job.key);  // removed since the last walk
-      continue;
+    // The last cycle's list and stats, unless this container's full reading is due (staggered,
+    // so the cost is spread over the cycles).
+    auto watched = jobs_.find(job.key);
+    const DiscoveredJob* last =
+        watched != jobs_.end() && (cycles_ + index++) % kProcessesEveryCycles != 0
+            ? &watched->second.job
+            : nullptr;
+    job.tasks = cgroups_->Tasks(job.cgroup);
+    std::vector<int64_t> pids;
+    if (last != nullptr && job.tasks && job.tasks == last->tasks) {
+      pids = last->pids;
+    } else {
+      pids = cgroups_->Procs(job.cgroup);
+      if (pids.empty() && !cgroups_->Exists(job.cgroup)) {
+        present->erase(job.key);  // removed since the last walk
+        relist_all_ = true;
+        continue;
+      }
     }
     for (int64_t pid : pids) {
+      if (last != nullptr && last->stats.size() == last->pids.size()) {
+        auto at = std::lower_bound(last->pids.begin(), last->pids.end(), pid);
+        if (at != last->pids.end() && *at == pid) {
+          job.pids.push_back(pid);
+          job.stats.push_back(last->stats[static_cast<size_t>(at - last->pids.begin())]);
+          continue;
+        }
+      }
       // A process that exits while being read is not the container's any more.
       if (auto st = proc_->Stat(pid)) {
         job.pids.push_back(pid);
@@ -258,6 +290,10 @@ std::vector<DiscoveredJob> Agent::DiscoverContainers(std::set<std::string>* pres
     out.push_back(std::move(job));
   }
   return out;
+}
+
+void Agent::Release(const Watched& w) {
+  if (cgroups_ != nullptr && !w.job.cgroup.empty()) cgroups_->Release(w.job.cgroup);
 }
 
 namespace {
@@ -386,6 +422,7 @@ std::vector<JobRecord> Agent::KubeCycle(double now_s, int64_t now_unix) {
         now_s - w.seen_s >= kUnnamedGiveUpS) {
       ++unnamed_dropped_;  // a sandbox, or a container the kubelet no longer lists
       ignored_.insert(job.key);
+      Release(w);
       jobs_.erase(it);
       continue;
     }
@@ -394,6 +431,7 @@ std::vector<JobRecord> Agent::KubeCycle(double now_s, int64_t now_unix) {
     if (w.kube && w.kube->terminated && empty) {
       done_.insert(it->first);  // ended, its cgroup not yet removed
       ended.push_back(EndContainer(w, now_s));
+      Release(w);
       jobs_.erase(it);
     }
   }
@@ -417,6 +455,7 @@ std::vector<JobRecord> Agent::KubeCycle(double now_s, int64_t now_unix) {
       ++it;
       continue;
     }
+    Release(w);
     it = ending_.erase(it);
   }
   return ended;

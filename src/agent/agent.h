@@ -47,6 +47,9 @@ struct DiscoveredJob {
   std::string qos;     // Kubernetes QoS class
   std::vector<int64_t> pids;
   std::vector<ProcStat> stats;  // the processes' stat as discovery read it (with a cache)
+  // Kubernetes: the cgroup's task count (pids.current) when this list was made; nullopt
+  // without a pids controller.
+  std::optional<int64_t> tasks;
 };
 
 // What discovery learned about each process, so the next cycle reads only its stat: a process
@@ -114,6 +117,13 @@ class Agent {
   // unnamed or ending.
   static constexpr int64_t kKubeletEveryCycles = 10;
   static constexpr int64_t kWalkEveryCycles = 5;  // the kubepods tree walk (Kubernetes)
+  // Every pod's directory listed again (not only those whose count of containers changed).
+  static constexpr int64_t kRelistAllEveryCycles = 30;
+  // Kubernetes: a container's memory and CPU are its cgroup's, read every cycle; its process
+  // list (cgroup.procs) is read again when its task count changed, and in any case, with its
+  // processes' stat (resident size, threads), every this many cycles. In between, a process
+  // new to the list has its stat read at once and the others keep their last one.
+  static constexpr int64_t kProcessesEveryCycles = 10;
 
   // One sampling cycle at `now_s` (seconds on the caller's clock; `now_unix` for records).
   // Returns the usage records of the jobs that ended since the last cycle.
@@ -168,6 +178,8 @@ class Agent {
   // The ended container's usage record (and its diagnosis, when it failed).
   JobRecord EndContainer(Watched& w, double now_s);
   JobTelemetry TelemetryOf(Watched& w);
+  // Closes the cgroup files kept open for a job that is forgotten.
+  void Release(const Watched& w);
   ProcFs* proc_;
   CgroupFs* cgroups_;
   GpuSource* gpu_;
@@ -184,7 +196,8 @@ class Agent {
   std::set<std::string> done_;     // ended while their cgroup stays (terminated, no process)
   std::set<std::string> ignored_;  // never named: sandboxes
   int64_t last_kubelet_cycle_ = -1000;
-  int64_t last_walk_cycle_ = 0;
+  int64_t last_walk_cycle_ = 0, last_relist_all_cycle_ = 0;
+  bool relist_all_ = false;            // a container went away: the next walk lists every pod
   std::vector<CgroupJob> containers_;  // the last walk's containers
   std::string kubelet_error_;
   int64_t kubelet_errors_ = 0, unnamed_dropped_ = 0;

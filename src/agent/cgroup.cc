@@ -1,8 +1,11 @@
 #include "agent/cgroup.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <re2/re2.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,21 +23,29 @@ namespace {
 // Larger than any cgroup file worth reading (io.stat of a node with many disks is a few KiB).
 constexpr size_t kMaxFileBytes = 1 << 20;
 
-// A pseudo-file read whole with open/read: a stream's locale and buffer set-up cost more than
-// the read itself, and the agent reads a dozen of these per container every second.
-bool ReadSmallFile(const std::string& path, std::string* out) {
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return false;
+// Reads `fd` from offset 0 to its end into `out` with pread (a kept descriptor is re-read from the
+// start). A counter file is one record, which the kernel hands over in one read: with
+// `one_record`, a short read is the end, which saves a second call per file (a list of records,
+// cgroup.procs, may come in short reads: it is read up to the end). False on an error (ENODEV:
+// the cgroup was removed).
+bool PreadAll(int fd, std::string* out, bool one_record) {
   out->clear();
   char buf[4096];
   while (out->size() <= kMaxFileBytes) {
-    ssize_t n = read(fd.get(), buf, sizeof buf);
+    ssize_t n = pread(fd, buf, sizeof buf, static_cast<off_t>(out->size()));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return false;
-    if (n == 0) break;
     out->append(buf, static_cast<size_t>(n));
+    if (n == 0 || (one_record && static_cast<size_t>(n) < sizeof buf)) break;
   }
   return true;
+}
+
+// A pseudo-file read whole with open/read: a stream's locale and buffer set-up cost more than
+// the read itself, and the agent reads a dozen of these per container every second.
+bool ReadSmallFile(const std::string& path, std::string* out, bool one_record) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  return fd.valid() && PreadAll(fd.get(), out, one_record);
 }
 
 constexpr int64_t kMaxBytes = int64_t{1} << 50;
@@ -87,27 +98,49 @@ std::optional<CgroupJob> JobFromCgroupPath(std::string_view path) {
   return job;
 }
 
-std::vector<CgroupJob> CgroupFs::KubeContainers() const {
+std::vector<CgroupJob> CgroupFs::KubeContainers(bool relist_all) {
   namespace fs = std::filesystem;
   std::vector<CgroupJob> out;
+  std::map<std::string, PodDir> pod_dirs;
   const fs::path top = v2_ ? fs::path(root_) : fs::path(root_) / "memory";
   // kubepods → qos → pod → container: four levels at most below the hierarchy's root.
-  std::function<void(const fs::path&, const std::string&, int)> walk =
-      [&](const fs::path& dir, const std::string& rel, int depth) {
-        std::error_code ec;
-        for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-          if (!it->is_directory(ec)) continue;
-          std::string name = it->path().filename().string();
-          if (depth == 0 && name.rfind("kubepods", 0) != 0) continue;
-          std::string child = rel + "/" + name;
-          if (auto job = JobFromCgroupPath(child); job && !job->container_path.empty()) {
-            if (job->container_path == child) out.push_back(std::move(*job));
-            continue;  // a container's own sub-cgroups are the container's
-          }
-          if (depth < 3) walk(it->path(), child, depth + 1);
+  std::function<void(const fs::path&, const std::string&, int)> walk = [&](const fs::path& dir,
+                                                                           const std::string& rel,
+                                                                           int depth) {
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      if (!it->is_directory(ec)) continue;
+      std::string name = it->path().filename().string();
+      if (depth == 0 && name.rfind("kubepods", 0) != 0) continue;
+      std::string child = rel + "/" + name;
+      auto job = JobFromCgroupPath(child);
+      if (job && !job->container_path.empty()) {
+        if (job->container_path == child) out.push_back(std::move(*job));
+        continue;  // a container's own sub-cgroups are the container's
+      }
+      if (job && job->path == child) {
+        // A pod: its link count is 2 + its subdirectories (on the kernel's cgroup file
+        // systems, ext4, tmpfs), so an unchanged count means the same containers, unless one
+        // replaced another. A file system that counts 1 for every directory says nothing.
+        struct stat st {};
+        if (stat(it->path().c_str(), &st) != 0) continue;  // removed meanwhile
+        auto last = pod_dirs_.find(child);
+        if (!relist_all && last != pod_dirs_.end() && st.st_nlink >= 2 &&
+            last->second.links == st.st_nlink) {
+          out.insert(out.end(), last->second.containers.begin(), last->second.containers.end());
+          pod_dirs.insert(pod_dirs_.extract(last));
+          continue;
         }
-      };
+        size_t first = out.size();
+        if (depth < 3) walk(it->path(), child, depth + 1);
+        pod_dirs[child] = {st.st_nlink, {out.begin() + static_cast<ptrdiff_t>(first), out.end()}};
+        continue;
+      }
+      if (depth < 3) walk(it->path(), child, depth + 1);
+    }
+  };
   walk(top, "", 0);
+  pod_dirs_ = std::move(pod_dirs);  // pods gone are forgotten
   std::sort(out.begin(), out.end(), [](const CgroupJob& a, const CgroupJob& b) {
     return a.container_path < b.container_path;
   });
@@ -122,7 +155,7 @@ bool CgroupFs::Exists(const std::string& path) const {
 std::vector<int64_t> CgroupFs::Procs(const std::string& path) const {
   std::vector<int64_t> pids;
   std::string text;
-  if (!ReadSmallFile(Dir(path, "memory") + "/cgroup.procs", &text)) return pids;
+  if (!ReadSmallFile(Dir(path, "memory") + "/cgroup.procs", &text, false)) return pids;
   const char* p = text.data();
   const char* end = p + text.size();
   while (p < end) {
@@ -142,6 +175,51 @@ std::vector<int64_t> CgroupFs::Procs(const std::string& path) const {
 CgroupFs::CgroupFs(std::string root) : root_(std::move(root)) {
   struct stat st {};
   v2_ = stat((root_ + "/cgroup.controllers").c_str(), &st) == 0;
+  struct statfs fs {};
+  const std::string top = v2_ ? root_ : root_ + "/memory";
+  cgroup_fs_ = statfs(top.c_str(), &fs) == 0 &&
+               (fs.f_type == CGROUP_SUPER_MAGIC || fs.f_type == CGROUP2_SUPER_MAGIC);
+}
+
+void CgroupFs::set_keep_open(bool keep) {
+  kept_.clear();
+  max_kept_ = 0;
+  if (!keep || !cgroup_fs_) return;
+  rlimit lim{};
+  max_kept_ = kMaxKept;
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
+    max_kept_ = std::min<size_t>(max_kept_, lim.rlim_cur / 8);
+  }
+}
+
+void CgroupFs::Release(const std::string& path) {
+  if (kept_.empty()) return;
+  for (const char* controller : {"memory", "cpu", "cpuacct", "pids", "blkio"}) {
+    const std::string prefix = Dir(path, controller) + "/";
+    auto it = kept_.lower_bound(prefix);
+    while (it != kept_.end() && it->first.compare(0, prefix.size(), prefix) == 0) {
+      it = kept_.erase(it);
+    }
+    if (v2_) break;  // one directory for every controller
+  }
+}
+
+bool CgroupFs::ReadFile(const std::string& file, std::string* out) {
+  if (max_kept_ == 0) return ReadSmallFile(file, out, true);
+  if (auto it = kept_.find(file); it != kept_.end()) {
+    if (PreadAll(it->second.get(), out, true)) return true;
+    kept_.erase(it);  // the cgroup was removed, and maybe made again: the path says which
+  }
+  UniqueFd fd(open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid() || !PreadAll(fd.get(), out, true)) return false;
+  if (kept_.size() < max_kept_) kept_.emplace(file, std::move(fd));
+  return true;
+}
+
+std::optional<int64_t> CgroupFs::Tasks(const std::string& path) {
+  std::string text;
+  if (!ReadFile(Dir(path, "pids") + "/pids.current", &text)) return std::nullopt;
+  return IntIn(text);
 }
 
 std::string CgroupFs::Dir(const std::string& path, const char* controller) const {
@@ -150,7 +228,7 @@ std::string CgroupFs::Dir(const std::string& path, const char* controller) const
 
 std::optional<std::string> CgroupFs::ReadText(const std::string& file) {
   std::string text;
-  if (!ReadSmallFile(file, &text)) return std::nullopt;
+  if (!ReadFile(file, &text)) return std::nullopt;
   if (text.size() > kMaxFileBytes) {
     ++rejected_;
     return std::nullopt;
@@ -161,8 +239,12 @@ std::optional<std::string> CgroupFs::ReadText(const std::string& file) {
 std::optional<int64_t> CgroupFs::ReadInt(const std::string& file) {
   auto text = ReadText(file);
   if (!text) return std::nullopt;
-  if (text->rfind("max", 0) == 0) return std::nullopt;  // v2 "no limit"
-  auto v = ParseInt(*text);
+  return IntIn(*text);
+}
+
+std::optional<int64_t> CgroupFs::IntIn(const std::string& text) {
+  if (text.rfind("max", 0) == 0) return std::nullopt;  // v2 "no limit"
+  auto v = ParseInt(text);
   if (!v || *v < 0) {
     ++rejected_;
     return std::nullopt;
@@ -199,8 +281,6 @@ std::optional<int64_t> CgroupFs::KeyIn(std::string_view text, std::string_view k
 std::optional<CgroupCounters> CgroupFs::Read(const std::string& path, bool all) {
   CgroupCounters c;
   std::string mem = Dir(path, "memory");
-  struct stat st {};
-  if (stat(mem.c_str(), &st) != 0) return std::nullopt;  // the job ended
   auto sane = [&](std::optional<int64_t> v) -> std::optional<int64_t> {
     if (v && *v > kMaxBytes) {
       if (*v < kUnlimitedV1) ++rejected_;  // not the "unlimited" marker: garbage
@@ -208,8 +288,12 @@ std::optional<CgroupCounters> CgroupFs::Read(const std::string& path, bool all) 
     }
     return v;
   };
+  // The memory in use first: when it cannot be read, whether the cgroup is still there says if
+  // the job ended (one stat only then, not one per read).
+  auto usage = ReadText(mem + (v2_ ? "/memory.current" : "/memory.usage_in_bytes"));
+  if (!usage && !Exists(path)) return std::nullopt;  // the job ended
+  if (usage) c.memory_bytes = sane(IntIn(*usage));
   if (v2_) {
-    c.memory_bytes = sane(ReadInt(mem + "/memory.current"));
     if (!all) {
       if (auto stat = ReadText(mem + "/cpu.stat")) {
         if (auto usec = KeyIn(*stat, "usage_usec")) c.cpu_s = *usec / 1e6;
@@ -238,7 +322,6 @@ std::optional<CgroupCounters> CgroupFs::Read(const std::string& path, bool all) 
       c.io_write_bytes = total_w;
     }
   } else {
-    c.memory_bytes = sane(ReadInt(mem + "/memory.usage_in_bytes"));
     std::string cpu = Dir(path, "cpuacct");
     if (auto ns = ReadInt(cpu + "/cpuacct.usage")) c.cpu_s = static_cast<double>(*ns) / 1e9;
     if (!all) return c;

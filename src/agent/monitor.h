@@ -10,6 +10,7 @@
 // vanishing mid-read are normal and skipped. Not thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -51,13 +52,23 @@ class JobMonitor {
   void Sample(double now_s, const std::vector<int64_t>* pids = nullptr,
               const std::vector<ProcStat>* stats = nullptr, const NodeGpu* node = nullptr);
 
-  // The agent watches hundreds of processes: it reads each one's open files every tenth
-  // sample, its I/O counters and the cgroup's growing counters (peak, OOM kills, throttling,
-  // I/O) every fifth. `rightsize run` (one job) reads them every time.
-  void set_sparse_reads(bool sparse) {
-    fd_every_ = sparse ? 10 : 1;
-    io_every_ = sparse ? 5 : 1;
-    cgroup_all_every_ = sparse ? 5 : 1;
+  // How often (in samples) the costlier reads are done: each process's open files (a listing of
+  // /proc/PID/fd), each process's I/O counters and the network namespace's, and the cgroup's
+  // growing counters (peak, OOM kills, throttling, I/O; Finish reads them all once more) and
+  // limit. `rightsize run` (one job) reads them every time.
+  struct ReadEvery {
+    int64_t open_files = 1, io = 1, cgroup_all = 1;
+  };
+  // The agent watches hundreds of processes: open files every tenth sample, the rest every fifth.
+  static constexpr ReadEvery kSparse{10, 5, 5};
+  // A Kubernetes container's memory and CPU come from its cgroup every sample: its processes'
+  // open files once a minute, their I/O counters every 20th sample (a process that exits loses
+  // at most its last 20 seconds of I/O), the cgroup's growing counters every tenth.
+  static constexpr ReadEvery kContainer{60, 20, 10};
+  void set_read_every(ReadEvery every) {
+    fd_every_ = std::max<int64_t>(every.open_files, 1);
+    io_every_ = std::max<int64_t>(every.io, 1);
+    cgroup_all_every_ = std::max<int64_t>(every.cgroup_all, 1);
   }
 
   // Shipping to a server: with keep_new on, every sample is also kept until TakeNew() hands

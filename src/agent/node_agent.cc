@@ -38,6 +38,7 @@ NodeAgent::NodeAgent(NodeAgentOptions options, std::unique_ptr<Shipper> shipper)
       kubelet_(options_.agent.kubernetes ? std::make_unique<Kubelet>(options_.kubelet) : nullptr),
       agent_(&proc_, &cgroups_, gpu_.get(), WithShip(options_.agent, shipper_ != nullptr)) {
   proc_.set_keep_stat_open(true);  // one pread per process per cycle, no open/close
+  cgroups_.set_keep_open(true);    // likewise for the cgroups' counters
   agent_.set_dcgm(dcgm_.get());
   agent_.set_kubelet(kubelet_.get());
 }

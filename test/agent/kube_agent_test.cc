@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -47,6 +48,9 @@ constexpr char kUidC[] = "0c0c0c0c-1111-2222-3333-444455556666";
 constexpr char kUidD[] = "0d0d0d0d-1111-2222-3333-444455556666";
 const std::string kCidC(64, 'e');
 const std::string kCidD(64, 'f');
+// The kept-files test's container.
+constexpr char kUidE[] = "0e0e0e0e-1111-2222-3333-444455556666";
+const std::string kCidE(64, '9');
 
 class TempDir {
  public:
@@ -120,6 +124,27 @@ TEST(KubeCgroupTest, FindsContainersOfBothDriversOnAV2Tree) {
   EXPECT_EQ(by_path[sd_path].qos, "besteffort");
   ASSERT_TRUE(by_path.count(guaranteed));
   EXPECT_EQ(by_path[guaranteed].qos, "guaranteed");
+
+  // Between full listings, a pod is listed again when its count of containers changed.
+  auto has = [](const std::vector<CgroupJob>& found, const std::string& path) {
+    return std::any_of(found.begin(), found.end(),
+                       [&](const CgroupJob& c) { return c.container_path == path; });
+  };
+  const std::string fs_new = std::string("/kubepods/burstable/pod") + kUidA + "/" + kCidB;
+  t.Write(fs_new.substr(1) + "/cgroup.procs", "103\n");
+  std::vector<CgroupJob> again = cgroups.KubeContainers(false);
+  EXPECT_EQ(again.size(), 4u);
+  EXPECT_TRUE(has(again, fs_new));
+  // One replaced by another between two listings (the same count): a full listing finds it.
+  const std::string fs_other = std::string("/kubepods/burstable/pod") + kUidA + "/" + kCidC;
+  fs::remove_all(t.path() + fs_new);
+  t.Write(fs_other.substr(1) + "/cgroup.procs", "104\n");
+  std::vector<CgroupJob> all = cgroups.KubeContainers(true);
+  EXPECT_EQ(all.size(), 4u);
+  EXPECT_TRUE(has(all, fs_other));
+  EXPECT_FALSE(has(all, fs_new));
+  fs::remove_all(t.path() + fs_other);
+  EXPECT_EQ(cgroups.KubeContainers(false).size(), 3u);
 
   EXPECT_EQ(cgroups.Procs(fs_path), (std::vector<int64_t>{101, 102}));
   EXPECT_TRUE(cgroups.Procs(sd_path).empty());
@@ -551,8 +576,12 @@ TEST(KubeAgentTest, RealCgroupsOfBothDriversNamedWithGpuMemoryAndPeaks) {
   }
   kubelet.resources().Set(devices);
 
+  // As NodeAgent sets them up: stat and cgroup counter files kept open.
   ProcFs proc;
+  proc.set_keep_stat_open(true);
   CgroupFs cgroups;
+  cgroups.set_keep_open(true);
+  ASSERT_TRUE(cgroups.keeps_open());
   Kubelet k(kubelet.Options());
   AgentOptions options;
   options.cluster = "k8s-test";
@@ -575,6 +604,24 @@ TEST(KubeAgentTest, RealCgroupsOfBothDriversNamedWithGpuMemoryAndPeaks) {
                          "kind=\"kubernetes\"} 1"),
             std::string::npos)
       << metrics;
+  // A process that joins is counted at the next cycle, whether or not the container's full
+  // reading is due (two cycles in a row: at most one of them is).
+  Worker wa2(a, 0);
+  ASSERT_TRUE(wa2.Ready());
+  EXPECT_TRUE(agent.Cycle(3, 1003).empty());
+  EXPECT_NE(agent.Metrics().find("rightsize_job_processes{job_id=\"ml/train-x7k2p/trainer\","
+                                 "kind=\"kubernetes\"} 2"),
+            std::string::npos)
+      << agent.Metrics();
+  Worker wa3(a, 0);
+  ASSERT_TRUE(wa3.Ready());
+  EXPECT_TRUE(agent.Cycle(4, 1004).empty());
+  EXPECT_NE(agent.Metrics().find("rightsize_job_processes{job_id=\"ml/train-x7k2p/trainer\","
+                                 "kind=\"kubernetes\"} 3"),
+            std::string::npos)
+      << agent.Metrics();
+  EXPECT_EQ(WEXITSTATUS(wa2.Finish()), 0);
+  EXPECT_EQ(WEXITSTATUS(wa3.Finish()), 0);
 
   // Pod A completes: its process exits, the kubelet says so, the cgroup stays a while.
   EXPECT_EQ(WEXITSTATUS(wa.Finish()), 0);
@@ -582,7 +629,7 @@ TEST(KubeAgentTest, RealCgroupsOfBothDriversNamedWithGpuMemoryAndPeaks) {
   pod_a["status"]["containerStatuses"][0]["state"] = Terminated(0, "Completed");
   kubelet.SetPods({pod_a, pod_b});
   std::vector<JobRecord> ended;
-  for (int i = 3; i < 6 && ended.empty(); ++i) ended = agent.Cycle(i, 1000 + i);
+  for (int i = 5; i < 8 && ended.empty(); ++i) ended = agent.Cycle(i, 1000 + i);
   ASSERT_EQ(ended.size(), 1u);
   const JobRecord& ra = ended[0];
   EXPECT_EQ(ra.job_id, "ml/train-x7k2p/trainer");
@@ -601,16 +648,16 @@ TEST(KubeAgentTest, RealCgroupsOfBothDriversNamedWithGpuMemoryAndPeaks) {
               0.05 * static_cast<double>(peak_a));
   EXPECT_EQ(ra.usage.peak_gpu_memory_bytes, 1073741824);
   a.Remove();  // the runtime removes it; the agent must not record it twice
-  EXPECT_TRUE(agent.Cycle(6, 1006).empty());
+  EXPECT_TRUE(agent.Cycle(8, 1008).empty());
 
   // Pod B's cgroup goes first; the kubelet reports the end a cycle later.
   EXPECT_EQ(WEXITSTATUS(wb.Finish()), 0);
   const int64_t peak_b = ReadInt(b.Dir("memory") + "/memory.max_usage_in_bytes");
   b.Remove();
-  EXPECT_TRUE(agent.Cycle(7, 1007).empty());  // waiting for the kubelet's word
+  EXPECT_TRUE(agent.Cycle(9, 1009).empty());  // waiting for the kubelet's word
   pod_b["status"]["containerStatuses"][0]["state"] = Terminated(0, "Completed");
   kubelet.SetPods({pod_a, pod_b});
-  ended = agent.Cycle(8, 1008);
+  ended = agent.Cycle(10, 1010);
   ASSERT_EQ(ended.size(), 1u);
   EXPECT_EQ(ended[0].job_id, "web/api-7d4b9c8f6d-q2w3e/server");
   EXPECT_EQ(ended[0].request.job_name, "api/server");
@@ -621,8 +668,9 @@ TEST(KubeAgentTest, RealCgroupsOfBothDriversNamedWithGpuMemoryAndPeaks) {
   EXPECT_EQ(ended[0].usage.peak_gpu_memory_bytes, 3221225472);
 
   // The sandbox is never named: dropped after kUnnamedGiveUpS, never recorded.
-  EXPECT_TRUE(agent.Cycle(8 + Agent::kUnnamedGiveUpS, 1040).empty());
-  EXPECT_NE(agent.Metrics().find("rightsize_agent_unnamed_containers_total 1"), std::string::npos);
+  EXPECT_TRUE(agent.Cycle(10 + Agent::kUnnamedGiveUpS, 1040).empty());
+  EXPECT_NE(agent.Metrics().find("rightsize_agent_unnamed_containers_total 1"), std::string::npos)
+      << agent.Metrics();
   EXPECT_EQ(agent.jobs(), 0u);
   ::unsetenv("RIGHTSIZE_FAKE_NVML");
 }
@@ -660,7 +708,9 @@ TEST(KubeAgentTest, RealOomKillIsOutOfMemoryAndAFailedPodIsDiagnosedFromItsLog) 
       << "\n2026-01-01T00:00:01.000000004Z stderr F named 'torchvision'\n";
 
   ProcFs proc;
+  proc.set_keep_stat_open(true);
   CgroupFs cgroups;
+  cgroups.set_keep_open(true);
   Kubelet k(kubelet.Options());
   AgentOptions options;
   options.cluster = "k8s-test";
@@ -720,6 +770,51 @@ TEST(KubeAgentTest, RealOomKillIsOutOfMemoryAndAFailedPodIsDiagnosedFromItsLog) 
   json batch = TelemetryBatchJson("node-1", 1, {shipped["ml/bad-fghij/main"]});
   EXPECT_EQ(batch["jobs"][0]["diagnosis"]["class"], "import_error");
   EXPECT_EQ(batch["jobs"][0]["diagnosis"]["schema"], "rightsize.diagnosis/v1");
+}
+
+TEST(KubeAgentTest, KeptCgroupFilesNeverReadARemovedCgroup) {
+  ASSERT_TRUE(CanMakeCgroups()) << "needs root and cgroup v1 memory/cpuacct (make test runs so)";
+  const std::string rel = std::string("/kubepods/burstable/pod") + kUidE + "/" + kCidE;
+  CgroupFs cgroups;
+  cgroups.set_keep_open(true);
+  ASSERT_TRUE(cgroups.keeps_open());  // /sys/fs/cgroup is a cgroup file system
+  auto first = std::make_unique<RealCgroup>(rel);
+  {
+    Worker w(*first, 8);
+    ASSERT_TRUE(w.Ready());
+    auto c = cgroups.Read(rel);  // every counter file, opened and kept
+    ASSERT_TRUE(c.has_value());
+    EXPECT_GE(c->memory_bytes.value_or(0), 8 << 20);
+    EXPECT_EQ(cgroups.Tasks(rel), 1);
+    // cgroup.procs is read afresh: a process that joined a moment ago is listed (a kept v1
+    // file would give the list the kernel cached at the last read).
+    EXPECT_EQ(cgroups.Procs(rel), std::vector<int64_t>{w.pid()});
+    Worker joined(*first, 0);
+    ASSERT_TRUE(joined.Ready());
+    EXPECT_EQ(cgroups.Procs(rel).size(), 2u);
+    EXPECT_EQ(cgroups.Tasks(rel), 2);
+    EXPECT_EQ(WEXITSTATUS(w.Finish()), 0);
+    EXPECT_EQ(WEXITSTATUS(joined.Finish()), 0);
+  }
+  // Removed and made again under the same path between two reads: the kept files are the old
+  // cgroup's, and the reads must be the new one's.
+  first.reset();
+  RealCgroup second(rel);
+  Worker w(second, 24);
+  ASSERT_TRUE(w.Ready());
+  auto c = cgroups.Read(rel);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_GE(c->memory_bytes.value_or(0), 24 << 20);
+  EXPECT_EQ(c->memory_peak_bytes, ReadInt(second.Dir("memory") + "/memory.max_usage_in_bytes"));
+  EXPECT_EQ(c->cpu_s, ReadInt(second.Dir("cpuacct") + "/cpuacct.usage") / 1e9);
+  EXPECT_EQ(cgroups.Tasks(rel), 1);
+  // Removed for good: gone, not the last values read.
+  EXPECT_EQ(WEXITSTATUS(w.Finish()), 0);
+  second.Remove();
+  EXPECT_FALSE(cgroups.Read(rel, false).has_value());
+  EXPECT_FALSE(cgroups.Read(rel).has_value());
+  EXPECT_FALSE(cgroups.Tasks(rel).has_value());
+  EXPECT_TRUE(cgroups.Procs(rel).empty());
 }
 
 }  // namespace
