@@ -162,6 +162,9 @@ bool Analyzer::ExtractPretrained(const CallSite& c) {
     id = KwValue(c, "model");
     if (ts_node_is_null(Kw(c.file, c.node, "model"))) id = Eval(c.file, Pos(c.node, 1), 0);
     SetNumber(facts_.batch_size, KwValue(c, "batch_size"), where, "batch_size", kRankCall);
+    // pipeline(model=model): a model object loaded before (its from_pretrained decides the
+    // model and says why when it cannot), not a name to look up.
+    if (id.kind != Value::Kind::kString) return true;
   }
   if (id.kind != Value::Kind::kString) {
     if (!facts_.model.known()) {

@@ -7,7 +7,8 @@
 // num_key_value_heads is num_attention_heads, a missing head_dim is hidden / heads) and the module
 // structure of the family's modelling code (gated MLPs with three matrices in Llama, Mistral,
 // Qwen2, Gemma and Phi-3, two in GPT-2, BERT and OPT; biases where the family has them;
-// LayerNorm or RMSNorm; learned or rotary positions; tied or separate output embeddings). The
+// LayerNorm or RMSNorm; learned, rotary or ALiBi positions; multi-query attention in Falcon and
+// GPTBigCode; tied or separate output embeddings; T5 and mT5 encoder-decoders). The
 // built-in hub table holds the published config.json values of common open models, never a
 // measured figure: every parameter count is computed from the architecture. CNN activation
 // figures are approximate bytes of saved activations per 224x224 image in fp32 training
@@ -30,7 +31,7 @@ struct TransformerSpec {
   std::string key;     // the hub table's key ("llama-2-7b"); empty for a config read elsewhere
   std::string family;  // model_type: "gpt2", "llama", "bert", …; "transformer" when unknown
   int64_t layers = 0;  // decoder layers; encoder layers for encoders and encoder-decoders
-  int64_t decoder_layers = 0;  // encoder-decoders (T5) only
+  int64_t decoder_layers = 0;  // encoder-decoders (T5, mT5) only
   int64_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0, ffn = 0;
   int64_t max_positions = 0;
   int64_t embed_dim = 0;          // the token embeddings' width (OPT's word_embed_proj_dim)

@@ -608,6 +608,40 @@ out = pipe(prompts, max_new_tokens=256)
   EXPECT_GT(e.p90_bytes, e.p50_bytes);
 }
 
+TEST(MemoryModelTest, PipelineGivenAModelObjectLeavesTheModelToItsFromPretrained) {
+  // pipeline(model=model) passes the object from_pretrained loaded: not a name to look up. The
+  // known model is sized from from_pretrained with its torch_dtype.
+  Analysed a = AnalyseSource("pipeline-object", R"(
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, pipeline
+
+model = AutoModelForCausalLM.from_pretrained("bigcode/octocoder", torch_dtype=torch.bfloat16, device_map="auto")
+tokenizer = AutoTokenizer.from_pretrained("bigcode/octocoder")
+pipe = pipeline("text-generation", model=model, tokenizer=tokenizer)
+result = pipe(prompt, max_new_tokens=60)
+)");
+  EXPECT_DOUBLE_EQ(Term(a.estimate, "weights"), 15517456384.0 * 2);
+  EXPECT_EQ(a.facts.kv_heads.value, 1);  // multi-query: one K and one V head per layer
+
+  // An unknown name: the reason given is from_pretrained's, not the pipeline's argument.
+  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "rightsize-pipe-unk";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "train.sh") << "#!/bin/bash\n#SBATCH --gres=gpu:1\npython train.py\n";
+  std::ofstream(dir / "train.py")
+      << "from transformers import AutoModelForCausalLM, pipeline\n"
+         "model = AutoModelForCausalLM.from_pretrained(\"acme/unk-9b\")\n"
+         "pipe = pipeline(\"text-generation\", model=model)\n";
+  auto script = ParseJobScriptFile((dir / "train.sh").string());
+  ASSERT_TRUE(script.ok());
+  auto facts = AnalyzeJobCode(*script, dir.string(), "train.sh");
+  ASSERT_TRUE(facts.ok()) << facts.status().ToString();
+  auto e = EstimateGpuMemory(*facts);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().ToString().find("acme/unk-9b is not in the table"), std::string::npos)
+      << e.status().ToString();
+}
+
 TEST(MemoryModelTest, LocalConfigJsonSizesTheModel) {
   // from_pretrained on a local folder: its config.json, read as transformers reads it.
   std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "rightsize-localcfg";
