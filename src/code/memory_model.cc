@@ -389,6 +389,7 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, M
     RS_RETURN_IF_ERROR(need(f.batch_size.known(), "batch_size"));
     auto spec = FindVisionModel(f.model.value.value_or(""));
     double per_image = spec ? spec->activation_bytes_per_image : 100e6;
+    if (f.image_activation_bytes.known()) per_image = *f.image_activation_bytes.value;  // detector
     double b = static_cast<double>(*f.batch_size.value);
     double img = static_cast<double>(f.image_size.value.value_or(224));
     double area = (img / 224) * (img / 224);

@@ -758,6 +758,100 @@ std::optional<VisionSpec> FindVisionModel(std::string_view name) {
   return std::nullopt;
 }
 
+StatusOr<DetectorSpec> DetectorOf(std::string_view detector, int64_t depth, int64_t groups,
+                                  int64_t width_per_group, int64_t num_classes, bool frozen_bn) {
+  // The backbone without its classifier (fc 2048·1000 + 1000, or 512·1000 + 1000): torchvision's
+  // counts, and the parameters of its BatchNorms (2 per channel) for frozen_bn.
+  struct Backbone {
+    int64_t depth, groups, width;
+    double params, bn_params;     // bn_params: resnet50's only (torchvision's frozen BN)
+    std::string_view table_name;  // the classification table's entry for activations
+    double act_scale;             // ResNeXt: wider grouped convolutions than that entry
+  };
+  // ResNeXt's bottleneck is groups·width wide where ResNet's is 64 (stage 1): resnext50_32x4d's
+  // table figure is 1.33× resnet50's; 64x4d doubles the two inner maps of each block again.
+  static constexpr Backbone kBackbones[] = {
+      {18, 1, 64, 11689512.0 - 513000, 0, "resnet18", 1},
+      {34, 1, 64, 21797672.0 - 513000, 0, "resnet34", 1},
+      {50, 1, 64, 25557032.0 - 2049000, 53120, "resnet50", 1},
+      {101, 1, 64, 44549160.0 - 2049000, 0, "resnet101", 1},
+      {152, 1, 64, 60192808.0 - 2049000, 0, "resnet152", 1},
+      {50, 32, 4, 25028904.0 - 2049000, 0, "resnet50", 140.0 / 105},
+      {101, 32, 4, 44177704.0 - 2049000, 0, "resnet101", 140.0 / 105},
+      {101, 64, 4, 83455272.0 - 2049000, 0, "resnet101", 1 + 2 * (140.0 / 105 - 1)},
+  };
+  const Backbone* bb = nullptr;
+  const int64_t g = groups > 1 ? groups : 1;
+  for (const auto& b : kBackbones) {
+    if (b.depth == depth && b.groups == g && (g == 1 || b.width == width_per_group)) bb = &b;
+  }
+  if (bb == nullptr) {
+    return Status::BadInput(
+        fmt::format("a ResNet{} backbone of depth {} and {} groups", g > 1 ? "eXt" : "", depth, g));
+  }
+  const bool retina = detector == "RetinaNet";
+  const bool mask = detector == "MaskRCNN";
+  if (!retina && !mask && detector != "FasterRCNN") {
+    return Status::BadInput(fmt::format("detector {} is not modelled", detector));
+  }
+  auto conv = [](double in, double out, double k) { return in * out * k * k + out; };
+  const double c = 256;                     // FPN width
+  const double wide = depth >= 50 ? 4 : 1;  // bottleneck blocks widen the stage outputs by 4
+  double params = bb->params - (frozen_bn ? bb->bn_params : 0);
+  const double c5 = 512 * wide;
+  // FPN: a 1×1 lateral and a 3×3 output convolution per level; RetinaNet on C3–C5 with P6 and
+  // P7 convolutions, the two-stage detectors on C2–C5 (P6 by max-pooling).
+  for (double level :
+       retina ? std::vector<double>{128, 256, 512} : std::vector<double>{64, 128, 256, 512}) {
+    params += conv(level * wide, c, 1) + conv(c, c, 3);
+  }
+  const double classes = static_cast<double>(num_classes);
+  // Pyramid maps in units of one stride-4 256-channel map (levels 2–6 sum to 1.33 of it).
+  double maps = 2 * 1.33;  // FPN: the lateral sum and the output convolution's input per level
+  if (retina) {
+    // torchvision takes P6 from P5, MMDetection ('on_input') from C5.
+    params += conv(frozen_bn ? c : c5, c, 3) + conv(c, c, 3);
+    // Four 3×3 convolutions in each of the class and box branches, 9 anchors per position.
+    params += 8 * conv(c, c, 3) + conv(c, 9 * classes, 3) + conv(c, 9 * 4, 3);
+    // Eight saved convolution inputs, and the class logits (9·classes channels) with the
+    // sigmoid focal loss's fp32 intermediates (three maps of them).
+    maps += 1.33 * (8 + 3 * 9 * classes / c);
+  } else {
+    // RPN: a 3×3 convolution and 1×1 objectness and box outputs for 3 anchors.
+    params += conv(c, c, 3) + conv(c, 3, 1) + conv(c, 12, 1);
+    maps += 1.33;
+    // Box head: two shared fully connected layers on 7×7 RoIs, class scores (MMDetection adds
+    // the background to num_classes; torchvision's 91 include it) and a box per class.
+    const double scores = frozen_bn ? classes : classes + 1;
+    params += c * 49 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * scores + scores;
+    params += 1024 * 4 * classes + 4 * classes;
+    if (mask) {
+      // Four 3×3 convolutions, a 2×2 transposed convolution and 1×1 per-class mask logits.
+      params += 4 * conv(c, c, 3) + conv(c, c, 2) + conv(c, classes, 1);
+    }
+  }
+  auto backbone_acts = FindVisionModel(bb->table_name);
+  const double stride4_map = 56.0 * 56 * c * 4;  // 224² image: 56² positions, fp32
+  DetectorSpec d;
+  d.name = fmt::format("{} {}{} FPN", detector, g > 1 ? "x" : "r", depth);
+  d.parameters = params;
+  d.activation_bytes_per_image =
+      backbone_acts->activation_bytes_per_image * bb->act_scale + maps * stride4_map;
+  return d;
+}
+
+std::optional<DetectorSpec> FindTorchvisionDetector(std::string_view name) {
+  std::string_view type = name == "fasterrcnn_resnet50_fpn"  ? "FasterRCNN"
+                          : name == "retinanet_resnet50_fpn" ? "RetinaNet"
+                          : name == "maskrcnn_resnet50_fpn"  ? "MaskRCNN"
+                                                             : "";
+  if (type.empty()) return std::nullopt;
+  auto d = DetectorOf(type, 50, 1, 64, 91, /*frozen_bn=*/true);
+  if (!d.ok()) return std::nullopt;
+  d->name = std::string(name);
+  return *d;
+}
+
 double TransformerParameters(int64_t layers, int64_t hidden, int64_t ffn, int64_t vocab,
                              int64_t learned_positions, bool gated_mlp, bool tied_embeddings) {
   auto h = static_cast<double>(hidden);

@@ -71,6 +71,28 @@ struct VisionSpec {
   int64_t layers, hidden, heads, patch;  // ViTs only
 };
 
+// A detector: a ResNet/ResNeXt backbone with an FPN neck and its heads, counted from the
+// architecture (torchvision's detection models and MMDetection's configs).
+struct DetectorSpec {
+  std::string name;   // "FasterRCNN r50 FPN"
+  double parameters;  // every trainable parameter
+  // fp32 activation bytes saved for backward per image, at the area of a 224x224 image: the
+  // backbone's (the classification table's figure) plus the FPN's and the dense heads' maps,
+  // counted in stride-4 256-channel feature maps over the pyramid. The RoI heads' activations
+  // (a fixed number of sampled boxes) are not counted.
+  double activation_bytes_per_image;
+};
+
+// detector: "FasterRCNN", "RetinaNet" or "MaskRCNN"; backbone depth 18, 34, 50, 101 or 152;
+// groups > 1 for ResNeXt (32x4d, 64x4d at depth 101, 32x4d at 50); num_classes the
+// dataset's (MMDetection's heads: 80 for COCO; torchvision's: 91). `frozen_bn`: torchvision's
+// FrozenBatchNorm2d, whose weights are buffers, not parameters. BadInput for another detector or
+// backbone.
+StatusOr<DetectorSpec> DetectorOf(std::string_view detector, int64_t depth, int64_t groups,
+                                  int64_t width_per_group, int64_t num_classes, bool frozen_bn);
+// torchvision's detection constructors by exact name ("fasterrcnn_resnet50_fpn").
+std::optional<DetectorSpec> FindTorchvisionDetector(std::string_view name);
+
 // A config's value for a key as written ("4096", "true", "llama"); nullopt when absent.
 using ConfigLookup = std::function<std::optional<std::string>(std::string_view key)>;
 

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "code/advice.h"
+#include "code/model_zoo.h"
 #include "code/report.h"
 #include "jobscript/job_script.h"
 
@@ -640,6 +641,46 @@ result = pipe(prompt, max_new_tokens=60)
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().ToString().find("acme/unk-9b is not in the table"), std::string::npos)
       << e.status().ToString();
+}
+
+TEST(MemoryModelTest, MmdetectionConfigNamedOnTheCommandLine) {
+  // tools/train.py CONFIG: the config is read as part of the program; the detector from its
+  // model dict, the images from the training Resize, the batch from samples_per_gpu.
+  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "rightsize-mmdet";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "tools");
+  std::ofstream(dir / "train.sh") << "#!/bin/bash\n#SBATCH --gres=gpu:1\n"
+                                     "python tools/train.py retina.py --work-dir w\n";
+  std::ofstream(dir / "tools" / "train.py")
+      << "import argparse\nfrom mmcv import Config\n"
+         "parser = argparse.ArgumentParser()\nparser.add_argument('config')\n"
+         "cfg = Config.fromfile(parser.parse_args().config)\n";
+  std::ofstream(dir / "retina.py")
+      << "model = dict(type='RetinaNet', backbone=dict(type='ResNet', depth=50),\n"
+         "             neck=dict(type='FPN', out_channels=256))\n"
+         "train_pipeline = [dict(type='Resize', img_scale=(1333, 800), keep_ratio=True)]\n"
+         "data = dict(samples_per_gpu=4, workers_per_gpu=2)\n"
+         "optimizer = dict(type='SGD', lr=0.01, momentum=0.9)\n"
+         "fp16 = dict(loss_scale=512.)\n";
+  auto script = ParseJobScriptFile((dir / "train.sh").string());
+  ASSERT_TRUE(script.ok());
+  auto facts = AnalyzeJobCode(*script, dir.string(), "train.sh");
+  ASSERT_TRUE(facts.ok()) << facts.status().ToString();
+  const CodeFacts& f = *facts;
+  EXPECT_EQ(f.model.value, "RetinaNet r50 FPN");
+  EXPECT_EQ(f.model.where.ToString(), "retina.py:1");
+  EXPECT_EQ(f.batch_size.value, 4);
+  EXPECT_EQ(f.image_size.value, 1033);  // √(1333·800)
+  EXPECT_EQ(f.precision.value, Precision::kMixedFp16);
+  EXPECT_EQ(f.optimizer.value, Optimizer::kSgdMomentum);
+  EXPECT_EQ(f.training.value, true);
+  auto e = EstimateGpuMemory(f);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  auto d = DetectorOf("RetinaNet", 50, 1, 64, 80, false);
+  ASSERT_TRUE(d.ok());
+  // Per-image bytes at 224²'s area × (1033/224)² × 4 images × 0.5 (16-bit activations).
+  EXPECT_NEAR(Term(*e, "activations"),
+              d->activation_bytes_per_image * (1033.0 / 224) * (1033.0 / 224) * 4 * 0.5, 1.0);
 }
 
 TEST(MemoryModelTest, LocalConfigJsonSizesTheModel) {

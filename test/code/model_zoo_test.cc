@@ -152,6 +152,30 @@ TEST(ModelZooTest, T0AndMt5AreGatedUntiedEncoderDecoders) {
   EXPECT_TRUE(has_q);  // PEFT's "q", "v" targets exist in an mT5
 }
 
+TEST(ModelZooTest, DetectorsCountedFromBackboneFpnAndHeads) {
+  // torchvision's counts (FrozenBatchNorm2d: the backbone's BN weights are buffers):
+  // fasterrcnn_resnet50_fpn = ResNet-50 without fc and BN 23,454,912 + FPN 3,344,384 + RPN
+  //   593,935 + box head 12,846,080 + 1,049,600 + 1024·91+91 + 1024·364+364 = 41,755,286.
+  ASSERT_TRUE(FindTorchvisionDetector("fasterrcnn_resnet50_fpn").has_value());
+  EXPECT_DOUBLE_EQ(FindTorchvisionDetector("fasterrcnn_resnet50_fpn")->parameters, 41755286.0);
+  EXPECT_DOUBLE_EQ(FindTorchvisionDetector("maskrcnn_resnet50_fpn")->parameters, 44401393.0);
+  EXPECT_DOUBLE_EQ(FindTorchvisionDetector("retinanet_resnet50_fpn")->parameters, 34014999.0);
+  EXPECT_FALSE(FindTorchvisionDetector("ssd300_vgg16").has_value());
+  // MMDetection trains the BNs and has 80 COCO classes (+ background in the box scores).
+  auto r50 = DetectorOf("FasterRCNN", 50, 1, 64, 80, false);
+  auto r101 = DetectorOf("FasterRCNN", 101, 1, 64, 80, false);
+  ASSERT_TRUE(r50.ok() && r101.ok());
+  EXPECT_DOUBLE_EQ(r50->parameters, 41755286.0 + 53120 - 1024 * 10 - 10 - (1024 * 44 + 44));
+  EXPECT_DOUBLE_EQ(r101->parameters - r50->parameters, 44549160.0 - 25557032.0);
+  EXPECT_GT(r101->activation_bytes_per_image, r50->activation_bytes_per_image);
+  auto retina = DetectorOf("RetinaNet", 50, 1, 64, 80, false);
+  ASSERT_TRUE(retina.ok());
+  EXPECT_GT(retina->activation_bytes_per_image, r50->activation_bytes_per_image);  // dense head
+  EXPECT_TRUE(DetectorOf("RetinaNet", 101, 64, 4, 80, false).ok());                // ResNeXt
+  EXPECT_FALSE(DetectorOf("FasterRCNN", 77, 1, 64, 80, false).ok());
+  EXPECT_FALSE(DetectorOf("YOLOX", 50, 1, 64, 80, false).ok());
+}
+
 TEST(ModelZooTest, MixtralHoldsEveryExpert) {
   // Mixtral-8x7B: embeddings and lm_head 2·32000·4096 + 32 × (attention with 8 KV heads
   //   41,943,040 + router 4096·8 + 8 experts × 3·4096·14336 + 2·4096) + 4096 = 46,702,792,704.
