@@ -30,6 +30,7 @@ void Analyzer::SetTransformer(const TransformerSpec& spec, SourceLine where, con
     Set(facts_.max_positions, spec.max_positions, where, how, rank);
   }
   Set(facts_.ffn, spec.ffn, where, how, rank);
+  if (spec.encoder_decoder) Set(facts_.decoder_layers, spec.decoder_layers, where, how, rank);
   Set(facts_.parameters, spec.parameters, where,
       fmt::format("{}; counted from the {} architecture", how, spec.family), rank);
   pending_.erase("model");

@@ -683,6 +683,40 @@ TEST(MemoryModelTest, MmdetectionConfigNamedOnTheCommandLine) {
               d->activation_bytes_per_image * (1033.0 / 224) * (1033.0 / 224) * 4 * 0.5, 1.0);
 }
 
+TEST(MemoryModelTest, EncoderDecoderRunsItsDecoderAtTheTargetLength) {
+  auto program = [](const std::string& target) {
+    return R"(
+import torch
+from transformers import AutoModelForSeq2SeqLM
+model = AutoModelForSeq2SeqLM.from_pretrained("bigscience/T0_3B")
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+batch_size = 8
+max_length = 64
+)" + target +
+           R"(
+for x, y in loader:
+    loss = model(input_ids=x, labels=y).loss
+    loss.backward()
+    optimizer.step()
+)";
+  };
+  Analysed short_target = AnalyseSource("t0-target", program("max_target_length = 4"));
+  Analysed no_target = AnalyseSource("t0-no-target", program(""));
+  EXPECT_EQ(short_target.facts.decoder_layers.value, 24);
+  EXPECT_EQ(short_target.facts.target_len.value, 4);
+  // 24 encoder layers at s=64, 24 decoder layers at t=4 with cross-attention over 64, fp32 (×2):
+  const double b = 8, h = 2048, a = 32, s = 64, t = 4;
+  const double enc = s * b * h * (34 + 5 * a * s / h);
+  const double dec =
+      t * b * h * (34 + 5 * a * t / h) + b * h * (13 * t + 4 * s) + 5 * a * t * s * b;
+  EXPECT_DOUBLE_EQ(Term(short_target.estimate, "activations"), 24 * (enc + dec) * 2);
+  EXPECT_DOUBLE_EQ(Term(short_target.estimate, "logits"), b * t * 32128 * 4 * 2);
+  // Without a target length the decoder is taken at the source length, and that is said.
+  EXPECT_GT(Term(no_target.estimate, "activations"),
+            3 * Term(short_target.estimate, "activations") / 2);
+  EXPECT_FALSE(no_target.estimate.assumptions.empty());
+}
+
 TEST(MemoryModelTest, LocalConfigJsonSizesTheModel) {
   // from_pretrained on a local folder: its config.json, read as transformers reads it.
   std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "rightsize-localcfg";
