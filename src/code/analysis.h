@@ -113,7 +113,13 @@ struct CodeFacts {
   Fact<int64_t> max_new_tokens;
   Fact<int64_t> batch_size;  // per GPU (the micro-batch)
   Fact<int64_t> seq_len;
-  Fact<int64_t> image_size;
+  // Encoder-decoders (T5, mT5): the decoder's share of `layers`, and the target length the
+  // decoder runs at (max_target_length; seq_len when not found).
+  Fact<int64_t> decoder_layers, target_len;
+  Fact<int64_t> image_size;  // a square's side; a detector's W×H as the side of the same area
+  // A detector (torchvision's, an MMDetection config): fp32 bytes saved per image at 224²'s area,
+  // its backbone's, FPN's and heads' (model_zoo.h DetectorSpec).
+  Fact<double> image_activation_bytes;
   Fact<Precision> precision;
   Fact<bool> training;  // an optimizer, backward() or a trainer: else inference
   Fact<Optimizer> optimizer;

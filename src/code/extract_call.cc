@@ -698,6 +698,9 @@ void Analyzer::ExtractFallbacks() {
   named({"block_size", "seq_len", "seq_length", "max_seq_length", "max_length", "context_length",
          "max_len", "sequence_length"},
         facts_.seq_len, "seq_len");
+  named({"max_target_length", "target_max_length", "max_target_len", "target_length",
+         "max_target_tokens"},
+        facts_.target_len, "target length");
   named({"image_size", "img_size", "input_size", "resolution", "crop_size"}, facts_.image_size,
         "image_size");
   named({"gradient_accumulation_steps", "grad_accum", "accumulation_steps", "accum_steps",

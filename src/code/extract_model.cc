@@ -2,6 +2,7 @@
 // constructors (also chosen by getattr), and hand-built nn.Transformer, nn.Linear and
 // nn.Embedding layers summed into a parameter count. See analyzer.h.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -29,6 +30,7 @@ void Analyzer::SetTransformer(const TransformerSpec& spec, SourceLine where, con
     Set(facts_.max_positions, spec.max_positions, where, how, rank);
   }
   Set(facts_.ffn, spec.ffn, where, how, rank);
+  if (spec.encoder_decoder) Set(facts_.decoder_layers, spec.decoder_layers, where, how, rank);
   Set(facts_.parameters, spec.parameters, where,
       fmt::format("{}; counted from the {} architecture", how, spec.family), rank);
   pending_.erase("model");
@@ -162,6 +164,9 @@ bool Analyzer::ExtractPretrained(const CallSite& c) {
     id = KwValue(c, "model");
     if (ts_node_is_null(Kw(c.file, c.node, "model"))) id = Eval(c.file, Pos(c.node, 1), 0);
     SetNumber(facts_.batch_size, KwValue(c, "batch_size"), where, "batch_size", kRankCall);
+    // pipeline(model=model): a model object loaded before (its from_pretrained decides the
+    // model and says why when it cannot), not a name to look up.
+    if (id.kind != Value::Kind::kString) return true;
   }
   if (id.kind != Value::Kind::kString) {
     if (!facts_.model.known()) {
@@ -241,9 +246,100 @@ bool Analyzer::ExtractPretrained(const CallSite& c) {
   return true;
 }
 
+void Analyzer::SetDetector(const DetectorSpec& d, SourceLine where, const std::string& how) {
+  if (!Set(facts_.model, d.name, where, how, kRankCall)) return;
+  facts_.architecture = Architecture::kCnn;
+  Set(facts_.parameters, d.parameters, where,
+      fmt::format("{}; counted from the backbone, FPN and heads", how), kRankCall);
+  Set(facts_.image_activation_bytes, d.activation_bytes_per_image, where, how, kRankCall);
+  pending_.erase("model");
+}
+
+// An MMDetection config (a Python file of dict(...) calls, named on tools/train.py's command
+// line): the detector and its backbone, the training resize, samples_per_gpu / batch_size, SGD
+// and fp16 (fp16 = dict(loss_scale=…) or optim_wrapper=dict(type='AmpOptimWrapper')).
+bool Analyzer::ExtractMmdetConfig(const CallSite& c) {
+  if (c.callee != "dict") return false;
+  SourceLine where = Where(c);
+  Value type = KwValue(c, "type");
+  const std::string& t = type.text;
+  if (type.kind != Value::Kind::kString) {
+    SetNumber(facts_.batch_size, KwValue(c, "samples_per_gpu"), where, "samples_per_gpu",
+              kRankCall);
+    // MMEngine: train_dataloader = dict(batch_size=2, dataset=dict(…)).
+    if (!ts_node_is_null(Kw(c.file, c.node, "dataset"))) {
+      SetNumber(facts_.batch_size, KwValue(c, "batch_size"), where, "batch_size", kRankCall);
+    }
+    // fp16 = dict(loss_scale=512.): MMCV's Fp16OptimizerHook, mixed precision.
+    TSNode parent = ts_node_parent(c.node);
+    if (!ts_node_is_null(Kw(c.file, c.node, "loss_scale")) && TypeOf(parent) == "assignment" &&
+        Text(c.file, Field(parent, "left")) == "fp16") {
+      Set(facts_.precision, Precision::kMixedFp16, where, "fp16 = dict(loss_scale=…)", kRankCall);
+    }
+    return true;
+  }
+  if (t == "FasterRCNN" || t == "RetinaNet" || t == "MaskRCNN") {
+    TSNode bb = Kw(c.file, c.node, "backbone");
+    int64_t depth = 0, groups = 1, width = 64;
+    if (!ts_node_is_null(bb) && TypeOf(bb) == "call") {
+      Value d = Eval(c.file, Kw(c.file, bb, "depth"), 0);
+      Value g = Eval(c.file, Kw(c.file, bb, "groups"), 0);
+      Value w = Eval(c.file, Kw(c.file, bb, "base_width"), 0);
+      if (d.IsNumber()) depth = static_cast<int64_t>(d.number);
+      if (g.IsNumber()) groups = static_cast<int64_t>(g.number);
+      if (w.IsNumber()) width = static_cast<int64_t>(w.number);
+    }
+    auto spec = DetectorOf(t, depth, groups, width, 80, /*frozen_bn=*/false);
+    if (!spec.ok()) {
+      Undecided("model", fmt::format("dict(type='{}'): {}", t, spec.status().message()), where);
+      return true;
+    }
+    SetDetector(*spec, where,
+                fmt::format("MMDetection dict(type='{}', backbone depth={}{})", t, depth,
+                            groups > 1 ? fmt::format(", groups={}x{}d", groups, width) : ""));
+    Set(facts_.training, true, where, "an MMDetection training config", kRankDefault);
+    Set(facts_.framework, std::string("MMDetection"), where, "an MMDetection config", kRankDefault);
+    pending_.erase("framework");
+    // tools/train.py wraps the detector in MMDistributedDataParallel, one process per GPU.
+    Set(facts_.parallelism, std::string("MMDetection (DDP)"), where,
+        "MMDetection's distributed training: DDP, one process per GPU", kRankDefault);
+    return true;
+  }
+  if (t == "Resize" || t == "RandomResize") {
+    TSNode scale = Kw(c.file, c.node, "img_scale");
+    if (ts_node_is_null(scale)) scale = Kw(c.file, c.node, "scale");
+    if (!ts_node_is_null(scale) && TypeOf(scale) == "tuple" && NamedCount(scale) == 2) {
+      Value w = Eval(c.file, Named(scale, 0), 0), h = Eval(c.file, Named(scale, 1), 0);
+      if (w.IsNumber() && h.IsNumber() && w.number > 0 && h.number > 0) {
+        auto side = static_cast<int64_t>(std::lround(std::sqrt(w.number * h.number)));
+        Set(facts_.image_size, side, where,
+            fmt::format("Resize to {}×{} (the area of a {}² image)", w.number, h.number, side),
+            kRankCall);
+      }
+    }
+    return true;
+  }
+  if (t == "SGD" && facts_.framework.value == "MMDetection") {
+    bool momentum = KwValue(c, "momentum").IsNumber() && KwValue(c, "momentum").number > 0;
+    Set(facts_.optimizer, momentum ? Optimizer::kSgdMomentum : Optimizer::kSgd, where,
+        "dict(type='SGD')", kRankCall);
+  }
+  if (t == "AmpOptimWrapper") {
+    Set(facts_.precision, Precision::kMixedFp16, where, "AmpOptimWrapper", kRankCall);
+  }
+  return true;
+}
+
 bool Analyzer::ExtractVisionModel(const CallSite& c) {
   std::string_view name = c.name;
   SourceLine where = Where(c);
+  if (auto d = FindTorchvisionDetector(name)) {
+    SetDetector(*d, where, fmt::format("{}()", c.callee));
+    // GeneralizedRCNNTransform resizes to min_size 800, max_size 1333.
+    Set(facts_.image_size, int64_t{1033}, where,
+        "torchvision detection resize 1333×800 (the area of a 1033² image)", kRankDefault);
+    return true;
+  }
   // torchvision / timm constructors by name.
   auto v = FindVisionModel(name);
   if (!v) return false;
@@ -417,8 +513,8 @@ void Analyzer::ExtractTorchLayer(const CallSite& c) {
 }
 
 void Analyzer::ExtractModelCall(const CallSite& c) {
-  if (ExtractHfConfig(c) || ExtractPretrained(c) || ExtractVisionModel(c) ||
-      ExtractDynamicModel(c) || ExtractTorchTransformer(c)) {
+  if (ExtractMmdetConfig(c) || ExtractHfConfig(c) || ExtractPretrained(c) ||
+      ExtractVisionModel(c) || ExtractDynamicModel(c) || ExtractTorchTransformer(c)) {
     return;
   }
   ExtractTorchLayer(c);

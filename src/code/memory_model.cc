@@ -337,6 +337,26 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, M
     } else if (ckpt == Checkpointing::kFull) {
       act = (layers * 2 * s * b * h + full_layer) * dtype_factor;
       per_layer = "2·s·b·h per layer (full checkpointing) + one layer recomputed";
+    } else if (f.decoder_layers.value.value_or(0) > 0 &&
+               f.architecture == Architecture::kTransformer) {
+      // Encoder-decoder: the encoder's layers at the source length s, the decoder's at the
+      // target length t, each decoder layer with a cross-attention block (its query, scores
+      // over the s encoder positions, output and norm: 13·t·b·h + 5·a·t·s·b, and the encoder
+      // output it reads as keys and values, 4·s·b·h).
+      double dec = static_cast<double>(*f.decoder_layers.value);
+      double enc = layers - dec;
+      double t = static_cast<double>(f.target_len.value.value_or(*f.seq_len.value));
+      double dec_layer = t * b * h * (34 + (fused ? 0 : 5 * a * t / h));
+      double cross = b * h * (13 * t + 4 * s) + (fused ? 0 : 5 * a * t * s * b);
+      act = (enc * full_layer + dec * (dec_layer + cross)) * dtype_factor;
+      per_layer = fmt::format(
+          "encoder {} layers at s, decoder {} at t={}{} with cross-attention (13·t + 4·s)·b·h{}",
+          enc, dec, t, f.target_len.known() ? "" : " (= s: no target length found)",
+          fused ? "" : " + 5·a·t·s·b");
+      if (!f.target_len.known()) {
+        e->assumptions.push_back("the decoder's target length is taken as the source length");
+      }
+      AddLine(&acts.lines, f.target_len);
     } else {
       act = layers * full_layer * dtype_factor;
       per_layer = fused ? "34·s·b·h per layer (fused attention)" : "s·b·h·(34 + 5·a·s/h) per layer";
@@ -347,6 +367,9 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, M
     e->bytes_per_sample = act / b;
     if (f.vocab.known() && f.architecture == Architecture::kTransformer) {
       double v = static_cast<double>(*f.vocab.value);
+      if (f.decoder_layers.value.value_or(0) > 0 && f.target_len.known()) {
+        s = static_cast<double>(*f.target_len.value);  // the decoder's positions give logits
+      }
       logits.bytes = b * s * v * 4 * (training ? 2 : 1);
       logits.formula = fmt::format("b·s·V·4{} = {}·{}·{}·4{}", training ? "·2" : "", b, s, v,
                                    training ? "·2 (fp32 logits and their gradient)" : "");
@@ -389,6 +412,7 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, M
     RS_RETURN_IF_ERROR(need(f.batch_size.known(), "batch_size"));
     auto spec = FindVisionModel(f.model.value.value_or(""));
     double per_image = spec ? spec->activation_bytes_per_image : 100e6;
+    if (f.image_activation_bytes.known()) per_image = *f.image_activation_bytes.value;  // detector
     double b = static_cast<double>(*f.batch_size.value);
     double img = static_cast<double>(f.image_size.value.value_or(224));
     double area = (img / 224) * (img / 224);

@@ -90,6 +90,27 @@ constexpr HubConfig kHub[] = {
     {"pythia-12b",
      "model_type=gpt_neox vocab_size=50688 hidden_size=5120 num_hidden_layers=36 "
      "num_attention_heads=40 intermediate_size=20480"},
+    // StableLM alpha (GPT-NeoX).
+    {"stablelm-base-alpha-3b",
+     "model_type=gpt_neox vocab_size=50688 hidden_size=4096 num_hidden_layers=16 "
+     "num_attention_heads=32 intermediate_size=16384 max_position_embeddings=4096"},
+    // Falcon (FalconConfig defaults: falcon-7b's shape but multi_query and parallel_attn).
+    {"falcon-7b", "model_type=falcon"},
+    {"falcon-40b",
+     "model_type=falcon hidden_size=8192 num_hidden_layers=60 num_attention_heads=128 "
+     "num_kv_heads=8 new_decoder_architecture=true"},
+    // BLOOM and BLOOMZ (BloomConfig's defaults are a toy model: every size given).
+    {"bloom-560m", "model_type=bloom hidden_size=1024 n_layer=24 n_head=16"},
+    {"bloom-7b1", "model_type=bloom hidden_size=4096 n_layer=30 n_head=32"},
+    {"bloomz-560m", "model_type=bloom hidden_size=1024 n_layer=24 n_head=16"},
+    {"bloomz-7b1", "model_type=bloom hidden_size=4096 n_layer=30 n_head=32"},
+    // StarCoder and OctoCoder (GPTBigCode: multi-query attention, learned positions).
+    {"starcoder",
+     "model_type=gpt_bigcode vocab_size=49152 n_positions=8192 n_embd=6144 n_layer=40 "
+     "n_head=48 n_inner=24576"},
+    {"octocoder",
+     "model_type=gpt_bigcode vocab_size=49152 n_positions=8192 n_embd=6144 n_layer=40 "
+     "n_head=48 n_inner=24576"},
     // Llama (LlamaConfig defaults: Llama-2-7B's shape).
     {"tinyllama-1.1b",
      "model_type=llama hidden_size=2048 intermediate_size=5632 "
@@ -237,6 +258,24 @@ constexpr HubConfig kHub[] = {
     {"flan-t5-xxl",
      "model_type=t5 feed_forward_proj=gated-gelu tie_word_embeddings=false "
      "d_model=4096 d_ff=10240 num_layers=24 num_heads=64"},
+    // T0 (T5 v1.1 LM-adapted: gated-GELU, untied output layer).
+    {"t0_3b",
+     "model_type=t5 feed_forward_proj=gated-gelu tie_word_embeddings=false "
+     "d_model=2048 d_ff=5120 num_layers=24 num_heads=32"},
+    {"t0pp",
+     "model_type=t5 feed_forward_proj=gated-gelu tie_word_embeddings=false "
+     "d_model=4096 d_ff=10240 num_layers=24 num_heads=64"},
+    // mT5 and mT0 (MT5Config defaults: mt5-small; gated-GELU, untied).
+    {"mt5-small", "model_type=mt5"},
+    {"mt5-base", "model_type=mt5 d_model=768 d_ff=2048 num_layers=12 num_heads=12"},
+    {"mt5-large", "model_type=mt5 d_model=1024 d_ff=2816 num_layers=24 num_heads=16"},
+    {"mt5-xl", "model_type=mt5 d_model=2048 d_ff=5120 num_layers=24 num_heads=32"},
+    {"mt5-xxl", "model_type=mt5 d_model=4096 d_ff=10240 num_layers=24 num_heads=64"},
+    {"mt0-small", "model_type=mt5"},
+    {"mt0-base", "model_type=mt5 d_model=768 d_ff=2048 num_layers=12 num_heads=12"},
+    {"mt0-large", "model_type=mt5 d_model=1024 d_ff=2816 num_layers=24 num_heads=16"},
+    {"mt0-xl", "model_type=mt5 d_model=2048 d_ff=5120 num_layers=24 num_heads=32"},
+    {"mt0-xxl", "model_type=mt5 d_model=4096 d_ff=10240 num_layers=24 num_heads=64"},
     // ViT (ViTConfig defaults: vit-base-patch16-224).
     {"vit-base-patch16", "model_type=vit"},
     {"vit-base-patch32", "model_type=vit patch_size=32"},
@@ -359,6 +398,32 @@ void ReadEncoder(const ConfigReader& r, TransformerSpec* s) {
   }
 }
 
+// Falcon: rotary (or ALiBi) positions, LayerNorm, a fused query_key_value projection with
+// multi-query (7B) or grouped (new_decoder_architecture: 40B, 180B) keys and values, a 4·h GELU
+// MLP, biases only when `bias`; attention and MLP in parallel on one norm (two in the new
+// architecture); output layer tied.
+void ReadFalcon(const ConfigReader& r, TransformerSpec* s) {
+  s->vocab = r.Int({"vocab_size"}, 65024);
+  s->hidden = r.Int({"hidden_size"}, 4544);
+  s->layers = r.Int({"num_hidden_layers", "n_layer"}, 32);
+  s->heads = r.Int({"num_attention_heads", "n_head"}, 71);
+  const bool new_arch = r.Bool({"new_decoder_architecture"}, false);
+  if (new_arch) {
+    s->kv_heads = r.Int({"num_kv_heads"}, s->heads);
+  } else {
+    s->kv_heads = r.Bool({"multi_query"}, true) ? 1 : s->heads;
+  }
+  s->ffn = r.Int({"ffn_hidden_size"}, 4 * s->hidden);
+  s->max_positions = r.Int({"max_position_embeddings"}, 2048);
+  s->tied_embeddings = r.Bool({"tie_word_embeddings"}, true);
+  s->fused_qkv = true;
+  s->qkv_bias = s->o_bias = s->mlp_bias = r.Bool({"bias"}, false);
+  const bool parallel = r.Bool({"parallel_attn"}, true);
+  s->norms_per_layer = new_arch   ? static_cast<int>(r.Int({"num_ln_in_parallel_attn"}, 2))
+                       : parallel ? 1
+                                  : 2;
+}
+
 // A family-less config (nanoGPT's GPTConfig, a custom one): a GPT-2-like decoder.
 Status ReadGeneric(const ConfigReader& r, TransformerSpec* s) {
   s->layers = r.Int({"n_layer", "num_hidden_layers", "num_layers"}, 0);
@@ -445,19 +510,43 @@ StatusOr<TransformerSpec> TransformerFromConfig(const ConfigLookup& get,
     s.final_norm = r.Bool({"do_layer_norm_before"}, true);
   } else if (f == "bert" || f == "roberta" || f == "distilbert") {
     ReadEncoder(r, &s);
-  } else if (f == "t5") {
-    s.vocab = r.Int({"vocab_size"}, 32128);
+  } else if (f == "falcon") {
+    ReadFalcon(r, &s);
+  } else if (f == "bloom") {
+    s.vocab = r.Int({"vocab_size"}, 250880);
+    s.hidden = r.Int({"hidden_size", "n_embed"}, 64);
+    s.layers = r.Int({"n_layer", "num_hidden_layers"}, 2);
+    s.heads = r.Int({"n_head", "num_attention_heads"}, 8);
+    s.ffn = 4 * s.hidden;  // BloomMLP: dense_h_to_4h
+    s.tied_embeddings = r.Bool({"tie_word_embeddings"}, true);
+    s.fused_qkv = s.qkv_bias = s.o_bias = s.mlp_bias = true;
+    s.embedding_norm = true;  // word_embeddings_layernorm; ALiBi: no position table
+  } else if (f == "gpt_bigcode") {
+    s.vocab = r.Int({"vocab_size"}, 50257);
+    s.hidden = r.Int({"n_embd", "hidden_size"}, 768);
+    s.layers = r.Int({"n_layer", "num_hidden_layers"}, 12);
+    s.heads = r.Int({"n_head", "num_attention_heads"}, 12);
+    s.kv_heads = r.Bool({"multi_query"}, true) ? 1 : s.heads;
+    s.ffn = r.Int({"n_inner"}, 4 * s.hidden);
+    s.max_positions = r.Int({"n_positions", "max_position_embeddings"}, 1024);
+    s.learned_positions = s.max_positions;
+    s.tied_embeddings = r.Bool({"tie_word_embeddings"}, true);
+    s.fused_qkv = s.qkv_bias = s.o_bias = s.mlp_bias = true;
+  } else if (f == "t5" || f == "mt5") {
+    const bool mt5 = f == "mt5";  // MT5Config: mt5-small, gated-GELU, untied, 250,112 tokens
+    s.vocab = r.Int({"vocab_size"}, mt5 ? 250112 : 32128);
     s.hidden = r.Int({"d_model", "hidden_size"}, 512);
-    s.layers = r.Int({"num_layers", "num_hidden_layers"}, 6);
+    s.layers = r.Int({"num_layers", "num_hidden_layers"}, mt5 ? 8 : 6);
     s.decoder_layers = r.Int({"num_decoder_layers"}, s.layers);
-    s.heads = r.Int({"num_heads", "num_attention_heads"}, 8);
+    s.heads = r.Int({"num_heads", "num_attention_heads"}, mt5 ? 6 : 8);
     s.kv_heads = s.heads;
     s.head_dim = r.Int({"d_kv"}, 64);
-    s.ffn = r.Int({"d_ff"}, 2048);
+    s.ffn = r.Int({"d_ff"}, mt5 ? 1024 : 2048);
     s.max_positions = 512;
     s.relative_buckets = r.Int({"relative_attention_num_buckets"}, 32);
-    s.gated_mlp = r.Text({"feed_forward_proj"}).value_or("relu").starts_with("gated");
-    s.tied_embeddings = r.Bool({"tie_word_embeddings"}, true);
+    s.gated_mlp =
+        r.Text({"feed_forward_proj"}).value_or(mt5 ? "gated-gelu" : "relu").starts_with("gated");
+    s.tied_embeddings = r.Bool({"tie_word_embeddings"}, !mt5);
     s.rms_norm = true;
     s.encoder_decoder = true;
   } else if (f == "vit") {
@@ -496,7 +585,7 @@ std::vector<LinearModule> LinearModulesOf(const TransformerSpec& s) {
     out.push_back({std::string(name), in, o, count, bias});
   };
   const std::string& fam = s.family;
-  if (fam == "t5") {
+  if (s.encoder_decoder) {                                 // T5, mT5
     const int64_t attn = s.layers + 2 * s.decoder_layers;  // self-attention, plus cross in the
     for (auto m : {"q", "k", "v"}) add(m, h, q_out, attn, false);  // decoder
     add("o", q_out, h, attn, false);
@@ -510,12 +599,12 @@ std::vector<LinearModule> LinearModulesOf(const TransformerSpec& s) {
     add("wo", f, h, ff, false);
     return out;
   }
-  if (fam == "gpt2" || fam == "transformer") {
+  if (fam == "gpt2" || fam == "gpt_bigcode" || fam == "transformer") {
     add("c_attn", h, q_out + 2 * kv_out, n, s.qkv_bias);
     add("c_proj", q_out, h, n, s.o_bias);
     add("c_fc", h, f, n, s.mlp_bias);
     add("c_proj", f, h, n, s.mlp_bias);
-  } else if (fam == "gpt_neox") {
+  } else if (fam == "gpt_neox" || fam == "falcon" || fam == "bloom") {
     add("query_key_value", h, q_out + 2 * kv_out, n, s.qkv_bias);
     add("dense", q_out, h, n, s.o_bias);
     add("dense_h_to_4h", h, f, n, s.mlp_bias);
@@ -621,6 +710,10 @@ std::vector<std::string> DefaultLoraTargets(std::string_view family) {
       {"vit", {"query", "value"}},
       {"distilbert", {"q_lin", "v_lin"}},
       {"t5", {"q", "v"}},
+      {"mt5", {"q", "v"}},
+      {"falcon", {"query_key_value"}},
+      {"bloom", {"query_key_value"}},
+      {"gpt_bigcode", {"c_attn"}},
   };
   auto it = kTargets.find(family);
   return it == kTargets.end() ? std::vector<std::string>{} : it->second;
@@ -663,6 +756,100 @@ std::optional<VisionSpec> FindVisionModel(std::string_view name) {
     if (spec.name == name) return spec;
   }
   return std::nullopt;
+}
+
+StatusOr<DetectorSpec> DetectorOf(std::string_view detector, int64_t depth, int64_t groups,
+                                  int64_t width_per_group, int64_t num_classes, bool frozen_bn) {
+  // The backbone without its classifier (fc 2048·1000 + 1000, or 512·1000 + 1000): torchvision's
+  // counts, and the parameters of its BatchNorms (2 per channel) for frozen_bn.
+  struct Backbone {
+    int64_t depth, groups, width;
+    double params, bn_params;     // bn_params: resnet50's only (torchvision's frozen BN)
+    std::string_view table_name;  // the classification table's entry for activations
+    double act_scale;             // ResNeXt: wider grouped convolutions than that entry
+  };
+  // ResNeXt's bottleneck is groups·width wide where ResNet's is 64 (stage 1): resnext50_32x4d's
+  // table figure is 1.33× resnet50's; 64x4d doubles the two inner maps of each block again.
+  static constexpr Backbone kBackbones[] = {
+      {18, 1, 64, 11689512.0 - 513000, 0, "resnet18", 1},
+      {34, 1, 64, 21797672.0 - 513000, 0, "resnet34", 1},
+      {50, 1, 64, 25557032.0 - 2049000, 53120, "resnet50", 1},
+      {101, 1, 64, 44549160.0 - 2049000, 0, "resnet101", 1},
+      {152, 1, 64, 60192808.0 - 2049000, 0, "resnet152", 1},
+      {50, 32, 4, 25028904.0 - 2049000, 0, "resnet50", 140.0 / 105},
+      {101, 32, 4, 44177704.0 - 2049000, 0, "resnet101", 140.0 / 105},
+      {101, 64, 4, 83455272.0 - 2049000, 0, "resnet101", 1 + 2 * (140.0 / 105 - 1)},
+  };
+  const Backbone* bb = nullptr;
+  const int64_t g = groups > 1 ? groups : 1;
+  for (const auto& b : kBackbones) {
+    if (b.depth == depth && b.groups == g && (g == 1 || b.width == width_per_group)) bb = &b;
+  }
+  if (bb == nullptr) {
+    return Status::BadInput(
+        fmt::format("a ResNet{} backbone of depth {} and {} groups", g > 1 ? "eXt" : "", depth, g));
+  }
+  const bool retina = detector == "RetinaNet";
+  const bool mask = detector == "MaskRCNN";
+  if (!retina && !mask && detector != "FasterRCNN") {
+    return Status::BadInput(fmt::format("detector {} is not modelled", detector));
+  }
+  auto conv = [](double in, double out, double k) { return in * out * k * k + out; };
+  const double c = 256;                     // FPN width
+  const double wide = depth >= 50 ? 4 : 1;  // bottleneck blocks widen the stage outputs by 4
+  double params = bb->params - (frozen_bn ? bb->bn_params : 0);
+  const double c5 = 512 * wide;
+  // FPN: a 1×1 lateral and a 3×3 output convolution per level; RetinaNet on C3–C5 with P6 and
+  // P7 convolutions, the two-stage detectors on C2–C5 (P6 by max-pooling).
+  for (double level :
+       retina ? std::vector<double>{128, 256, 512} : std::vector<double>{64, 128, 256, 512}) {
+    params += conv(level * wide, c, 1) + conv(c, c, 3);
+  }
+  const double classes = static_cast<double>(num_classes);
+  // Pyramid maps in units of one stride-4 256-channel map (levels 2–6 sum to 1.33 of it).
+  double maps = 2 * 1.33;  // FPN: the lateral sum and the output convolution's input per level
+  if (retina) {
+    // torchvision takes P6 from P5, MMDetection ('on_input') from C5.
+    params += conv(frozen_bn ? c : c5, c, 3) + conv(c, c, 3);
+    // Four 3×3 convolutions in each of the class and box branches, 9 anchors per position.
+    params += 8 * conv(c, c, 3) + conv(c, 9 * classes, 3) + conv(c, 9 * 4, 3);
+    // Eight saved convolution inputs, and the class logits (9·classes channels) with the
+    // sigmoid focal loss's fp32 intermediates (three maps of them).
+    maps += 1.33 * (8 + 3 * 9 * classes / c);
+  } else {
+    // RPN: a 3×3 convolution and 1×1 objectness and box outputs for 3 anchors.
+    params += conv(c, c, 3) + conv(c, 3, 1) + conv(c, 12, 1);
+    maps += 1.33;
+    // Box head: two shared fully connected layers on 7×7 RoIs, class scores (MMDetection adds
+    // the background to num_classes; torchvision's 91 include it) and a box per class.
+    const double scores = frozen_bn ? classes : classes + 1;
+    params += c * 49 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * scores + scores;
+    params += 1024 * 4 * classes + 4 * classes;
+    if (mask) {
+      // Four 3×3 convolutions, a 2×2 transposed convolution and 1×1 per-class mask logits.
+      params += 4 * conv(c, c, 3) + conv(c, c, 2) + conv(c, classes, 1);
+    }
+  }
+  auto backbone_acts = FindVisionModel(bb->table_name);
+  const double stride4_map = 56.0 * 56 * c * 4;  // 224² image: 56² positions, fp32
+  DetectorSpec d;
+  d.name = fmt::format("{} {}{} FPN", detector, g > 1 ? "x" : "r", depth);
+  d.parameters = params;
+  d.activation_bytes_per_image =
+      backbone_acts->activation_bytes_per_image * bb->act_scale + maps * stride4_map;
+  return d;
+}
+
+std::optional<DetectorSpec> FindTorchvisionDetector(std::string_view name) {
+  std::string_view type = name == "fasterrcnn_resnet50_fpn"  ? "FasterRCNN"
+                          : name == "retinanet_resnet50_fpn" ? "RetinaNet"
+                          : name == "maskrcnn_resnet50_fpn"  ? "MaskRCNN"
+                                                             : "";
+  if (type.empty()) return std::nullopt;
+  auto d = DetectorOf(type, 50, 1, 64, 91, /*frozen_bn=*/true);
+  if (!d.ok()) return std::nullopt;
+  d->name = std::string(name);
+  return *d;
 }
 
 double TransformerParameters(int64_t layers, int64_t hidden, int64_t ffn, int64_t vocab,

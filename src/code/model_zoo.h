@@ -7,7 +7,8 @@
 // num_key_value_heads is num_attention_heads, a missing head_dim is hidden / heads) and the module
 // structure of the family's modelling code (gated MLPs with three matrices in Llama, Mistral,
 // Qwen2, Gemma and Phi-3, two in GPT-2, BERT and OPT; biases where the family has them;
-// LayerNorm or RMSNorm; learned or rotary positions; tied or separate output embeddings). The
+// LayerNorm or RMSNorm; learned, rotary or ALiBi positions; multi-query attention in Falcon and
+// GPTBigCode; tied or separate output embeddings; T5 and mT5 encoder-decoders). The
 // built-in hub table holds the published config.json values of common open models, never a
 // measured figure: every parameter count is computed from the architecture. CNN activation
 // figures are approximate bytes of saved activations per 224x224 image in fp32 training
@@ -30,7 +31,7 @@ struct TransformerSpec {
   std::string key;     // the hub table's key ("llama-2-7b"); empty for a config read elsewhere
   std::string family;  // model_type: "gpt2", "llama", "bert", …; "transformer" when unknown
   int64_t layers = 0;  // decoder layers; encoder layers for encoders and encoder-decoders
-  int64_t decoder_layers = 0;  // encoder-decoders (T5) only
+  int64_t decoder_layers = 0;  // encoder-decoders (T5, mT5) only
   int64_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0, ffn = 0;
   int64_t max_positions = 0;
   int64_t embed_dim = 0;          // the token embeddings' width (OPT's word_embed_proj_dim)
@@ -69,6 +70,28 @@ struct VisionSpec {
   double activation_bytes_per_image;
   int64_t layers, hidden, heads, patch;  // ViTs only
 };
+
+// A detector: a ResNet/ResNeXt backbone with an FPN neck and its heads, counted from the
+// architecture (torchvision's detection models and MMDetection's configs).
+struct DetectorSpec {
+  std::string name;   // "FasterRCNN r50 FPN"
+  double parameters;  // every trainable parameter
+  // fp32 activation bytes saved for backward per image, at the area of a 224x224 image: the
+  // backbone's (the classification table's figure) plus the FPN's and the dense heads' maps,
+  // counted in stride-4 256-channel feature maps over the pyramid. The RoI heads' activations
+  // (a fixed number of sampled boxes) are not counted.
+  double activation_bytes_per_image;
+};
+
+// detector: "FasterRCNN", "RetinaNet" or "MaskRCNN"; backbone depth 18, 34, 50, 101 or 152;
+// groups > 1 for ResNeXt (32x4d, 64x4d at depth 101, 32x4d at 50); num_classes the
+// dataset's (MMDetection's heads: 80 for COCO; torchvision's: 91). `frozen_bn`: torchvision's
+// FrozenBatchNorm2d, whose weights are buffers, not parameters. BadInput for another detector or
+// backbone.
+StatusOr<DetectorSpec> DetectorOf(std::string_view detector, int64_t depth, int64_t groups,
+                                  int64_t width_per_group, int64_t num_classes, bool frozen_bn);
+// torchvision's detection constructors by exact name ("fasterrcnn_resnet50_fpn").
+std::optional<DetectorSpec> FindTorchvisionDetector(std::string_view name);
 
 // A config's value for a key as written ("4096", "true", "llama"); nullopt when absent.
 using ConfigLookup = std::function<std::optional<std::string>(std::string_view key)>;

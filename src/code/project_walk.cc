@@ -566,6 +566,13 @@ void Analyzer::ApplyCommandLine() {
   const auto& args = facts_.args;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
+    if (!a.starts_with("-") && a.ends_with(".py") && (i == 0 || !args[i - 1].starts_with("-"))) {
+      // A Python config named on the command line (MMDetection's tools/train.py CONFIG): read
+      // as part of the program.
+      std::error_code ec;
+      if (fs::is_regular_file(fs::path(code_dir_) / a, ec)) AddFile(fs::path(a).lexically_normal());
+      continue;
+    }
     if (!a.starts_with("-") || a == "-" || a == "--") continue;
     std::string flag = a, value;
     bool has_value = false;

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "code/advice.h"
+#include "code/model_zoo.h"
 #include "code/report.h"
 #include "jobscript/job_script.h"
 
@@ -606,6 +607,114 @@ out = pipe(prompts, max_new_tokens=256)
   EXPECT_DOUBLE_EQ(Term(e, "KV cache"), 44040192.0);
   EXPECT_FALSE(e.assumptions.empty());
   EXPECT_GT(e.p90_bytes, e.p50_bytes);
+}
+
+TEST(MemoryModelTest, PipelineGivenAModelObjectLeavesTheModelToItsFromPretrained) {
+  // pipeline(model=model) passes the object from_pretrained loaded: not a name to look up. The
+  // known model is sized from from_pretrained with its torch_dtype.
+  Analysed a = AnalyseSource("pipeline-object", R"(
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, pipeline
+
+model = AutoModelForCausalLM.from_pretrained("bigcode/octocoder", torch_dtype=torch.bfloat16, device_map="auto")
+tokenizer = AutoTokenizer.from_pretrained("bigcode/octocoder")
+pipe = pipeline("text-generation", model=model, tokenizer=tokenizer)
+result = pipe(prompt, max_new_tokens=60)
+)");
+  EXPECT_DOUBLE_EQ(Term(a.estimate, "weights"), 15517456384.0 * 2);
+  EXPECT_EQ(a.facts.kv_heads.value, 1);  // multi-query: one K and one V head per layer
+
+  // An unknown name: the reason given is from_pretrained's, not the pipeline's argument.
+  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "rightsize-pipe-unk";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "train.sh") << "#!/bin/bash\n#SBATCH --gres=gpu:1\npython train.py\n";
+  std::ofstream(dir / "train.py")
+      << "from transformers import AutoModelForCausalLM, pipeline\n"
+         "model = AutoModelForCausalLM.from_pretrained(\"acme/unk-9b\")\n"
+         "pipe = pipeline(\"text-generation\", model=model)\n";
+  auto script = ParseJobScriptFile((dir / "train.sh").string());
+  ASSERT_TRUE(script.ok());
+  auto facts = AnalyzeJobCode(*script, dir.string(), "train.sh");
+  ASSERT_TRUE(facts.ok()) << facts.status().ToString();
+  auto e = EstimateGpuMemory(*facts);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().ToString().find("acme/unk-9b is not in the table"), std::string::npos)
+      << e.status().ToString();
+}
+
+TEST(MemoryModelTest, MmdetectionConfigNamedOnTheCommandLine) {
+  // tools/train.py CONFIG: the config is read as part of the program; the detector from its
+  // model dict, the images from the training Resize, the batch from samples_per_gpu.
+  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "rightsize-mmdet";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "tools");
+  std::ofstream(dir / "train.sh") << "#!/bin/bash\n#SBATCH --gres=gpu:1\n"
+                                     "python tools/train.py retina.py --work-dir w\n";
+  std::ofstream(dir / "tools" / "train.py")
+      << "import argparse\nfrom mmcv import Config\n"
+         "parser = argparse.ArgumentParser()\nparser.add_argument('config')\n"
+         "cfg = Config.fromfile(parser.parse_args().config)\n";
+  std::ofstream(dir / "retina.py")
+      << "model = dict(type='RetinaNet', backbone=dict(type='ResNet', depth=50),\n"
+         "             neck=dict(type='FPN', out_channels=256))\n"
+         "train_pipeline = [dict(type='Resize', img_scale=(1333, 800), keep_ratio=True)]\n"
+         "data = dict(samples_per_gpu=4, workers_per_gpu=2)\n"
+         "optimizer = dict(type='SGD', lr=0.01, momentum=0.9)\n"
+         "fp16 = dict(loss_scale=512.)\n";
+  auto script = ParseJobScriptFile((dir / "train.sh").string());
+  ASSERT_TRUE(script.ok());
+  auto facts = AnalyzeJobCode(*script, dir.string(), "train.sh");
+  ASSERT_TRUE(facts.ok()) << facts.status().ToString();
+  const CodeFacts& f = *facts;
+  EXPECT_EQ(f.model.value, "RetinaNet r50 FPN");
+  EXPECT_EQ(f.model.where.ToString(), "retina.py:1");
+  EXPECT_EQ(f.batch_size.value, 4);
+  EXPECT_EQ(f.image_size.value, 1033);  // √(1333·800)
+  EXPECT_EQ(f.precision.value, Precision::kMixedFp16);
+  EXPECT_EQ(f.optimizer.value, Optimizer::kSgdMomentum);
+  EXPECT_EQ(f.training.value, true);
+  auto e = EstimateGpuMemory(f);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  auto d = DetectorOf("RetinaNet", 50, 1, 64, 80, false);
+  ASSERT_TRUE(d.ok());
+  // Per-image bytes at 224²'s area × (1033/224)² × 4 images × 0.5 (16-bit activations).
+  EXPECT_NEAR(Term(*e, "activations"),
+              d->activation_bytes_per_image * (1033.0 / 224) * (1033.0 / 224) * 4 * 0.5, 1.0);
+}
+
+TEST(MemoryModelTest, EncoderDecoderRunsItsDecoderAtTheTargetLength) {
+  auto program = [](const std::string& target) {
+    return R"(
+import torch
+from transformers import AutoModelForSeq2SeqLM
+model = AutoModelForSeq2SeqLM.from_pretrained("bigscience/T0_3B")
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+batch_size = 8
+max_length = 64
+)" + target +
+           R"(
+for x, y in loader:
+    loss = model(input_ids=x, labels=y).loss
+    loss.backward()
+    optimizer.step()
+)";
+  };
+  Analysed short_target = AnalyseSource("t0-target", program("max_target_length = 4"));
+  Analysed no_target = AnalyseSource("t0-no-target", program(""));
+  EXPECT_EQ(short_target.facts.decoder_layers.value, 24);
+  EXPECT_EQ(short_target.facts.target_len.value, 4);
+  // 24 encoder layers at s=64, 24 decoder layers at t=4 with cross-attention over 64, fp32 (×2):
+  const double b = 8, h = 2048, a = 32, s = 64, t = 4;
+  const double enc = s * b * h * (34 + 5 * a * s / h);
+  const double dec =
+      t * b * h * (34 + 5 * a * t / h) + b * h * (13 * t + 4 * s) + 5 * a * t * s * b;
+  EXPECT_DOUBLE_EQ(Term(short_target.estimate, "activations"), 24 * (enc + dec) * 2);
+  EXPECT_DOUBLE_EQ(Term(short_target.estimate, "logits"), b * t * 32128 * 4 * 2);
+  // Without a target length the decoder is taken at the source length, and that is said.
+  EXPECT_GT(Term(no_target.estimate, "activations"),
+            3 * Term(short_target.estimate, "activations") / 2);
+  EXPECT_FALSE(no_target.estimate.assumptions.empty());
 }
 
 TEST(MemoryModelTest, LocalConfigJsonSizesTheModel) {

@@ -104,6 +104,78 @@ TEST(ModelZooTest, EncodersOptPythiaT5AndVit) {
   EXPECT_DOUBLE_EQ(Params("google/vit-base-patch16-224"), 86389248.0);
 }
 
+TEST(ModelZooTest, FalconBloomGptBigCodeAndStableLmFamilies) {
+  // falcon-7b: multi-query (q 71·64 = 4544, one k and one v head of 64), no biases, attention and
+  //   MLP in parallel on one LayerNorm, tied output: 65024·4544 + 32 × (4544·(4544 + 128)
+  //   + 4544² + 8·4544² + 2·4544) + 2·4544 = 6,921,720,704.
+  EXPECT_DOUBLE_EQ(Params("tiiuae/falcon-7b"), 6921720704.0);
+  // falcon-40b (new decoder architecture): 8 KV heads, two LayerNorms per layer.
+  //   65024·8192 + 60 × (8192·144·64 + 8192² + 8·8192² + 4·8192) + 2·8192 = 41,303,293,952.
+  EXPECT_DOUBLE_EQ(Params("tiiuae/falcon-40b"), 41303293952.0);
+  // bloomz-7b1: ALiBi (no position table), a LayerNorm on the word embeddings, biases
+  //   everywhere, tied: 250880·4096 + 2·4096 + 30 × (3·4096²+3·4096 + 4096²+4096 + 4·4096²+4·4096
+  //   + 4·4096²+4096 + 4·4096) + 2·4096 = 7,069,016,064.
+  EXPECT_DOUBLE_EQ(Params("bigscience/bloomz-7b1"), 7069016064.0);
+  // octocoder (GPTBigCode, StarCoder's shape): multi-query c_attn h → h + 2·128, learned
+  //   positions 8192·6144: 15,517,456,384.
+  EXPECT_DOUBLE_EQ(Params("bigcode/octocoder"), 15517456384.0);
+  EXPECT_DOUBLE_EQ(Params("bigcode/starcoderbase"), 15517456384.0);
+  // stablelm-base-alpha-3b (GPT-NeoX, untied): 2·50688·4096 + 16 × (4·4096²+4·4096
+  //   + 2·4096·16384+16384+4096 + 4·4096) + 2·4096 = 3,637,321,728.
+  EXPECT_DOUBLE_EQ(Params("stabilityai/stablelm-base-alpha-3b"), 3637321728.0);
+  auto falcon = FindTransformer("tiiuae/falcon-7b");
+  ASSERT_TRUE(falcon.has_value());
+  EXPECT_EQ(falcon->kv_heads, 1);
+  EXPECT_EQ(DefaultLoraTargets("falcon"), (std::vector<std::string>{"query_key_value"}));
+  EXPECT_EQ(DefaultLoraTargets("gpt_bigcode"), (std::vector<std::string>{"c_attn"}));
+}
+
+TEST(ModelZooTest, T0AndMt5AreGatedUntiedEncoderDecoders) {
+  // T0_3B (T5 v1.1 LM-adapted): 2 × 32128·2048 + 24 encoder layers × (4·2048·2048 + 3·2048·5120
+  //   + 2·2048) + 24 decoder layers × (8·2048·2048 + 3·2048·5120 + 3·2048) + 2 × (2048 + 32·32)
+  //   = 2,849,757,184.
+  EXPECT_DOUBLE_EQ(Params("bigscience/T0_3B"), 2849757184.0);
+  EXPECT_DOUBLE_EQ(Params("bigscience/mt0-xxl"), 12921057280.0);
+  EXPECT_DOUBLE_EQ(Params("google/mt5-xxl"), 12921057280.0);
+  // An mT5 config.json read with MT5Config's defaults (gated-GELU, untied, 250,112 tokens).
+  auto spec = TransformerFromConfig(Lookup({{"model_type", "mt5"},
+                                            {"d_model", "4096"},
+                                            {"d_ff", "10240"},
+                                            {"num_layers", "24"},
+                                            {"num_heads", "64"}}));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_TRUE(spec->encoder_decoder);
+  EXPECT_TRUE(spec->gated_mlp);
+  EXPECT_DOUBLE_EQ(spec->parameters, 12921057280.0);
+  bool has_q = false;
+  for (const auto& m : LinearModulesOf(*spec)) has_q = has_q || m.name == "q";
+  EXPECT_TRUE(has_q);  // PEFT's "q", "v" targets exist in an mT5
+}
+
+TEST(ModelZooTest, DetectorsCountedFromBackboneFpnAndHeads) {
+  // torchvision's counts (FrozenBatchNorm2d: the backbone's BN weights are buffers):
+  // fasterrcnn_resnet50_fpn = ResNet-50 without fc and BN 23,454,912 + FPN 3,344,384 + RPN
+  //   593,935 + box head 12,846,080 + 1,049,600 + 1024·91+91 + 1024·364+364 = 41,755,286.
+  ASSERT_TRUE(FindTorchvisionDetector("fasterrcnn_resnet50_fpn").has_value());
+  EXPECT_DOUBLE_EQ(FindTorchvisionDetector("fasterrcnn_resnet50_fpn")->parameters, 41755286.0);
+  EXPECT_DOUBLE_EQ(FindTorchvisionDetector("maskrcnn_resnet50_fpn")->parameters, 44401393.0);
+  EXPECT_DOUBLE_EQ(FindTorchvisionDetector("retinanet_resnet50_fpn")->parameters, 34014999.0);
+  EXPECT_FALSE(FindTorchvisionDetector("ssd300_vgg16").has_value());
+  // MMDetection trains the BNs and has 80 COCO classes (+ background in the box scores).
+  auto r50 = DetectorOf("FasterRCNN", 50, 1, 64, 80, false);
+  auto r101 = DetectorOf("FasterRCNN", 101, 1, 64, 80, false);
+  ASSERT_TRUE(r50.ok() && r101.ok());
+  EXPECT_DOUBLE_EQ(r50->parameters, 41755286.0 + 53120 - 1024 * 10 - 10 - (1024 * 44 + 44));
+  EXPECT_DOUBLE_EQ(r101->parameters - r50->parameters, 44549160.0 - 25557032.0);
+  EXPECT_GT(r101->activation_bytes_per_image, r50->activation_bytes_per_image);
+  auto retina = DetectorOf("RetinaNet", 50, 1, 64, 80, false);
+  ASSERT_TRUE(retina.ok());
+  EXPECT_GT(retina->activation_bytes_per_image, r50->activation_bytes_per_image);  // dense head
+  EXPECT_TRUE(DetectorOf("RetinaNet", 101, 64, 4, 80, false).ok());                // ResNeXt
+  EXPECT_FALSE(DetectorOf("FasterRCNN", 77, 1, 64, 80, false).ok());
+  EXPECT_FALSE(DetectorOf("YOLOX", 50, 1, 64, 80, false).ok());
+}
+
 TEST(ModelZooTest, MixtralHoldsEveryExpert) {
   // Mixtral-8x7B: embeddings and lm_head 2·32000·4096 + 32 × (attention with 8 KV heads
   //   41,943,040 + router 4096·8 + 8 experts × 3·4096·14336 + 2·4096) + 4096 = 46,702,792,704.
