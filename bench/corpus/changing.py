@@ -926,19 +926,13 @@ def cmd_excerpt(a):
         docs = kept
     if not docs:
         sys.exit("changing.py: no measured runs of %s in %s" % (a.users, a.file))
-    os.makedirs(os.path.join(a.out, "runs"), exist_ok=True)
+    os.makedirs(a.out, exist_ok=True)
     name = os.path.basename(a.file)
     with open(os.path.join(a.out, name), "w") as f:
         for d in docs:
             d = dict(d)
             d.get("summary", {}).pop("series", None)
             f.write(json.dumps(d, sort_keys=True) + "\n")
-    for d in docs:
-        src = os.path.join(a.corpus, "runs", d["corpus"]["id"])
-        dst = os.path.join(a.out, "runs", d["corpus"]["id"])
-        if os.path.exists(dst):
-            shutil.rmtree(dst)
-        shutil.copytree(src, dst)
     with open(os.path.join(a.corpus, "manifest.json")) as f:
         man = json.load(f)
     kinds = {}
@@ -951,7 +945,7 @@ def cmd_excerpt(a):
                 "bench/corpus/README.md \"Changing programs\"), for tests.\n\n"
                 "%s: %d runs of users %s, copied from data/corpus/%s (measured on this\n"
                 "project's development machine, see the .json sidecar there for hardware and\n"
-                "versions); runs/<id>/ are the run folders (job.sbatch and the program) as\n"
+                "versions). The run folders (job.sbatch and the program) are not copied:\n"
                 "`changing.py generate --seed %d` writes them (corpus digest %s).\n"
                 "Changes in the excerpt: %s.\n\n"
                 "Written for this project, under the same terms as the rest of the repository;\n"

@@ -271,7 +271,11 @@ class ReplayRun {
     double shift = 0, spread = 0;
     const char* why = nullptr;  // "change", "new program"
   };
-  CodeMove MoveOf(Target t, size_t r, int group) const;
+  CodeMove MoveOf(Target t, size_t r, int group);
+  // The cluster's code evidence of `t` as of `now`: the changes and estimates of the rows that
+  // were submitted before and had ended by then. Built incrementally as `now` grows (rows are
+  // scored in submit order per target); rebuilt when it goes back.
+  const CodeCalibration& EvidenceAt(Target t, int64_t now);
 
   const Dataset& d_;
   const EvalOptions& options_;
@@ -279,6 +283,15 @@ class ReplayRun {
   const size_t nrisks_;
   std::vector<std::string> job_ids_, users_;  // per row, to name the scored jobs
   std::vector<RowCode> code_;                 // per row; empty without code
+  // The rows with code by the time they count as evidence, max(end, submit + 1), and per target
+  // the calibration of those up to `next` as of `now`.
+  std::vector<std::pair<int64_t, size_t>> evidence_order_;
+  struct Evidence {
+    CodeCalibration cal;
+    int64_t now = INT64_MIN;
+    size_t next = 0;
+  };
+  std::array<Evidence, kNumTargets> evidence_{};
   size_t test_begin_ = 0;
   int64_t first_ = 0, every_ = 0;
   std::vector<TargetEval> evals_;
@@ -587,7 +600,40 @@ void ReplayRun::ScoreJob(TargetEval& e, Task& task, size_t k2, std::vector<doubl
   }
 }
 
-ReplayRun::CodeMove ReplayRun::MoveOf(Target t, size_t r, int group) const {
+const CodeCalibration& ReplayRun::EvidenceAt(Target t, int64_t now) {
+  int ti = static_cast<int>(t);
+  if (evidence_order_.empty()) {
+    for (size_t k = 0; k < code_.size(); ++k) {
+      if (code_[k].reading == nullptr || d_.end[k] == INT64_MAX) continue;
+      evidence_order_.emplace_back(std::max(d_.end[k], d_.submit[k] + 1), k);
+    }
+    std::sort(evidence_order_.begin(), evidence_order_.end());
+  }
+  Evidence& ev = evidence_[ti];
+  if (now < ev.now) ev = Evidence{};
+  ev.now = now;
+  auto measured = [&](size_t k) -> std::optional<double> {
+    double v = d_.y[ti][k];
+    return std::isnan(v) || v <= 0 ? std::nullopt : std::optional<double>(v);
+  };
+  for (; ev.next < evidence_order_.size() && evidence_order_[ev.next].first <= now; ++ev.next) {
+    size_t k = evidence_order_[ev.next].second;
+    const RowCode& c = code_[k];
+    auto y = measured(k);
+    if (!y) continue;
+    if (auto f = CodeFigure(t, *c.reading)) ev.cal.AddEstimate(t, *y, *f);
+    if (c.prev < 0) continue;
+    auto p = static_cast<size_t>(c.prev);
+    auto before = measured(p);
+    if (!before || code_[p].reading == nullptr) continue;
+    if (auto x = CodeLogRatio(t, *code_[p].reading, *c.reading, before)) {
+      ev.cal.AddChange(t, *x, std::log(*y / *before));
+    }
+  }
+  return ev.cal;
+}
+
+ReplayRun::CodeMove ReplayRun::MoveOf(Target t, size_t r, int group) {
   CodeMove move;
   if (code_.empty() || code_[r].reading == nullptr) return move;
   int ti = static_cast<int>(t);
@@ -595,23 +641,7 @@ ReplayRun::CodeMove ReplayRun::MoveOf(Target t, size_t r, int group) const {
     double v = d_.y[ti][k];
     return std::isnan(v) || v <= 0 ? std::nullopt : std::optional<double>(v);
   };
-  // The cluster's evidence as of r's submission: changes and estimates that had ended by then.
-  CodeCalibration cal;
-  int64_t now = d_.submit[r];
-  for (size_t k = 0; k < n_ && d_.submit[k] < now; ++k) {
-    const RowCode& c = code_[k];
-    if (c.reading == nullptr || d_.end[k] > now) continue;
-    auto y = measured(k);
-    if (!y) continue;
-    if (auto f = CodeFigure(t, *c.reading)) cal.AddEstimate(t, *y, *f);
-    if (c.prev < 0) continue;
-    auto p = static_cast<size_t>(c.prev);
-    auto before = measured(p);
-    if (!before || code_[p].reading == nullptr) continue;
-    if (auto x = CodeLogRatio(t, *code_[p].reading, *c.reading, before)) {
-      cal.AddChange(t, *x, std::log(*y / *before));
-    }
-  }
+  const CodeCalibration& cal = EvidenceAt(t, d_.submit[r]);
   const RowCode& c = code_[r];
   if (c.prev >= 0) {
     auto p = static_cast<size_t>(c.prev);

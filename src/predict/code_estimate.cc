@@ -18,14 +18,11 @@ std::string DefaultCodeDir(const std::string& script_path) {
   return dir.empty() ? std::string(".") : dir.string();
 }
 
-std::optional<nlohmann::json> GpuMemoryFromCode(const JobScript& script,
-                                                const std::string& script_path,
-                                                const std::string& code_dir) {
-  std::string dir = code_dir.empty() ? DefaultCodeDir(script_path) : code_dir;
-  auto facts =
-      code::AnalyzeJobCode(script, dir, std::filesystem::path(script_path).filename().string());
-  if (!facts.ok()) return std::nullopt;
-  auto e = code::EstimateGpuMemory(*facts);
+namespace {
+
+// The GPU memory document of JobCodeReading for facts already read.
+std::optional<nlohmann::json> GpuMemoryOf(const code::CodeFacts& facts) {
+  auto e = code::EstimateGpuMemory(facts);
   if (!e.ok()) return std::nullopt;
   // The target is per job: every GPU the code uses holds the per-GPU peak.
   double gpus = e->data_parallel_gpus;
@@ -53,12 +50,8 @@ std::optional<nlohmann::json> GpuMemoryFromCode(const JobScript& script,
                         {"text", text}};
 }
 
-StatusOr<StoredJobCode> ReadJobCode(const JobScript& script, const std::string& script_path,
-                                    const std::string& code_dir) {
-  std::string dir = code_dir.empty() ? DefaultCodeDir(script_path) : code_dir;
-  RS_ASSIGN_OR_RETURN(
-      code::CodeFacts facts,
-      code::AnalyzeJobCode(script, dir, std::filesystem::path(script_path).filename().string()));
+// The stored form of facts read from `dir` (see ReadJobCode).
+StoredJobCode StoredCodeOf(const code::CodeFacts& facts, const std::string& dir) {
   StoredJobCode out;
   out.program = facts.entry;
   out.facts = code::FactsJson(facts).dump();
@@ -83,6 +76,34 @@ StatusOr<StoredJobCode> ReadJobCode(const JobScript& script, const std::string& 
     add(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
   }
   out.code_hash = fmt::format("{:016x}", h);
+  return out;
+}
+
+StatusOr<code::CodeFacts> Analyze(const JobScript& script, const std::string& script_path,
+                                  const std::string& dir) {
+  return code::AnalyzeJobCode(script, dir, std::filesystem::path(script_path).filename().string());
+}
+
+}  // namespace
+
+StatusOr<StoredJobCode> ReadJobCode(const JobScript& script, const std::string& script_path,
+                                    const std::string& code_dir) {
+  std::string dir = code_dir.empty() ? DefaultCodeDir(script_path) : code_dir;
+  RS_ASSIGN_OR_RETURN(code::CodeFacts facts, Analyze(script, script_path, dir));
+  return StoredCodeOf(facts, dir);
+}
+
+JobCodeReading ReadCode(const JobScript& script, const std::string& script_path,
+                        const std::string& code_dir) {
+  std::string dir = code_dir.empty() ? DefaultCodeDir(script_path) : code_dir;
+  JobCodeReading out;
+  auto facts = Analyze(script, script_path, dir);
+  if (!facts.ok()) {
+    out.stored = facts.status();
+    return out;
+  }
+  out.gpu_memory = GpuMemoryOf(*facts);
+  out.stored = StoredCodeOf(*facts, dir);
   return out;
 }
 

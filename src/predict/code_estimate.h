@@ -19,13 +19,6 @@ namespace rightsize {
 // The folder `advise` and `predict` read a job's code from by default: the script's own.
 std::string DefaultCodeDir(const std::string& script_path);
 
-// The GPU memory the job's code needs: p10/p50/p90 per job (bytes), "per_gpu" (the estimate's
-// document), "gpus", "lines" (file:line of the terms) and "text" (the lines `predict` prints).
-// nullopt when the code cannot be read or sized. `code_dir` "" = the script's folder.
-std::optional<nlohmann::json> GpuMemoryFromCode(const JobScript& script,
-                                                const std::string& script_path,
-                                                const std::string& code_dir);
-
 // The code a job runs as it is stored with the job (store/'s job_code; cluster, job id and time
 // left for the caller): the entry program, the facts read (FactsJson), the GPU memory estimate's
 // document ("" when there is none) and a hash (FNV-1a 64, hex) of the files the analysis read,
@@ -33,6 +26,18 @@ std::optional<nlohmann::json> GpuMemoryFromCode(const JobScript& script,
 // no Python program the analysis finds; the analysis's errors.
 StatusOr<StoredJobCode> ReadJobCode(const JobScript& script, const std::string& script_path,
                                     const std::string& code_dir);
+
+// Both readings of a job's code from one analysis (what `predict` needs): the GPU memory the
+// code needs, p10/p50/p90 per job (bytes), "per_gpu" (the estimate's document), "gpus", "lines"
+// (file:line of the terms) and "text" (the lines `predict` prints), nullopt when the code cannot
+// be read or sized; and the stored form of ReadJobCode (its errors as there). `code_dir` "" =
+// the script's folder.
+struct JobCodeReading {
+  std::optional<nlohmann::json> gpu_memory;
+  StatusOr<StoredJobCode> stored = Status::NotFound("not read");
+};
+JobCodeReading ReadCode(const JobScript& script, const std::string& script_path,
+                        const std::string& code_dir);
 
 // What `advise` says of a job script's code: the facts read, the GPU memory estimate (or why
 // there is none), the GPU it is fitted on and line-level advice.

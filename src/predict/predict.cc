@@ -844,10 +844,9 @@ StatusOr<PredictionOutput> PredictSession::Predict(const PredictRequest& request
   }
   // The code's own reading of GPU memory: the prediction on a cold start, else shown beside.
   if ((!request.script_text && !request.submission) || !request.code.empty()) {
-    w.from_code = GpuMemoryFromCode(w.script, request.script, request.code);
-    if (auto code = ReadJobCode(w.script, request.script, request.code); code.ok()) {
-      w.code = std::move(*code);
-    }
+    JobCodeReading code = ReadCode(w.script, request.script, request.code);
+    w.from_code = std::move(code.gpu_memory);
+    if (code.stored.ok()) w.code = std::move(*code.stored);
   }
   RS_RETURN_IF_ERROR(PickJobCluster(*this, w));
   BuildJob(w);
