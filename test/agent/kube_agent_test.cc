@@ -388,6 +388,32 @@ TEST(KubeletTest, NamesContainersFromThePodListAndTheirGpusFromPodResources) {
   EXPECT_FALSE(ContainersFromPodList(json::array()).ok());
 }
 
+// A node where the PodResources socket appears only later (the kubelet restarted, or the
+// device-plugin API was enabled): the first refresh names the containers and says why there are
+// no GPUs; once the socket is there the next refresh attaches them.
+TEST(KubeletTest, PicksUpThePodResourcesSocketWhenItAppears) {
+  TempDir t;
+  FakeKubelet kubelet(t.path());
+  json limits = {{"limits", {{"nvidia.com/gpu", "1"}}}};
+  kubelet.SetPods({PodJson("ml", "train-x7k2p", kUidA, "Burstable", "Job", "train", "trainer",
+                           kCidA, limits, Running())});
+  KubeletOptions o = kubelet.Options();
+  std::filesystem::create_directories(t.path() + "/later");
+  o.pod_resources_socket = t.path() + "/later/kubelet.sock";
+  Kubelet k(o);
+  Status st = k.Refresh();
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find(o.pod_resources_socket), std::string::npos) << st.message();
+  ASSERT_NE(k.Find(kCidA), nullptr);
+  EXPECT_TRUE(k.Find(kCidA)->gpu_uuids.empty());
+
+  FakeKubelet restarted(t.path() + "/later");  // serves PodResources on later/kubelet.sock
+  restarted.SetGpus("ml", "train-x7k2p", "trainer", {"GPU-bbbb"});
+  st = k.Refresh();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(k.Find(kCidA)->gpu_uuids, (std::vector<std::string>{"GPU-bbbb"}));
+}
+
 // A crash-looping container: each instance (each OOM kill) is a record of its own, not the
 // last one overwriting the others.
 TEST(KubeletTest, EachRestartOfAContainerIsARecordOfItsOwn) {
