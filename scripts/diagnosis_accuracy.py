@@ -8,6 +8,7 @@ table between the accuracy markers of docs/diagnosis.md; --min makes it exit 1 w
 falls below its floor (the test: --min dev=0.95 --min holdout=0.95 --min holdout2=0.95 --min holdout3=0.95). Standard library only.
 
 Usage: diagnosis_accuracy.py RIGHTSIZE CORPUS_DIR [--write FILE] [--min SPLIT=FRACTION]...
+                             [--min-class SPLIT=FRACTION]...
 """
 
 import argparse
@@ -89,6 +90,8 @@ def main():
     ap.add_argument("corpus")
     ap.add_argument("--write")
     ap.add_argument("--min", action="append", default=[], metavar="SPLIT=FRACTION")
+    ap.add_argument("--min-class", action="append", default=[], metavar="SPLIT=FRACTION",
+                    help="every class of SPLIT at least FRACTION")
     args = ap.parse_args()
 
     labels = load_labels(args.corpus)
@@ -184,6 +187,12 @@ def main():
         if n == 0 or ok / n < float(value):
             print(f"{split}: accuracy {ok}/{n} is under {value}", file=sys.stderr)
             status = 1
+    for floor in args.min_class:
+        split, _, value = floor.partition("=")
+        for c, (ok, n) in sorted(results.get(split, {}).items()):
+            if n and ok / n < float(value):
+                print(f"{split}: class {c} at {ok}/{n} is under {value}", file=sys.stderr)
+                status = 1
     sys.exit(status)
 
 
