@@ -58,7 +58,7 @@ struct PredictCache::Impl {
   static constexpr size_t kMaxEntries = 4096;
   // The generation a session's reads may use: the current one after checking its connection.
   uint64_t Check(Store& store) {
-    bool changed = ChangedSinceLastAsked(store);
+    bool changed = HistoryChangedSinceLastAsked(store);
     MutexLock lock(mu);
     if (changed) {
       ++generation;

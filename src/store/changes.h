@@ -1,11 +1,15 @@
-// Whether a store may have changed: for caches of what was read from it that must stay exact
-// (predict/predict.h, PredictCache: a finished job stored now is seen by the next prediction).
+// Whether a store's history may have changed: for caches of the past read from it that must
+// stay exact (predict/predict.h, PredictCache: a finished job stored now is seen by the next
+// prediction).
 //
-// ChangedSinceLastAsked answers, for one connection, whether anything may have been committed
-// to the store since the previous call on that same connection: by another connection or
-// process (SQLite's PRAGMA data_version) or by this one (sqlite3_total_changes). Any table
-// counts, not only jobs. The first call on a connection, a failed check and a backend that
-// cannot tell answer true (the caller then reads afresh). Not thread-safe, as the Store.
+// HistoryChangedSinceLastAsked answers, for one connection, whether a finished job's row or a
+// job's code may have been written since the previous call on that same connection, by any
+// connection or process: the SQLite store keeps a generation that triggers bump on such writes
+// only (a running job's progress, series, predictions and diagnoses leave it), so a cache of
+// the past outlives the agents' telemetry. A bulk load (Store::SetBulkLoad) bumps it once, at
+// its end: what it writes reaches such caches then. The first call on a connection, a failed
+// check and a backend that cannot tell answer true (the caller then reads afresh). Not
+// thread-safe, as the Store.
 //
 // Why this is enough for a cache shared by a pool of connections: a cache that is emptied
 // whenever any connection's call says true, and whose entries are checked after such a call on
@@ -18,6 +22,6 @@
 
 namespace rightsize {
 
-bool ChangedSinceLastAsked(Store& store);
+bool HistoryChangedSinceLastAsked(Store& store);
 
 }  // namespace rightsize

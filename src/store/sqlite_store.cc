@@ -132,6 +132,11 @@ CREATE TABLE job_code (
   PRIMARY KEY (cluster, job_id)
 ) WITHOUT ROWID;
 )sql",
+    // 6 -> 7: the history generation (kHistoryTriggers keep it; created at every open).
+    R"sql(
+CREATE TABLE history_generation (n INTEGER NOT NULL);
+INSERT INTO history_generation VALUES (0);
+)sql",
 };
 // The indexes `predict` reads a user's and a program's past by (created by migration 2;
 // dropped during a bulk load and rebuilt after it).
@@ -139,6 +144,51 @@ constexpr const char* kSecondaryIndexes =
     "CREATE INDEX IF NOT EXISTS jobs_by_user ON jobs (cluster, user, end_time);"
     "CREATE INDEX IF NOT EXISTS jobs_by_name ON jobs (cluster, job_name, end_time);"
     "CREATE INDEX IF NOT EXISTS jobs_by_end ON jobs (coalesce(end_time, 9223372036854775807), id);";
+
+// The history generation: bumped by every write that changes what a prediction reads of the
+// past (a finished job's row, a job's code), and by nothing else (a running job's progress, its
+// series, predictions, diagnoses), so that caches of the past (store/changes.h) outlive the
+// agents' telemetry. Dropped during a bulk load, which bumps it once at its end.
+constexpr const char* kHistoryTriggers = R"sql(
+CREATE TRIGGER IF NOT EXISTS jobs_history_insert AFTER INSERT ON jobs
+WHEN NEW.end_time IS NOT NULL
+BEGIN UPDATE history_generation SET n = n + 1; END;
+CREATE TRIGGER IF NOT EXISTS jobs_history_update AFTER UPDATE ON jobs
+WHEN (OLD.end_time IS NOT NULL OR NEW.end_time IS NOT NULL) AND (
+  OLD.cluster IS NOT NEW.cluster OR OLD.job_id IS NOT NEW.job_id OR OLD.source IS NOT
+  NEW.source OR OLD.submit_time IS NOT NEW.submit_time OR OLD.start_time IS NOT NEW.start_time
+  OR OLD.end_time IS NOT NEW.end_time OR OLD.user IS NOT NEW.user OR OLD.grp IS NOT NEW.grp OR
+  OLD.account IS NOT NEW.account OR OLD.partition IS NOT NEW.partition OR OLD.qos IS NOT
+  NEW.qos OR OLD.job_name IS NOT NEW.job_name OR OLD.req_cpus IS NOT NEW.req_cpus OR
+  OLD.req_mem_bytes IS NOT NEW.req_mem_bytes OR OLD.req_mem_per_unit_bytes IS NOT
+  NEW.req_mem_per_unit_bytes OR OLD.req_mem_scope IS NOT NEW.req_mem_scope OR OLD.req_gpus IS
+  NOT NEW.req_gpus OR OLD.req_gpu_type IS NOT NEW.req_gpu_type OR OLD.time_limit_s IS NOT
+  NEW.time_limit_s OR OLD.time_unlimited IS NOT NEW.time_unlimited OR OLD.req_nodes IS NOT
+  NEW.req_nodes OR OLD.alloc_cpus IS NOT NEW.alloc_cpus OR OLD.alloc_mem_bytes IS NOT
+  NEW.alloc_mem_bytes OR OLD.alloc_gpus IS NOT NEW.alloc_gpus OR OLD.alloc_gpu_type IS NOT
+  NEW.alloc_gpu_type OR OLD.alloc_nodes IS NOT NEW.alloc_nodes OR OLD.node_list IS NOT
+  NEW.node_list OR OLD.elapsed_s IS NOT NEW.elapsed_s OR OLD.cpu_time_s IS NOT NEW.cpu_time_s
+  OR OLD.peak_rss_bytes IS NOT NEW.peak_rss_bytes OR OLD.avg_rss_bytes IS NOT NEW.avg_rss_bytes
+  OR OLD.gpu_util_pct IS NOT NEW.gpu_util_pct OR OLD.peak_gpu_mem_bytes IS NOT
+  NEW.peak_gpu_mem_bytes OR OLD.io_read_bytes IS NOT NEW.io_read_bytes OR OLD.io_write_bytes IS
+  NOT NEW.io_write_bytes OR OLD.state IS NOT NEW.state OR OLD.exit_code IS NOT NEW.exit_code OR
+  OLD.signal IS NOT NEW.signal)
+BEGIN UPDATE history_generation SET n = n + 1; END;
+CREATE TRIGGER IF NOT EXISTS jobs_history_delete AFTER DELETE ON jobs
+WHEN OLD.end_time IS NOT NULL
+BEGIN UPDATE history_generation SET n = n + 1; END;
+CREATE TRIGGER IF NOT EXISTS job_code_history_insert AFTER INSERT ON job_code
+BEGIN UPDATE history_generation SET n = n + 1; END;
+CREATE TRIGGER IF NOT EXISTS job_code_history_update AFTER UPDATE ON job_code
+BEGIN UPDATE history_generation SET n = n + 1; END;
+CREATE TRIGGER IF NOT EXISTS job_code_history_delete AFTER DELETE ON job_code
+BEGIN UPDATE history_generation SET n = n + 1; END;
+)sql";
+constexpr const char* kDropHistoryTriggers =
+    "DROP TRIGGER IF EXISTS jobs_history_insert; DROP TRIGGER IF EXISTS jobs_history_update; "
+    "DROP TRIGGER IF EXISTS jobs_history_delete; DROP TRIGGER IF EXISTS job_code_history_insert; "
+    "DROP TRIGGER IF EXISTS job_code_history_update; "
+    "DROP TRIGGER IF EXISTS job_code_history_delete;";
 
 // The job list's sort key: running jobs (no end time) sort as the newest.
 constexpr const char* kListOrderKey = "coalesce(end_time, 9223372036854775807)";
@@ -684,9 +734,15 @@ class SqliteStore final : public Store {
   }
 
   Status SetBulkLoad(bool on) override {
-    return Exec(on ? "DROP INDEX IF EXISTS jobs_by_user; DROP INDEX IF EXISTS jobs_by_name; "
-                     "DROP INDEX IF EXISTS jobs_by_end;"
-                   : kSecondaryIndexes);
+    if (on) {
+      RS_RETURN_IF_ERROR(Exec(kDropHistoryTriggers));
+      return Exec(
+          "DROP INDEX IF EXISTS jobs_by_user; DROP INDEX IF EXISTS jobs_by_name; "
+          "DROP INDEX IF EXISTS jobs_by_end;");
+    }
+    RS_RETURN_IF_ERROR(Exec(kSecondaryIndexes));
+    RS_RETURN_IF_ERROR(Exec(kHistoryTriggers));
+    return Exec("UPDATE history_generation SET n = n + 1");
   }
 
   StatusOr<JobList> ListJobs(const JobFilter& filter, const JobPage& page) override {
@@ -970,16 +1026,13 @@ class SqliteStore final : public Store {
   }
 
   // store/changes.h.
-  bool ChangedSinceLastAsked() {
-    auto stmt = PrepareCached("PRAGMA data_version");
+  bool HistoryChangedSinceLastAsked() {
+    auto stmt = PrepareCached("SELECT n FROM history_generation");
     if (!stmt.ok() || sqlite3_step(stmt->get()) != SQLITE_ROW) return true;
-    int64_t data_version = sqlite3_column_int64(stmt->get(), 0);
-    int64_t total_changes = sqlite3_total_changes64(db_.get());
-    bool changed =
-        !asked_ || data_version != seen_data_version_ || total_changes != seen_total_changes_;
+    int64_t generation = sqlite3_column_int64(stmt->get(), 0);
+    bool changed = !asked_ || generation != seen_generation_;
     asked_ = true;
-    seen_data_version_ = data_version;
-    seen_total_changes_ = total_changes;
+    seen_generation_ = generation;
     return changed;
   }
 
@@ -1325,8 +1378,16 @@ class SqliteStore final : public Store {
       }
       RS_RETURN_IF_ERROR(Exec("COMMIT"));
     }
-    // A bulk load that died left the indexes dropped (SetBulkLoad).
-    return Exec(kSecondaryIndexes);
+    // A bulk load that died left the indexes and the history triggers dropped (SetBulkLoad),
+    // and the generation not bumped for what it wrote.
+    RS_RETURN_IF_ERROR(Exec(kSecondaryIndexes));
+    RS_ASSIGN_OR_RETURN(auto stmt, Prepare("SELECT count(*) FROM sqlite_master WHERE type = "
+                                           "'trigger' AND name = 'jobs_history_insert'"));
+    if (sqlite3_step(stmt.get()) == SQLITE_ROW && sqlite3_column_int(stmt.get(), 0) > 0) {
+      return Status::Ok();
+    }
+    RS_RETURN_IF_ERROR(Exec(kHistoryTriggers));
+    return Exec("UPDATE history_generation SET n = n + 1");
   }
 
   static std::pair<std::string, std::vector<std::pair<int, std::string>>> Where(
@@ -1395,17 +1456,16 @@ class SqliteStore final : public Store {
   SqliteStmt put_chunk_, add_stack_, read_chunks_, last_seq_, put_seq_;  // prepared on first use
   std::unordered_map<std::string, int64_t> cluster_ids_;
   const std::pair<const std::string, int64_t>* last_cluster_ = nullptr;  // into cluster_ids_
-  // What ChangedSinceLastAsked saw last.
+  // What HistoryChangedSinceLastAsked saw last.
   bool asked_ = false;
-  int64_t seen_data_version_ = 0;
-  int64_t seen_total_changes_ = 0;
+  int64_t seen_generation_ = 0;
 };
 
 }  // namespace
 
-bool ChangedSinceLastAsked(Store& store) {
+bool HistoryChangedSinceLastAsked(Store& store) {
   auto* sqlite = dynamic_cast<SqliteStore*>(&store);
-  return sqlite == nullptr || sqlite->ChangedSinceLastAsked();
+  return sqlite == nullptr || sqlite->HistoryChangedSinceLastAsked();
 }
 
 StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path) {

@@ -319,9 +319,10 @@ TEST_F(AdmissionTest, FailsOpenWithoutModelOrStoreOrTime) {
   expect_unchanged(*store_, o, "deadline");
 }
 
-// The server keeps the past of workloads reviewed before (PredictCache) while the store does
-// not change: a finished job stored afterwards, by another connection (another process: the
-// agent's server, `rightsize ingest`) or by the server's own, changes the very next answer.
+// The server keeps the past of workloads reviewed before (PredictCache) while the store's
+// history does not change: a finished job stored afterwards, by another connection (another
+// process: the agent's server, `rightsize ingest`) or by the server's own, changes the very next
+// answer; a running job's progress (the agents' telemetry) keeps the cache.
 TEST(AdmissionCacheTest, ANewFinishedJobIsSeenByTheNextReview) {
   std::filesystem::path dir = std::filesystem::temp_directory_path() /
                               ("rightsize-admission-cache-" + std::to_string(::getpid()));
@@ -376,10 +377,32 @@ TEST(AdmissionCacheTest, ANewFinishedJobIsSeenByTheNextReview) {
     j.outcome.exit_code = 0;
     ASSERT_TRUE(store.UpsertJobs({&j, 1}).ok());
   };
+  // What the agents write all the time, a running job's progress, leaves the past as it was:
+  // the cache still answers.
+  JobRecord running;
+  running.cluster = "prod";
+  running.job_id = "ml/infer/infer-running";
+  running.source = "kubernetes";
+  running.request.user = running.request.account = "ml";
+  running.request.job_name = "infer/infer";
+  running.submit_time = running.start_time = now - 120;
+  running.usage.peak_rss_bytes = int64_t{1} << 30;
+  ASSERT_TRUE((*writer)->UpsertJobs({&running, 1}).ok());
+  running.usage.peak_rss_bytes = int64_t{2} << 30;
+  ASSERT_TRUE((*server)->UpsertJobs({&running, 1}).ok());
+  EXPECT_EQ(admit(o), first);
+  EXPECT_EQ(cache.hits(), 2) << "a running job's progress emptied the cache";
+
   store_run(**writer, 2, int64_t{30} << 30);
   std::string second = admit(o);
   EXPECT_NE(second, first) << "the new run was not seen";
   EXPECT_EQ(second, admit(uncached));
+  EXPECT_EQ(admit(o), second);
+  EXPECT_EQ(cache.hits(), 3);
+  // The same finished job stored again as it was (a follower re-reading accounting): no change.
+  store_run(**writer, 2, int64_t{30} << 30);
+  EXPECT_EQ(admit(o), second);
+  EXPECT_EQ(cache.hits(), 4) << "re-storing an unchanged finished job emptied the cache";
   // The server's own connection writes too (its telemetry writer, `POST /api/v1/jobs`).
   store_run(**server, 3, int64_t{60} << 30);
   std::string third = admit(o);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 
+#include "store/changes.h"
 #include "store/store.h"
 
 namespace rightsize {
@@ -253,6 +254,8 @@ TEST_F(SqliteStoreTest, ModelsSurviveTheUpgradeFromSchemaFour) {
                          "PRIMARY KEY (cluster, version)) WITHOUT ROWID;"
                          "INSERT INTO models_v4 SELECT * FROM models; DROP TABLE models;"
                          "ALTER TABLE models_v4 RENAME TO models; DROP TABLE job_code;"
+                         "DROP TABLE history_generation; DROP TRIGGER jobs_history_insert;"
+                         "DROP TRIGGER jobs_history_update; DROP TRIGGER jobs_history_delete;"
                          "PRAGMA user_version = 4;",
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
@@ -308,9 +311,12 @@ TEST_F(SqliteStoreTest, JobCodeIsKeptAndAVersionFiveFileUpgrades) {
   }
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(
-      sqlite3_exec(db, "DROP TABLE job_code; PRAGMA user_version = 5;", nullptr, nullptr, nullptr),
-      SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "DROP TABLE job_code; DROP TABLE history_generation; DROP TRIGGER "
+                         "jobs_history_insert; DROP TRIGGER jobs_history_update; DROP TRIGGER "
+                         "jobs_history_delete; PRAGMA user_version = 5;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
   sqlite3_close(db);
   auto store = OpenStore(path_);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
@@ -379,6 +385,67 @@ TEST_F(SqliteStoreTest, BulkLoadDropsThePastIndexesAndTheyComeBack) {
   auto again = OpenStore(path_);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(count_indexes(), 2);
+}
+
+// What a cache of the past asks (store/changes.h): each connection hears of a finished job or
+// a job's code written by any connection, and not of a running job's progress, of a finished job
+// stored again unchanged, or of its own earlier question's answer twice. A bulk load is heard of
+// once, at its end, or at the next open when it died.
+TEST_F(SqliteStoreTest, TheHistoryChangesWithFinishedJobsOnly) {
+  auto a = OpenStore(path_);
+  auto b = OpenStore(path_);
+  ASSERT_TRUE(a.ok() && b.ok());
+  Store& sa = **a;
+  Store& sb = **b;
+  EXPECT_TRUE(HistoryChangedSinceLastAsked(sa));  // the first question
+  EXPECT_TRUE(HistoryChangedSinceLastAsked(sb));
+  EXPECT_FALSE(HistoryChangedSinceLastAsked(sa));
+
+  JobRecord running = Job("r", 0);
+  running.end_time.reset();
+  ASSERT_TRUE(sb.UpsertJobs({&running, 1}).ok());
+  running.usage.peak_rss_bytes = 5 * kGiB;
+  ASSERT_TRUE(sb.UpsertJobs({&running, 1}).ok());
+  ASSERT_TRUE(sb.PutPrediction({"c1", "r", 10, "{}"}).ok());
+  EXPECT_FALSE(HistoryChangedSinceLastAsked(sa)) << "a running job's progress";
+  EXPECT_FALSE(HistoryChangedSinceLastAsked(sb));
+
+  JobRecord done = Job("1", 1000);
+  ASSERT_TRUE(sb.UpsertJobs({&done, 1}).ok());
+  EXPECT_TRUE(HistoryChangedSinceLastAsked(sa)) << "a finished job written by another connection";
+  EXPECT_TRUE(HistoryChangedSinceLastAsked(sb)) << "a finished job written by this one";
+  ASSERT_TRUE(sb.UpsertJobs({&done, 1}).ok());
+  EXPECT_FALSE(HistoryChangedSinceLastAsked(sa)) << "the same finished job stored again";
+  running.end_time = 2000;  // the running job ends
+  ASSERT_TRUE(sb.UpsertJobs({&running, 1}).ok());
+  EXPECT_TRUE(HistoryChangedSinceLastAsked(sa)) << "a running job that ended";
+  StoredJobCode code;
+  code.cluster = "c1";
+  code.job_id = "1";
+  code.created_at = 900;
+  code.code_hash = "ab";
+  code.program = "train.py";
+  code.facts = "{}";
+  ASSERT_TRUE(sb.PutJobCode(code).ok());
+  EXPECT_TRUE(HistoryChangedSinceLastAsked(sa)) << "a job's code";
+
+  ASSERT_TRUE(sb.SetBulkLoad(true).ok());
+  JobRecord bulk = Job("2", 1500);
+  ASSERT_TRUE(sb.UpsertJobs({&bulk, 1}).ok());
+  EXPECT_FALSE(HistoryChangedSinceLastAsked(sa)) << "heard of before the bulk load's end";
+  ASSERT_TRUE(sb.SetBulkLoad(false).ok());
+  EXPECT_TRUE(HistoryChangedSinceLastAsked(sa)) << "the bulk load's end";
+  // A bulk load that died: the next open repairs the triggers and says the history changed.
+  ASSERT_TRUE(sb.SetBulkLoad(true).ok());
+  JobRecord lost = Job("3", 1600);
+  ASSERT_TRUE(sb.UpsertJobs({&lost, 1}).ok());
+  b->reset();
+  auto c = OpenStore(path_);
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(HistoryChangedSinceLastAsked(sa)) << "a bulk load that died";
+  JobRecord after = Job("4", 1700);
+  ASSERT_TRUE((*c)->UpsertJobs({&after, 1}).ok());
+  EXPECT_TRUE(HistoryChangedSinceLastAsked(sa)) << "the triggers came back";
 }
 
 TEST_F(SqliteStoreTest, RefusesAFileThatIsNotAStore) {
