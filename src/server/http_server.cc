@@ -103,7 +103,9 @@ class ConnectionPool final : public httplib::TaskQueue {
       auto retire_at = Clock::now() + kIdleRetire;
       bool retire = false;
       while (jobs_.empty() && !shutdown_ && !retire) {
-        if (!cv_.WaitUntil(lock, retire_at) && jobs_.empty()) retire = threads_.size() > min_;
+        if (cv_.WaitUntil(lock, retire_at) || !jobs_.empty()) continue;
+        retire = threads_.size() > min_;
+        retire_at = Clock::now() + kIdleRetire;  // one of the `min_` kept: wait again
       }
       --idle_;
       if (jobs_.empty()) {
@@ -189,13 +191,14 @@ class GuardedStream final : public httplib::Stream {
     return static_cast<ssize_t>(n);
   }
 
+  // Never blocks beyond the write timeout: a peer that stops reading cannot hold the thread.
   ssize_t write(const char* ptr, size_t size) override {
-    if (!is_writable()) return -1;
-    ssize_t n;
-    do {
-      n = ::send(fd_, ptr, size, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
-    return n;
+    while (true) {
+      if (!is_writable()) return -1;
+      ssize_t n = ::send(fd_, ptr, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n >= 0) return n;
+      if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+    }
   }
 
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
@@ -301,7 +304,7 @@ class GuardedServer final : public httplib::Server {
     const HttpServeOptions& o = limits_->options();
     bool ok = true;
     try {
-      for (int n = kKeepAliveMaxRequests; n > 0 && is_running(); --n) {
+      for (int n = kKeepAliveMaxRequests; n > 0 && svr_sock_ != INVALID_SOCKET; --n) {
         if (!strm.WaitForRequest(kKeepAliveTimeout)) break;
         auto head =
             state.over_cap ? kOverCapHeaderTimeout : std::chrono::seconds(o.header_timeout_s);

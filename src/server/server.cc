@@ -27,6 +27,8 @@ namespace {
 
 using Query = std::multimap<std::string, std::string>;
 
+constexpr size_t kMaxSeriesMetrics = 32;
+
 ApiServer::Reply Error(int status, const std::string& message) {
   return {status, JsonText(nlohmann::json{{"error", message}}), "application/json"};
 }
@@ -704,8 +706,14 @@ ApiServer::Reply ApiServer::Series(const Caller& who, const std::string& cluster
   if (std::string m = Param(q, "metric"); !m.empty()) {
     std::stringstream ss(m);
     std::string one;
+    std::set<std::string> seen;
     while (std::getline(ss, one, ',')) {
-      if (!one.empty()) metrics.push_back(one);
+      if (!one.empty() && seen.insert(one).second) metrics.push_back(one);
+    }
+    // Each metric is up to 100,000 points: the answer's size is bounded by their number.
+    if (metrics.size() > kMaxSeriesMetrics) {
+      return Error(
+          400, fmt::format("metric: at most {} names, got {}", kMaxSeriesMetrics, metrics.size()));
     }
   } else {
     auto all = store->SampleMetrics(job->cluster, job->job_id);
