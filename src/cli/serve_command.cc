@@ -47,7 +47,7 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
                   "to anyone who can reach it");
   cmd->add_option("--prices", f->prices, "Price table JSON (default: the built-in one)");
   cmd->add_option("--threads", f->threads,
-                  "Worker threads kept ready (default 32); more start on demand, one per open "
+                  "Worker threads kept when idle (default 32); they start on demand, one per open "
                   "connection, up to --max-connections")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--max-connections", f->max_connections,
@@ -55,9 +55,10 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   cmd->add_option("--max-per-address", f->max_per_address,
-                  "Open connections of one client address beyond which its further connections "
-                  "must send their request at once and get 503 (except /healthz); keep it above "
-                  "what a reverse proxy in front opens")
+                  "Open connections of one client address beyond which its further ones must "
+                  "send their request at once, and requests in flight beyond which its further "
+                  "ones get 503 (except /healthz); keep it above what a reverse proxy in front "
+                  "sends at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   cmd->add_flag("--follow-slurm", f->follow_slurm,

@@ -31,8 +31,10 @@ using Clock = std::chrono::steady_clock;
 // The connection a worker thread is serving, for the pre-routing handler on the same thread
 // (the library hands it only the request). Null over TLS, where the library runs the loop.
 struct ConnectionState {
-  bool over_cap = false;  // its address has more than max_per_address connections open
-  bool refused = false;   // answered before its body was read: close instead of keeping it
+  std::string ip;          // the peer's address
+  bool over_cap = false;   // its address has more than max_per_address connections open
+  bool in_flight = false;  // its request is counted in its address's requests in flight
+  bool refused = false;    // answered before its body was read: close instead of keeping it
 };
 thread_local ConnectionState* current_connection = nullptr;
 
@@ -268,12 +270,24 @@ class HttpFront::Limits {
     MutexLock lock(mu_);
     if (auto it = open_.find(ip); it != open_.end() && --it->second <= 0) open_.erase(it);
   }
+  // Counts a request of `ip` whose head is in; true when that makes more than max_per_address.
+  bool BeginRequest(const std::string& ip) {
+    MutexLock lock(mu_);
+    return ++in_flight_[ip] > options_.max_per_address;
+  }
+  void EndRequest(const std::string& ip) {
+    MutexLock lock(mu_);
+    if (auto it = in_flight_.find(ip); it != in_flight_.end() && --it->second <= 0) {
+      in_flight_.erase(it);
+    }
+  }
 
  private:
   ApiServer& api_;
   const HttpServeOptions options_;
   Mutex mu_;
   std::map<std::string, int> open_ GUARDED_BY(mu_);
+  std::map<std::string, int> in_flight_ GUARDED_BY(mu_);
 };
 
 namespace {
@@ -298,8 +312,8 @@ class GuardedServer final : public httplib::Server {
     int port = 0;
     strm.get_remote_ip_and_port(ip, port);
     ConnectionState state;
+    state.ip = ip;
     state.over_cap = limits_->Open(ip);
-    if (state.over_cap) limits_->api().CountRefused("per_address");
     current_connection = &state;
     const HttpServeOptions& o = limits_->options();
     bool ok = true;
@@ -316,6 +330,8 @@ class GuardedServer final : public httplib::Server {
           strm.Limit(Clock::now() + std::chrono::seconds(o.body_timeout_s),
                      BodyCapFor(req.path) + (size_t{64} << 10));
         });
+        if (state.in_flight) limits_->EndRequest(ip);
+        state.in_flight = false;
         if (!ok || closed || state.refused) break;
       }
     } catch (const std::exception& e) {
@@ -326,6 +342,7 @@ class GuardedServer final : public httplib::Server {
       ok = false;
     }
     current_connection = nullptr;
+    if (state.in_flight) limits_->EndRequest(ip);
     limits_->Close(ip);
     ::shutdown(sock, SHUT_WR);
     if (state.refused) {
@@ -397,34 +414,41 @@ StatusOr<std::unique_ptr<HttpFront>> HttpFront::Bind(ApiServer& api,
   http.set_payload_max_length(kMaxTelemetryBodyBytes);
   // Before the body is read: the per-address limit and the body caps, answered in JSON (the
   // library's own 413 has no body).
-  http.set_pre_routing_handler([&api](const httplib::Request& req, httplib::Response& res) {
-    ConnectionState* conn = current_connection;
-    if (conn != nullptr && conn->over_cap && req.path != "/healthz") {
-      conn->refused = true;
-      res.status = 503;
-      res.set_content(JsonError("too many connections from your address: retry later"),
-                      "application/json");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    size_t cap = BodyCapFor(req.path);
-    if (req.has_header("Content-Length")) {
-      std::string length = req.get_header_value("Content-Length");
-      bool over = length.size() > 18 || std::any_of(length.begin(), length.end(),
-                                                    [](char c) { return c < '0' || c > '9'; });
-      if (!over) over = std::stoull(length) > cap;
-      if (over) {
-        if (conn != nullptr) conn->refused = true;
-        api.CountRefused("too_large");
-        res.status = 413;
-        res.set_content(JsonError(fmt::format("the request body is over {} bytes ({}); send "
-                                              "less",
-                                              cap, length)),
-                        "application/json");
-        return httplib::Server::HandlerResponse::Handled;
-      }
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
+  http.set_pre_routing_handler(
+      [&api, limits = front->limits_](const httplib::Request& req, httplib::Response& res) {
+        ConnectionState* conn = current_connection;
+        bool too_many = false;
+        if (conn != nullptr) {
+          conn->in_flight = true;
+          too_many = limits->BeginRequest(conn->ip);
+        }
+        if (too_many && req.path != "/healthz") {
+          conn->refused = true;
+          api.CountRefused("per_address");
+          res.status = 503;
+          res.set_content(JsonError("too many requests from your address at once: retry later"),
+                          "application/json");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        size_t cap = BodyCapFor(req.path);
+        if (req.has_header("Content-Length")) {
+          std::string length = req.get_header_value("Content-Length");
+          bool over = length.size() > 18 || std::any_of(length.begin(), length.end(),
+                                                        [](char c) { return c < '0' || c > '9'; });
+          if (!over) over = std::stoull(length) > cap;
+          if (over) {
+            if (conn != nullptr) conn->refused = true;
+            api.CountRefused("too_large");
+            res.status = 413;
+            res.set_content(JsonError(fmt::format("the request body is over {} bytes ({}); send "
+                                                  "less",
+                                                  cap, length)),
+                            "application/json");
+            return httplib::Server::HandlerResponse::Handled;
+          }
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+      });
   // A handler's exception (the routes catch their own; this is what escapes them, e.g. while
   // the library reads a body): a 500 in JSON for this request only.
   http.set_exception_handler(

@@ -13,9 +13,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -177,10 +179,54 @@ TEST(HttpFront, ABodyOverItsCapGets413InJsonBeforeItIsRead) {
     EXPECT_EQ(a.status, 413) << path;
     EXPECT_NE(ErrorOf(a).find("request body is over"), std::string::npos) << path << ": " << a.body;
   }
+  Answer m = Ask(s.port(), "GET", "/metrics");
+  EXPECT_NE(m.body.find("rightsize_http_refused_total{reason=\"too_large\"} 3"), std::string::npos)
+      << m.body;
   // A body under the cap is read and judged as usual.
   Answer small = Ask(s.port(), "POST", "/api/v1/predict", std::chrono::seconds(5), "not json");
   EXPECT_EQ(small.status, 400);
   EXPECT_EQ(Ask(s.port(), "GET", "/healthz").status, 200);
+}
+
+TEST(HttpFront, OneAddressWithTooManyRequestsInFlightGets503ButHealthChecksPass) {
+  // Two reports held in their handler until released: two requests in flight from 127.0.0.1.
+  std::mutex mu;
+  std::condition_variable cv;
+  int arrived = 0;
+  bool release = false;
+  ServerOptions o;
+  o.db = TempDb("per-address");
+  o.before_handler = [&](const std::string& route) {
+    if (route != "/api/v1/report") return;
+    std::unique_lock<std::mutex> lock(mu);
+    ++arrived;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+  };
+  HttpServeOptions h;
+  h.max_per_address = 2;
+  Served s(o, h);
+  std::vector<std::thread> held;
+  for (int i = 0; i < 2; ++i) {
+    held.emplace_back([&] { Ask(s.port(), "GET", "/api/v1/report", std::chrono::seconds(60)); });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return arrived == 2; });
+  }
+  Answer over = Ask(s.port(), "GET", "/api/v1/jobs");
+  EXPECT_EQ(over.status, 503);
+  EXPECT_NE(ErrorOf(over).find("too many requests from your address"), std::string::npos)
+      << over.body;
+  EXPECT_EQ(Ask(s.port(), "GET", "/healthz").status, 200);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (auto& t : held) t.join();
+  // Once they are answered, the address is served as before.
+  EXPECT_EQ(Ask(s.port(), "GET", "/api/v1/jobs").status, 200);
 }
 
 TEST(HttpFront, HeadersWithoutEndAreCutInsteadOfHeldInMemory) {
@@ -241,8 +287,9 @@ TEST(HttpFront, HealthzAnswersWhileHundredsOfClientsTrickleOrIdle) {
           if (fd >= 0) SendAll(fd, "GET /api/v1/jobs HTTP/1.1\r\n");
         }
       }
-      for (int i = 0; i < 30 && !done; ++i)
+      for (int i = 0; i < 30 && !done; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
     }
   });
   int asked = 0, answered = 0;
