@@ -1,6 +1,7 @@
 // `rightsize serve`: the HTTP API, the dashboard and /metrics over one store (docs/api.md).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -27,7 +28,7 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
       "/metrics from the store; agents post their telemetry here");
   struct Flags {
     std::string listen = "127.0.0.1:8080", tls_cert, tls_key, config, prices;
-    int threads = 32;
+    int threads = 32, max_connections = 4096, max_per_address = 128;
     bool follow_slurm = false;
     SlurmIngestOptions slurm;
     std::string follow_since = "1d";
@@ -42,11 +43,24 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
   cmd->add_option("--tls-key", f->tls_key, "PEM private key of --tls-cert");
   cmd->add_option("--config", f->config,
                   "JSON access config: agent_tokens, user_tokens, admins, user_header, "
-                  "max_batch_bytes (docs/api.md). Without it the server is open to anyone who "
-                  "can reach it");
+                  "trusted_proxies, max_batch_bytes (docs/api.md). Without it the server is open "
+                  "to anyone who can reach it");
   cmd->add_option("--prices", f->prices, "Price table JSON (default: the built-in one)");
-  cmd->add_option("--threads", f->threads, "Worker threads (default 32)")
+  cmd->add_option("--threads", f->threads,
+                  "Worker threads kept when idle (default 32); they start on demand, one per open "
+                  "connection, up to --max-connections")
       ->check(CLI::Range(1, 1024));
+  cmd->add_option("--max-connections", f->max_connections,
+                  "Connections served at once (a thread each); more wait for a free one")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--max-per-address", f->max_per_address,
+                  "Open connections of one client address beyond which its further ones must "
+                  "send their request at once, and requests in flight beyond which its further "
+                  "ones get 503 (except /healthz); keep it above what a reverse proxy in front "
+                  "sends at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   cmd->add_flag("--follow-slurm", f->follow_slurm,
                 "Also run `rightsize ingest slurm --follow` in the server: ingest the jobs that "
                 "end from sacct and diagnose the failed ones (instead of a separate service); "
@@ -105,6 +119,7 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
         if (!cfg.ok()) return Fail(cfg.status());
         opts.config = std::move(*cfg);
       }
+      const ServerConfig opts_config = opts.config;
       auto follow_from = ParseTimeSpec(f->follow_since, std::time(nullptr));
       if (!follow_from.ok()) return Fail(follow_from.status().WithContext("--follow-since"));
       auto prices = PricesFor(f->prices);
@@ -120,12 +135,21 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
       Status st = api.Init();
       if (!st.ok()) return Fail(st);
 
-      HttpServeOptions http_options{f->listen, f->tls_cert, f->tls_key, f->threads};
+      HttpServeOptions http_options;
+      http_options.listen = f->listen;
+      http_options.tls_cert = f->tls_cert;
+      http_options.tls_key = f->tls_key;
+      http_options.threads = f->threads;
+      http_options.max_threads = std::max(f->threads, f->max_connections);
+      http_options.max_per_address = f->max_per_address;
       auto front = HttpFront::Bind(api, http_options);
       if (!front.ok()) return Fail(front.status());
       HttpFront& http = **front;
       if (!f->config.empty()) {
         fmt::print(stderr, "rightsize serve: access from {}\n", f->config);
+        for (const auto& w : ConfigWarnings(opts_config)) {
+          fmt::print(stderr, "rightsize serve: warning: {}\n", w);
+        }
       } else {
         fmt::print(stderr,
                    "rightsize serve: no --config: open to anyone who can connect (everyone is an "

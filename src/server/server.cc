@@ -1,5 +1,6 @@
 #include "server/server.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <httplib.h>
 #include <zlib.h>
@@ -25,6 +26,8 @@ namespace rightsize {
 namespace {
 
 using Query = std::multimap<std::string, std::string>;
+
+constexpr size_t kMaxSeriesMetrics = 32;
 
 ApiServer::Reply Error(int status, const std::string& message) {
   return {status, JsonText(nlohmann::json{{"error", message}}), "application/json"};
@@ -211,7 +214,60 @@ std::optional<double> LimitOf(const JobRecord& j, const std::string& metric,
   return std::nullopt;
 }
 
+// The address's bytes (16 for IPv6, 4 for IPv4 and IPv4-mapped IPv6); empty when malformed.
+std::vector<unsigned char> AddressBytes(const std::string& text) {
+  unsigned char buf[16];
+  if (inet_pton(AF_INET, text.c_str(), buf) == 1) return {buf, buf + 4};
+  if (inet_pton(AF_INET6, text.c_str(), buf) != 1) return {};
+  static const unsigned char kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (std::equal(kMapped, kMapped + 12, buf)) return {buf + 12, buf + 16};
+  return {buf, buf + 16};
+}
+
+// The prediction as `who` may see it: other users' jobs left out of similar_jobs.
+nlohmann::json PredictionFor(const ApiServer::Caller& who, nlohmann::json doc) {
+  if (who.admin) return doc;
+  auto it = doc.find("similar_jobs");
+  if (it == doc.end() || !it->is_array()) return doc;
+  nlohmann::json own = nlohmann::json::array();
+  for (auto& j : *it) {
+    if (j.is_object() && j.value("user", std::string()) == who.user) own.push_back(std::move(j));
+  }
+  *it = std::move(own);
+  return doc;
+}
+
 }  // namespace
+
+bool AddressInCidr(const std::string& address, const std::string& cidr) {
+  size_t slash = cidr.find('/');
+  std::vector<unsigned char> net = AddressBytes(cidr.substr(0, slash));
+  std::vector<unsigned char> addr = AddressBytes(address);
+  if (net.empty() || addr.size() != net.size()) return false;
+  size_t bits = net.size() * 8;
+  if (slash != std::string::npos) {
+    auto b = ParseInt(cidr.substr(slash + 1));
+    if (!b || *b < 0 || static_cast<size_t>(*b) > bits) return false;
+    bits = static_cast<size_t>(*b);
+  }
+  for (size_t i = 0; i < bits; ++i) {
+    unsigned mask = 0x80u >> (i % 8);
+    if ((net[i / 8] & mask) != (addr[i / 8] & mask)) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> ConfigWarnings(const ServerConfig& config) {
+  std::vector<std::string> out;
+  if (!config.open && !config.user_header.empty() && config.trusted_proxies.empty()) {
+    out.push_back(fmt::format(
+        "user_header {} is believed from ANY address that can connect: anyone who reaches the "
+        "server directly can claim to be any user (an admin too). Set trusted_proxies to the "
+        "reverse proxy's addresses (docs/api.md, \"Access\")",
+        config.user_header));
+  }
+  return out;
+}
 
 StatusOr<ServerConfig> LoadServerConfig(const std::string& path) {
   std::ifstream in(path);
@@ -256,6 +312,21 @@ StatusOr<ServerConfig> LoadServerConfig(const std::string& path) {
     if (!it->is_string()) return Status::BadInput(path + ": user_header: expected a header name");
     c.user_header = it->get<std::string>();
   }
+  if (auto it = j.find("trusted_proxies"); it != j.end()) {
+    std::set<std::string> proxies;
+    RS_RETURN_IF_ERROR(strings("trusted_proxies", &proxies));
+    for (const auto& p : proxies) {
+      // A CIDR must contain its own network address; a bare address, itself.
+      std::string base = p.substr(0, p.find('/'));
+      if (AddressBytes(base).empty() || !AddressInCidr(base, p)) {
+        return Status::BadInput(fmt::format(
+            "{}: trusted_proxies: expected IP addresses or CIDRs (10.0.0.5, 10.1.0.0/16, ::1), "
+            "got '{}'",
+            path, p));
+      }
+      c.trusted_proxies.push_back(p);
+    }
+  }
   if (auto it = j.find("max_batch_bytes"); it != j.end()) {
     if (!it->is_number_integer() || it->get<int64_t>() < 1024) {
       return Status::BadInput(path + ": max_batch_bytes: expected a whole number >= 1024");
@@ -263,12 +334,13 @@ StatusOr<ServerConfig> LoadServerConfig(const std::string& path) {
     c.max_batch_bytes = it->get<size_t>();
   }
   for (const auto& [key, value] : j.items()) {
-    static const std::set<std::string> kKnown = {"agent_tokens", "user_tokens", "admins",
-                                                 "user_header", "max_batch_bytes"};
+    static const std::set<std::string> kKnown = {"agent_tokens",    "user_tokens",
+                                                 "admins",          "user_header",
+                                                 "trusted_proxies", "max_batch_bytes"};
     if (!kKnown.count(key)) {
       return Status::BadInput(
-          fmt::format("{}: unknown setting '{}' (known: agent_tokens, "
-                      "user_tokens, admins, user_header, max_batch_bytes)",
+          fmt::format("{}: unknown setting '{}' (known: agent_tokens, user_tokens, admins, "
+                      "user_header, trusted_proxies, max_batch_bytes)",
                       path, key));
     }
   }
@@ -435,14 +507,17 @@ int64_t ApiServer::Now() const {
   return options_.now_s ? options_.now_s() : static_cast<int64_t>(std::time(nullptr));
 }
 
-ApiServer::Caller ApiServer::Identify(
-    const std::function<std::string(const std::string&)>& header) const {
+ApiServer::Caller ApiServer::Identify(const std::function<std::string(const std::string&)>& header,
+                                      const std::string& remote_addr) const {
   Caller c;
   const ServerConfig& cfg = options_.config;
   std::string auth = header("Authorization");
   std::string token;
   if (auth.rfind("Bearer ", 0) == 0) token = std::string(Trim(auth.substr(7)));
-  if (!cfg.user_header.empty()) c.user = header(cfg.user_header);
+  bool trusted = cfg.trusted_proxies.empty() ||
+                 std::any_of(cfg.trusted_proxies.begin(), cfg.trusted_proxies.end(),
+                             [&](const std::string& p) { return AddressInCidr(remote_addr, p); });
+  if (!cfg.user_header.empty() && trusted) c.user = header(cfg.user_header);
   if (cfg.open) {
     c.known = c.admin = c.agent = true;
     return c;
@@ -602,7 +677,11 @@ ApiServer::Reply ApiServer::Job(const Caller& who, const std::string& cluster,
   out["prediction"] = nullptr;
   if (pred.ok()) {
     auto doc = nlohmann::json::parse(pred->document, nullptr, false);
-    if (!doc.is_discarded()) out["prediction"] = doc;
+    // A prediction made for another user than the job's (stored on a job id before the job
+    // arrived) is not shown to people: it is not about their job.
+    bool about_this_job =
+        who.admin || !doc.is_object() || doc.value("user", job->request.user) == job->request.user;
+    if (!doc.is_discarded() && about_this_job) out["prediction"] = PredictionFor(who, doc);
   }
   auto diag = store->GetDiagnosis(job->cluster, job->job_id);
   out["diagnosis"] = nullptr;
@@ -627,8 +706,14 @@ ApiServer::Reply ApiServer::Series(const Caller& who, const std::string& cluster
   if (std::string m = Param(q, "metric"); !m.empty()) {
     std::stringstream ss(m);
     std::string one;
+    std::set<std::string> seen;
     while (std::getline(ss, one, ',')) {
-      if (!one.empty()) metrics.push_back(one);
+      if (!one.empty() && seen.insert(one).second) metrics.push_back(one);
+    }
+    // Each metric is up to 100,000 points: the answer's size is bounded by their number.
+    if (metrics.size() > kMaxSeriesMetrics) {
+      return Error(
+          400, fmt::format("metric: at most {} names, got {}", kMaxSeriesMetrics, metrics.size()));
     }
   } else {
     auto all = store->SampleMetrics(job->cluster, job->job_id);
@@ -770,10 +855,22 @@ ApiServer::Reply ApiServer::Predict(const Caller& who, const std::string& body) 
   RS_LEASE(store);
   auto out = PredictJob(*store, in, &models_);
   if (!out.ok()) return Error(HttpStatus(out.status()), out.status().message());
+  out->doc = PredictionFor(who, std::move(out->doc));
   const nlohmann::json* pred = &out->doc;
   if (!job_id.empty()) {
+    std::string cluster = pred->value("cluster", in.cluster);
+    if (!who.admin) {
+      // People store predictions on their own jobs only (a job not in the store yet may be
+      // theirs: stored, and shown with the job only if the job turns out to be theirs).
+      auto existing = store->GetJob(cluster, job_id);
+      if (existing.ok() && existing->request.user != who.user) {
+        return Error(403, fmt::format("job {} is not yours: a prediction is stored only on your "
+                                      "own jobs (send no job_id to predict without storing)",
+                                      job_id));
+      }
+    }
     StoredPrediction p;
-    p.cluster = pred->value("cluster", in.cluster);
+    p.cluster = cluster;
     p.job_id = job_id;
     p.created_at = in.now;
     p.document = JsonText(*pred);
@@ -981,6 +1078,16 @@ ApiServer::Reply ApiServer::OverviewOf(const Caller& who, bool with_waste) {
   return Json({{"clusters", out}, {"user", who.user}, {"admin", who.admin}});
 }
 
+void ApiServer::CountInternalError(const std::string& what) {
+  ++internal_errors_;
+  (void)what;  // the answer carries it; counting must not allocate much when memory is short
+}
+
+void ApiServer::CountRefused(const std::string& reason) {
+  MutexLock lock(metrics_mu_);
+  ++refused_[reason];
+}
+
 void ApiServer::Count(const std::string& route, int status, double seconds) {
   MutexLock lock(metrics_mu_);
   ++requests_[{route, status}];
@@ -1014,6 +1121,14 @@ std::string ApiServer::Metrics() {
                          it == rejected_.end() ? 0 : it->second);
     }
     out +=
+        "# HELP rightsize_http_refused_total Requests or connections refused or limited by the "
+        "server's limits, by reason.\n# TYPE rightsize_http_refused_total counter\n";
+    for (const char* reason : {"too_large", "per_address"}) {
+      auto it = refused_.find(reason);
+      out += fmt::format("rightsize_http_refused_total{{reason=\"{}\"}} {}\n", reason,
+                         it == refused_.end() ? 0 : it->second);
+    }
+    out +=
         "# HELP rightsize_admissions_total Kubernetes admission reviews answered, by mode and "
         "outcome.\n# TYPE rightsize_admissions_total counter\n";
     for (const auto& [key, n] : admissions_) {
@@ -1025,8 +1140,12 @@ std::string ApiServer::Metrics() {
       "# HELP rightsize_telemetry_samples_total Samples stored from agents.\n"
       "# TYPE rightsize_telemetry_samples_total counter\nrightsize_telemetry_samples_total {}\n"
       "# HELP rightsize_telemetry_batches_total Agent batches stored.\n"
-      "# TYPE rightsize_telemetry_batches_total counter\nrightsize_telemetry_batches_total {}\n",
-      samples_.load(), batches_.load());
+      "# TYPE rightsize_telemetry_batches_total counter\nrightsize_telemetry_batches_total {}\n"
+      "# HELP rightsize_http_internal_errors_total Requests or connections that failed inside "
+      "the server (an exception, memory exhausted): each answered 500 or closed, alone.\n"
+      "# TYPE rightsize_http_internal_errors_total counter\n"
+      "rightsize_http_internal_errors_total {}\n",
+      samples_.load(), batches_.load(), internal_errors_.load());
   Caller admin;
   admin.admin = admin.known = true;
   Reply ov = OverviewOf(admin, false);
@@ -1060,7 +1179,8 @@ std::string ApiServer::Metrics() {
 
 void ApiServer::Mount(httplib::Server& http) {
   auto caller = [this](const httplib::Request& req) {
-    return Identify([&](const std::string& name) { return req.get_header_value(name); });
+    return Identify([&](const std::string& name) { return req.get_header_value(name); },
+                    req.remote_addr);
   };
   auto send = [this](const std::string& route, httplib::Response& res, const Reply& r,
                      std::chrono::steady_clock::time_point start) {
@@ -1082,10 +1202,24 @@ void ApiServer::Mount(httplib::Server& http) {
                            : "who are you? the " + options_.config.user_header +
                                  " header (set by the proxy) or a user token is required");
       } else {
+        // Whatever fails in a handler fails this request only (500, counted); the error's
+        // text is built after the handler's memory is released.
+        std::string failure;
         try {
+          if (options_.before_handler) options_.before_handler(name);
           r = fn(req, who);
+        } catch (const std::bad_alloc&) {
+          failure =
+              "out of memory answering this request: ask for less (a shorter range, a "
+              "smaller limit)";
         } catch (const std::exception& e) {
-          r = Error(500, std::string("internal error: ") + e.what());
+          failure = std::string("internal error: ") + e.what();
+        } catch (...) {
+          failure = "internal error: unknown exception";
+        }
+        if (!failure.empty()) {
+          CountInternalError(failure);
+          r = Error(500, failure);
         }
       }
       send(name, res, r, start);
@@ -1097,9 +1231,9 @@ void ApiServer::Mount(httplib::Server& http) {
 
   http.Get("/healthz",
            route("/healthz", false, [this](const auto&, const auto&) { return Health(); }));
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(Metrics(), "text/plain; version=0.0.4; charset=utf-8");
-  });
+  http.Get("/metrics", route("/metrics", false, [this](const auto&, const auto&) {
+             return Reply{200, Metrics(), "text/plain; version=0.0.4; charset=utf-8"};
+           }));
   // Telemetry: read through a content receiver so that a (decompressed) body over the cap is
   // counted and discarded as it streams instead of being held whole.
   http.Post("/api/v1/telemetry", [this, caller, send](const httplib::Request& req,

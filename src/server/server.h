@@ -7,7 +7,8 @@
 // writes). Access (ServerConfig): agents post telemetry with a token; people are known by a
 // header that a reverse proxy sets or by a token, see their own jobs, and admins see all.
 // Bad input gets a 4xx with {"error": …} and a counter in /metrics; a handler never throws
-// into the HTTP library (an unexpected exception is a 500 with its message).
+// into the HTTP library: an unexpected exception (std::bad_alloc included) is a 500 with
+// {"error": …} for that request only, counted in rightsize_http_internal_errors_total.
 #pragma once
 
 #include <atomic>
@@ -48,11 +49,18 @@ struct ServerConfig {
   std::map<std::string, std::string> user_tokens;  // token -> user name
   std::set<std::string> admins;
   std::string user_header;  // e.g. "X-Remote-User", set by the site's reverse proxy
+  // Addresses or CIDRs ("10.0.0.5", "10.1.0.0/16", "::1") whose user_header is believed; empty:
+  // anyone's (with a warning at start, ConfigWarnings).
+  std::vector<std::string> trusted_proxies;
   size_t max_batch_bytes = size_t{16} << 20;
 };
 
 // Reads the JSON config file (docs/api.md, "Access"). BadInput naming the field.
 StatusOr<ServerConfig> LoadServerConfig(const std::string& path);
+// What `serve` warns about at start (e.g. a user_header believed from any address).
+std::vector<std::string> ConfigWarnings(const ServerConfig& config);
+// True when `address` (an IPv4 or IPv6 address as text) is in `cidr` ("10.0.0.0/8", "::1").
+bool AddressInCidr(const std::string& address, const std::string& cidr);
 
 // The Kubernetes admission webhook's settings (`serve --admission-*`, src/k8s/admission.h).
 struct AdmissionSettings {
@@ -71,6 +79,9 @@ struct ServerOptions {
   std::function<int64_t()> now_s;  // the clock (tests set it); default: the system clock
   TelemetryLimits limits;
   AdmissionSettings admission;
+  // Tests only: runs before every routed handler with the route's name; may throw (to show that
+  // an exception, std::bad_alloc included, stays within its request).
+  std::function<void(const std::string& route)> before_handler;
 };
 
 class ApiServer {
@@ -114,8 +125,15 @@ class ApiServer {
   Reply Health();
   std::string Metrics();
 
-  // Who is calling, from the headers (Authorization: Bearer, the proxy's user header).
-  Caller Identify(const std::function<std::string(const std::string&)>& header) const;
+  // Who is calling, from the headers (Authorization: Bearer, the proxy's user header, believed
+  // only from trusted_proxies when that list is set) and the peer's address.
+  Caller Identify(const std::function<std::string(const std::string&)>& header,
+                  const std::string& remote_addr = "") const;
+
+  // The HTTP front's events for /metrics: a request or connection that failed inside (any
+  // exception), and requests or connections refused by its limits, by reason.
+  void CountInternalError(const std::string& what);
+  void CountRefused(const std::string& reason);
 
  private:
   class StoreLease;
@@ -163,6 +181,8 @@ class ApiServer {
   std::map<std::string, double> seconds_ GUARDED_BY(metrics_mu_);    // route -> total seconds
   std::map<std::string, int64_t> rejected_ GUARDED_BY(metrics_mu_);  // reason -> batches or entries
   std::atomic<int64_t> samples_{0}, batches_{0};
+  std::atomic<int64_t> internal_errors_{0};
+  std::map<std::string, int64_t> refused_ GUARDED_BY(metrics_mu_);  // reason -> count
   std::atomic<int> admissions_in_flight_{0};
   // (mode, outcome: advised, enforced, unchanged, overload) -> count
   std::map<std::pair<std::string, std::string>, int64_t> admissions_ GUARDED_BY(metrics_mu_);

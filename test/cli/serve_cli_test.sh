@@ -31,6 +31,9 @@ start_server() {
 start_server "$WORK/serve.out" --config "$WORK/config.json"
 URL=http://127.0.0.1:$PORT
 pass "server listening on $PORT"
+# user_header without trusted_proxies: believed from anyone who connects, and said so (issue 31).
+expect_contains "user_header without trusted_proxies is warned about" "$(cat "$WORK/serve.out.err")" \
+  "warning: user_header X-Remote-User is believed from ANY address"
 
 # http METHOD PATH [curl args…]: sets $CODE and $BODY.
 http() {
@@ -296,6 +299,13 @@ http POST /api/v1/predict "${ALICE[@]}" -H 'Content-Type: application/json' --da
 expect_eq "predict" "$CODE" 200
 expect_contains "a prediction document" "$BODY" '"schema":"rightsize.predict/v1"'
 expect_contains "for alice" "$BODY" '"user":"alice"'
+# Bob's job 101: alice may not store a prediction on it (issue 31, defect 6).
+body=$(python3 -c "import json; print(json.dumps({'script': open('$WORK/job.sh').read(), 'job_id': '101', 'cluster': 'c1'}))")
+http POST /api/v1/predict "${ALICE[@]}" -H 'Content-Type: application/json' --data-binary "$body"
+expect_eq "predict onto another user's job" "$CODE" 403
+expect_contains "says why" "$BODY" "job 101 is not yours"
+http GET /api/v1/jobs/c1/101 "${OPS[@]}"
+expect_contains "nothing was stored on bob's job" "$BODY" '"prediction":null'
 http POST /api/v1/predict "${ALICE[@]}" --data-binary '{"script": 7}'
 expect_eq "predict with a wrong type" "$CODE" 400
 expect_contains "names the field" "$BODY" "script: expected a string"

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/job.h"
@@ -503,6 +504,119 @@ TEST(ApiServer, EarlyInAJobTheElapsedTimeCoversItsSamples) {
   ASSERT_TRUE(so_far.ok());
   EXPECT_NEAR(so_far->usage.cpu_time_s.value_or(0), 2.5, 1e-9);
   EXPECT_NEAR(so_far->usage.elapsed_s.value_or(0), 2.5, 1e-9);
+}
+
+JobRecord Finished(const std::string& id, const std::string& user, int64_t end_s) {
+  JobRecord j;
+  j.cluster = "c";
+  j.job_id = id;
+  j.source = "slurm";
+  j.request.user = user;
+  j.request.job_name = "train";
+  j.request.cpus = 4;
+  j.request.memory_bytes = int64_t{8} << 30;
+  j.request.time_limit_s = 7200;
+  j.submit_time = end_s - 3700;
+  j.start_time = end_s - 3600;
+  j.end_time = end_s;
+  j.usage.elapsed_s = 3600;
+  j.usage.peak_rss_bytes = int64_t{2} << 30;
+  j.usage.cpu_time_s = 3600.0 * 3;
+  j.outcome.state = "COMPLETED";
+  j.outcome.exit_code = 0;
+  return j;
+}
+
+// Issue 31, defects 6 and 7: a person's prediction neither writes to another user's job nor
+// shows another user's jobs among its similar jobs; admins see and write everything.
+TEST(ApiServer, PredictionsStayWithinTheUsersOwnJobs) {
+  ServerOptions o;
+  o.db = TempDb("predict-visibility");
+  o.config.open = false;
+  o.config.user_tokens = {{"t-alice", "alice"}, {"t-ops", "ops"}};
+  o.config.admins = {"ops"};
+  o.now_s = [] { return int64_t{100000}; };
+  ApiServer api(o);
+  ASSERT_TRUE(api.Init().ok());
+  auto store = OpenStore(o.db);
+  ASSERT_TRUE(store.ok());
+  std::vector<JobRecord> jobs = {Finished("a1", "alice", 50000), Finished("b1", "bob", 60000),
+                                 Finished("b2", "bob", 70000), Finished("b3", "bob", 80000)};
+  ASSERT_TRUE((*store)->UpsertJobs(jobs).ok());
+  auto who = [&](const std::string& token) {
+    return api.Identify(
+        [&](const std::string& h) { return h == "Authorization" ? "Bearer " + token : ""; });
+  };
+  auto alice = who("t-alice"), ops = who("t-ops");
+  const std::string script = "#!/bin/bash\n#SBATCH -n 4\nsrun ./train\n";
+  auto body = [&](const std::string& job_id) {
+    nlohmann::json b = {{"script", script}, {"name", "train"}, {"cluster", "c"}};
+    if (!job_id.empty()) b["job_id"] = job_id;
+    return b.dump();
+  };
+  // Writing to bob's job: refused with a reason, and nothing stored there.
+  auto onto_bob = api.Predict(alice, body("b3"));
+  EXPECT_EQ(onto_bob.status, 403) << onto_bob.body;
+  EXPECT_NE(nlohmann::json::parse(onto_bob.body)["error"].get<std::string>().find("not yours"),
+            std::string::npos);
+  EXPECT_FALSE((*store)->GetPrediction("c", "b3").ok());
+  // Her own job: stored.
+  EXPECT_EQ(api.Predict(alice, body("a1")).status, 200);
+  EXPECT_TRUE((*store)->GetPrediction("c", "a1").ok());
+  // Similar jobs: hers only (bob's runs of the same name are history for the model, not hers
+  // to read); an admin sees bob's too.
+  auto mine = nlohmann::json::parse(api.Predict(alice, body("")).body);
+  ASSERT_TRUE(mine["similar_jobs"].is_array()) << mine.dump();
+  ASSERT_FALSE(mine["similar_jobs"].empty()) << mine.dump();
+  for (const auto& j : mine["similar_jobs"]) EXPECT_EQ(j["user"], "alice") << mine.dump();
+  auto all = nlohmann::json::parse(api.Predict(ops, body("b3")).body);
+  bool bobs = false;
+  for (const auto& j : all["similar_jobs"]) bobs = bobs || j["user"] == "bob";
+  EXPECT_TRUE(bobs) << all.dump();
+  EXPECT_TRUE((*store)->GetPrediction("c", "b3").ok());  // an admin may store on any job
+  // The stored prediction on a1, read back by alice: still only her jobs.
+  auto a1 = nlohmann::json::parse(api.Job(alice, "c", "a1").body);
+  for (const auto& j : a1["prediction"]["similar_jobs"]) EXPECT_EQ(j["user"], "alice");
+}
+
+// Issue 31, defect 8: user_header is believed only from trusted_proxies when the list is set,
+// and `serve` warns when it is not.
+TEST(ApiServer, TheUserHeaderIsBelievedOnlyFromTrustedProxies) {
+  ServerOptions o;
+  o.db = TempDb("proxies");
+  o.config.open = false;
+  o.config.user_header = "X-Remote-User";
+  o.config.admins = {"ops"};
+  EXPECT_EQ(ConfigWarnings(o.config).size(), 1u);
+  o.config.trusted_proxies = {"10.1.0.0/16", "::1"};
+  EXPECT_TRUE(ConfigWarnings(o.config).empty());
+  ApiServer api(o);
+  auto from = [&](const std::string& addr) {
+    return api.Identify([](const std::string& h) { return h == "X-Remote-User" ? "ops" : ""; },
+                        addr);
+  };
+  EXPECT_TRUE(from("10.1.2.3").admin);
+  EXPECT_TRUE(from("::1").admin);
+  EXPECT_TRUE(from("::ffff:10.1.2.3").admin);
+  EXPECT_FALSE(from("10.2.0.1").known);
+  EXPECT_FALSE(from("127.0.0.1").known);
+  EXPECT_FALSE(from("").known);
+  EXPECT_TRUE(AddressInCidr("192.168.1.77", "192.168.1.0/24"));
+  EXPECT_FALSE(AddressInCidr("192.168.2.77", "192.168.1.0/24"));
+  EXPECT_TRUE(AddressInCidr("fd00::5", "fd00::/8"));
+  EXPECT_FALSE(AddressInCidr("10.0.0.1", "not-an-address"));
+
+  auto path = std::filesystem::temp_directory_path() /
+              ("rightsize-proxies-" + std::to_string(getpid()) + ".json");
+  std::ofstream(path) << R"({"user_header": "X-Remote-User", "trusted_proxies": ["10.0.0.0/33"]})";
+  auto bad = LoadServerConfig(path.string());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("trusted_proxies"), std::string::npos);
+  std::ofstream(path) << R"({"user_header": "X-Remote-User", "trusted_proxies": ["10.0.0.0/8"]})";
+  auto good = LoadServerConfig(path.string());
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_EQ(good->trusted_proxies, std::vector<std::string>{"10.0.0.0/8"});
+  std::filesystem::remove(path);
 }
 
 }  // namespace
