@@ -572,7 +572,8 @@ ApiServer::Reply ApiServer::Telemetry(const Caller& who, const std::string& body
   }
   if (!*stored) {
     return refuse_seq("replayed",
-                      fmt::format("batch {} of agent {} is not above the last one stored (each "
+                      fmt::format("batch {} of agent {} is not above the last one stored: "
+                                  "already received, or numbered below the agent's last (each "
                                   "batch's seq must be above the last one's)",
                                   batch->seq, batch->agent));
   }
