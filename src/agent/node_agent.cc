@@ -1,5 +1,7 @@
 #include "agent/node_agent.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -44,8 +46,33 @@ NodeAgent::NodeAgent(NodeAgentOptions options, std::unique_ptr<Shipper> shipper)
 }
 
 std::string NodeAgent::Metrics() {
-  MutexLock lock(mu_);
-  return agent_.Metrics();
+  std::string out;
+  {
+    MutexLock lock(mu_);
+    out = agent_.Metrics();
+  }
+  if (shipper_) {
+    Shipper::Stats s = shipper_->stats();
+    out += fmt::format(
+        "# HELP rightsize_agent_batches_sent_total Telemetry batches the server has taken.\n"
+        "# TYPE rightsize_agent_batches_sent_total counter\nrightsize_agent_batches_sent_total {}\n"
+        "# HELP rightsize_agent_batches_dropped_total Telemetry batches given up (queue or spool "
+        "full, refused by the server).\n# TYPE rightsize_agent_batches_dropped_total counter\n"
+        "rightsize_agent_batches_dropped_total {}\n"
+        "# HELP rightsize_agent_batches_resynced_total Batches renumbered above the server's last "
+        "after a 409.\n# TYPE rightsize_agent_batches_resynced_total counter\n"
+        "rightsize_agent_batches_resynced_total {}\n"
+        "# HELP rightsize_agent_batches_queued Telemetry batches waiting to be sent.\n"
+        "# TYPE rightsize_agent_batches_queued gauge\nrightsize_agent_batches_queued {}\n"
+        "# HELP rightsize_agent_samples_made_total Samples put in telemetry batches.\n"
+        "# TYPE rightsize_agent_samples_made_total counter\n"
+        "rightsize_agent_samples_made_total {}\n"
+        "# HELP rightsize_agent_samples_delivered_total Samples in batches the server has taken.\n"
+        "# TYPE rightsize_agent_samples_delivered_total counter\n"
+        "rightsize_agent_samples_delivered_total {}\n",
+        s.sent, s.dropped, s.resynced, s.queued, s.samples_made, s.samples_delivered);
+  }
+  return out;
 }
 
 std::vector<JobRecord> NodeAgent::Cycle(double now_s, double* next_ship_s,

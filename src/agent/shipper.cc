@@ -8,6 +8,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <sstream>
 
 #include "core/json_text.h"
@@ -70,6 +72,13 @@ void Shipper::Enqueue(std::vector<JobTelemetry> jobs, int64_t now_ms) {
   // Strictly increasing across restarts too (the server keeps each agent's last one).
   last_seq_ = std::max(last_seq_ + 1, now_ms);
   Batch b{last_seq_, JsonText(TelemetryBatchJson(options_.agent, last_seq_, jobs)), ""};
+  for (const auto& t : jobs) {
+    for (const auto& [metric, points] : t.samples) {
+      b.samples += std::count_if(points.begin(), points.end(),
+                                 [](const Sample& p) { return std::isfinite(p.value); });
+    }
+  }
+  stats_.samples_made += b.samples;
   Spool(b);
   queue_.push_back(std::move(b));
   while (queue_.size() > options_.max_queued) {
@@ -124,9 +133,27 @@ void Shipper::Run() {
     if (!res) {
       stats_.last_error =
           fmt::format("cannot reach {}: {}", options_.url, httplib::to_string(res.error()));
-    } else if (res->status < 300 || res->status == 409 || res->status == 422) {
-      done = true;  // stored (422: the valid part), or already stored
+    } else if (res->status == 409) {
+      // Refused for its number. Either the batch had arrived before (a retry after a lost
+      // answer) or the agent's number is behind the server's (another agent with this name, a
+      // clock set back, a forged batch) or too far ahead: the server says where it stands.
+      switch (Resync(batch, res->body)) {
+        case Refusal::kStoredBefore:
+          done = true;
+          ++stats_.sent;
+          stats_.samples_delivered += batch.samples;
+          break;
+        case Refusal::kRenumbered:
+          backoff_s = 1;
+          stats_.queued = static_cast<int64_t>(queue_.size());
+          continue;  // at once, with its new number
+        case Refusal::kWait:
+          break;
+      }
+    } else if (res->status < 300 || res->status == 422) {
+      done = true;  // stored (422: the valid part)
       ++stats_.sent;
+      stats_.samples_delivered += batch.samples;
       if (res->status == 422) stats_.last_error = "server kept part of a batch: " + res->body;
     } else if (res->status >= 400 && res->status < 500) {
       done = true;  // retrying would fail the same way
@@ -154,6 +181,59 @@ void Shipper::Run() {
     stats_.queued = static_cast<int64_t>(queue_.size());
     cv_.NotifyAll();
   }
+}
+
+Shipper::Refusal Shipper::Resync(const Batch& sent, const std::string& answer) {
+  auto j = nlohmann::json::parse(answer, nullptr, /*allow_exceptions=*/false);
+  auto number = [&](const char* key) -> std::optional<int64_t> {
+    if (!j.is_object() || !j.contains(key) || !j[key].is_number_integer()) return std::nullopt;
+    return j[key].get<int64_t>();
+  };
+  std::string reason = j.is_object() ? j.value("reason", "") : "";
+  std::string error = j.is_object() ? j.value("error", answer) : answer;
+  auto last = number("last_seq"), most = number("max_seq");
+  if (!last || !most) {
+    // A server from before resync: all it says is that it had the batch.
+    stats_.last_error = fmt::format("server refused batch {} as a replay: {}", sent.seq, error);
+    fmt::print(stderr, "rightsize agent: {}; dropped\n", stats_.last_error);
+    return Refusal::kStoredBefore;
+  }
+  if (reason == "replayed" && *last == sent.seq) {
+    return Refusal::kStoredBefore;  // this very batch: it arrived, its answer did not
+  }
+  // Above the server's last and, if the agent's clock runs ahead, no higher than it accepts.
+  int64_t seq = *last < std::numeric_limits<int64_t>::max() ? *last + 1 : *last;
+  if (sent.seq > *most) seq = std::max(seq, *most);
+  if (seq > *most || seq <= *last) {
+    stats_.last_error = fmt::format(
+        "server refused batch {} ({}): {}; its last is {} and it takes at most {}: retrying later",
+        sent.seq, reason, error, *last, *most);
+    fmt::print(stderr, "rightsize agent: {}\n", stats_.last_error);
+    return Refusal::kWait;
+  }
+  ++stats_.resynced;
+  stats_.last_error = fmt::format("server refused batch {} ({}): {}; sending it as {}", sent.seq,
+                                  reason, error, seq);
+  fmt::print(stderr, "rightsize agent: {}\n", stats_.last_error);
+  // This batch and those queued behind it, renumbered in order above the server's last.
+  for (Batch& b : queue_) {
+    if (b.seq >= seq) break;
+    Renumber(b, seq++);
+  }
+  if (!queue_.empty()) last_seq_ = std::max(last_seq_, queue_.back().seq);
+  return Refusal::kRenumbered;
+}
+
+void Shipper::Renumber(Batch& batch, int64_t seq) {
+  auto j = nlohmann::json::parse(batch.body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object()) {
+    j["seq"] = seq;
+    batch.body = JsonText(j);
+  }
+  Forget(batch);
+  batch.file.clear();
+  batch.seq = seq;
+  Spool(batch);
 }
 
 Status Shipper::LoadSpool() {

@@ -3,8 +3,12 @@
 // The sampling loop hands each batch to Enqueue() and goes on; a thread of the shipper posts
 // them in order, gzip-compressed, with the agent's token. A batch's sequence number is fixed
 // when it is made (Unix milliseconds, strictly increasing), so a batch retried after a timeout
-// that had in fact arrived is answered 409 and dropped, never stored twice. When the server is
-// down or answers 5xx the batch stays queued and is retried with backoff; the queue holds at
+// that had in fact arrived is answered 409 and dropped, never stored twice. Any other 409 (the
+// server's last seq for this agent is above the batch's: a forged batch, a second agent of the
+// same name, a clock set back; or the batch is numbered too far ahead of the server's clock) is
+// logged with the server's reason and resynced: the batch and those queued behind it are
+// renumbered above the last seq the server names and sent again, so none is lost. When the server
+// is down or answers 5xx the batch stays queued and is retried with backoff; the queue holds at
 // most `max_queued` batches (the oldest dropped and counted), so a long outage costs bounded
 // memory. A 4xx other than 409 (bad token, a batch the server refuses) drops the batch with a
 // log line: retrying it would fail the same way. Thread-safe.
@@ -61,6 +65,9 @@ class Shipper {
     int64_t sent = 0, failed_attempts = 0, dropped = 0, queued = 0;
     int64_t recovered = 0;     // batches a previous agent left in the spool
     int64_t spool_errors = 0;  // batches that could not be written to the spool
+    int64_t resynced = 0;      // 409s answered by renumbering above the server's last seq
+    // Samples in the batches made (Enqueue) and in those the server has taken.
+    int64_t samples_made = 0, samples_delivered = 0;
     std::string last_error;
   };
   Stats stats() const;
@@ -74,7 +81,13 @@ class Shipper {
     int64_t seq = 0;
     std::string body;  // JSON
     std::string file;  // its spool file ("" when not spooled)
+    int64_t samples = 0;
   };
+  // What a 409 answer means for `sent` (the queue's front): stored before (done), renumbered
+  // with the queue behind it (send again now), or nothing to do yet (retry later).
+  enum class Refusal { kStoredBefore, kRenumbered, kWait };
+  Refusal Resync(const Batch& sent, const std::string& answer) REQUIRES(mu_);
+  void Renumber(Batch& batch, int64_t seq) REQUIRES(mu_);
   // Loads what a previous agent left in the spool.
   Status LoadSpool() REQUIRES(mu_);
   void Spool(Batch& batch) REQUIRES(mu_);

@@ -158,6 +158,13 @@ int RunAgent(Context& ctx, const AgentFlags& f) {
     fmt::print(stderr, "rightsize agent: {} batches not delivered: {}\n",
                node.shipper()->stats().queued, node.shipper()->stats().last_error);
   }
+  if (node.shipper()) {
+    Shipper::Stats s = node.shipper()->stats();
+    fmt::print(stderr,
+               "rightsize agent: shipped {} of {} samples in {} batches ({} renumbered after a "
+               "409, {} dropped)\n",
+               s.samples_delivered, s.samples_made, s.sent, s.resynced, s.dropped);
+  }
   return kExitOk;
 }
 

@@ -295,7 +295,31 @@ StatusOr<ServerConfig> LoadServerConfig(const std::string& path) {
     }
     return Status::Ok();
   };
-  RS_RETURN_IF_ERROR(strings("agent_tokens", &c.agent_tokens));
+  if (auto it = j.find("agent_tokens"); it != j.end()) {
+    // The list form (every token may use any agent name) is kept for older configs; the object
+    // form binds each token to the agents it speaks for.
+    if (it->is_array()) {
+      std::set<std::string> tokens;
+      RS_RETURN_IF_ERROR(strings("agent_tokens", &tokens));
+      for (const auto& t : tokens) c.agent_tokens[t] = {};
+    } else if (it->is_object()) {
+      for (const auto& [token, names] : it->items()) {
+        bool ok = !token.empty() && names.is_array() && !names.empty();
+        for (const auto& n : names) ok = ok && n.is_string() && !n.get<std::string>().empty();
+        if (!ok) {
+          return Status::BadInput(fmt::format(
+              "{}: agent_tokens: expected {{\"token\": [\"cluster/node\", \"cluster/*\", …]}} "
+              "(the agent names each token may use) or a list of tokens",
+              path));
+        }
+        auto& allowed = c.agent_tokens[token];
+        for (const auto& n : names) allowed.push_back(n.get<std::string>());
+      }
+    } else {
+      return Status::BadInput(fmt::format(
+          "{}: agent_tokens: expected {{\"token\": [agent names]}} or a list of tokens", path));
+    }
+  }
   RS_RETURN_IF_ERROR(strings("admins", &c.admins));
   if (auto it = j.find("user_tokens"); it != j.end()) {
     if (!it->is_object()) {
@@ -523,7 +547,11 @@ ApiServer::Caller ApiServer::Identify(const std::function<std::string(const std:
     return c;
   }
   if (!token.empty()) {
-    if (cfg.agent_tokens.count(token)) c.agent = true;
+    if (auto it = cfg.agent_tokens.find(token); it != cfg.agent_tokens.end()) {
+      c.agent = true;
+      c.agent_token_id = AgentTokenId(token);
+      if (!it->second.empty()) c.agent_names = &it->second;
+    }
     if (auto it = cfg.user_tokens.find(token); it != cfg.user_tokens.end()) c.user = it->second;
   }
   c.known = !c.user.empty();
@@ -563,10 +591,52 @@ ApiServer::Reply ApiServer::Telemetry(const Caller& who, const std::string& body
     return reject(401, "unauthorized",
                   "an agent token is required (Authorization: Bearer <token from agent_tokens>)");
   }
-  auto batch = DecodeTelemetry(body, options_.limits);
+  TelemetryLimits limits = options_.limits;
+  limits.now_s = Now();
+  auto batch = DecodeTelemetry(body, limits);
   if (!batch.ok()) return reject(400, "malformed", batch.status().message());
+  if (who.agent_names && !AgentNameAllowed(batch->agent, *who.agent_names)) {
+    std::string allowed;
+    for (const auto& n : *who.agent_names) allowed += (allowed.empty() ? "" : ", ") + n;
+    return reject(403, "agent_name",
+                  fmt::format("agent {}: this token may only send as {} (agent_tokens)",
+                              batch->agent, allowed));
+  }
+  // A refused seq says where the agent stands, so that it can number its batch above the last
+  // one stored (agent/shipper.h) instead of losing it.
+  int64_t max_seq = limits.now_s * 1000 + limits.max_seq_ahead_ms;
+  std::string key = AgentSeqKey(batch->agent, who.agent_token_id);
+  auto refuse_seq = [&](const std::string& reason, const std::string& msg) {
+    int64_t last = 0;
+    if (auto store = Acquire(); store.ok()) {
+      StoreLease lease(this, std::move(*store));
+      if (auto l = lease->LastTelemetrySeq(key); l.ok()) last = *l;
+    }
+    {
+      MutexLock lock(metrics_mu_);
+      ++rejected_[reason];
+    }
+    fmt::print(stderr, "rightsize serve: telemetry of agent {} refused: {}\n", batch->agent, msg);
+    return Json({{"error", msg},
+                 {"reason", reason},
+                 {"agent", batch->agent},
+                 {"seq", batch->seq},
+                 {"last_seq", last},
+                 {"max_seq", max_seq}},
+                409);
+  };
+  if (batch->seq > max_seq) {
+    return refuse_seq(
+        "seq_ahead",
+        fmt::format("batch {} of agent {} is numbered more than {} s ahead of the "
+                    "server's clock (seq is Unix milliseconds; at most {})",
+                    batch->seq, batch->agent, limits.max_seq_ahead_ms / 1000, max_seq));
+  }
+  std::string agent = batch->agent;
+  batch->agent = key;
   bool busy = false;
   auto stored = Write(*batch, &busy);
+  batch->agent = agent;
   if (!stored.ok()) {
     // 503: the agent keeps the batch and retries with backoff.
     if (busy) {
@@ -576,10 +646,11 @@ ApiServer::Reply ApiServer::Telemetry(const Caller& who, const std::string& body
     return Error(busy ? 503 : 500, stored.status().message());
   }
   if (!*stored) {
-    return reject(409, "replayed",
-                  fmt::format("batch {} of agent {} was already received (each batch's seq must "
-                              "be above the last one's)",
-                              batch->seq, batch->agent));
+    return refuse_seq("replayed",
+                      fmt::format("batch {} of agent {} is not above the last one stored: "
+                                  "already received, or numbered below the agent's last (each "
+                                  "batch's seq must be above the last one's)",
+                                  batch->seq, batch->agent));
   }
   samples_ += batch->samples;
   ++batches_;
@@ -1144,8 +1215,11 @@ std::string ApiServer::Metrics() {
       "# HELP rightsize_http_internal_errors_total Requests or connections that failed inside "
       "the server (an exception, memory exhausted): each answered 500 or closed, alone.\n"
       "# TYPE rightsize_http_internal_errors_total counter\n"
-      "rightsize_http_internal_errors_total {}\n",
-      samples_.load(), batches_.load(), internal_errors_.load());
+      "rightsize_http_internal_errors_total {}\n"
+      "# HELP rightsize_telemetry_body_bytes_total Telemetry body bytes read, after "
+      "decompression.\n# TYPE rightsize_telemetry_body_bytes_total counter\n"
+      "rightsize_telemetry_body_bytes_total {}\n",
+      samples_.load(), batches_.load(), internal_errors_.load(), telemetry_body_bytes_.load());
   Caller admin;
   admin.admin = admin.known = true;
   Reply ov = OverviewOf(admin, false);
@@ -1234,38 +1308,56 @@ void ApiServer::Mount(httplib::Server& http) {
   http.Get("/metrics", route("/metrics", false, [this](const auto&, const auto&) {
              return Reply{200, Metrics(), "text/plain; version=0.0.4; charset=utf-8"};
            }));
-  // Telemetry: read through a content receiver so that a (decompressed) body over the cap is
-  // counted and discarded as it streams instead of being held whole.
+  // Telemetry: the token is checked from the headers before a byte of the body is read, and the
+  // body is read through a content receiver that stops at the cap, so neither a caller without a
+  // token nor a gzip bomb can make the server inflate more than max_batch_bytes (and one chunk).
   http.Post("/api/v1/telemetry", [this, caller, send](const httplib::Request& req,
                                                       httplib::Response& res,
                                                       const httplib::ContentReader& reader) {
     auto start = std::chrono::steady_clock::now();
+    Caller who = caller(req);
+    Reply r;
+    if (!who.agent) {
+      r = Telemetry(who, "");                 // 401, counted
+      res.set_header("Connection", "close");  // the unread body must not be read as a request
+      send("/api/v1/telemetry", res, r, start);
+      return;
+    }
     std::string body;
     bool too_large = false;
     size_t cap = options_.config.max_batch_bytes;
     reader([&](const char* data, size_t n) {
+      telemetry_body_bytes_ += static_cast<int64_t>(n);
       if (body.size() + n > cap) {
         too_large = true;
-        body.clear();
-        body.shrink_to_fit();
+        return false;  // stops reading and inflating at once
       }
-      if (!too_large) body.append(data, n);
+      body.append(data, n);
       return true;
     });
-    Reply r;
     if (too_large) {
       {
         MutexLock lock(metrics_mu_);
         ++rejected_["too_large"];
       }
+      res.set_header("Connection", "close");
       r = Error(413, fmt::format("the batch is over {} bytes (after decompression): send smaller "
                                  "batches (max_batch_bytes)",
                                  cap));
     } else {
+      std::string failure;  // as route()'s: this request only, counted
       try {
-        r = Telemetry(caller(req), body);
+        r = Telemetry(who, body);
+      } catch (const std::bad_alloc&) {
+        failure = "out of memory storing this batch: send smaller batches";
       } catch (const std::exception& e) {
-        r = Error(500, std::string("internal error: ") + e.what());
+        failure = std::string("internal error: ") + e.what();
+      } catch (...) {
+        failure = "internal error: unknown exception";
+      }
+      if (!failure.empty()) {
+        CountInternalError(failure);
+        r = Error(500, failure);
       }
     }
     send("/api/v1/telemetry", res, r, start);

@@ -45,7 +45,11 @@ class PredictCache;
 
 struct ServerConfig {
   bool open = true;  // no config file: no authentication, everyone is an admin
-  std::set<std::string> agent_tokens;
+  // Agent token -> the agent names it may speak for (patterns: '*' matches any run of
+  // characters, "gpu1/*"); an empty list (agent_tokens written as a plain list of tokens) lets
+  // the token use any name. Either way batch numbers are kept per agent name AND token, so a
+  // batch under another token can never block an agent's.
+  std::map<std::string, std::vector<std::string>> agent_tokens;
   std::map<std::string, std::string> user_tokens;  // token -> user name
   std::set<std::string> admins;
   std::string user_header;  // e.g. "X-Remote-User", set by the site's reverse proxy
@@ -107,6 +111,10 @@ class ApiServer {
     bool admin = false;
     bool agent = false;
     bool known = false;  // identified somehow (or the server is open)
+    // An agent's token: a short stable name of it (the key of its agents' batch numbers; ""
+    // on an open server) and the agent names it may use (nullptr: any).
+    std::string agent_token_id;
+    const std::vector<std::string>* agent_names = nullptr;
   };
   Reply Telemetry(const Caller& who, const std::string& body);
   Reply Jobs(const Caller& who, const std::multimap<std::string, std::string>& query);
@@ -183,6 +191,8 @@ class ApiServer {
   std::atomic<int64_t> samples_{0}, batches_{0};
   std::atomic<int64_t> internal_errors_{0};
   std::map<std::string, int64_t> refused_ GUARDED_BY(metrics_mu_);  // reason -> count
+  // Telemetry body bytes read (after decompression): what callers made the server inflate.
+  std::atomic<int64_t> telemetry_body_bytes_{0};
   std::atomic<int> admissions_in_flight_{0};
   // (mode, outcome: advised, enforced, unchanged, overload) -> count
   std::map<std::pair<std::string, std::string>, int64_t> admissions_ GUARDED_BY(metrics_mu_);

@@ -1,10 +1,13 @@
 #include "server/telemetry.h"
 
 #include <fmt/format.h>
+#include <fnmatch.h>
 
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
 
 #include "core/json_text.h"
 
@@ -56,6 +59,99 @@ bool ValidName(std::string_view name, size_t max_bytes) {
   });
 }
 
+// Plausible ranges: each an order of magnitude or more above the largest real value, so no real
+// job is refused, and small enough that sums and products of stored values cannot overflow.
+// (The same bounds as the file readers use.)
+constexpr double kMaxDurationS = 10 * 365.25 * 86400;          // run time, limits: ten years
+constexpr double kMaxCpus = 1e8;                               // a whole Frontier is 9e6 cores
+constexpr double kMaxCount = 1e6;                              // nodes, GPUs of one job
+constexpr double kMaxMemoryBytes = 64.0 * (int64_t{1} << 50);  // 64 PiB
+constexpr double kMaxIoBytes = static_cast<double>(int64_t{1} << 60);  // 1 EiB
+constexpr double kMaxCpuEfficiency = 10;  // CPU time / (CPUs x run time): 8-way SMT and slack
+constexpr double kCpuTimeSlackS = 3600;
+constexpr double kMaxOtherSample = 1e15;  // counts, seconds, rates of other metrics
+
+// "" when `v` is within [lo, hi]; else why not.
+std::string OutOfRange(double v, double lo, double hi, std::string_view unit) {
+  if (std::isfinite(v) && v >= lo && v <= hi) return "";
+  return fmt::format("expected {:g} to {:g}{}, got {:g}", lo, hi, unit, v);
+}
+
+// The range of a metric's samples, from its name (docs/api.md lists the agents' metrics).
+std::pair<double, double> SampleRange(std::string_view metric) {
+  auto ends = [&](std::string_view suffix) {
+    return metric.size() >= suffix.size() && metric.substr(metric.size() - suffix.size()) == suffix;
+  };
+  if (ends("_pct")) return {0, 100};
+  if (metric == "cpu_cores") return {0, kMaxCpus};
+  if (ends("_bytes") && metric.find("memory") != std::string_view::npos) {
+    return {0, kMaxMemoryBytes};
+  }
+  if (ends("_bytes") || ends("_bytes_per_s")) return {0, kMaxIoBytes};
+  return {0, kMaxOtherSample};
+}
+
+// The first implausible number of a job record: {field, why}; {"", ""} when all are plausible.
+std::pair<std::string, std::string> ImplausibleField(const JobRecord& r,
+                                                     const TelemetryLimits& limits) {
+  double lo_time = 0, hi_time = 7258118400;  // 1970 to 2200
+  if (limits.now_s > 0) {
+    lo_time = std::max<double>(0, static_cast<double>(limits.now_s - limits.max_record_age_s));
+    hi_time = static_cast<double>(limits.now_s + limits.max_future_s);
+  }
+  struct Check {
+    const char* field;
+    std::optional<double> value;
+    double lo, hi;
+    const char* unit;
+  };
+  auto d = [](const auto& o) -> std::optional<double> {
+    return o ? std::optional<double>(static_cast<double>(*o)) : std::nullopt;
+  };
+  const Check checks[] = {
+      {"submit_time", d(r.submit_time), lo_time, hi_time, " (Unix seconds)"},
+      {"start_time", d(r.start_time), lo_time, hi_time, " (Unix seconds)"},
+      {"end_time", d(r.end_time), lo_time, hi_time, " (Unix seconds)"},
+      {"request.cpus", r.request.cpus, 0, kMaxCpus, " CPUs"},
+      {"request.memory_bytes", d(r.request.memory_bytes), 0, kMaxMemoryBytes, " bytes"},
+      {"request.memory_per_unit_bytes", d(r.request.memory_per_unit_bytes), 0, kMaxMemoryBytes,
+       " bytes"},
+      {"request.gpus", d(r.request.gpus), 0, kMaxCount, " GPUs"},
+      {"request.time_limit_s", d(r.request.time_limit_s), 0, kMaxDurationS, " s"},
+      {"request.nodes", d(r.request.nodes), 0, kMaxCount, " nodes"},
+      {"alloc.cpus", r.alloc.cpus, 0, kMaxCpus, " CPUs"},
+      {"alloc.memory_bytes", d(r.alloc.memory_bytes), 0, kMaxMemoryBytes, " bytes"},
+      {"alloc.gpus", d(r.alloc.gpus), 0, kMaxCount, " GPUs"},
+      {"alloc.nodes", d(r.alloc.nodes), 0, kMaxCount, " nodes"},
+      {"usage.elapsed_s", r.usage.elapsed_s, 0, kMaxDurationS, " s"},
+      {"usage.cpu_time_s", r.usage.cpu_time_s, 0, kMaxDurationS * kMaxCpus, " s"},
+      {"usage.peak_memory_bytes", d(r.usage.peak_rss_bytes), 0, kMaxMemoryBytes, " bytes"},
+      {"usage.avg_memory_bytes", d(r.usage.avg_rss_bytes), 0, kMaxMemoryBytes, " bytes"},
+      {"usage.gpu_util_pct", r.usage.gpu_util_pct, 0, 100, " %"},
+      {"usage.peak_gpu_memory_bytes", d(r.usage.peak_gpu_memory_bytes), 0, kMaxMemoryBytes,
+       " bytes"},
+      {"usage.io_read_bytes", d(r.usage.io_read_bytes), 0, kMaxIoBytes, " bytes"},
+      {"usage.io_write_bytes", d(r.usage.io_write_bytes), 0, kMaxIoBytes, " bytes"},
+  };
+  for (const Check& c : checks) {
+    if (!c.value) continue;
+    if (std::string why = OutOfRange(*c.value, c.lo, c.hi, c.unit); !why.empty()) {
+      return {c.field, why};
+    }
+  }
+  // CPU time beyond what the CPUs could deliver in the run time is not a measurement.
+  auto cpus = r.AllocatedCpus();
+  if (r.usage.cpu_time_s && cpus && *cpus > 0 && r.usage.elapsed_s) {
+    double most = kMaxCpuEfficiency * *cpus * *r.usage.elapsed_s + kCpuTimeSlackS;
+    if (*r.usage.cpu_time_s > most) {
+      return {"usage.cpu_time_s",
+              fmt::format("expected at most {:g} s ({:g}x {:g} CPUs x {:g} s run time), got {:g}",
+                          most, kMaxCpuEfficiency, *cpus, *r.usage.elapsed_s, *r.usage.cpu_time_s)};
+    }
+  }
+  return {"", ""};
+}
+
 // One job entry; on failure `rejected` says where and nothing of the entry is kept.
 bool DecodeEntry(const nlohmann::json& e, const std::string& path, const TelemetryLimits& limits,
                  JobTelemetry* out, RejectedEntry* rejected) {
@@ -71,14 +167,15 @@ bool DecodeEntry(const nlohmann::json& e, const std::string& path, const Telemet
   if (!record.ok()) return fail(".job", record.status().message());
   out->job = std::move(*record);
   if (out->job.source.empty()) out->job.source = "agent";
-  for (auto [name, t] :
-       {std::pair<const char*, std::optional<int64_t>*>{"submit_time", &out->job.submit_time},
-        {"start_time", &out->job.start_time},
-        {"end_time", &out->job.end_time}}) {
-    // The same range as sample times (1970 to 2286): arithmetic on them cannot overflow.
-    if (*t && (**t < 0 || **t >= 10'000'000'000)) {
-      return fail(std::string(".job.") + name, fmt::format("expected Unix seconds, got {}", **t));
-    }
+  if (auto [field, why] = ImplausibleField(out->job, limits); !field.empty()) {
+    return fail(".job." + field, why);
+  }
+  // Sample times: 1970 to 2286 without a clock (anything else is a unit mistake: ms, ns), else
+  // near the server's clock.
+  double lo_t = 0, hi_t = 1e10;
+  if (limits.now_s > 0) {
+    lo_t = std::max<double>(0, static_cast<double>(limits.now_s - limits.max_sample_age_s));
+    hi_t = static_cast<double>(limits.now_s + limits.max_future_s);
   }
   if (auto s = e.find("samples"); s != e.end() && !s->is_null()) {
     if (!s->is_object()) {
@@ -100,14 +197,23 @@ bool DecodeEntry(const nlohmann::json& e, const std::string& path, const Telemet
       }
       auto& samples = out->samples[metric];
       samples.reserve(points.size());
+      auto [lo_v, hi_v] = SampleRange(metric);
       for (size_t i = 0; i < points.size(); ++i) {
         const auto& p = points[i];
         bool ok = p.is_array() && p.size() == 2 && p[0].is_number() && p[1].is_number();
         double t = ok ? p[0].get<double>() : 0, v = ok ? p[1].get<double>() : 0;
-        // Times between 1970 and 2286 in seconds: anything else is a unit mistake (ms, ns).
-        if (!ok || !std::isfinite(v) || !(t >= 0 && t < 1e10)) {
+        if (!ok || !std::isfinite(v)) {
           return fail(fmt::format("{}[{}]", where, i),
                       "expected [time, value]: Unix seconds and a finite number, got " + Shown(p));
+        }
+        if (!(t >= lo_t && t < hi_t)) {
+          return fail(
+              fmt::format("{}[{}]", where, i),
+              fmt::format("expected a time from {:.0f} to {:.0f} (Unix seconds{}), got {}", lo_t,
+                          hi_t, limits.now_s > 0 ? ", near the server's clock" : "", Shown(p[0])));
+        }
+        if (std::string why = OutOfRange(v, lo_v, hi_v, ""); !why.empty()) {
+          return fail(fmt::format("{}[{}]", where, i), why);
         }
         samples.push_back(Sample{static_cast<int64_t>(std::llround(t * 1000)), v});
       }
@@ -213,6 +319,26 @@ StatusOr<TelemetryBatch> DecodeTelemetry(std::string_view body, const TelemetryL
     }
   }
   return batch;
+}
+
+std::string AgentTokenId(std::string_view token) {
+  uint64_t h = 14695981039346656037ULL;
+  for (unsigned char c : token) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+bool AgentNameAllowed(const std::string& agent, const std::vector<std::string>& patterns) {
+  return std::any_of(patterns.begin(), patterns.end(), [&](const std::string& p) {
+    return fnmatch(p.c_str(), agent.c_str(), 0) == 0;
+  });
+}
+
+std::string AgentSeqKey(std::string_view agent, std::string_view token_id) {
+  if (token_id.empty()) return std::string(agent);
+  return fmt::format("{}#{}", agent, token_id);
 }
 
 }  // namespace rightsize

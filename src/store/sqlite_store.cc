@@ -804,6 +804,15 @@ class SqliteStore final : public Store {
     return stored;
   }
 
+  StatusOr<int64_t> LastTelemetrySeq(const std::string& agent) override {
+    RS_ASSIGN_OR_RETURN(SqliteStmt stmt, Prepare("SELECT last_seq FROM agents WHERE agent = ?1"));
+    sqlite3_bind_text(stmt.get(), 1, agent.c_str(), -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(stmt.get());
+    if (rc == SQLITE_ROW) return sqlite3_column_int64(stmt.get(), 0);
+    if (rc != SQLITE_DONE) return Error("reading the agent's last batch");
+    return int64_t{0};
+  }
+
   StatusOr<bool> WriteTelemetry(const std::string& agent, int64_t seq,
                                 std::span<const JobTelemetry> jobs) override {
     RS_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));

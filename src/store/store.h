@@ -172,6 +172,8 @@ class Store {
   };
   virtual StatusOr<std::vector<bool>> WriteTelemetryGroup(
       std::span<const TelemetryWrite> writes) = 0;
+  // The last `seq` stored for `agent` (0 when none): what a refused agent resyncs above.
+  virtual StatusOr<int64_t> LastTelemetrySeq(const std::string& agent) = 0;
   // Calls `fn` for the job's samples of `metric` with from_ms <= t_ms <= to_ms, oldest first.
   virtual Status ReadSamples(const std::string& cluster, const std::string& job_id,
                              const std::string& metric, int64_t from_ms, int64_t to_ms,
