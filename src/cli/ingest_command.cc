@@ -71,6 +71,7 @@ class IngestPrinter {
     if (bar_) bar_->Done();
     bar_.reset();
     total_stored_ += stats.stored;
+    total_new_ = stats.new_jobs >= 0 && total_new_ >= 0 ? total_new_ + stats.new_jobs : -1;
     total_skipped_ += stats.skipped;
     if (json_) {
       files_.push_back(IngestStatsJson(stats, st));
@@ -85,15 +86,18 @@ class IngestPrinter {
   // The end of a run: with --json its document. Returns the run's exit code; starts anew.
   int Finish() {
     if (json_) {
-      fmt::print("{}\n", JsonText(nlohmann::json{{"files", files_},
-                                                 {"stored", total_stored_},
-                                                 {"skipped", total_skipped_},
-                                                 {"store", store_path_}},
-                                  2));
+      fmt::print("{}\n",
+                 JsonText(nlohmann::json{{"files", files_},
+                                         {"stored", total_stored_},
+                                         {"new_jobs", total_new_ >= 0 ? nlohmann::json(total_new_)
+                                                                      : nlohmann::json(nullptr)},
+                                         {"skipped", total_skipped_},
+                                         {"store", store_path_}},
+                          2));
     }
     int code = exit_code_;
     files_ = nlohmann::json::array();
-    total_stored_ = total_skipped_ = 0;
+    total_stored_ = total_skipped_ = total_new_ = 0;
     exit_code_ = kExitOk;
     return code;
   }
@@ -106,6 +110,7 @@ class IngestPrinter {
   int printed_ = 0;
   nlohmann::json files_ = nlohmann::json::array();
   int64_t total_stored_ = 0, total_skipped_ = 0;
+  int64_t total_new_ = 0;  // -1 once a file could not tell
   int exit_code_ = kExitOk;
 };
 

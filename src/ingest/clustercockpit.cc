@@ -9,6 +9,7 @@
 #include <cmath>
 #include <optional>
 
+#include "core/plausible.h"
 #include "core/units.h"
 
 namespace rightsize {
@@ -381,12 +382,28 @@ Status ReadValues(const RowReader& row, RowValues* v) {
                                         row.Name(kAccUtilization),
                                         Quote(row.Text(kAccUtilization))));
   }
+  // Within the plausible ranges (core/plausible.h), so the sums and conversions below cannot
+  // overflow: a duration of 1e300 is a malformed row, not a job.
+  auto check = [&](Column c, Plausible kind, const std::optional<double>& value, double unit) {
+    if (!value) return Status::Ok();
+    return CheckPlausible(row.Name(c), kind, *value * unit, row.Text(c));
+  };
+  RS_RETURN_IF_ERROR(check(kDuration, Plausible::kDuration, v->duration_s, 1));
+  RS_RETURN_IF_ERROR(check(kWalltime, Plausible::kTimeLimit, v->walltime_s, 1));
+  RS_RETURN_IF_ERROR(check(kCpuLoadAvg, Plausible::kCpus, v->load, 1));
+  RS_RETURN_IF_ERROR(check(kMemUsedAvgPerNode, Plausible::kMemoryBytes, v->mem_avg_gb, kGiB));
+  RS_RETURN_IF_ERROR(check(kMemUsedMaxPerNode, Plausible::kMemoryBytes, v->mem_max_gb, kGiB));
+  RS_RETURN_IF_ERROR(check(kAccMemUsed, Plausible::kMemoryBytes, v->gpu_mem_mib, kMiB));
   if (!row.Text(kStartTime).empty()) {
     auto t = ParseSlurmTimestamp(row.Text(kStartTime));
     if (!t.ok() || (*t && **t < 0)) {
       return Status::BadInput(
           fmt::format("field {}: expected Unix seconds or 2023-02-07T12:00:00, got {}",
                       row.Name(kStartTime), Quote(row.Text(kStartTime))));
+    }
+    if (*t && **t > kMaxPlausibleUnixTime) {
+      return CheckPlausible(row.Name(kStartTime), Plausible::kUnixTime, static_cast<double>(**t),
+                            row.Text(kStartTime));
     }
     if (*t && **t > 0) v->start = **t;  // ClusterCockpit writes 0 for "not known"
   }

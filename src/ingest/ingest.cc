@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/mutex.h"
+#include "core/plausible.h"
 #include "core/units.h"
 #include "ingest/line_reader.h"
 
@@ -89,6 +90,18 @@ class BatchWriter {
   std::thread thread_;  // last: starts after the members above
 };
 
+// The jobs in the store, to tell new jobs from replaced ones; -1 when the store cannot count.
+int64_t CountAllJobs(Store& store) {
+  auto n = store.CountJobs(JobFilter{});
+  return n.ok() ? *n : -1;
+}
+
+void SetNewJobs(IngestStats& s, int64_t before, int64_t after) {
+  // Another writer (serve, an agent) may add jobs meanwhile: keep the figure within what
+  // this ingest stored.
+  if (before >= 0 && after >= 0) s.new_jobs = std::clamp<int64_t>(after - before, 0, s.stored);
+}
+
 }  // namespace
 
 // Files larger than this (as stored, so gzip counts compressed) are bulk loads.
@@ -104,6 +117,7 @@ Status IngestFile(const std::string& path, RecordParser& parser, Store& store,
   s.cluster = cluster;
 
   RS_ASSIGN_OR_RETURN(auto reader, LineReader::Open(path));
+  const int64_t jobs_before = CountAllJobs(store);
   // A large file loads faster without the secondary indexes, rebuilt once at the end.
   const bool bulk = reader->total_bytes() > kBulkLoadBytes;
   if (bulk) RS_RETURN_IF_ERROR(store.SetBulkLoad(true));
@@ -130,6 +144,22 @@ Status IngestFile(const std::string& path, RecordParser& parser, Store& store,
     if (s.errors.size() < options.max_kept_errors) s.errors.push_back(e);
     if (options.on_error) options.on_error(e);
   };
+  // Every record the parser built from this line gets the last check (parsers check their
+  // fields by the input's names; this catches what they combine, such as a job's steps).
+  auto drop_implausible = [&](size_t first) -> Status {
+    for (size_t i = first; i < batch.size();) {
+      Status st = CheckJobRecord(batch[i]);
+      if (st.ok()) {
+        ++i;
+        continue;
+      }
+      st = st.WithContext(fmt::format("job {}", batch[i].job_id));
+      record_error(reader->line_number(), st);
+      batch.erase(batch.begin() + static_cast<std::ptrdiff_t>(i));
+      if (options.strict) return st;
+    }
+    return Status::Ok();
+  };
 
   std::string_view line;
   while (true) {
@@ -149,9 +179,14 @@ Status IngestFile(const std::string& path, RecordParser& parser, Store& store,
     }
     if (!*more) break;
     ++s.lines;
+    const size_t first_new = batch.size();
     Status st = parser.ParseLine(line, batch);
     if (!st.ok()) {
       record_error(reader->line_number(), st);
+    } else {
+      st = drop_implausible(first_new);
+    }
+    if (!st.ok()) {
       if (options.strict) {
         fatal = Status::BadInput(fmt::format("{}:{}: {} (--strict stops at the first error)",
                                              reader->name(), reader->line_number(), st.message()));
@@ -161,8 +196,10 @@ Status IngestFile(const std::string& path, RecordParser& parser, Store& store,
     if (batch.size() >= options.batch_size) flush(false);
   }
   if (fatal.ok()) {
+    const size_t first_new = batch.size();
     Status st = parser.Finish(batch);
     if (!st.ok()) record_error(reader->line_number(), st);
+    (void)drop_implausible(first_new);
   }
   s.notes = parser.notes();
   flush(true);
@@ -172,6 +209,7 @@ Status IngestFile(const std::string& path, RecordParser& parser, Store& store,
     if (write_status.ok()) write_status = rebuilt;
   }
   s.stored = writer.stored();
+  SetNewJobs(s, jobs_before, CountAllJobs(store));
   if (options.progress) options.progress(reader->bytes_consumed(), reader->total_bytes());
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -206,6 +244,19 @@ Status IngestRecords(const std::string& name, std::vector<JobRecord> records,
   s.cluster = cluster;
   s.notes = std::move(notes);
   s.lines = static_cast<int64_t>(records.size());
+  // Records read some other way get the same last check as lines: "NAME:INDEX: job …".
+  int64_t index = 0;
+  std::erase_if(records, [&](const JobRecord& job) {
+    ++index;
+    Status st = CheckJobRecord(job);
+    if (st.ok()) return false;
+    IngestError e{name, index, st.WithContext(fmt::format("job {}", job.job_id)).message()};
+    ++s.skipped;
+    if (s.errors.size() < options.max_kept_errors) s.errors.push_back(e);
+    if (options.on_error) options.on_error(e);
+    return true;
+  });
+  const int64_t jobs_before = CountAllJobs(store);
   Status write_status;
   {
     BatchWriter writer(store);
@@ -225,6 +276,7 @@ Status IngestRecords(const std::string& name, std::vector<JobRecord> records,
     write_status = writer.Close();
     s.stored = writer.stored();
   }
+  SetNewJobs(s, jobs_before, CountAllJobs(store));
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   RS_RETURN_IF_ERROR(write_status);
   if (s.records == 0 && !options.allow_empty) {
@@ -245,6 +297,7 @@ nlohmann::json IngestStatsJson(const IngestStats& s, const Status& st) {
           {"lines", s.lines},
           {"records", s.records},
           {"stored", s.stored},
+          {"new_jobs", s.new_jobs >= 0 ? nlohmann::json(s.new_jobs) : nlohmann::json(nullptr)},
           {"skipped", s.skipped},
           {"errors", errors},
           {"notes", s.notes},
@@ -259,10 +312,18 @@ std::string IngestSummaryText(const IngestStats& stats) {
           ? fmt::format("clusters '{}'", fmt::join(stats.clusters, "', '"))
           : fmt::format("cluster '{}'",
                         stats.clusters.empty() ? stats.cluster : *stats.clusters.begin());
+  // Re-ingesting (or a file that repeats a job) replaces jobs rather than adding them: say so,
+  // or "1,000,000 jobs stored" would read as a million jobs.
+  std::string replaced;
+  if (stats.new_jobs >= 0 && stats.new_jobs < stats.stored) {
+    replaced = fmt::format(" ({} new, {} replaced jobs already stored)",
+                           FormatThousands(static_cast<double>(stats.new_jobs), 0),
+                           FormatThousands(static_cast<double>(stats.stored - stats.new_jobs), 0));
+  }
   std::string out =
-      fmt::format("{}: {} lines, {} jobs stored in {}, {} malformed lines skipped ({:.2f} s)\n",
+      fmt::format("{}: {} lines, {} jobs stored in {}{}, {} malformed lines skipped ({:.2f} s)\n",
                   stats.file, FormatThousands(static_cast<double>(stats.lines), 0),
-                  FormatThousands(static_cast<double>(stats.stored), 0), where,
+                  FormatThousands(static_cast<double>(stats.stored), 0), where, replaced,
                   FormatThousands(static_cast<double>(stats.skipped), 0), stats.seconds);
   for (const auto& note : stats.notes) out += fmt::format("{}: note: {}\n", stats.file, note);
   return out;

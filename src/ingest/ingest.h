@@ -4,7 +4,10 @@
 // CSV); IngestFile drives it over a LineReader and writes records to the Store in batches, one
 // transaction per batch, while the next batch is being parsed. A malformed line never stops the
 // batch: it is reported as "FILE:LINE: field NAME: expected …, got …", skipped and counted,
-// unless `strict` is set. What was committed stays committed if the process is killed mid-way.
+// unless `strict` is set. Parsers range-check their fields (core/plausible.h); every record is
+// checked once more with CheckJobRecord before it is stored, and one that fails is skipped and
+// counted the same way ("FILE:LINE: job 12: field usage.cpu_time_s: …"). What was committed stays
+// committed if the process is killed mid-way.
 #pragma once
 
 #include <cstdint>
@@ -66,9 +69,10 @@ struct IngestStats {
   std::string cluster;             // the cluster given for records that name none
   std::set<std::string> clusters;  // the clusters the records went to
   int64_t lines = 0;
-  int64_t records = 0;  // job records produced (sacct: jobs after merging steps)
-  int64_t stored = 0;
-  int64_t skipped = 0;              // malformed lines
+  int64_t records = 0;              // job records produced (sacct: jobs after merging steps)
+  int64_t stored = 0;               // records written (a job given twice counts twice)
+  int64_t new_jobs = -1;            // of those, jobs the store did not hold before; -1 when unknown
+  int64_t skipped = 0;              // malformed lines, and records with implausible values
   std::vector<IngestError> errors;  // the first max_kept_errors of them
   std::vector<std::string> notes;   // the parser's notes()
   double seconds = 0;
@@ -90,8 +94,8 @@ Status IngestRecords(const std::string& name, std::vector<JobRecord> records,
                      const IngestOptions& options, IngestStats* stats);
 
 // What one file's ingest did, as `ingest --json` lists it (file, clusters, lines, records,
-// stored, skipped, errors, notes, seconds, error) and as the line `ingest` prints (with a line
-// per note).
+// stored, new_jobs, skipped, errors, notes, seconds, error) and as the line `ingest` prints (with a
+// line per note).
 nlohmann::json IngestStatsJson(const IngestStats& stats, const Status& status);
 std::string IngestSummaryText(const IngestStats& stats);
 

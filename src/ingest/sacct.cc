@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <tuple>
+
+#include "core/plausible.h"
 
 namespace rightsize {
 
@@ -254,6 +257,28 @@ struct RowUsage {
   TresSummary max, in, out;          // TRESUsageInMax, TRESUsageInTot, TRESUsageOutTot
 };
 
+Status CheckMemory(const char* name, const std::optional<MemoryAmount>& m, std::string_view text) {
+  if (!m) return Status::Ok();
+  return CheckPlausible(name, Plausible::kMemoryBytes, static_cast<double>(m->bytes), text);
+}
+
+// A TRES list's numbers, each named "FIELD item" ("ReqTRES gres/gpu").
+Status CheckTres(const char* name, const TresSummary& t, std::string_view text) {
+  auto check = [&](const char* item, Plausible kind, const auto& value) -> Status {
+    if (!value) return Status::Ok();
+    return CheckPlausible(fmt::format("{} {}", name, item), kind, static_cast<double>(*value),
+                          text);
+  };
+  RS_RETURN_IF_ERROR(check("cpu", Plausible::kCpus, t.cpus));
+  RS_RETURN_IF_ERROR(check("mem", Plausible::kMemoryBytes, t.memory_bytes));
+  RS_RETURN_IF_ERROR(check("node", Plausible::kNodes, t.nodes));
+  RS_RETURN_IF_ERROR(check("gres/gpu", Plausible::kGpus, t.gpus));
+  RS_RETURN_IF_ERROR(check("gres/gpumem", Plausible::kMemoryBytes, t.gpu_memory_bytes));
+  RS_RETURN_IF_ERROR(check("gres/gpuutil", Plausible::kPercent, t.gpu_util_pct));
+  RS_RETURN_IF_ERROR(check("fs/disk", Plausible::kIoBytes, t.disk_bytes));
+  return check("cpu", Plausible::kCpuTime, t.cpu_seconds);
+}
+
 Status ParseRowUsage(const std::string_view* v, RowUsage* u) {
   RS_RETURN_IF_ERROR(Field("ExitCode", ParseExitCode(v[kExitCode]), &u->exit));
   std::optional<MemoryAmount> max_rss, ave_rss;
@@ -274,16 +299,46 @@ Status ParseRowUsage(const std::string_view* v, RowUsage* u) {
           fmt::format("field NTasks: expected a task count, got {}", Quote(v[kNTasks])));
     }
   }
+  // Every number within its plausible range (core/plausible.h), named by its column. CPU
+  // time sums over cores, so only its efficiency (checked on the job line) bounds it tightly.
+  auto check_cpu = [&](const char* name, Col c, const std::optional<SlurmDuration>& d) {
+    if (!d || d->kind != SlurmDuration::Kind::kValue) return Status::Ok();
+    return CheckPlausible(name, Plausible::kCpuTime, d->seconds, v[c]);
+  };
+  RS_RETURN_IF_ERROR(check_cpu("TotalCPU", kTotalCpu, total_cpu));
+  RS_RETURN_IF_ERROR(check_cpu("UserCPU", kUserCpu, user_cpu));
+  RS_RETURN_IF_ERROR(check_cpu("SystemCPU", kSystemCpu, system_cpu));
+  RS_RETURN_IF_ERROR(CheckMemory("MaxRSS", max_rss, v[kMaxRss]));
+  RS_RETURN_IF_ERROR(CheckMemory("AveRSS", ave_rss, v[kAveRss]));
+  if (ntasks && (*ntasks < 0 || static_cast<double>(*ntasks) > kMaxPlausibleCpus)) {
+    return Status::BadInput(fmt::format(
+        "field NTasks: expected a task count from 0 to 100,000,000, got {}", Quote(v[kNTasks])));
+  }
+  RS_RETURN_IF_ERROR(CheckTres("TRESUsageInMax", u->max, v[kTresUsageInMax]));
+  RS_RETURN_IF_ERROR(CheckTres("TRESUsageInTot", u->in, v[kTresUsageInTot]));
+  RS_RETURN_IF_ERROR(CheckTres("TRESUsageOutTot", u->out, v[kTresUsageOutTot]));
   if (total_cpu && total_cpu->kind == SlurmDuration::Kind::kValue) {
     u->cpu_s = total_cpu->seconds;
   } else if (user_cpu || system_cpu) {
     u->cpu_s = (user_cpu ? user_cpu->seconds : 0) + (system_cpu ? system_cpu->seconds : 0);
   }
   // Memory of a step: the largest task's peak times the tasks (an upper bound for the step).
-  int64_t tasks = std::max<int64_t>(1, ntasks.value_or(1));
-  if (max_rss) u->peak = max_rss->bytes * tasks;
-  if (!u->peak && u->max.memory_bytes) u->peak = *u->max.memory_bytes * tasks;
-  if (ave_rss) u->avg = ave_rss->bytes * tasks;
+  // Products in double, checked before they become int64: they cannot wrap.
+  const double tasks = static_cast<double>(std::max<int64_t>(1, ntasks.value_or(1)));
+  auto times_tasks = [&](const char* name, int64_t bytes, std::string_view text,
+                         std::optional<int64_t>* out) -> Status {
+    double total = static_cast<double>(bytes) * tasks;
+    RS_RETURN_IF_ERROR(
+        CheckPlausible(fmt::format("{} x NTasks", name), Plausible::kMemoryBytes, total, text));
+    *out = static_cast<int64_t>(total);
+    return Status::Ok();
+  };
+  if (max_rss) RS_RETURN_IF_ERROR(times_tasks("MaxRSS", max_rss->bytes, v[kMaxRss], &u->peak));
+  if (!u->peak && u->max.memory_bytes) {
+    RS_RETURN_IF_ERROR(
+        times_tasks("TRESUsageInMax", *u->max.memory_bytes, v[kTresUsageInMax], &u->peak));
+  }
+  if (ave_rss) RS_RETURN_IF_ERROR(times_tasks("AveRSS", ave_rss->bytes, v[kAveRss], &u->avg));
   return Status::Ok();
 }
 
@@ -293,8 +348,17 @@ Status ParseJobTimes(const std::string_view* v, JobRecord& j) {
   RS_RETURN_IF_ERROR(Field("Submit", ParseSlurmTimestamp(v[kSubmit]), &j.submit_time));
   RS_RETURN_IF_ERROR(Field("Start", ParseSlurmTimestamp(v[kStart]), &j.start_time));
   RS_RETURN_IF_ERROR(Field("End", ParseSlurmTimestamp(v[kEnd]), &j.end_time));
+  for (auto [name, c, t] :
+       {std::tuple{"Submit", kSubmit, j.submit_time}, std::tuple{"Start", kStart, j.start_time},
+        std::tuple{"End", kEnd, j.end_time}}) {
+    if (t) RS_RETURN_IF_ERROR(CheckPlausible(name, Plausible::kUnixTime, *t, v[c]));
+  }
   std::optional<SlurmDuration> elapsed, limit;
   RS_RETURN_IF_ERROR(Field("Elapsed", ParseSlurmDuration(v[kElapsed]), &elapsed));
+  if (elapsed && elapsed->kind == SlurmDuration::Kind::kValue) {
+    RS_RETURN_IF_ERROR(
+        CheckPlausible("Elapsed", Plausible::kDuration, elapsed->seconds, v[kElapsed]));
+  }
   if (elapsed && elapsed->kind == SlurmDuration::Kind::kValue) j.usage.elapsed_s = elapsed->seconds;
   if (!j.usage.elapsed_s && !v[kElapsedRaw].empty()) {
     auto raw = ParseDouble(v[kElapsedRaw]);
@@ -302,18 +366,25 @@ Status ParseJobTimes(const std::string_view* v, JobRecord& j) {
       return Status::BadInput(
           fmt::format("field ElapsedRaw: expected seconds, got {}", Quote(v[kElapsedRaw])));
     }
+    RS_RETURN_IF_ERROR(CheckPlausible("ElapsedRaw", Plausible::kDuration, *raw, v[kElapsedRaw]));
     j.usage.elapsed_s = *raw;
   }
   RS_RETURN_IF_ERROR(Field("Timelimit", ParseSlurmDuration(v[kTimelimit]), &limit));
   if (limit) {
     if (limit->kind == SlurmDuration::Kind::kValue) {
+      RS_RETURN_IF_ERROR(
+          CheckPlausible("Timelimit", Plausible::kTimeLimit, limit->seconds, v[kTimelimit]));
       r.time_limit_s = static_cast<int64_t>(limit->seconds);
     } else if (limit->kind == SlurmDuration::Kind::kUnlimited) {
       r.time_unlimited = true;
     }
   } else if (!v[kTimelimitRaw].empty()) {
     // TimelimitRaw is in minutes.
-    if (auto m = ParseInt(v[kTimelimitRaw])) r.time_limit_s = *m * 60;
+    if (auto m = ParseInt(v[kTimelimitRaw])) {
+      RS_RETURN_IF_ERROR(CheckPlausible("TimelimitRaw", Plausible::kTimeLimit,
+                                        static_cast<double>(*m) * 60, v[kTimelimitRaw]));
+      r.time_limit_s = *m * 60;
+    }
   }
   return Status::Ok();
 }
@@ -328,6 +399,9 @@ Status ParseJobResources(const std::string_view* v, JobRecord& j) {
       return Status::BadInput(
           fmt::format("field {}: expected a count, got {}", kColNames[c], Quote(v[c])));
     }
+    RS_RETURN_IF_ERROR(CheckPlausible(kColNames[c],
+                                      c == kNNodes ? Plausible::kNodes : Plausible::kCpus,
+                                      static_cast<double>(*n), v[c]));
     *out_v = *n;
     return Status::Ok();
   };
@@ -341,6 +415,9 @@ Status ParseJobResources(const std::string_view* v, JobRecord& j) {
   RS_RETURN_IF_ERROR(Field("AllocTRES", SummarizeTres(v[kAllocTres], kMiB), &alloc_tres));
   std::optional<MemoryAmount> req_mem;
   RS_RETURN_IF_ERROR(Field("ReqMem", ParseSlurmMemory(v[kReqMem], kMiB), &req_mem));
+  RS_RETURN_IF_ERROR(CheckTres("ReqTRES", req_tres, v[kReqTres]));
+  RS_RETURN_IF_ERROR(CheckTres("AllocTRES", alloc_tres, v[kAllocTres]));
+  RS_RETURN_IF_ERROR(CheckMemory("ReqMem", req_mem, v[kReqMem]));
 
   // Cores: allocation from AllocCPUS/NCPUS/AllocTRES; request from ReqCPUS/ReqTRES.
   if (alloc_cpus) {
@@ -371,17 +448,16 @@ Status ParseJobResources(const std::string_view* v, JobRecord& j) {
     r.memory_bytes = req_tres.memory_bytes;
   } else if (req_mem) {
     double cpus = r.cpus.value_or(j.alloc.cpus.value_or(1));
-    int nodes = r.nodes.value_or(1);
-    switch (req_mem->scope) {
-      case MemoryScope::kPerCpu:
-        r.memory_bytes = static_cast<int64_t>(static_cast<double>(req_mem->bytes) * cpus);
-        break;
-      case MemoryScope::kPerNode:
-        r.memory_bytes = req_mem->bytes * nodes;
-        break;
-      default:
-        r.memory_bytes = req_mem->bytes;  // >= 21.08 prints the job's amount
-    }
+    double nodes = r.nodes.value_or(1);
+    double per_unit = static_cast<double>(req_mem->bytes);
+    // In double, checked before it becomes int64: a plausible amount per CPU times a plausible
+    // CPU count can still be too much for one job.
+    double total = req_mem->scope == MemoryScope::kPerCpu    ? per_unit * cpus
+                   : req_mem->scope == MemoryScope::kPerNode ? per_unit * nodes
+                                                             : per_unit;  // >= 21.08: the job's
+    RS_RETURN_IF_ERROR(
+        CheckPlausible("ReqMem x CPUs or nodes", Plausible::kMemoryBytes, total, v[kReqMem]));
+    r.memory_bytes = static_cast<int64_t>(total);
   }
   if (alloc_tres.memory_bytes) j.alloc.memory_bytes = alloc_tres.memory_bytes;
 
@@ -397,6 +473,10 @@ Status ParseJobResources(const std::string_view* v, JobRecord& j) {
     j.alloc.gpu_type = alloc_tres.gpu_type;
   } else if (!v[kAllocGres].empty()) {
     ParseGres(v[kAllocGres], &j.alloc.gpus, &j.alloc.gpu_type);
+  }
+  for (auto [name, c, gpus] : {std::tuple{"ReqGRES", kReqGres, r.gpus},
+                               std::tuple{"AllocGRES", kAllocGres, j.alloc.gpus}}) {
+    if (gpus) RS_RETURN_IF_ERROR(CheckPlausible(name, Plausible::kGpus, *gpus, v[c]));
   }
   return Status::Ok();
 }
@@ -463,6 +543,12 @@ Status SacctParser::ParseRow(const std::vector<std::string_view>& f, std::vector
     j.alloc.node_list = std::string(v[kNodeList]);
   }
   // Usage on the job line itself (newer SLURM aggregates TotalCPU here).
+  if (u.cpu_s) {
+    const auto& cpus = j.alloc.cpus;  // what SLURM enforced, not what was asked
+    RS_RETURN_IF_ERROR(CheckCpuEfficiency(v[kTotalCpu].empty() ? "UserCPU + SystemCPU" : "TotalCPU",
+                                          *u.cpu_s, cpus ? *cpus : -1,
+                                          j.usage.elapsed_s ? *j.usage.elapsed_s : -1));
+  }
   j.usage.cpu_time_s = u.cpu_s;
   j.usage.peak_rss_bytes = u.peak;
   j.usage.avg_rss_bytes = u.avg;

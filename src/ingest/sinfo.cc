@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <optional>
+#include <tuple>
 
+#include "core/plausible.h"
 #include "core/units.h"
 #include "jobscript/job_script.h"
 
@@ -53,11 +55,23 @@ StatusOr<std::vector<PartitionShape>> ParseSinfo(std::string_view text, std::str
     if (!cpus) return bad("CPUs per node (%c)", f[2], "a whole number");
     auto mem = Count(Trim(f[3]));
     if (!mem) return bad("memory per node (%m)", f[3], "MiB as a whole number");
-    p.nodes = *nodes;
-    p.cpus_per_node = static_cast<double>(*cpus);
-    p.memory_per_node = *mem * 1024 * 1024;
     auto gpus = ParseGresGpus(f[4]);
     if (!gpus) return bad("the generic resources (%G)", f[4], "gpu[:TYPE]:N entries or (null)");
+    // Plausible ranges (core/plausible.h), so the sums and products below cannot overflow.
+    for (auto [field, kind, value, text] :
+         {std::tuple{"%D (nodes)", Plausible::kNodes, static_cast<double>(*nodes), f[1]},
+          std::tuple{"%c (CPUs per node)", Plausible::kCpus, static_cast<double>(*cpus), f[2]},
+          std::tuple{"%m (memory per node)", Plausible::kMemoryBytes,
+                     static_cast<double>(*mem) * kMiB, f[3]},
+          std::tuple{"%G (GPUs per node)", Plausible::kGpus, static_cast<double>(gpus->count),
+                     f[4]}}) {
+      Status st = CheckPlausible(field, kind, value, Trim(text));
+      if (!st.ok())
+        return Status::BadInput(fmt::format("{}:{}: {}", source, line_no, st.message()));
+    }
+    p.nodes = *nodes;
+    p.cpus_per_node = static_cast<double>(*cpus);
+    p.memory_per_node = *mem * kMiB;
     p.gpus_per_node = gpus->count;
     p.gpu_type = gpus->type;
     auto same = std::find_if(parts.begin(), parts.end(),

@@ -4,6 +4,10 @@
 
 #include <array>
 #include <charconv>
+#include <cmath>
+#include <limits>
+
+#include "core/plausible.h"
 
 namespace rightsize {
 
@@ -33,6 +37,56 @@ const char* StatusName(int64_t status) {
   }
 }
 
+// Ids, codes and numbers of things (fields 1, 11-18) are whole numbers below 2^53, so they
+// convert to int64 exactly and print as they were written.
+constexpr double kMaxSwfId = 9007199254740992.0;
+
+// Alea's extended SWF appends a node list "{12,12,13}", a queue name and a node spec (the
+// wagap-2013 trace): up to three fields after the 18th, the first in braces. Anything else
+// after the 18th field is not SWF.
+constexpr int kMaxAleaExtraFields = 3;
+
+// The range checks of one row's 18 numbers; -1 (any negative) is "unknown" and passes.
+Status CheckSwfRow(const std::array<double, 18>& f, std::array<std::string_view, 18> text,
+                   int64_t unix_start_time) {
+  for (size_t k = 0; k < f.size(); ++k) {
+    if (!std::isfinite(f[k])) {
+      return Status::BadInput(fmt::format("field {}: expected a number (-1 for unknown), got {}",
+                                          kSwfFields[k], Quote(text[k])));
+    }
+  }
+  auto known = [&](size_t k) { return f[k] >= 0; };
+  auto check = [&](size_t k, Plausible kind, double value) -> Status {
+    if (!known(k)) return Status::Ok();
+    return CheckPlausible(kSwfFields[k], kind, value, text[k]);
+  };
+  for (size_t k : {0, 10, 11, 12, 13, 14, 15, 16, 17}) {
+    if (known(k) && (f[k] > kMaxSwfId || f[k] != std::floor(f[k]))) {
+      return Status::BadInput(
+          fmt::format("field {}: expected a whole number from 0 to 2^53 (-1 "
+                      "for unknown), got {}",
+                      kSwfFields[k], Quote(text[k])));
+    }
+  }
+  // Times are offsets from UnixStartTime (0 without it): the sum must be a plausible time.
+  RS_RETURN_IF_ERROR(check(1, Plausible::kUnixTime, static_cast<double>(unix_start_time) + f[1]));
+  RS_RETURN_IF_ERROR(check(2, Plausible::kDuration, f[2]));
+  RS_RETURN_IF_ERROR(check(3, Plausible::kDuration, f[3]));
+  RS_RETURN_IF_ERROR(check(4, Plausible::kCpus, f[4]));
+  RS_RETURN_IF_ERROR(check(5, Plausible::kDuration, f[5]));
+  RS_RETURN_IF_ERROR(check(7, Plausible::kCpus, f[7]));
+  RS_RETURN_IF_ERROR(check(8, Plausible::kTimeLimit, f[8]));
+  // Memory fields are KB per processor: the job's total must be plausible too.
+  for (size_t k : {6, 9}) {
+    double procs = k == 9 && known(7) ? f[7] : (known(4) ? f[4] : 1);
+    RS_RETURN_IF_ERROR(check(k, Plausible::kMemoryBytes, f[k] * 1024 * std::max(1.0, procs)));
+  }
+  if (known(5) && known(4) && known(3)) {
+    RS_RETURN_IF_ERROR(CheckCpuEfficiency(kSwfFields[5], f[5] * f[4], f[4], f[3]));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status SwfParser::ParseLine(std::string_view line, std::vector<JobRecord>& out) {
@@ -51,7 +105,13 @@ Status SwfParser::ParseLine(std::string_view line, std::vector<JobRecord>& out) 
       std::string value(Trim(body.substr(colon + 1)));
       if (key.find(' ') == std::string::npos && !value.empty()) {
         if (key == "UnixStartTime") {
-          if (auto v = ParseInt(value)) unix_start_time_ = *v;
+          auto v = ParseInt(value);
+          if (!v || *v < kMinPlausibleUnixTime || *v > kMaxPlausibleUnixTime) {
+            return Status::BadInput(
+                fmt::format("field UnixStartTime: expected Unix seconds from 1970 to 2200, got {}",
+                            Quote(value)));
+          }
+          unix_start_time_ = *v;
         }
         metadata_["swf." + key] = value;
       }
@@ -60,6 +120,7 @@ Status SwfParser::ParseLine(std::string_view line, std::vector<JobRecord>& out) 
   }
   // Parse the 18 numbers without allocating.
   std::array<double, 18> f{};
+  std::array<std::string_view, 18> text{};
   const char* p = line.data() + i;
   const char* end = line.data() + line.size();
   for (size_t k = 0; k < f.size(); ++k) {
@@ -70,14 +131,41 @@ Status SwfParser::ParseLine(std::string_view line, std::vector<JobRecord>& out) 
     }
     const char* tok = p;
     while (p < end && *p != ' ' && *p != '\t') ++p;
+    text[k] = std::string_view(tok, static_cast<size_t>(p - tok));
     auto [q, ec] = std::from_chars(tok, p, f[k]);
-    if (ec != std::errc() || q != p) {
-      return Status::BadInput(
-          fmt::format("field {}: expected a number (-1 for unknown), got {}", kSwfFields[k],
-                      Quote(std::string_view(tok, static_cast<size_t>(p - tok)))));
+    if (ec == std::errc::result_out_of_range && q == p) {
+      // from_chars leaves f[k] unset for 1e999: it is as implausible as inf.
+      f[k] = std::numeric_limits<double>::infinity();
+    } else if (ec != std::errc() || q != p) {
+      return Status::BadInput(fmt::format("field {}: expected a number (-1 for unknown), got {}",
+                                          kSwfFields[k], Quote(text[k])));
     }
   }
+  int extra = 0;
+  while (true) {
+    while (p < end && (*p == ' ' || *p == '\t')) ++p;
+    if (p == end) break;
+    const char* tok = p;
+    while (p < end && *p != ' ' && *p != '\t') ++p;
+    ++extra;
+    bool alea_nodes = extra == 1 && p - tok >= 2 && *tok == '{' && *(p - 1) == '}';
+    if ((extra == 1 && !alea_nodes) || extra > kMaxAleaExtraFields) {
+      while (p < end) {  // count them all for the message
+        while (p < end && (*p == ' ' || *p == '\t')) ++p;
+        if (p == end) break;
+        while (p < end && *p != ' ' && *p != '\t') ++p;
+        ++extra;
+      }
+      return Status::BadInput(fmt::format(
+          "expected 18 fields, got {} (after the 18th only Alea's extended SWF is read: a node "
+          "list in braces, a queue and a node spec)",
+          18 + extra));
+    }
+  }
+  RS_RETURN_IF_ERROR(CheckSwfRow(f, text, unix_start_time_));
   auto known = [](double v) { return v >= 0; };
+  // Checked above: every known value is within its plausible range, so these sums and
+  // conversions cannot overflow.
   auto as_int = [](double v) { return static_cast<int64_t>(v); };
 
   if (!known(f[0])) return Status::BadInput("field job number: expected a job number >= 0");

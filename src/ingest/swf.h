@@ -2,8 +2,11 @@
 //
 // 18 whitespace-separated fields per job, -1 for unknown; header lines start with ';' and hold
 // "Key: Value" metadata (kept, e.g. MaxProcs, UnixStartTime). Submit times are offsets from the
-// header's UnixStartTime when it is present. Extra fields after the 18th (as in Alea's extended
-// SWF) are ignored. Not thread-safe.
+// header's UnixStartTime when it is present. After the 18th field only Alea's extended SWF is
+// read (a node list in braces, a queue and a node spec, ignored); any other extra field makes
+// the line malformed. Every number is checked against core/plausible.h (a run time of 1e30 or
+// inf, a submit time of 2^64, memory of 1e308 KB are malformed lines, named by field). Not
+// thread-safe.
 #pragma once
 
 #include <map>

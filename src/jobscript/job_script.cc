@@ -7,7 +7,10 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
+
+#include "core/plausible.h"
 
 namespace rightsize {
 
@@ -361,13 +364,22 @@ std::optional<int> ParseNodes(std::string_view text) {
   return min;
 }
 
+// A GPU count in an option: 0 to kMaxPlausibleGpus (a million; core/plausible.h).
+std::optional<int> ParseGpuCount(std::string_view text) {
+  auto n = ParseCount(text, 0);
+  if (!n || *n > kMaxPlausibleGpus) return std::nullopt;
+  return n;
+}
+
 void AddGpus(GresGpus& acc, int count, std::string_view type) {
   if (acc.count == 0 && acc.type.empty()) {
     acc.type = std::string(type);
   } else if (acc.type != type) {
     acc.type = "mixed";
   }
-  acc.count += count;
+  // Items are each at most a million, but a list can repeat them.
+  acc.count = static_cast<int>(
+      std::min<int64_t>(int64_t{acc.count} + count, int64_t{std::numeric_limits<int>::max()}));
 }
 
 // --gpus, --gpus-per-node, --gpus-per-task: "[type:]N" items separated by commas.
@@ -381,7 +393,7 @@ std::optional<GresGpus> ParseGpuList(std::string_view text) {
     std::string_view type = colon == std::string_view::npos ? "" : item.substr(0, colon);
     if (type.starts_with("gpu:")) type.remove_prefix(4);  // "gpu:a100:2" also seen in the wild
     if (type == "gpu") type = "";
-    auto n = ParseCount(colon == std::string_view::npos ? item : item.substr(colon + 1), 0);
+    auto n = ParseGpuCount(colon == std::string_view::npos ? item : item.substr(colon + 1));
     if (!n) return std::nullopt;
     AddGpus(out, *n, type);
     if (comma == std::string_view::npos) break;
@@ -409,10 +421,11 @@ std::optional<GresGpus> ParseGres(std::string_view text) {
         std::string_view rest = item.substr(first + 1);
         auto last = rest.rfind(':');
         std::string_view tail = last == std::string_view::npos ? rest : rest.substr(last + 1);
-        if (auto n = ParseCount(tail, 0)) {
+        if (auto n = ParseGpuCount(tail)) {
           AddGpus(out, *n, last == std::string_view::npos ? "" : rest.substr(0, last));
         } else if (last == std::string_view::npos && !rest.empty() &&
-                   !std::isdigit(static_cast<unsigned char>(rest[0]))) {
+                   (std::isalpha(static_cast<unsigned char>(rest[0])) || rest[0] == '_')) {
+          // A type starts with a letter: "gpu:-1" is a bad count, not a GPU of type "-1".
           AddGpus(out, 1, rest);  // "gpu:a100": one GPU of that type
         } else {
           return std::nullopt;
@@ -579,6 +592,7 @@ class OptionState {
   std::optional<int> nodes_, ntasks_, ntasks_per_node_, cpus_per_task_, cpus_per_gpu_;
   MemoryOption mem_node_, mem_cpu_, mem_gpu_;
   std::optional<GresGpus> gpus_, gpus_per_node_, gpus_per_task_, gres_;
+  int gpu_line_ = 0;  // the last GPU option's line, for warnings about the total
   std::optional<TimeLimit> time_;
   int order_ = 0;
 };
@@ -639,17 +653,21 @@ void OptionState::Apply(const OptionSpec& spec, const std::string& value,
                 line);
       break;
     case Field::kGpus:
+      gpu_line_ = line;
       SetOrWarn(gpus_, ParseGpuList(value), written, value, "a GPU count like 4 or a100:4", line);
       break;
     case Field::kGpusPerNode:
+      gpu_line_ = line;
       SetOrWarn(gpus_per_node_, ParseGpuList(value), written, value, "a GPU count like 4 or a100:4",
                 line);
       break;
     case Field::kGpusPerTask:
+      gpu_line_ = line;
       SetOrWarn(gpus_per_task_, ParseGpuList(value), written, value, "a GPU count like 1 or a100:1",
                 line);
       break;
     case Field::kGres:
+      gpu_line_ = line;
       SetOrWarn(gres_, ParseGres(value), written, value, "resources like gpu:a100:2", line);
       break;
     case Field::kTime:
@@ -722,18 +740,28 @@ void OptionState::Finish() {
   int tasks = ntasks_ ? *ntasks_ : ntasks_per_node_.value_or(1) * nodes_lower_bound;
 
   // GPUs: --gpus is for the job; the per-node and per-task forms multiply.
-  GresGpus gpus;  // none when no GPU option: the job asks for 0
+  GresGpus gpus;    // none when no GPU option: the job asks for 0
+  int64_t per = 1;  // what the per-unit count multiplies by
   if (gpus_) {
     gpus = *gpus_;
   } else if (gpus_per_node_) {
     gpus = *gpus_per_node_;
-    gpus.count *= nodes_lower_bound;
+    per = nodes_lower_bound;
   } else if (gres_) {
     gpus = *gres_;
-    gpus.count *= nodes_lower_bound;
+    per = nodes_lower_bound;
   } else if (gpus_per_task_) {
     gpus = *gpus_per_task_;
-    gpus.count *= tasks;
+    per = tasks;
+  }
+  // In int64: a million GPUs per node on a million nodes would wrap an int.
+  if (int64_t total = int64_t{gpus.count} * per; total > kMaxPlausibleGpus) {
+    Warn(gpu_line_, fmt::format("{} GPUs in all ({} x {}) is more than any job can get (at most "
+                                "1,000,000); reading it as no GPU request",
+                                total, gpus.count, per));
+    gpus = GresGpus();
+  } else {
+    gpus.count = static_cast<int>(total);
   }
   r.gpus = gpus.count;
   r.gpu_type = gpus.count > 0 ? gpus.type : "";
@@ -1606,6 +1634,13 @@ StatusOr<JobScript> ParseJobScript(std::string_view text,
 
   if (!any_directive && s.commands.empty()) {
     return Status::BadInput("not a batch script: no #SBATCH directive and no command to run");
+  }
+  // Plain text ("hello world") reads as a command; sbatch refuses a file with no #! line, and
+  // with no directive either nothing marks it as a job script.
+  if (!any_directive && (lines.empty() || !lines[0].starts_with("#!"))) {
+    return Status::BadInput(
+        "not a batch script: no #! line and no #SBATCH directive (sbatch requires the first line "
+        "to name an interpreter, like #!/bin/bash)");
   }
   s.body_hash = hash.Hex();
   return s;

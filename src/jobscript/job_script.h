@@ -12,7 +12,8 @@
 // and `&` separating commands; each command's launcher (srun, mpirun, torchrun, …), container
 // and program are recognised. Nothing is expanded or executed: `$VAR` stays as written.
 //
-// Failure: a file with NUL bytes, or with neither a directive nor a command, is BadInput. A
+// Failure: a file with NUL bytes, with neither a directive nor a command, or with neither a #!
+// line nor a directive (plain text, which sbatch refuses) is BadInput. A
 // malformed value, an unknown option or anything sbatch would refuse is a warning with its line
 // number, and the rest of the script is still read. Pure functions; thread-safe.
 #pragma once
@@ -30,7 +31,9 @@
 namespace rightsize {
 
 // The GPUs in a GRES list as SLURM writes it (`--gres`, sinfo's %G): "gpu:a100:2(S:0-1),shard:1"
-// is 2 GPUs of type a100; "none" and "(null)" are none. nullopt when a GPU item is malformed.
+// is 2 GPUs of type a100; "none" and "(null)" are none. nullopt when a GPU item is malformed: a
+// count that is negative or over a million (core/plausible.h), or a type not starting with a
+// letter ("gpu:-1"). A job script warns about such an option, naming its line.
 struct GresGpus {
   int count = 0;
   std::string type;  // "" untyped, "mixed" when several types

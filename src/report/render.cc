@@ -130,6 +130,18 @@ std::string WindowText(const WasteReport& r) {
 // The plain-language summary: the first thing a reader sees, in every format.
 std::vector<std::string> SummarySentences(const WasteReport& r) {
   std::vector<std::string> out;
+  if (r.jobs_implausible > 0) {
+    out.push_back(fmt::format(
+        "{} stored {} implausible values and {} left out of every figure (the first: {}).",
+        FormatThousands(static_cast<double>(r.jobs_implausible), 0),
+        r.jobs_implausible == 1 ? "job has" : "jobs have", r.jobs_implausible == 1 ? "is" : "are",
+        r.first_implausible));
+  }
+  if (r.daily_sparse) {
+    out.push_back(
+        "The jobs' end times span more than ten years: the daily figures list only the days "
+        "with jobs.");
+  }
   if (r.jobs == 0) {
     out.push_back("No jobs ended in this window, so there is nothing to report.");
     return out;
@@ -525,6 +537,9 @@ json RenderJson(const WasteReport& r) {
   j["clusters"] = r.clusters;
   j["jobs"] = r.jobs;
   j["jobs_with_elapsed"] = r.jobs_with_elapsed;
+  j["jobs_implausible"] = r.jobs_implausible;
+  j["first_implausible"] = r.jobs_implausible > 0 ? json(r.first_implausible) : json(nullptr);
+  j["daily_sparse"] = r.daily_sparse;
   j["summary"] = SummarySentences(r);
 
   j["cpu"] = ResourceJson(r.cpu, "core_hours", true);

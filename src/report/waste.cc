@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/plausible.h"
+
 namespace rightsize {
 
 const char* const kUpperBoundRule =
@@ -31,6 +33,10 @@ constexpr double kHeadroom = 1.2;
 constexpr int kHistoryDepth = 5;
 constexpr int kHistoryMinJobs = 3;
 constexpr int64_t kSecondsPerDay = 86400;
+// Days without jobs are listed between the first and the last end only while the span is at
+// most this long (ten years); past it `daily` lists the days that have jobs, so its length is
+// bounded by the number of jobs, never by how far apart their times are.
+constexpr int64_t kMaxDenseDailyDays = 3653;
 const double kUnknown = std::numeric_limits<double>::quiet_NaN();
 
 bool Known(double v) { return !std::isnan(v); }
@@ -185,6 +191,8 @@ class WasteAggregator {
   const std::string by_;
 
   int64_t jobs_ = 0, jobs_with_elapsed_ = 0;
+  int64_t jobs_implausible_ = 0;
+  std::string first_implausible_;
   std::optional<int64_t> first_end_, last_end_;
   std::set<std::string> clusters_;
   bool requested_cores_known_ = false;
@@ -229,6 +237,15 @@ GroupAcc& WasteAggregator::Group(const JobRecord& job) {
 }
 
 void WasteAggregator::Add(const JobRecord& job) {
+  // A store written before the readers checked ranges (or by another writer) can hold a run
+  // time of 1e30 s or a wrapped end time: such a job is left out and counted, so every sum
+  // below stays finite and the daily rows stay few.
+  if (Status st = CheckJobRecord(job); !st.ok()) {
+    if (jobs_implausible_++ == 0) {
+      first_implausible_ = fmt::format("{}/{}: {}", job.cluster, job.job_id, st.message());
+    }
+    return;
+  }
   ++jobs_;
   clusters_.insert(job.cluster);
   if (job.end_time) {
@@ -529,6 +546,8 @@ WasteReport WasteAggregator::Finish() {
   r.by_given = !opts_.by.empty();
   r.jobs = jobs_;
   r.jobs_with_elapsed = jobs_with_elapsed_;
+  r.jobs_implausible = jobs_implausible_;
+  r.first_implausible = first_implausible_;
 
   cpu_.Fill(r.cpu, true);
   if (requested_cores_known_) r.cpu.requested_cores_total = requested_cores_;
@@ -619,6 +638,11 @@ WasteReport WasteAggregator::Finish() {
 
   if (!daily_.empty()) {
     int64_t first = daily_.begin()->first, last = daily_.rbegin()->first;
+    r.daily_sparse = (last - first) / kSecondsPerDay >= kMaxDenseDailyDays;
+    if (r.daily_sparse) last = first - 1;  // the loop below is skipped
+    for (const auto& [day, row] : daily_) {
+      if (r.daily_sparse) r.daily.push_back(row);
+    }
     for (int64_t d = first; d <= last; d += kSecondsPerDay) {
       auto it = daily_.find(d);
       if (it != daily_.end()) {

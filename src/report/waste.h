@@ -78,7 +78,12 @@
 //
 // Daily: per UTC day of the job's end time (a job counts wholly on the day it ended), the
 // allocated and used core-hours, GB-hours and GPU-hours and the wasted dollars; every day from
-// the first to the last end is present.
+// the first to the last end is present when they are at most ten years apart, else only the
+// days with jobs (`daily_sparse`): the rows never outnumber the jobs plus ten years of days.
+//
+// Implausible jobs. A stored job with a value outside core/plausible.h's ranges (a run time of
+// 1e30 s, an end time past 2200: written before the readers checked, or by another writer) is
+// left out of every figure and counted in `jobs_implausible`, with the first one named.
 #pragma once
 
 #include <array>
@@ -228,10 +233,12 @@ struct WasteReport {
   bool by_given = false;              // whether `groups` is filled
   int64_t jobs = 0;
   int64_t jobs_with_elapsed = 0;
-  CpuWaste cpu;               // core-hours
-  MemoryWaste memory;         // GB-hours
-  GpuWaste gpu;               // GPU-hours
-  GpuMemoryWaste gpu_memory;  // GB-hours of GPU memory
+  int64_t jobs_implausible = 0;   // left out of every figure (see above)
+  std::string first_implausible;  // "cluster/job: field usage.elapsed_s: expected …"
+  CpuWaste cpu;                   // core-hours
+  MemoryWaste memory;             // GB-hours
+  GpuWaste gpu;                   // GPU-hours
+  GpuMemoryWaste gpu_memory;      // GB-hours of GPU memory
   TimeWaste time;
   RecoverableAmounts upper_bound;
   HistoryPolicyResult history_policy;
@@ -241,6 +248,7 @@ struct WasteReport {
   std::vector<GroupRow> groups;
   std::vector<EfficiencyHistogram> efficiency_histogram;  // cpu, memory, gpu
   std::vector<DailyRow> daily;
+  bool daily_sparse = false;  // only the days with jobs (the span is over ten years)
 };
 
 // Scans the store and builds the report. InvalidArgument for a bad `by` or top_n < 0 or

@@ -11,6 +11,11 @@ expect_eq "ingest the trace" "$RC" 0
 run_rs predict "$SCRIPTS/mpi_job.sh" --user user8
 expect_eq "predict without a model exits 0" "$RC" 0
 expect_contains "says there is no model" "$OUT" "no model for cluster hpc2n yet"
+# A plain text file is not a job script: exit 2, as the README says.
+printf 'Dear all,\nthe meeting moves to Friday.\n' >"$WORK/note.txt"
+run_rs predict "$WORK/note.txt" --user user8
+expect_eq "predict on plain text exits 2" "$RC" 2
+expect_contains "says why" "$ERR" "not a batch script"
 run_rs predict "$SCRIPTS/mpi_job.sh" --user user8 --json
 expect_eq "baseline source" "$(json_get "$OUT" 'd["targets"]["runtime"]["source"]')" "baseline:last2"
 expect_eq "no model in JSON" "$(json_get "$OUT" 'd["model"]')" "None"

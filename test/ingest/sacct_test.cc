@@ -350,5 +350,33 @@ TEST(SacctParserTest, HeaderlessInputUsesThePrintFormat) {
   EXPECT_DOUBLE_EQ(*r.jobs[0].usage.cpu_time_s, 7200);
 }
 
+// Issue 31: TotalCPU 99999999-00:00:00 gave a CPU efficiency of 6e10 % in the report.
+TEST(SacctParserTest, ImplausibleValuesAreBadLinesNamingTheColumn) {
+  SacctParser parser({});
+  auto r = ParseText(parser,
+                     "JobID|State|Elapsed|NCPUS|TotalCPU|End|MaxRSS\n"
+                     "1|COMPLETED|01:00:00|4|99999999-00:00:00|2024-01-01T00:00:00|\n"
+                     "2|COMPLETED|01:00:00|4|10-00:00:00|2024-01-01T00:00:00|\n"
+                     "3|COMPLETED|01:00:00|4|02:00:00|2300-01-01T00:00:00|\n"
+                     "4|COMPLETED|01:00:00|4|02:00:00|2024-01-01T00:00:00|100P\n"
+                     "5|COMPLETED|01:00:00|99999999999|02:00:00|2024-01-01T00:00:00|\n"
+                     "6|COMPLETED|01:00:00|4|02:00:00|2024-01-01T00:00:00|1G\n");
+  ASSERT_EQ(r.errors.size(), 5u);
+  EXPECT_NE(r.errors[0].find("2: field TotalCPU: expected a CPU efficiency of at most 1,000%"),
+            std::string::npos)
+      << r.errors[0];
+  EXPECT_NE(r.errors[0].find("(6e+10%)"), std::string::npos) << r.errors[0];
+  EXPECT_NE(r.errors[1].find("3: field TotalCPU: expected a CPU efficiency of at most 1,000%"),
+            std::string::npos)
+      << r.errors[1];
+  EXPECT_EQ(r.errors[2],
+            "4: field End: expected a time from 1970 to 2200, got '2300-01-01T00:00:00'");
+  EXPECT_EQ(r.errors[3], "5: field MaxRSS: expected a memory size from 0 to 64 PiB, got '100P'");
+  EXPECT_EQ(r.errors[4],
+            "6: field NCPUS: expected a CPU count from 0 to 100,000,000, got '99999999999'");
+  ASSERT_EQ(r.jobs.size(), 1u);
+  EXPECT_EQ(r.jobs[0].job_id, "6");
+}
+
 }  // namespace
 }  // namespace rightsize

@@ -404,5 +404,46 @@ TEST(JobScriptTest, OddShellDoesNotStopTheParser) {
   ASSERT_TRUE(needs_value.ok());
   EXPECT_EQ(needs_value->warnings.at(0).ToString(), "line 2: -c needs a value");
 }
+// Issue 31: `--gres=gpu:-1` was read as one GPU of type "-1", silently.
+TEST(JobScriptTest, NegativeOrAbsurdGpuCountsWarnNamingTheLine) {
+  JobScript s = ParseString(
+      "#!/bin/bash\n"
+      "#SBATCH --gres=gpu:-1\n"
+      "srun ./app\n");
+  EXPECT_EQ(*s.request.gpus, 0);
+  ASSERT_EQ(s.warnings.size(), 1u);
+  EXPECT_EQ(s.warnings[0].ToString(),
+            "line 2: --gres: expected resources like gpu:a100:2, got 'gpu:-1'");
+
+  JobScript big = ParseString(
+      "#!/bin/bash\n"
+      "#SBATCH --gpus-per-node=a100:8\n"
+      "#SBATCH --gpus=2000000\n"
+      "srun ./app\n");
+  ASSERT_EQ(big.warnings.size(), 1u);
+  EXPECT_EQ(big.warnings[0].line, 3);
+
+  JobScript total = ParseString(
+      "#!/bin/bash\n"
+      "#SBATCH -N 1000000\n"
+      "#SBATCH --gpus-per-node=1000\n"
+      "srun ./app\n");
+  EXPECT_EQ(*total.request.gpus, 0);
+  ASSERT_EQ(total.warnings.size(), 1u);
+  EXPECT_EQ(total.warnings[0].ToString(),
+            "line 3: 1000000000 GPUs in all (1000 x 1000000) is more than any job can get (at "
+            "most 1,000,000); reading it as no GPU request");
+}
+
+// README: "a file that is not a job script is a clear error (exit 2)".
+TEST(JobScriptTest, PlainTextIsNotABatchScript) {
+  auto s = ParseJobScript("hello, this is a plain text file\nwith two lines\n");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Status::Code::kBadInput);
+  EXPECT_NE(s.status().message().find("not a batch script: no #! line and no #SBATCH directive"),
+            std::string::npos)
+      << s.status().message();
+}
+
 }  // namespace
 }  // namespace rightsize

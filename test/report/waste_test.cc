@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <limits>
 #include <vector>
 
+#include "report/render.h"
 #include "report_fixtures.h"
 #include "store/store.h"
 
@@ -401,6 +403,55 @@ TEST(WasteReportTest, StoreScanAppliesTheWindowLikeTheVectorOverload) {
   EXPECT_DOUBLE_EQ(*from_vector->cpu.allocated, 8);
   EXPECT_DOUBLE_EQ(from_store->window_days, 5400.0 / kDay);
   std::filesystem::remove_all(dir);
+}
+
+// Issue 31: a store written before the readers checked ranges held a run time of 1e30 s and
+// end times centuries away; `report` on it grew to 18.9 GB (a row per day of the span).
+TEST(WasteReportTest, AnImplausibleStoredJobIsLeftOutAndNamed) {
+  auto dir =
+      std::filesystem::temp_directory_path() /
+      ("rightsize_waste_bad_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto store = OpenStore((dir / "jobs.db").string());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  JobRecord good = Job("1", "alice", 4, 8, 3600, kT0 + 3600);
+  good.usage.cpu_time_s = 7200;
+  // What the SWF reader stored for "1 0 10 1e30 4 …" before it checked: a wrapped end time.
+  JobRecord wrapped = Job("2", "bob", 4, 8, 1e30, kT0);
+  wrapped.end_time = std::numeric_limits<int64_t>::min();
+  wrapped.request.time_limit_s = std::numeric_limits<int64_t>::min();
+  // A run time of 1e11 s beside a real trace: 3,000 years.
+  JobRecord far = Job("3", "carol", 4, 8, 1e11, kT0 + 100000000000);
+  ASSERT_TRUE((*store)->UpsertJobs(std::vector<JobRecord>{good, wrapped, far}).ok());
+
+  auto r = BuildWasteReport(**store, ReportOptions{}, RoundPrices());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->jobs, 1);
+  EXPECT_EQ(r->jobs_implausible, 2);
+  EXPECT_NE(r->first_implausible.find("field "), std::string::npos) << r->first_implausible;
+  EXPECT_DOUBLE_EQ(*r->cpu.allocated, 4);  // alice's job alone, finite
+  ASSERT_EQ(r->daily.size(), 1u);
+  std::string text = RenderText(*r);
+  EXPECT_NE(text.find("2 stored jobs have implausible values and are left out of every figure"),
+            std::string::npos)
+      << text;
+  EXPECT_LT(RenderJson(*r).dump().size(), 20000u);
+  std::filesystem::remove_all(dir);
+}
+
+// The daily rows are bounded by the jobs, not by how far apart their end times are.
+TEST(WasteReportTest, DailyRowsAreOnlyDaysWithJobsOverMoreThanTenYears) {
+  JobRecord a = Job("1", "alice", 2, 1, 3600, 946684800 + 10);   // 2000-01-01
+  JobRecord b = Job("2", "alice", 2, 1, 3600, 1577836800 + 10);  // 2020-01-01
+  auto r = BuildWasteReport(std::vector<JobRecord>{a, b}, ReportOptions{}, RoundPrices());
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->daily.size(), 2u);  // not 7,306
+  EXPECT_TRUE(r->daily_sparse);
+  EXPECT_EQ(r->daily[0].day_start, 946684800);
+  EXPECT_EQ(r->daily[1].day_start, 1577836800);
+  EXPECT_NE(RenderText(*r).find("the daily figures list only the days with jobs"),
+            std::string::npos);
 }
 
 }  // namespace
