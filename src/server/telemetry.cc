@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/json_text.h"
+#include "core/plausible.h"
 
 namespace rightsize {
 
@@ -59,16 +60,16 @@ bool ValidName(std::string_view name, size_t max_bytes) {
   });
 }
 
-// Plausible ranges: each an order of magnitude or more above the largest real value, so no real
-// job is refused, and small enough that sums and products of stored values cannot overflow.
-// (The same bounds as the file readers use.)
-constexpr double kMaxDurationS = 10 * 365.25 * 86400;          // run time, limits: ten years
-constexpr double kMaxCpus = 1e8;                               // a whole Frontier is 9e6 cores
-constexpr double kMaxCount = 1e6;                              // nodes, GPUs of one job
-constexpr double kMaxMemoryBytes = 64.0 * (int64_t{1} << 50);  // 64 PiB
-constexpr double kMaxIoBytes = static_cast<double>(int64_t{1} << 60);  // 1 EiB
-constexpr double kMaxCpuEfficiency = 10;  // CPU time / (CPUs x run time): 8-way SMT and slack
-constexpr double kCpuTimeSlackS = 3600;
+// Plausible ranges: core/plausible.h's, which the file readers use (named here as the JSON
+// schema names the fields).
+constexpr double kMaxDurationS = kMaxPlausibleDurationS;
+constexpr double kMaxTimeLimitS = kMaxPlausibleTimeLimitS;
+constexpr double kMaxCpus = kMaxPlausibleCpus;
+constexpr double kMaxCount = kMaxPlausibleNodes;
+static_assert(kMaxPlausibleNodes == kMaxPlausibleGpus);
+constexpr double kMaxMemoryBytes = kMaxPlausibleMemoryBytes;
+constexpr double kMaxIoBytes = kMaxPlausibleIoBytes;
+constexpr double kMaxCpuEfficiency = kMaxPlausibleCpuEfficiency;
 constexpr double kMaxOtherSample = 1e15;  // counts, seconds, rates of other metrics
 
 // "" when `v` is within [lo, hi]; else why not.
@@ -117,7 +118,7 @@ std::pair<std::string, std::string> ImplausibleField(const JobRecord& r,
       {"request.memory_per_unit_bytes", d(r.request.memory_per_unit_bytes), 0, kMaxMemoryBytes,
        " bytes"},
       {"request.gpus", d(r.request.gpus), 0, kMaxCount, " GPUs"},
-      {"request.time_limit_s", d(r.request.time_limit_s), 0, kMaxDurationS, " s"},
+      {"request.time_limit_s", d(r.request.time_limit_s), 0, kMaxTimeLimitS, " s"},
       {"request.nodes", d(r.request.nodes), 0, kMaxCount, " nodes"},
       {"alloc.cpus", r.alloc.cpus, 0, kMaxCpus, " CPUs"},
       {"alloc.memory_bytes", d(r.alloc.memory_bytes), 0, kMaxMemoryBytes, " bytes"},
