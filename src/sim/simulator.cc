@@ -130,7 +130,9 @@ class Machine {
   void OnSubmit(int j) {
     if (o_.policy == Policy::kEasyPlusPlus) estimate_[j] = EstimateAtSubmit(j);
     queue_.push_back(j);
-    if (FreeNow() >= jobs_[j].procs) Schedule();
+    // pyss's EASY tries only when the new job fits now, its EASY++ always: the same starts on
+    // both derived traces (docs/simulate.md).
+    Schedule();
   }
 
   int64_t EstimateAtSubmit(int j) const {
