@@ -174,8 +174,9 @@ StatusOr<int64_t> ApplyLimits(const std::map<std::string, PredictedJob>& predict
       std::string held;
       for (const auto& [id, p] : predictions) {
         if (p.suggested.empty()) continue;
-        for (const auto& [r, v] : p.suggested)
+        for (const auto& [r, v] : p.suggested) {
           held += fmt::format("{}{:g}", held.empty() ? "" : ", ", r);
+        }
         break;
       }
       return Status::InvalidArgument(
