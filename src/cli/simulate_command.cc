@@ -160,6 +160,7 @@ int RunSimulate(Context& ctx, const SimulateFlags& f) {
   struct Scenario {
     std::string name;
     int64_t new_limits = 0;
+    int64_t lowered = 0;  // of the new limits, those below the job's request
     sim::Metrics m;
     double seconds = 0;
   };
@@ -167,10 +168,12 @@ int RunSimulate(Context& ctx, const SimulateFlags& f) {
   nlohmann::ordered_json validation;
   auto run = [&](const std::string& name, const std::vector<sim::SimJob>& jobs,
                  int64_t new_limits) -> StatusOr<sim::SimResult> {
+    int64_t lowered = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) lowered += jobs[i].limit_s < w.jobs[i].limit_s;
     auto t0 = std::chrono::steady_clock::now();
     RS_ASSIGN_OR_RETURN(sim::SimResult r, sim::Simulate(jobs, options));
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    scenarios.push_back({name, new_limits, sim::Summarise(jobs, r, n), s});
+    scenarios.push_back({name, new_limits, lowered, sim::Summarise(jobs, r, n), s});
     return r;
   };
   auto users = run("users", w.jobs, 0);
@@ -218,7 +221,9 @@ int RunSimulate(Context& ctx, const SimulateFlags& f) {
     if (!validation.is_null()) doc["validation"] = validation;
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
     for (const Scenario& s : scenarios) {
-      nlohmann::ordered_json j = {{"requests", s.name}, {"jobs_with_new_limit", s.new_limits}};
+      nlohmann::ordered_json j = {{"requests", s.name},
+                                  {"jobs_with_new_limit", s.new_limits},
+                                  {"limits_lowered", s.lowered}};
       j["metrics"] = MetricsJson(s.m);
       j["seconds"] = s.seconds;
       list.push_back(std::move(j));
@@ -235,13 +240,13 @@ int RunSimulate(Context& ctx, const SimulateFlags& f) {
                validation["same_start"].get<int64_t>(), validation["jobs"].get<int64_t>(),
                100 * validation["share"].get<double>());
   }
-  fmt::print("{:<16} {:>9} {:>11} {:>11} {:>9} {:>7} {:>11} {:>8} {:>12}\n", "requests",
-             "new limit", "mean wait", "p95 wait", "AVEbsld", "util", "makespan", "killed",
-             "lost proc·h");
+  fmt::print("{:<16} {:>9} {:>8} {:>11} {:>11} {:>9} {:>7} {:>11} {:>8} {:>12}\n", "requests",
+             "new limit", "lowered", "mean wait", "p95 wait", "AVEbsld", "util", "makespan",
+             "killed", "lost proc·h");
   for (const Scenario& s : scenarios) {
-    fmt::print("{:<16} {:>9} {:>11} {:>11} {:>9.2f} {:>6.1f}% {:>11} {:>8} {:>12.0f}\n", s.name,
-               s.new_limits, FormatDuration(s.m.mean_wait_s), FormatDuration(s.m.p95_wait_s),
-               s.m.avebsld, 100 * s.m.utilisation,
+    fmt::print("{:<16} {:>9} {:>8} {:>11} {:>11} {:>9.2f} {:>6.1f}% {:>11} {:>8} {:>12.0f}\n",
+               s.name, s.new_limits, s.lowered, FormatDuration(s.m.mean_wait_s),
+               FormatDuration(s.m.p95_wait_s), s.m.avebsld, 100 * s.m.utilisation,
                FormatDuration(static_cast<double>(s.m.makespan_s)), s.m.killed,
                s.m.lost_proc_hours);
   }

@@ -44,6 +44,7 @@ expect_eq "rightsize: 100 new limits, none killed" \
   "$(json_get "$OUT" 'd["scenarios"][1]["jobs_with_new_limit"], d["scenarios"][1]["metrics"]["killed"]')" "100 0"
 expect_eq "last2: all 100 killed, time lost" \
   "$(json_get "$OUT" 'd["scenarios"][2]["metrics"]["killed"], d["scenarios"][2]["metrics"]["lost_proc_hours"] > 0')" "100 True"
+expect_eq "last2 lowered all 100 limits" "$(json_get "$OUT" 'd["scenarios"][2]["limits_lowered"]')" 100
 run_rs simulate "$TRACE" --predictions "$WORK/jobs.jsonl"
 expect_contains "text table names the scenario" "$OUT" "rightsize@0.01"
 
