@@ -19,6 +19,13 @@ expect_eq "share >= 0.99" "$(json_get "$OUT" 'd["validation"]["share"] >= 0.99')
 expect_eq "machine" "$(json_get "$OUT" 'd["machine"]["size"], d["machine"]["from"]')" "128 MaxProcs"
 EASY_WAIT=$(json_get "$OUT" 'd["scenarios"][0]["metrics"]["mean_wait_s"]')
 
+run_rs ingest swf "$TRACE"
+expect_eq "ingest exits 0" "$RC" 0
+run_rs simulate --store --validate
+expect_eq "simulate --store exits 0" "$RC" 0
+expect_contains "the store's jobs on its total CPUs" "$OUT" "store: 3000 jobs on 128 processors (store)"
+expect_contains "the store's jobs reproduce it too" "$OUT" "validation: 3000 of 3000 jobs (100.00%)"
+
 run_rs simulate "$TRACE" --policy fcfs --json
 expect_eq "fcfs exits 0" "$RC" 0
 expect_eq "FCFS waits longer than EASY" \
