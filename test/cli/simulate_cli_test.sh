@@ -62,6 +62,15 @@ expect_contains "names the risks it holds" "$ERR" "the predictions hold suggeste
 run_rs simulate "$TRACE" --processors 16
 expect_contains "jobs larger than --processors counted" "$OUT" "larger than the machine left out"
 
+SACCT=$TESTDIR/data/sacct/sites/ub-ccr-phillips_slurm-2016-12-2017-01.psv.gz
+run_rs simulate "$SACCT"
+expect_eq "sacct without a machine size: usage error" "$RC" 1
+expect_contains "asks for it" "$ERR" "give --processors N"
+run_rs simulate "$SACCT" --processors 512 --nodes --json
+expect_eq "sacct in nodes exits 0" "$RC" 0
+expect_eq "sacct jobs and unit" "$(json_get "$OUT" 'd["jobs"], d["machine"]["unit"]')" "4024 nodes"
+expect_contains "says what it left out" "$OUT" "261 jobs without a run time of at least 1 s left out"
+
 run_rs simulate "$WORK/missing.swf"
 expect_eq "missing file exits 2" "$RC" 2
 expect_contains "names the file" "$ERR" "missing.swf"
