@@ -156,6 +156,7 @@ int RunSimulate(Context& ctx, const SimulateFlags& f) {
                                      f.store ? "the store" : f.trace, fmt::join(notes, "; "))));
   }
   sim::SimOptions options{*policy, n};
+  std::string input = f.store ? "store" : f.trace;
 
   struct Scenario {
     std::string name;
@@ -193,6 +194,13 @@ int RunSimulate(Context& ctx, const SimulateFlags& f) {
                   {"share", static_cast<double>(same) / static_cast<double>(known)}};
   }
   if (!predictions.empty()) {
+    size_t matched = 0;
+    for (const sim::SimJob& j : w.jobs) matched += predictions.contains(j.id);
+    if (matched == 0) {
+      return Fail(Status::BadInput(
+          fmt::format("{}: none of its {} jobs is a job of {} (predictions of another trace?)",
+                      f.predictions, predictions.size(), input)));
+    }
     std::vector<std::pair<std::string, std::string>> sources = {
         {"rightsize", fmt::format("rightsize@{:g}", f.risk)},
         {"last2", "last2"},
@@ -207,7 +215,6 @@ int RunSimulate(Context& ctx, const SimulateFlags& f) {
     }
   }
 
-  std::string input = f.store ? "store" : f.trace;
   if (f.json) {
     nlohmann::ordered_json doc = {
         {"schema", "rightsize.simulate/v1"},

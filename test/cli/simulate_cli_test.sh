@@ -62,6 +62,11 @@ expect_contains "names the risks it holds" "$ERR" "the predictions hold suggeste
 run_rs simulate "$TRACE" --processors 16
 expect_contains "jobs larger than --processors counted" "$OUT" "larger than the machine left out"
 
+printf '{"target":"runtime","job_id":"no-such-job","baselines":{"last2":5}}\n' >"$WORK/other.jsonl"
+run_rs simulate "$TRACE" --predictions "$WORK/other.jsonl"
+expect_eq "predictions of another trace exit 2" "$RC" 2
+expect_contains "says none matches" "$ERR" "none of its 1 jobs is a job of"
+
 SACCT=$TESTDIR/data/sacct/sites/ub-ccr-phillips_slurm-2016-12-2017-01.psv.gz
 run_rs simulate "$SACCT"
 expect_eq "sacct without a machine size: usage error" "$RC" 1
