@@ -64,6 +64,17 @@ TEST(SimulatorTest, EasyPlusPlusBackfillsOnPredictions) {
   EXPECT_EQ(Starts(jobs, Policy::kEasyPlusPlus, 10), (std::vector<int64_t>{0, 100, 2, 12}));
 }
 
+TEST(SimulatorTest, EasyPlusPlusBackfillsTheShortestPredictionFirst) {
+  // X frees 4 processors at 20, while B waits for A; C (50 s) and D (10 s) both fit there.
+  std::vector<SimJob> jobs = {Job("A", 0, 6, 100, 100), Job("X", 0, 4, 20, 20),
+                              Job("B", 1, 8, 50, 50), Job("C", 2, 4, 50, 50),
+                              Job("D", 3, 4, 10, 10)};
+  // EASY backfills in queue order: C at 20, D when C ends.
+  EXPECT_EQ(Starts(jobs, Policy::kEasy, 10), (std::vector<int64_t>{0, 0, 100, 20, 70}));
+  // EASY++ backfills the shortest first: D at 20, C when D ends.
+  EXPECT_EQ(Starts(jobs, Policy::kEasyPlusPlus, 10), (std::vector<int64_t>{0, 0, 100, 30, 20}));
+}
+
 TEST(SimulatorTest, EasyPlusPlusCorrectsAnUnderPrediction) {
   // A is predicted to end at 10 but runs to 100: until 10, B's reservation is at 10 and C
   // (ends at 60) cannot backfill; at 10 A's prediction becomes its limit, the reservation
