@@ -118,9 +118,15 @@ class Machine {
   int64_t FreeNow() const {
     int64_t free = n_;
     for (const Running& r : running_) {
-      if (r.plan_end > now_) free -= r.procs;
+      if (PlanEnd(r) > now_) free -= r.procs;
     }
     return free;
+  }
+
+  // A job still running at its planned end whose correction (another job's, at the same
+  // second) is not handled yet is planned to its limit already.
+  int64_t PlanEnd(const Running& r) const {
+    return r.plan_end > now_ || r.end <= now_ ? r.plan_end : r.start + limit_[r.job];
   }
 
   int64_t PlannedRun(int j) const {
@@ -213,7 +219,8 @@ class Machine {
     int first = queue_[0];
     ends_.clear();
     for (const Running& r : running_) {
-      if (r.plan_end > now_) ends_.emplace_back(r.plan_end, r.procs);
+      int64_t end = PlanEnd(r);
+      if (end > now_) ends_.emplace_back(end, r.procs);
     }
     std::sort(ends_.begin(), ends_.end());
     int64_t at_shadow = free;

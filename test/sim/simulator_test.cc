@@ -181,6 +181,33 @@ TEST(SimulatorTest, ReproducesThePredictsimEasySimulation) {
   EXPECT_LT(static_cast<double>(fcfs_same) / static_cast<double>(w.jobs.size()), 0.9);
 }
 
+// Never more processors busy than the machine has, whatever the policy: a sweep over the
+// runs' starts and ends (ends first at equal times).
+TEST(SimulatorTest, NeverOvercommitsTheMachine) {
+  int64_t machine = 0;
+  auto records =
+      ReadSwf(std::string(RIGHTSIZE_TEST_DATA_DIR) + "/data/sim/SDSC-SP2.easy-sim.first3000.swf.gz",
+              &machine);
+  Workload w = WorkloadFromRecords(records, SizeUnit::kProcessors, machine);
+  for (Policy policy : {Policy::kFcfs, Policy::kEasy, Policy::kEasyPlusPlus}) {
+    auto r = Simulate(w.jobs, SimOptions{policy, machine});
+    ASSERT_TRUE(r.ok());
+    std::vector<std::pair<int64_t, int64_t>> deltas;
+    for (size_t i = 0; i < w.jobs.size(); ++i) {
+      deltas.emplace_back(r->jobs[i].start_s, w.jobs[i].procs);
+      deltas.emplace_back(r->jobs[i].end_s, -w.jobs[i].procs);
+    }
+    std::sort(deltas.begin(), deltas.end());
+    int64_t busy = 0, peak = 0;
+    for (const auto& [t, d] : deltas) {
+      busy += d;
+      peak = std::max(peak, busy);
+    }
+    EXPECT_LE(peak, machine) << PolicyName(policy);
+    EXPECT_EQ(busy, 0);
+  }
+}
+
 TEST(WorkloadTest, CountsWhatItLeavesOutAndCutsOverlongRuns) {
   std::vector<JobRecord> records(4);
   for (size_t i = 0; i < records.size(); ++i) {
