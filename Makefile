@@ -30,7 +30,7 @@ test: deps
 # Every libFuzzer target (test/fuzz/) with ASan and UBSan for FUZZ_RUNS executions each, in its
 # own clang build tree (FUZZ_BUILD); fails on any crash, leak or sanitizer report.
 FUZZ_BUILD ?= build-fuzz
-FUZZ_RUNS ?= 20000
+FUZZ_RUNS ?= 5000
 fuzz-short: deps
 	@bash scripts/fuzz.sh -b $(FUZZ_BUILD) $(FUZZ_RUNS)
 

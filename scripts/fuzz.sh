@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target (test/fuzz/*_fuzz.cc) for a fixed number of executions, one at a
 # time, and prints per target: executions, executions per second, peak RSS and findings
-# (crashes, leaks, timeouts, out-of-memory, sanitizer reports). Exits 1 when any target found
-# something; the reproducers are left in BUILD/fuzz-findings/NAME/.
+# (crashes, leaks, timeouts of 120 s, out-of-memory, sanitizer reports). Exits 1 when any target
+# found something; the reproducers are left in BUILD/fuzz-findings/NAME/. The timeout is long
+# because a shared machine under load once stalled for 45 s an input that takes 0.7 s alone.
 #
 # Usage: scripts/fuzz.sh [-b BUILD] RUNS [TARGET...|all]
 # TARGET: telemetry swf sacct clustercockpit sinfo prometheus jobscript log_scan (the default:
@@ -48,9 +49,10 @@ for t in "${TARGETS[@]}"; do
   corpus=$BUILD/fuzz-corpus/$t
   findings=$BUILD/fuzz-findings/$t
   log=$BUILD/fuzz-logs/$t.log
+  rm -rf "$findings"  # what an earlier run found is in its log; this run starts clean
   mkdir -p "$corpus" "$findings" "$(dirname "$log")"
   rc=0
-  "$BUILD/test/${t}_fuzz" -runs="$RUNS" -seed=1 -max_len=16384 -timeout=30 -rss_limit_mb=4096 \
+  "$BUILD/test/${t}_fuzz" -runs="$RUNS" -seed=1 -max_len=16384 -timeout=120 -rss_limit_mb=4096 \
     -print_final_stats=1 -artifact_prefix="$findings/" "$corpus" "test/fuzz/corpus/$t" \
     >"$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)

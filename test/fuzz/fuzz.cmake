@@ -8,7 +8,7 @@
 # compiles every library with ASan, UBSan and the fuzzer's coverage): NAME_fuzz, the libFuzzer
 # binary, and the target `fuzz` that builds them all. `make fuzz-short` (part of `make test`)
 # configures build-fuzz and runs each for a fixed number of executions
-# (scripts/fuzz_short.sh); bench/fuzz.sh runs the long campaign. By hand:
+# (scripts/fuzz.sh); bench/fuzz.sh runs the long campaign. By hand:
 #   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DRIGHTSIZE_FUZZ=ON \
 #     -DRIGHTSIZE_BUILD_BENCH=OFF
 #   cmake --build build-fuzz --target swf_fuzz
