@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all build deps demo test bench accuracy diagnosis-accuracy format lint clean
+.PHONY: all build deps demo test fuzz-short fuzz bench accuracy diagnosis-accuracy format lint clean
 
 all: build
 
@@ -25,6 +25,18 @@ demo: deps
 test: deps
 	@$(MAKE) --no-print-directory build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@$(MAKE) --no-print-directory fuzz-short
+
+# Every libFuzzer target (test/fuzz/) with ASan and UBSan for FUZZ_RUNS executions each, in its
+# own clang build tree (FUZZ_BUILD); fails on any crash, leak or sanitizer report.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_RUNS ?= 5000
+fuzz-short: deps
+	@bash scripts/fuzz.sh -b $(FUZZ_BUILD) $(FUZZ_RUNS)
+
+# The long campaign: 10 million executions per target, niced (docs/reliability.md).
+fuzz: deps
+	@bash bench/fuzz.sh $(or $(RUNS),10000000)
 
 bench: deps
 	@$(MAKE) --no-print-directory build
@@ -48,4 +60,4 @@ lint: $(BUILD)/build.ninja
 	clang-tidy -p $(BUILD) --quiet $$(git ls-files 'src/*.cc')
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD)

@@ -10,7 +10,7 @@ PKGS=(
   sqlite3 python3 gzip bc time clang-format clang-tidy
   libxgboost-dev libre2-dev libdw-dev stress-ng libcpp-httplib-dev
   libtree-sitter-dev libyaml-cpp-dev
-  clang chromium openssl curl prometheus
+  clang libclang-rt-dev chromium openssl curl prometheus
   lua5.1 lua-socket
   protobuf-compiler protobuf-compiler-grpc libgrpc++-dev libprotobuf-dev
 )

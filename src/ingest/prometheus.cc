@@ -155,8 +155,8 @@ class PrometheusApi {
       return false;
     }
     if (doc["status"] != "success") {
-      std::string type = doc.value("errorType", std::string("error"));
-      std::string error = doc.value("error", std::string("(no message)"));
+      std::string type = StringOr(doc, "errorType", "error");
+      std::string error = StringOr(doc, "error", "(no message)");
       refusal->too_heavy = type == "timeout" || error.find("too many samples") != std::string::npos;
       refusal->status = Status::BadInput(
           fmt::format("Prometheus refused {} (HTTP {}, {}): {}", what, status, type, error));
@@ -190,6 +190,12 @@ class PrometheusApi {
   const std::set<std::string>& warnings() const { return warnings_; }
 
  private:
+  // The member `key` when it is a string, else `otherwise` (json::value throws for another type).
+  static std::string StringOr(const nlohmann::json& j, const char* key, const char* otherwise) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string(otherwise);
+  }
+
   static Status Shape(const std::string& what, const std::string& field, const nlohmann::json& v) {
     return Status::BadInput(fmt::format("the answer to {}: expected {}, got {}", what, field,
                                         Quote(v.dump().substr(0, 80))));
@@ -212,7 +218,7 @@ class PrometheusApi {
                           std::vector<Series>* out) {
     auto data = doc.find("data");
     if (data == doc.end() || !data->is_object()) return Shape(what, "a data object", doc);
-    std::string type = data->value("resultType", std::string());
+    std::string type = StringOr(*data, "resultType", "");
     auto result = data->find("result");
     if (result == data->end()) return Shape(what, "data.result", *data);
     if (type == "scalar") return Status::Ok();

@@ -14,12 +14,17 @@ namespace rightsize {
 namespace {
 
 // "64" or "64+" (sinfo's "at least", when it summarises unlike nodes).
-std::optional<int64_t> Count(std::string_view s) {
+// A whole number in [0, max] (sinfo's "+" suffix dropped); the bounds keep the sums and the
+// bytes computed from them far from overflowing.
+std::optional<int64_t> Count(std::string_view s, int64_t max) {
   if (!s.empty() && s.back() == '+') s.remove_suffix(1);
   auto v = ParseInt(s);
-  if (!v || *v < 0) return std::nullopt;
+  if (!v || *v < 0 || *v > max) return std::nullopt;
   return v;
 }
+constexpr int64_t kMaxNodes = int64_t{1} << 24;
+constexpr int64_t kMaxCpus = int64_t{1} << 20;
+constexpr int64_t kMaxMemoryMiB = int64_t{1} << 30;  // 1 PiB per node
 
 }  // namespace
 
@@ -49,25 +54,20 @@ StatusOr<std::vector<PartitionShape>> ParseSinfo(std::string_view text, std::str
     }
     if (name.empty()) return bad("the partition", f[0], "a name");
     p.name = std::string(name);
-    auto nodes = Count(Trim(f[1]));
-    if (!nodes) return bad("the node count (%D)", f[1], "a whole number");
-    auto cpus = Count(Trim(f[2]));
-    if (!cpus) return bad("CPUs per node (%c)", f[2], "a whole number");
-    auto mem = Count(Trim(f[3]));
-    if (!mem) return bad("memory per node (%m)", f[3], "MiB as a whole number");
+    auto nodes = Count(Trim(f[1]), kMaxNodes);
+    if (!nodes) return bad("the node count (%D)", f[1], "a whole number up to 2^24");
+    auto cpus = Count(Trim(f[2]), kMaxCpus);
+    if (!cpus) return bad("CPUs per node (%c)", f[2], "a whole number up to 2^20");
+    auto mem = Count(Trim(f[3]), kMaxMemoryMiB);
+    if (!mem) return bad("memory per node (%m)", f[3], "MiB as a whole number up to 2^30");
     auto gpus = ParseGresGpus(f[4]);
     if (!gpus) return bad("the generic resources (%G)", f[4], "gpu[:TYPE]:N entries or (null)");
-    // Plausible ranges (core/plausible.h), so the sums and products below cannot overflow.
-    for (auto [field, kind, value, text] :
-         {std::tuple{"%D (nodes)", Plausible::kNodes, static_cast<double>(*nodes), f[1]},
-          std::tuple{"%c (CPUs per node)", Plausible::kCpus, static_cast<double>(*cpus), f[2]},
-          std::tuple{"%m (memory per node)", Plausible::kMemoryBytes,
-                     static_cast<double>(*mem) * kMiB, f[3]},
-          std::tuple{"%G (GPUs per node)", Plausible::kGpus, static_cast<double>(gpus->count),
-                     f[4]}}) {
-      Status st = CheckPlausible(field, kind, value, Trim(text));
-      if (!st.ok())
-        return Status::BadInput(fmt::format("{}:{}: {}", source, line_no, st.message()));
+    // Nodes, CPUs and memory are bounded as they are read (Count), so their products cannot
+    // overflow; the GPUs per node against core/plausible.h.
+    if (Status st = CheckPlausible("%G (GPUs per node)", Plausible::kGpus,
+                                   static_cast<double>(gpus->count), Trim(f[4]));
+        !st.ok()) {
+      return Status::BadInput(fmt::format("{}:{}: {}", source, line_no, st.message()));
     }
     p.nodes = *nodes;
     p.cpus_per_node = static_cast<double>(*cpus);

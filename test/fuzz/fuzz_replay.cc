@@ -1,12 +1,14 @@
-// Replays the fuzz corpus through LLVMFuzzerTestOneInput without libFuzzer, so that ctest (any
-// compiler) catches a regression in the decoders: every file of the corpus folder as it is, then
+// Replays a fuzz corpus through LLVMFuzzerTestOneInput without libFuzzer, so that ctest (any
+// compiler) catches a regression in the readers: every file of the corpus folder as it is, then
 // a fixed number of deterministic mutations of each (bit flips, truncations, spliced tokens,
 // values of the wrong type or out of range, gzip of the result), then a few hostile shapes that
-// a short fuzzing run does not reach (deep nesting, long strings, many entries).
+// a short fuzzing run does not reach (deep nesting, long lines and strings, many entries). One
+// driver for every target (test/fuzz/fuzz.cmake links it with each *_fuzz.cc).
 //
-// Usage: telemetry_fuzz_replay CORPUS_DIR [MUTATIONS_PER_FILE]. Exits 0 when every input was
-// decoded without a crash (a crash is the failure: the process dies); prints the input it is on
-// with -v, so a crash names its input.
+// Usage: NAME_fuzz_replay [-v] [--hostile=telemetry|json|text] CORPUS_DIR [MUTATIONS_PER_FILE].
+// Exits 0 when every input was read without a crash (a crash is the failure: the process dies);
+// prints the input it is on with -v, so a crash names its input. --hostile picks the shapes:
+// telemetry batches, any JSON document, or line-oriented text (the default).
 #include <zlib.h>
 
 #include <algorithm>
@@ -47,39 +49,16 @@ std::string Gzip(const std::string& in) {
 
 // Tokens spliced over numbers, strings and brackets: wrong types, out-of-range and
 // non-finite numbers, and structure that does not close.
-const std::vector<std::string> kTokens = {"null",
-                                          "true",
-                                          "\"x\"",
-                                          "\"\"",
-                                          "[]",
-                                          "{}",
-                                          "[1]",
-                                          "[\"x\",1]",
-                                          "[1,2,3]",
-                                          "0",
-                                          "-1",
-                                          "1e308",
-                                          "1e309",
-                                          "-1e309",
-                                          "1.5",
-                                          "9223372036854775807",
-                                          "9223372036854775808",
-                                          "-9223372036854775809",
-                                          "18446744073709551616",
-                                          "1e10",
-                                          "1764750000000",
-                                          "-0",
-                                          "[[[[",
-                                          "]]]]",
-                                          "{\"a\":",
-                                          "\"\\u0000\"",
-                                          "\"\\ud800\"",
-                                          "\"\xff\xfe\"",
-                                          "\"a;b\\nc\"",
-                                          "\"2024-01-31T08:00:00\"",
-                                          "\"9999-99-99T99:99:99\"",
-                                          "\"Unknown\"",
-                                          "\"per_cpu\""};
+const std::vector<std::string> kTokens = {
+    "null", "true", "\"x\"", "\"\"", "[]", "{}", "[1]", "[\"x\",1]", "[1,2,3]", "0", "-1", "1e308",
+    "1e309", "-1e309", "1.5", "9223372036854775807", "9223372036854775808", "-9223372036854775809",
+    "18446744073709551616", "1e10", "1764750000000", "-0", "[[[[", "]]]]", "{\"a\":", "\"\\u0000\"",
+    "\"\\ud800\"", "\"\xff\xfe\"", "\"a;b\\nc\"", "\"2024-01-31T08:00:00\"",
+    "\"9999-99-99T99:99:99\"", "\"Unknown\"", "\"per_cpu\"",
+    // Line formats: separators, SLURM and SWF values.
+    "|", ",", ";", "\n", "\r\n", "\t", " ", "inf", "nan", "1e30", "-1e30", "99999999-00:00:00",
+    "2147483648", "4294967296K", "1000000000000T", "gpu:-1", "gres/gpu=99999999999",
+    "#SBATCH --mem=", "#SBATCH --array=0-4294967295%0", "\"\"\"", "Unknown", "None"};
 
 std::string Mutate(const std::string& in, std::mt19937_64& rng) {
   std::string s = in;
@@ -166,7 +145,7 @@ std::string Repeat(const std::string& s, size_t n) {
 // Shapes a short fuzzing run with a small -max_len does not reach. Depths stay far below what
 // the server accepts (max_batch_bytes, 16 MiB: 8 million levels) yet above what a recursive
 // walk survives on a thread's stack.
-void RunHostile() {
+void RunHostileTelemetry() {
   const size_t depth = 200'000;
   std::string deep = Repeat("[", depth) + Repeat("]", depth);
   std::string deep_obj = Repeat("{\"a\":", depth) + "1" + Repeat("}", depth);
@@ -187,6 +166,30 @@ void RunHostile() {
       Batch(Repeat(std::string(R"({"job":)") + job + "},", 100'000) + R"({"job":)" + job + "}"));
 }
 
+// Any JSON document (admission reviews, config files, Prometheus answers).
+void RunHostileJson() {
+  const size_t depth = 200'000;
+  Run("hostile: deep array", Repeat("[", depth) + Repeat("]", depth));
+  Run("hostile: deep object", Repeat("{\"a\":", depth) + "1" + Repeat("}", depth));
+  Run("hostile: deep request.object", R"({"request":{"uid":"u","operation":"CREATE","object":)" +
+                                          Repeat("{\"spec\":", depth) + "1" + Repeat("}", depth) +
+                                          "}}");
+  Run("hostile: 1 MiB string", "{\"" + std::string(1 << 20, 'k') + "\":\"v\"}");
+  Run("hostile: 100k keys", "{" + Repeat("\"k\":1,", 100'000) + "\"k\":1}");
+}
+
+// Line-oriented text (SWF, sacct, CSV, sinfo, scripts, logs).
+void RunHostileText() {
+  Run("hostile: a line over 1 MiB", std::string((1 << 20) + 1, 'x') + "\nx\n");
+  Run("hostile: 100k empty lines", std::string(100'000, '\n'));
+  Run("hostile: 100k short lines", Repeat("1 2 3|4,5\n", 100'000));
+  Run("hostile: 100k fields", Repeat("1|", 100'000) + "\n" + Repeat("1,", 100'000) + "\n");
+  Run("hostile: NUL bytes", std::string("a\0b\nc\0\n", 8));
+  Run("hostile: carriage returns only", std::string(10'000, '\r'));
+  Run("hostile: unclosed quote over many lines", "\"" + Repeat("a,b\n", 50'000));
+  Run("hostile: invalid UTF-8 and colours", Repeat("\x1b[31m\xff\xfe\xc0 err\x1b[0m\n", 10'000));
+}
+
 std::vector<std::pair<std::string, std::string>> ReadCorpus(const std::string& dir) {
   std::vector<std::pair<std::string, std::string>> files;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
@@ -204,12 +207,22 @@ std::vector<std::pair<std::string, std::string>> ReadCorpus(const std::string& d
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (!args.empty() && args[0] == "-v") {
-    verbose = true;
+  std::string hostile = "text";
+  while (!args.empty() && args[0].starts_with("-")) {
+    if (args[0] == "-v") {
+      verbose = true;
+    } else if (args[0].starts_with("--hostile=")) {
+      hostile = args[0].substr(10);
+    } else {
+      break;
+    }
     args.erase(args.begin());
   }
-  if (args.empty()) {
-    std::fprintf(stderr, "usage: telemetry_fuzz_replay [-v] CORPUS_DIR [MUTATIONS_PER_FILE]\n");
+  if (args.empty() || (hostile != "telemetry" && hostile != "json" && hostile != "text")) {
+    std::fprintf(stderr,
+                 "usage: %s [-v] [--hostile=telemetry|json|text] CORPUS_DIR "
+                 "[MUTATIONS_PER_FILE]\n",
+                 argv[0]);
     return 2;
   }
   int mutations = args.size() > 1 ? std::atoi(args[1].c_str()) : 300;
@@ -230,7 +243,18 @@ int main(int argc, char** argv) {
       Run(name + " mutation " + std::to_string(i), m);
     }
   }
-  RunHostile();
-  std::printf("%zu corpus files, %zu inputs decoded without a crash\n", files.size(), runs + 9);
+  size_t hostile_runs = 0;
+  if (hostile == "telemetry") {
+    RunHostileTelemetry();
+    hostile_runs = 9;
+  } else if (hostile == "json") {
+    RunHostileJson();
+    hostile_runs = 5;
+  } else {
+    RunHostileText();
+    hostile_runs = 8;
+  }
+  std::printf("%zu corpus files, %zu inputs read without a crash\n", files.size(),
+              runs + hostile_runs);
   return 0;
 }

@@ -56,11 +56,25 @@ TEST(SinfoTest, BadLinesNameTheLineAndTheField) {
   auto bad_mem = ParseSinfo("batch*|10|128|515000|(null)\ngpu|4|64|lots|(null)\n", "s");
   ASSERT_FALSE(bad_mem.ok());
   EXPECT_EQ(bad_mem.status().message(),
-            "s:2: memory per node (%m) is \"lots\", expected MiB as a whole number");
+            "s:2: memory per node (%m) is \"lots\", expected MiB as a whole number up to 2^30");
   auto bad_gres = ParseSinfo("gpu|4|64|1000|gpu:a100:four\n", "s");
   ASSERT_FALSE(bad_gres.ok());
   EXPECT_NE(bad_gres.status().message().find("generic resources"), std::string::npos);
   EXPECT_FALSE(ParseSinfo("\n\n", "empty").ok());
+}
+
+TEST(SinfoTest, ValuesThatWouldOverflowAreBadLines) {
+  // 2^43 MiB is 2^63 bytes: it wrapped to a negative memory per node (found by sinfo_fuzz).
+  auto huge_mem = ParseSinfo("batch*|10|128|8796093022208|(null)\n", "s");
+  ASSERT_FALSE(huge_mem.ok());
+  EXPECT_EQ(huge_mem.status().message(),
+            "s:1: memory per node (%m) is \"8796093022208\", expected MiB as a whole number up to "
+            "2^30");
+  EXPECT_FALSE(ParseSinfo("batch*|9223372036854775807|128|1000|(null)\n", "s").ok());
+  EXPECT_FALSE(ParseSinfo("batch*|10|9223372036854775807|1000|(null)\n", "s").ok());
+  auto largest = ParseSinfo("batch*|16777216|1048576|1073741824|(null)\n", "s");
+  ASSERT_TRUE(largest.ok()) << largest.status().message();
+  EXPECT_EQ((*largest)[0].memory_per_node, int64_t{1} << 50);
 }
 
 }  // namespace
