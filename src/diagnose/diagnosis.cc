@@ -27,6 +27,7 @@ struct Item {
   std::string id;
   Evidence evidence;
   const std::vector<std::pair<std::string, std::string>>* facts = nullptr;
+  bool halved = false;  // a warning line, counted half
 };
 
 // A Python traceback as it appeared in one log.
@@ -198,6 +199,18 @@ bool IsWarningLine(std::string_view text) {
   return RE2::PartialMatch(text, re);
 }
 
+// The number of a numbered CUDA error line: "(2 vs. 0)" / "(0 vs. 39)", "error=2",
+// "error (2)", "failure 700", "code=35", "returned 35". -1 when there is none.
+int CudaErrorCode(std::string_view text) {
+  static const RE2 vs(R"re(\((\d+) vs\. (\d+)\))re");
+  static const RE2 other(
+      R"re((?:[Ee]rror(?:_t)?|[Ff]ailure|error=|code=|returned(?: error)?) ?[:(#]? ?(\d+))re");
+  int a = 0, b = 0;
+  if (RE2::PartialMatch(text, vs, &a, &b)) return a != 0 ? a : b;
+  if (RE2::PartialMatch(text, other, &a)) return a;
+  return -1;
+}
+
 void LogItems(const std::vector<LogScan>& scans, std::vector<Item>* items,
               std::vector<Traceback>* tracebacks) {
   auto sigs = AllSignatures();
@@ -251,6 +264,14 @@ void LogItems(const std::vector<LogScan>& scans, std::vector<Item>* items,
           break;
       }
       Item item{sig.cls, sig.kind, sig.strength, std::string(sig.id), {}, &hit.facts};
+      if (sig.kind == SignatureKind::kCudaError) {
+        // The code names the class; a code that says nothing about the cause is no evidence.
+        const CudaErrorInfo* info = CudaErrorByCode(CudaErrorCode(hit.text));
+        if (!info) continue;
+        item.cls = info->cls;
+        item.strength = info->strength;
+        item.kind = SignatureKind::kCause;
+      }
       if (sig.kind == SignatureKind::kXid) {
         std::string code = FactOf(hit.facts, "xid");
         const XidInfo* info = code.empty() ? nullptr : FindXid(std::atoi(code.c_str()));
@@ -264,7 +285,11 @@ void LogItems(const std::vector<LogScan>& scans, std::vector<Item>* items,
           item.strength = 0.6;
         }
       }
-      if (sig.kind != SignatureKind::kSymptom && IsWarningLine(hit.text)) item.strength *= 0.5;
+      if (sig.kind != SignatureKind::kSymptom && !sig.decisive_as_warning &&
+          IsWarningLine(hit.text)) {
+        item.strength *= 0.5;
+        item.halved = true;
+      }
       item.evidence = {scan.file, hit.line, hit.text, item.id, item.cls};
       items->push_back(std::move(item));
     }
@@ -338,6 +363,22 @@ std::array<ClassScore, kFailureClassCount> Score(const std::vector<Item>& items)
     if (strongest > 0) classes[e].adjusted = classes[e].score * (1 - 0.9 * strongest);
   }
   return classes;
+}
+
+// A warning counts half because something else is expected to have ended the job. When nothing
+// else does (no class reaches kMinScore and no exception was raised), the warning is the best
+// account of the failure there is and counts in full: a lone "UserWarning: CUDA
+// initialization: The NVIDIA driver on your system is too old" is the whole cause.
+bool OnlyWarningsExplain(const std::array<ClassScore, kFailureClassCount>& classes,
+                         const std::vector<Item>& items, const std::vector<Traceback>& tbs) {
+  if (std::none_of(items.begin(), items.end(), [](const Item& i) { return i.halved; })) {
+    return false;
+  }
+  for (const ClassScore& c : classes) {
+    if (c.score >= kMinScore) return false;
+  }
+  return std::none_of(tbs.begin(), tbs.end(),
+                      [](const Traceback& tb) { return !tb.exception.empty(); });
 }
 
 // Collective errors (NCCL timeouts and failures) are what the other ranks see when one rank
@@ -1369,6 +1410,12 @@ Diagnosis DiagnoseParsed(std::vector<LogScan> scans, const DiagnoseInput& input,
   if (input.job) RecordItems(*input.job, &items);
   if (input.telemetry) TelemetryItems(*input.telemetry, &items);
   auto classes = Score(items);
+  if (OnlyWarningsExplain(classes, items, tracebacks)) {
+    for (Item& item : items) {
+      if (item.halved) item.strength *= 2;
+    }
+    classes = Score(items);
+  }
   const Traceback* earlier = EarlierError(tracebacks, items, &classes);
   std::vector<int> order = RankCauses(classes, d);
   bool known = NameRootCause(classes, order, d);
