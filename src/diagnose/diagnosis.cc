@@ -496,6 +496,37 @@ void CodeLineFix(FixContext& ctx, const CodeLine& at, const std::string& to_valu
   ctx.fixes.push_back({"code", text, at.file, at.line, at.text, to});
 }
 
+// The framework that ran out of GPU memory, from the lines the log matched and its last lines,
+// so that the fix names that framework's own knobs (a Caffe prototxt has no torch.autocast).
+enum class GpuFramework { kPyTorch, kCaffe, kLuaTorch, kMxnet, kTensorFlow, kJax };
+
+GpuFramework GpuOomFramework(const std::vector<LogScan>& scans) {
+  static const RE2 caffe(
+      R"re(syncedmem\.(?:cpp|hpp)|caffe\.cpp|Check failed: error == cudaSuccess)re");
+  static const RE2 lua(R"re(cutorch|qlua:|luajit:|/lua/5\.\d/|\.lua:\d+)re");
+  static const RE2 mxnet(R"re(MXNetError|libmxnet|pooled_storage_manager|mxnet)re");
+  static const RE2 tf(
+      R"re(OOM when allocating tensor|bfc_allocator|ResourceExhaustedError|tensorflow)re");
+  static const RE2 jax(R"re(XlaRuntimeError|RESOURCE_EXHAUSTED|jaxlib)re");
+  auto any = [&](const RE2& re) {
+    for (const LogScan& scan : scans) {
+      for (const SignatureHit& h : scan.hits) {
+        if (RE2::PartialMatch(h.text, re)) return true;
+      }
+      for (const auto& [line, text] : scan.tail) {
+        if (RE2::PartialMatch(text, re)) return true;
+      }
+    }
+    return false;
+  };
+  if (any(caffe)) return GpuFramework::kCaffe;
+  if (any(lua)) return GpuFramework::kLuaTorch;
+  if (any(mxnet)) return GpuFramework::kMxnet;
+  if (any(tf)) return GpuFramework::kTensorFlow;
+  if (any(jax)) return GpuFramework::kJax;
+  return GpuFramework::kPyTorch;
+}
+
 void GpuOomFixes(FixContext& ctx) {
   auto& f = ctx.facts;
   auto size = [&](const char* key) -> std::optional<int64_t> {
@@ -546,11 +577,57 @@ void GpuOomFixes(FixContext& ctx) {
                               "with gradient accumulation",
                               bs->file, bs->line, v, v / 2));
     }
-  } else {
-    ctx.fixes.push_back({"code",
-                         "Halve the batch size (keep the effective batch with gradient "
-                         "accumulation)",
-                         "", 0, "", ""});
+  }
+  GpuFramework framework = GpuOomFramework(ctx.scans);
+  auto code_fix = [&](std::string text) {
+    ctx.fixes.push_back({"code", std::move(text), "", 0, "", ""});
+  };
+  switch (framework) {
+    case GpuFramework::kCaffe:
+      f["framework"] = "caffe";
+      if (!ctx.code.batch_size) {
+        code_fix(
+            "Halve batch_size in the data layer of the net's prototxt (the TRAIN and TEST "
+            "phases have their own; `caffe test` uses the TEST one) and keep the effective "
+            "batch with iter_size in the solver");
+      }
+      return;
+    case GpuFramework::kLuaTorch:
+      f["framework"] = "lua_torch";
+      if (!ctx.code.batch_size) {
+        code_fix(
+            "Halve the batch size the script trains with (the -batchSize option of most Torch7 "
+            "scripts), and call collectgarbage() each iteration so freed CUDA tensors are "
+            "returned to cutorch");
+      }
+      return;
+    case GpuFramework::kMxnet:
+      f["framework"] = "mxnet";
+      if (!ctx.code.batch_size) code_fix("Halve the batch size (--batch-size)");
+      ctx.fixes.push_back({"env",
+                           "Recompute activations instead of storing them: export "
+                           "MXNET_BACKWARD_DO_MIRROR=1",
+                           "", 0, "", "MXNET_BACKWARD_DO_MIRROR=1"});
+      return;
+    case GpuFramework::kTensorFlow:
+      f["framework"] = "tensorflow";
+      if (!ctx.code.batch_size) code_fix("Halve the batch size (the batch_size the model is fed)");
+      if (!ctx.code.reduced_precision) {
+        code_fix(
+            "Train in mixed precision: tf.keras.mixed_precision.set_global_policy("
+            "'mixed_float16') (TF 2.4+), enable_mixed_precision_graph_rewrite (TF 1.14-2.3)");
+      }
+      return;
+    case GpuFramework::kJax:
+      f["framework"] = "jax";
+      if (!ctx.code.batch_size) code_fix("Halve the batch size");
+      code_fix("Rematerialise activations with jax.checkpoint (jax.remat) and keep them in bf16");
+      return;
+    case GpuFramework::kPyTorch:
+      break;
+  }
+  if (!ctx.code.batch_size) {
+    code_fix("Halve the batch size (keep the effective batch with gradient accumulation)");
   }
   if (!ctx.code.reduced_precision) {
     ctx.fixes.push_back({"code",

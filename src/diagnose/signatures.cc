@@ -45,7 +45,7 @@ constexpr Signature
             {"tensorflow_resource_exhausted", C::kGpuOom, K::kCause, 0.6,
              R"re(ResourceExhaustedError)re", ""},
             {"xla_oom", C::kGpuOom, K::kCause, 0.95,
-             R"re(RESOURCE_EXHAUSTED: Out of memory|Out of memory while trying to allocate)re",
+             R"re(RESOURCE_EXHAUSTED: (?:Out of memory|Failed to allocate)|Out of memory while trying to allocate)re",
              R"re(allocate (?P<tried>)re" RS_SIZE R"re())re"},
             {"cublas_alloc_failed", C::kGpuOom, K::kCause, 0.8,
              R"re(CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUFFT_ALLOC_FAILED)re",
@@ -61,7 +61,7 @@ constexpr Signature
             // GPU 2. Cannot allocate …"), MATLAB ("Out of memory on device"), MXNet and Kokkos
             // (cudaMalloc failed), CuPy, ROCm/HIP, vLLM's KV cache.
             {"gpu_oom_other", C::kGpuOom, K::kCause, 0.93,
-             R"re((?i)out of (?:gpu|device|video) memory|out of memory (?:error )?on (?:gpu|device)|(?:gpu|device|hip|xpu|cuda) out of memory|OutOfGPUMemoryError|cannot allocate \S+ (?:memory )?on (?:gpu|device)|cudaMalloc\w* (?:retry )?failed: out of memory|cupy\.cuda\.memory\.OutOfMemoryError|hipErrorOutOfMemory|No available memory for the cache blocks|failed to allocate \S+ (?:\S+ )?(?:on|from) (?:gpu|device)|CNMEM_STATUS_OUT_OF_MEMORY|of device memory \(out of memory\)|cuMemAlloc\w* failed|\bcuda\w*\b[^'"]{0,80}\bout of memory)re",
+             R"re((?i)out of (?:gpu|device|video) memory|out of memory (?:error )?on (?:gpu|device)|(?:gpu|device|hip|xpu|cuda) out of memory|OutOfGPUMemoryError|cannot allocate \S+ (?:memory )?on (?:gpu|device)|cudaMalloc\w* (?:retry )?failed: out of memory|cupy\.cuda\.memory\.OutOfMemoryError|hipErrorOutOfMemory|No available memory for the cache blocks|failed to allocate \S+ (?:\S+ )?(?:on|from) (?:gpu|device)|CNMEM_STATUS_OUT_OF_MEMORY|of device memory \(out of memory\)|cuMemAlloc\w* failed|\bcuda\w*\b.{0,80}\bout of memory)re",
              R"re((?i)(?:trying to allocate|cannot allocate|tried to allocate|allocating|failed to allocate) (?P<tried>)re" RS_SIZE
              R"re())re"},
 
@@ -76,7 +76,7 @@ constexpr Signature
             {"srun_task_oom", C::kHostOom, K::kCause, 0.95, R"re(task \d+: Out Of Memory)re",
              ""},
             {"kernel_oom_killer", C::kHostOom, K::kCause, 0.9,
-             R"re((?:Memory cgroup out of memory|Out of memory): Kill(?:ed)? process|invoked oom-killer|oom-kill:constraint=)re",
+             R"re((?:Memory cgroup out of memory|Out of memory): Kill(?:ed)? process|invoked oom-killer|oom-kill:constraint=|Killed process \d+ \(\S+\) total-vm)re",
              R"re(Kill(?:ed)? process (?P<pid>\d+) \((?P<process>[^)]+)\))re"},
             {"k8s_oomkilled", C::kHostOom, K::kCause, 0.95, R"re(\bOOMKilled\b)re", ""},
             {"k8s_evicted_memory", C::kHostOom, K::kCause, 0.9,
@@ -97,7 +97,7 @@ constexpr Signature
             // HTCondor holds, PBS/Torque and LSF kills, Ray's memory monitor, Dask's nanny,
             // YARN containers, Flux and Kubernetes.
             {"memory_limit_exceeded", C::kHostOom, K::kCause, 0.93,
-             R"re((?i)(?:gone|went|is|was) over (?:its |the )?(?:cgroup )?memory (?:limit|request)|memory usage (?:\S+ )?exceeded|exceeded (?:its |the |their |allowed |requested )*memory|(?:exceeding|over) (?:the )?memory limits?|TERM_MEMLIMIT|job killed: [pv]?mem \d+\w* exceeded|killed due to memory pressure|running low on memory|exceeded \d+% memory budget|memory (?:limit|budget) (?:was )?(?:exceeded|reached)|ray\.exceptions\.OutOfMemoryError|\boom[-_ ]?kill(?:ed|er|s)?\b|killed by (?:the )?oom|\(OOM\))re",
+             R"re((?i)(?:gone|went|is|was) over (?:its |the )?(?:cgroup )?memory (?:limit|request)|memory usage (?:\S+ )?exceeded|exceeded (?:its |the |their |allowed |requested |job )*memory|(?:exceeding|over) (?:the )?memory limits?|TERM_MEMLIMIT|job killed: [pv]?mem \d+\w* exceeded|killed due to memory pressure|running low on memory|exceeded \d+% memory budget|memory (?:limit|budget) (?:was )?(?:exceeded|reached)|ray\.exceptions\.OutOfMemoryError|\boom[-_ ]?kill(?:ed|er|s)?\b|killed by (?:the )?oom|\(OOM\))re",
              R"re((?i)memory limit of (?P<limit_mb>\d+) (?:megabytes|MB)|mem (?P<used_kb>\d+)kb exceeded limit (?:\d+kb|(?P<limit_kb>\d+)))re"},
             // Allocation failures as runtimes print them: R, Go, Julia, Fortran (forrtl 41),
             // MATLAB, LAMMPS, GROMACS, C.
@@ -109,7 +109,7 @@ constexpr Signature
             // The kernel's OOM killer is what sends SIGKILL to a user's process unasked, so it
             // names host_oom on its own, but weakly (0.55): any stronger cause wins.
             {"killed_report", C::kHostOom, K::kCause, 0.55,
-             R"re(line \d+: +\d+ (?:Killed|已杀死|已砍掉|Getötet|Processus arrêté|強制終了|Убито|Terminado \(killed\))(?:\s|$)|^\W{0,3}(?:Killed|已杀死|已砍掉|Getötet|Processus arrêté|強制終了|Убито)\W{0,3}$|exited on signal 9 \(Killed\)|killed by signal 9\b|task \d+: Killed\b|Killed \(signal 9\))re",
+             R"re(line \d+: +\d+ (?:Killed|已杀死|已砍掉|Getötet|Processus arrêté|強制終了|Убито|Terminado \(killed\))(?:\s|$)|^\W{0,3}(?:Killed|已杀死|已砍掉|Getötet|Processus arrêté|強制終了|Убито)\W{0,3}$|exited on signal 9 \(Killed\)|killed by signal 9\b|task \d+: Killed\b|Killed \(signal 9\)|zsh: killed\b|^\[\d+\]\s+[+-]?\s*\d+ killed\b|\(exitcode: -9\))re",
              ""},
             {"killed_sigkill", C::kHostOom, K::kSymptom, 0.45,
              R"re(\bSIGKILL\b|\bsignal 9\b)re", ""},
@@ -130,7 +130,7 @@ constexpr Signature
             // duration"), SGE (h_rt), PBS cput, LSF CPU limits, Kubernetes deadlines, Cobalt
             // and Moab wall-clock messages, ulimit -t (SIGXCPU).
             {"time_limit_exceeded", C::kTimeout, K::kCause, 0.93,
-             R"re((?i)\b(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|cpu[- ]?time|time|job duration)[- ]limit (?:was |has been )?(?:exceeded|reached|expired|hit)\b|\bexceed(?:ed|s|ing) (?:its |the |their |allowed |maximum |max |hard |soft |requested |job |his |her )*(?:wall[- ]?(?:clock[- ]?)?(?:time)?|walltime|run[- ]?time|time[- ]?limit|(?:job )?duration|execution time|cpu[- ]?time)\b|resource allocation expired|\btype=timeout\b|TERM_(?:RUN|CPU)LIMIT|job killed: (?:walltime|cput)|active (?:on the node )?longer than (?:the )?specified deadline|reached (?:its |the )?(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|time)[- ]?limit|CPU time limit exceeded)re", R"re((?i)duration of (?P<limit>[\d+:]+))re"},
+             R"re((?i)\b(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|cpu[- ]?time|time|job duration)[- ]limit (?:was |has been )?(?:exceeded|reached|expired|hit)\b|\bexceed(?:ed|s|ing) (?:its |the |their |allowed |maximum |max |hard |soft |requested |job |his |her )*(?:wall[- ]?(?:clock[- ]?)?(?:time)?|walltime|run[- ]?time|time[- ]?limit|(?:job )?duration|execution time|cpu[- ]?time)\b|resource allocation expired|\btype=timeout\b|TERM_(?:RUN|CPU)LIMIT|job killed: (?:walltime|cput)|active (?:on the node )?longer than (?:the )?specified deadline|execution took longer than \S+|No output has been received in the last \S+|reached (?:its |the )?(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|time)[- ]?limit|CPU time limit exceeded)re", R"re((?i)duration of (?P<limit>[\d+:]+))re"},
 
             // ---- node failure
             // ----------------------------------------------------------------------
@@ -143,7 +143,7 @@ constexpr Signature
              R"re(SISTER_EOF|requested job terminate|job killed: node \d+ \(\S+\))re",
              R"re(node \d+ \((?P<node>[^)]+)\))re"},
             {"node_not_responding", C::kNodeFailure, K::kCause, 0.7,
-             R"re([Nn]odes? \S+ (?:not responding|are DOWN|is DOWN)|NodeNotReady|\bNodeLost\b)re",
+             R"re([Nn]odes? \S+ (?:not responding|are DOWN|is DOWN)|NodeNotReady|\bNodeLost\b|[Kk]ubelet stopped posting node status)re",
              R"re([Nn]odes? (?P<node>[\w.\[\],-]+) (?:not responding|are DOWN|is DOWN))re"},
             // A node or its daemon lost: Ray ("node … marked dead", "its node has died"),
             // HTCondor (reconnection failed, job lease expired), Open MPI/PRRTE ("lost
@@ -171,9 +171,10 @@ constexpr Signature
             // The same in other words: Azure scheduled events ("EventType":"Preempt", "Spot VM
             // is being evicted"), Azure ML ("PreemptionError … pre-empted"), LSF TERM_PREEMPT,
             // HTCondor evictions, Kueue, GKE, Google Pipelines (PAPI code 14, "worker was
-            // terminated"), dstack's spot interruptions, AWS Batch reclaiming its EC2 host.
+            // terminated"; code 10's "assigned worker has failed", which Cromwell itself retries
+            // as a preemption), dstack's spot interruptions, AWS Batch reclaiming its EC2 host.
             {"preempted_other", C::kPreemption, K::kCause, 0.88,
-             R"re((?i)\b(?:was|been|being|is|were|are|got) pre-?empted\b|\bPreemptionError\b|\bINTERRUPTED_BY_NO_CAPACITY\b|PAPI error code 14\b|\bworker was terminated\b|\bevicted \(preempt\)|"EventType": ?"Preempt"|\bTERM_PREEMPT\b|\bspot (?:vm|instance|node|capacity|pod)s? (?:is |was |has been |will be |are )?(?:being )?(?:evicted|reclaimed|interrupted|terminated|preempted)|\b(?:spot|preemptible) (?:instance |vm |node )?(?:eviction|termination|interruption)|\beviction notice\b|\bjob was evicted\b|preempted (?:to|in order to) (?:accommodate|admit)|Host EC2 (?:\(instance [\w-]+\) )?terminated)re",
+             R"re((?i)\b(?:was|been|being|is|were|are|got) pre-?empted\b|\bPreemptionError\b|\bINTERRUPTED_BY_NO_CAPACITY\b|PAPI error code 14\b|\bworker was terminated\b|The assigned worker has failed to complete the operation|\bevicted \(preempt\)|"EventType": ?"Preempt"|\bTERM_PREEMPT\b|\bspot (?:vm|instance|node|capacity|pod)s? (?:is |was |has been |will be |are )?(?:being )?(?:evicted|reclaimed|interrupted|terminated|preempted)|\b(?:spot|preemptible) (?:instance |vm |node )?(?:eviction|termination|interruption)|\beviction notice\b|\bjob was evicted\b|preempted (?:to|in order to) (?:accommodate|admit)|Host EC2 (?:\(instance [\w-]+\) )?terminated)re",
              "", true},
 
             // ---- NCCL
@@ -185,7 +186,7 @@ constexpr Signature
              R"re(Some NCCL operations have failed or timed out|ProcessGroupNCCL.{0,80}(?:timed out|timeout)|NCCL watchdog thread terminated|watchdog got stuck|Heartbeat monitor timed out|NCCL communicator was aborted|WorkNCCL\(SeqNum=\d+.{0,300}\) timed out)re",
              ""},
             {"dist_timeout", C::kNcclTimeout, K::kCause, 0.5,
-             R"re(DistStoreError: .*[Tt]imed? ?out|Socket Timeout|torch\.distributed\.DistNetworkError)re",
+             R"re(DistStoreError: .*[Tt]imed? ?out|Socket Timeout|torch\.distributed\.DistNetworkError|Timed out initializing process group|store based barrier.{0,80}[Tt]imed? ?out)re",
              ""},
             // Horovod's stall inspector, Gloo and other collective libraries timing out.
             {"collective_timeout_other", C::kNcclTimeout, K::kCause, 0.7,
@@ -205,7 +206,7 @@ constexpr Signature
             // by remote peer", "init.cc:981 NCCL WARN Invalid rank requested"): the
             // communicator could not be built or lost its peer.
             {"nccl_warn_failure", C::kNcclError, K::kCause, 0.8,
-             R"re((?:\.(?:h|cc):\d+ |NCCL )WARN (?:socketProgress|[Ss]ocket\w*|[Bb]ootstrap\w*|Net\b|NET/\w+|Invalid rank|Duplicate GPU|Connect to)[^\n]*?(?:failed|[Ee]rror|closed|refused|reset|requested|detected|[Tt]imeout|timed out))re",
+             R"re((?:\.(?:h|cc):\d+ |NCCL )WARN (?:socketProgress|[Ss]ocket\w*|[Bb]ootstrap\w*|Net\b|NET/\w+|Invalid rank|Duplicate GPU|Connect to|Call to \w+|Error while)[^\n]*?(?:failed|[Ee]rror|closed|refused|reset|requested|detected|[Tt]imeout|timed out|truncated|no socket interface)|(?:\.(?:h|cc):\d+ |NCCL )WARN Error while)re",
              ""},
             {"nccl_warn", C::kNcclError, K::kSymptom, 0.35, R"re(NCCL WARN)re", ""},
 
@@ -227,7 +228,7 @@ constexpr Signature
              R"re(\b(?:Xid|XID)(?: error)?(?: code)?[ :=]+\d+)re",
              R"re((?:Xid|XID)(?: error)?(?: code)?[ :=]+(?P<xid>\d+))re"},
             {"gpu_lost_other", C::kGpuHardware, K::kCause, 0.88,
-             R"re((?i)RmInitAdapter failed|GPU requires reset|GPU reset (?:is )?required|uncorrectable (?:ECC|memory|PCIe|NVLink) errors?|AER: (?:Multiple )?Uncorrected \(Fatal\)|NVLink (?:is )?(?:down|inactive)|cudaErrorDevicesUnavailable)re",
+             R"re((?i)RmInitAdapter failed|GPU requires reset|GPU reset (?:is )?required|uncorrectable (?:ECC|memory|PCIe|NVLink) errors?|AER: (?:Multiple )?Uncorrected \(Fatal\)|NVLink (?:is )?(?:down|inactive)|cudaErrorDevicesUnavailable|Detected Critical Xid Error|retired pages pending|pending page retirement)re",
              ""},
 
             // ---- illegal memory access
@@ -261,7 +262,7 @@ constexpr Signature
             // ("caught segfault", "memory not mapped"), gfortran ("invalid memory reference"),
             // SIGBUS, the kernel's general protection fault, Windows/JVM access violations.
             {"native_crash", C::kSegfault, K::kCause, 0.88,
-             R"re(Segmentation violation|caught segfault|memory not mapped|invalid memory reference|\bBus error\b|\bSIGBUS\b|general protection fault|EXCEPTION_ACCESS_VIOLATION|[Aa]ccess violation|signal \((?:11|7)\))re",
+             R"re(Segmentation violation|caught segfault|memory not mapped|invalid memory reference|\bBus error\b|\bSIGBUS\b|Illegal instruction \(core dumped\)|\bSIGILL\b|general protection fault|EXCEPTION_ACCESS_VIOLATION|[Aa]ccess violation|signal \((?:11|7)\))re",
              ""},
             // glibc's heap checks: memory was corrupted by native code before it crashed.
             {"heap_corruption", C::kSegfault, K::kCause, 0.75,
@@ -278,7 +279,7 @@ constexpr Signature
             // ---- MPI abort
             // -------------------------------------------------------------------------
             {"mpi_abort", C::kMpiAbort, K::kCause, 0.85,
-             R"re(MPI_ABORT was invoked on rank|called MPI_Abort|Fatal error in P?MPI_\w+|MPI_ERR_\w+|MPIAbortException|\bERROR on proc \d+: )re",
+             R"re(MPI_ABORT was invoked on rank|called MPI_Abort|Fatal error in P?MPI_\w+|MPI_ERR_\w+|MPI_ERRORS_ARE_FATAL|An error occurred in MPI_\w+|MPIAbortException|\bERROR on proc \d+: )re",
              R"re((?:invoked on rank (?P<rank>\d+)|MPI_Abort\([^,]*, (?P<errorcode>-?\d+)\)(?: - process (?P<rank2>\d+))?))re"},
             // The MPI runtime's report that a rank went away by itself: it aborted (SIGABRT, exit
             // 134) or vanished without MPI_Finalize. Weak: a named cause on that rank wins.
@@ -286,7 +287,7 @@ constexpr Signature
              R"re((?i)peer process has unexpectedly disconnected|exited on signal 6 \(Aborted\)|EXIT CODE: 134\b|killed by signal 6\b)re",
              ""},
             {"mpi_bad_termination", C::kMpiAbort, K::kSymptom, 0.55,
-             R"re(BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES|(?:mpirun|prterun) has exited due to process rank|Primary job +terminated normally, but \d+ process returned|MPI_Abort)re",
+             R"re(BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES|(?:mpirun|prterun) has exited due to process rank|(?:mpirun|prterun) detected that one or more processes exited with non-zero status|Primary job +terminated normally, but \d+ process returned|MPI_Abort)re",
              R"re(process rank (?P<rank>\d+))re"},
 
             // ---- disk full and quota
@@ -322,7 +323,7 @@ constexpr Signature
              R"re(: command not found|execve\(\): .*: No such file)re",
              R"re((?P<command>[\w./+-]+): command not found)re"},
             {"cannot_open_file", C::kMissingFile, K::kCause, 0.75,
-             R"re((?i)(?:cannot|can't|could not|unable to|failed to) (?:open|find|read|load|locate) (?:the )?(?:input |data |config |checkpoint |restart |mesh |parameter )?(?:file|script|directory)|does not exist)re",
+             R"re((?i)(?:cannot|can't|could ?n[o']t|unable to|failed to) (?:open|find|read|load|locate|access) (?:the )?(?:input |data |config |checkpoint |restart |mesh |parameter |model |weights? )?(?:file|script|directory|jarfile|checkpoint|dataset)|does not exist|\S\.(?:pt|pth|ckpt|h5|bin|safetensors|json|ya?ml|csv|npy|npz|t7|pkl|tfrecord) (?:was )?not found)re",
              R"re((?i)file[: ]+['"]?(?P<path>[\w./~-]+))re"},
             // The program itself is missing: Open MPI ("unable to find the specified
             // executable"), Hydra ("execvp error on file"), containers ("executable file not
@@ -351,7 +352,7 @@ constexpr Signature
             // Other languages' missing modules: Perl, Java, Node, Julia, R, MATLAB toolboxes,
             // and Python's own "No module named" from `python -m`.
             {"import_error_other", C::kImportError, K::kCause, 0.85,
-             R"re(No module named ['"]?\w|module '[\w.]+' not found|Can't locate \S+\.pm in @INC|ClassNotFoundException|NoClassDefFoundError|Cannot find module '|is required but does not seem to be installed|package or namespace load failed|symbol lookup error|DLL load failed|Invalid MEX-file|Unrecognized function or variable|[Uu]ndefined function '|could not load (?:library|dynamic library|module) )re",
+             R"re(No module named ['"]?\w|module '[\w.]+' not found|Can't locate \S+\.pm in @INC|ClassNotFoundException|NoClassDefFoundError|Cannot find module '|is required but does not seem to be installed|package or namespace load failed|symbol lookup error|DLL load failed|The specified module could not be found|UnsatisfiedLinkError|cannot be preloaded|Invalid MEX-file|Unrecognized function or variable|[Uu]ndefined function '|could not load (?:library|dynamic library|module) )re",
              R"re(No module named ['"]?(?P<module>[\w.]+))re"},
             // An environment-module system that cannot find or load a module (Lmod, Tcl
             // Environment Modules, Spack): an input of the job that does not exist, so
@@ -373,7 +374,7 @@ constexpr Signature
              R"re(requirement error: unsatisfied condition: cuda|please update your driver to a newer version|PTX was compiled with an unsupported toolchain|CUDA_ERROR_UNSUPPORTED_PTX_VERSION|unsupported CUDA version: driver [\d.]+ < image)re",
              ""},
             {"nvml_mismatch", C::kDriverMismatch, K::kCause, 0.95,
-             R"re(Driver/library version mismatch)re", ""},
+             R"re((?i)Driver/library version mismatch)re", ""},
             {"no_kernel_image", C::kDriverMismatch, K::kCause, 0.85,
              R"re(no kernel image is available for execution on the device|is not compatible with the current PyTorch installation)re",
              R"re((?P<gpu_name>NVIDIA [\w -]+) with CUDA capability (?P<capability>sm_\d+))re"},
@@ -396,7 +397,7 @@ constexpr Signature
             // "CUDA Error 77:", "CUDA error(700)", NCCL's "Cuda failure 700", "cuda failed with
             // error 2", "cudaGetDeviceProperties returned 35", "cuInit returned error 804".
             {"cuda_error_code", C::kUnknown, K::kCudaError, 0,
-             R"re([Cc][Uu][Dd][Aa](?: runtime)? (?:[Ee]rror|[Ff]ailure) ?[:(#]? ?\d+|THCudaCheck FAIL.*\berror=\d+|cudaSuccess(?: == \w+)? \(\d+ vs\. \d+\)|\bcode=\d+\(cuda|\bcu(?:da)?[A-Z]\w*(?:\(\))? returned (?:error )?\d+|[Cc][Uu][Dd][Aa] failed with error \d+|\bcudaError(?:_t)?[ =:]+\d+)re",
+             R"re([Cc][Uu][Dd][Aa](?: runtime)? (?:[Ee]rror|[Ff]ailure) ?[:(#]? ?\d+|[Cc][Uu][Dd][Aa] \w+ (?:failure|failed|error) with (?:error|code) \d+|THCudaCheck FAIL.*\berror=\d+|cudaSuccess(?: == \w+)? \(\d+ vs\. \d+\)|\bcode=\d+\(cuda|\bcu(?:da)?[A-Z]\w*(?:\(\))? returned (?:error )?\d+|[Cc][Uu][Dd][Aa] failed with error \d+|\bcudaError(?:_t)?[ =:]+\d+)re",
              ""},
 
             // ---- data-loader workers
@@ -405,7 +406,7 @@ constexpr Signature
              R"re(DataLoader worker \(pid)re",
              R"re(DataLoader worker \(pid(?:\(s\))? (?P<pids>[\d, ]+)\) (?:is killed by signal: (?P<worker_signal>[\w ]+?)\.?\s*$|exited unexpectedly))re"},
             {"dataloader_shm", C::kDataloaderKilled, K::kCause, 0.85,
-             R"re((?i)insufficient shared memory|unexpected bus error encountered in worker)re",
+             R"re((?i)insufficient shared memory|unexpected (?:bus error|segmentation fault|floating-point exception) encountered in worker)re",
              ""},
             {"dataloader_other", C::kDataloaderKilled, K::kCause, 0.88,
              R"re(DataLoader timed out after|unable to write to file </torch_|[Uu]nable to (?:allocate|open) shared memory|worker \(pid[^)]*\) (?:is killed|exited unexpectedly|died))re",

@@ -555,6 +555,20 @@ TEST(DiagnoseTest, OneDecisiveLineIsEnough) {
   EXPECT_EQ(ClassOf("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, "
                     "reducing to 0.5\nWARNING: loss_scale=0.0\n"),
             "nan_divergence");
+  // More families, each in a wording of its own.
+  EXPECT_EQ(ClassOf("[99.1] Killed process 4242 (java) total-vm:9000kB, anon-rss:8000kB\n"),
+            "host_oom");
+  EXPECT_EQ(ClassOf("zsh: killed     ./a.out\n"), "host_oom");
+  EXPECT_EQ(ClassOf("ERROR: Job failed: execution took longer than 3h0m0s seconds\n"), "timeout");
+  EXPECT_EQ(ClassOf("misc/ibvwrap.cc:212 NCCL WARN Call to ibv_reg_mr failed\n"), "nccl_error");
+  EXPECT_EQ(ClassOf("Illegal instruction (core dumped)\n"), "segfault");
+  EXPECT_EQ(ClassOf("*** An error occurred in MPI_Bcast\n"), "mpi_abort");
+  EXPECT_EQ(ClassOf("ERROR: Unexpected segmentation fault encountered in worker.\n"),
+            "dataloader_killed");
+  EXPECT_EQ(ClassOf("OSError: [WinError 126] The specified module could not be found.\n"),
+            "import_error");
+  EXPECT_EQ(ClassOf("CUDA initialization failure with error 35\n"), "driver_mismatch");
+  EXPECT_EQ(ClassOf("ValueError: could not find checkpoint at ./runs/last\n"), "missing_file");
   // A warning that is the only account of the failure counts in full...
   EXPECT_EQ(ClassOf("torch/cuda/__init__.py:52: UserWarning: CUDA initialization: The NVIDIA "
                     "driver on your system is too old (found version 9010).\n"),
@@ -641,6 +655,27 @@ TEST(DiagnoseTest, FactsAndFixesForGpuOom) {
   }
   EXPECT_TRUE(env);
   EXPECT_TRUE(batch);
+}
+
+// On older frameworks the fix names that framework's own knobs, not PyTorch's.
+TEST(DiagnoseTest, GpuOomFixSpeaksTheFrameworksLanguage) {
+  auto fixes = [](const std::string& log) {
+    std::string all;
+    for (const Fix& f : FromText(log).fixes) all += f.text + "\n";
+    return all;
+  };
+  std::string caffe =
+      fixes("F0101 10:00:00.0 77 syncedmem.hpp:25] Check failed: error == cudaSuccess (2 vs. 0)\n");
+  EXPECT_NE(caffe.find("prototxt"), std::string::npos) << caffe;
+  EXPECT_EQ(caffe.find("torch.autocast"), std::string::npos) << caffe;
+  std::string lua = fixes(
+      "THCudaCheck FAIL file=/tmp/luarocks_cutorch-scm-1/cutorch/lib/THC/THCStorage.cu line=66 "
+      "error=2 : out of memory\n/usr/local/bin/luajit: train.lua:88: cuda runtime error (2)\n");
+  EXPECT_NE(lua.find("-batchSize"), std::string::npos) << lua;
+  std::string mx = fixes("mxnet.base.MXNetError: cudaMalloc retry failed: out of memory\n");
+  EXPECT_NE(mx.find("MXNET_BACKWARD_DO_MIRROR=1"), std::string::npos) << mx;
+  std::string pt = fixes("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB\n");
+  EXPECT_NE(pt.find("torch.autocast"), std::string::npos) << pt;
 }
 
 TEST(DiagnoseTest, HostOomFixNamesTheMemLine) {
