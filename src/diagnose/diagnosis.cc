@@ -27,6 +27,7 @@ struct Item {
   std::string id;
   Evidence evidence;
   const std::vector<std::pair<std::string, std::string>>* facts = nullptr;
+  bool halved = false;  // a warning line, counted half
 };
 
 // A Python traceback as it appeared in one log.
@@ -198,6 +199,18 @@ bool IsWarningLine(std::string_view text) {
   return RE2::PartialMatch(text, re);
 }
 
+// The number of a numbered CUDA error line: "(2 vs. 0)" / "(0 vs. 39)", "error=2",
+// "error (2)", "failure 700", "code=35", "returned 35". -1 when there is none.
+int CudaErrorCode(std::string_view text) {
+  static const RE2 vs(R"re(\((\d+) vs\. (\d+)\))re");
+  static const RE2 other(
+      R"re((?:[Ee]rror(?:_t)?|[Ff]ailure|error=|code=|returned(?: error)?) ?[:(#]? ?(\d+))re");
+  int a = 0, b = 0;
+  if (RE2::PartialMatch(text, vs, &a, &b)) return a != 0 ? a : b;
+  if (RE2::PartialMatch(text, other, &a)) return a;
+  return -1;
+}
+
 void LogItems(const std::vector<LogScan>& scans, std::vector<Item>* items,
               std::vector<Traceback>* tracebacks) {
   auto sigs = AllSignatures();
@@ -251,6 +264,14 @@ void LogItems(const std::vector<LogScan>& scans, std::vector<Item>* items,
           break;
       }
       Item item{sig.cls, sig.kind, sig.strength, std::string(sig.id), {}, &hit.facts};
+      if (sig.kind == SignatureKind::kCudaError) {
+        // The code names the class; a code that says nothing about the cause is no evidence.
+        const CudaErrorInfo* info = CudaErrorByCode(CudaErrorCode(hit.text));
+        if (!info) continue;
+        item.cls = info->cls;
+        item.strength = info->strength;
+        item.kind = SignatureKind::kCause;
+      }
       if (sig.kind == SignatureKind::kXid) {
         std::string code = FactOf(hit.facts, "xid");
         const XidInfo* info = code.empty() ? nullptr : FindXid(std::atoi(code.c_str()));
@@ -264,7 +285,11 @@ void LogItems(const std::vector<LogScan>& scans, std::vector<Item>* items,
           item.strength = 0.6;
         }
       }
-      if (sig.kind != SignatureKind::kSymptom && IsWarningLine(hit.text)) item.strength *= 0.5;
+      if (sig.kind != SignatureKind::kSymptom && !sig.decisive_as_warning &&
+          IsWarningLine(hit.text)) {
+        item.strength *= 0.5;
+        item.halved = true;
+      }
       item.evidence = {scan.file, hit.line, hit.text, item.id, item.cls};
       items->push_back(std::move(item));
     }
@@ -338,6 +363,22 @@ std::array<ClassScore, kFailureClassCount> Score(const std::vector<Item>& items)
     if (strongest > 0) classes[e].adjusted = classes[e].score * (1 - 0.9 * strongest);
   }
   return classes;
+}
+
+// A warning counts half because something else is expected to have ended the job. When nothing
+// else does (no class reaches kMinScore and no exception was raised), the warning is the best
+// account of the failure there is and counts in full: a lone "UserWarning: CUDA
+// initialization: The NVIDIA driver on your system is too old" is the whole cause.
+bool OnlyWarningsExplain(const std::array<ClassScore, kFailureClassCount>& classes,
+                         const std::vector<Item>& items, const std::vector<Traceback>& tbs) {
+  if (std::none_of(items.begin(), items.end(), [](const Item& i) { return i.halved; })) {
+    return false;
+  }
+  for (const ClassScore& c : classes) {
+    if (c.score >= kMinScore) return false;
+  }
+  return std::none_of(tbs.begin(), tbs.end(),
+                      [](const Traceback& tb) { return !tb.exception.empty(); });
 }
 
 // Collective errors (NCCL timeouts and failures) are what the other ranks see when one rank
@@ -455,6 +496,37 @@ void CodeLineFix(FixContext& ctx, const CodeLine& at, const std::string& to_valu
   ctx.fixes.push_back({"code", text, at.file, at.line, at.text, to});
 }
 
+// The framework that ran out of GPU memory, from the lines the log matched and its last lines,
+// so that the fix names that framework's own knobs (a Caffe prototxt has no torch.autocast).
+enum class GpuFramework { kPyTorch, kCaffe, kLuaTorch, kMxnet, kTensorFlow, kJax };
+
+GpuFramework GpuOomFramework(const std::vector<LogScan>& scans) {
+  static const RE2 caffe(
+      R"re(syncedmem\.(?:cpp|hpp)|caffe\.cpp|Check failed: error == cudaSuccess)re");
+  static const RE2 lua(R"re(cutorch|qlua:|luajit:|/lua/5\.\d/|\.lua:\d+)re");
+  static const RE2 mxnet(R"re(MXNetError|libmxnet|pooled_storage_manager|mxnet)re");
+  static const RE2 tf(
+      R"re(OOM when allocating tensor|bfc_allocator|ResourceExhaustedError|tensorflow)re");
+  static const RE2 jax(R"re(XlaRuntimeError|RESOURCE_EXHAUSTED|jaxlib)re");
+  auto any = [&](const RE2& re) {
+    for (const LogScan& scan : scans) {
+      for (const SignatureHit& h : scan.hits) {
+        if (RE2::PartialMatch(h.text, re)) return true;
+      }
+      for (const auto& [line, text] : scan.tail) {
+        if (RE2::PartialMatch(text, re)) return true;
+      }
+    }
+    return false;
+  };
+  if (any(caffe)) return GpuFramework::kCaffe;
+  if (any(lua)) return GpuFramework::kLuaTorch;
+  if (any(mxnet)) return GpuFramework::kMxnet;
+  if (any(tf)) return GpuFramework::kTensorFlow;
+  if (any(jax)) return GpuFramework::kJax;
+  return GpuFramework::kPyTorch;
+}
+
 void GpuOomFixes(FixContext& ctx) {
   auto& f = ctx.facts;
   auto size = [&](const char* key) -> std::optional<int64_t> {
@@ -505,11 +577,57 @@ void GpuOomFixes(FixContext& ctx) {
                               "with gradient accumulation",
                               bs->file, bs->line, v, v / 2));
     }
-  } else {
-    ctx.fixes.push_back({"code",
-                         "Halve the batch size (keep the effective batch with gradient "
-                         "accumulation)",
-                         "", 0, "", ""});
+  }
+  GpuFramework framework = GpuOomFramework(ctx.scans);
+  auto code_fix = [&](std::string text) {
+    ctx.fixes.push_back({"code", std::move(text), "", 0, "", ""});
+  };
+  switch (framework) {
+    case GpuFramework::kCaffe:
+      f["framework"] = "caffe";
+      if (!ctx.code.batch_size) {
+        code_fix(
+            "Halve batch_size in the data layer of the net's prototxt (the TRAIN and TEST "
+            "phases have their own; `caffe test` uses the TEST one) and keep the effective "
+            "batch with iter_size in the solver");
+      }
+      return;
+    case GpuFramework::kLuaTorch:
+      f["framework"] = "lua_torch";
+      if (!ctx.code.batch_size) {
+        code_fix(
+            "Halve the batch size the script trains with (the -batchSize option of most Torch7 "
+            "scripts), and call collectgarbage() each iteration so freed CUDA tensors are "
+            "returned to cutorch");
+      }
+      return;
+    case GpuFramework::kMxnet:
+      f["framework"] = "mxnet";
+      if (!ctx.code.batch_size) code_fix("Halve the batch size (--batch-size)");
+      ctx.fixes.push_back({"env",
+                           "Recompute activations instead of storing them: export "
+                           "MXNET_BACKWARD_DO_MIRROR=1",
+                           "", 0, "", "MXNET_BACKWARD_DO_MIRROR=1"});
+      return;
+    case GpuFramework::kTensorFlow:
+      f["framework"] = "tensorflow";
+      if (!ctx.code.batch_size) code_fix("Halve the batch size (the batch_size the model is fed)");
+      if (!ctx.code.reduced_precision) {
+        code_fix(
+            "Train in mixed precision: tf.keras.mixed_precision.set_global_policy("
+            "'mixed_float16') (TF 2.4+), enable_mixed_precision_graph_rewrite (TF 1.14-2.3)");
+      }
+      return;
+    case GpuFramework::kJax:
+      f["framework"] = "jax";
+      if (!ctx.code.batch_size) code_fix("Halve the batch size");
+      code_fix("Rematerialise activations with jax.checkpoint (jax.remat) and keep them in bf16");
+      return;
+    case GpuFramework::kPyTorch:
+      break;
+  }
+  if (!ctx.code.batch_size) {
+    code_fix("Halve the batch size (keep the effective batch with gradient accumulation)");
   }
   if (!ctx.code.reduced_precision) {
     ctx.fixes.push_back({"code",
@@ -1369,6 +1487,12 @@ Diagnosis DiagnoseParsed(std::vector<LogScan> scans, const DiagnoseInput& input,
   if (input.job) RecordItems(*input.job, &items);
   if (input.telemetry) TelemetryItems(*input.telemetry, &items);
   auto classes = Score(items);
+  if (OnlyWarningsExplain(classes, items, tracebacks)) {
+    for (Item& item : items) {
+      if (item.halved) item.strength *= 2;
+    }
+    classes = Score(items);
+  }
   const Traceback* earlier = EarlierError(tracebacks, items, &classes);
   std::vector<int> order = RankCauses(classes, d);
   bool known = NameRootCause(classes, order, d);

@@ -40,12 +40,12 @@ constexpr Signature
             {"tensorflow_oom", C::kGpuOom, K::kCause, 0.95,
              R"re(OOM when allocating tensor|ran out of memory trying to allocate)re",
              R"re((?:shape\s?\[(?P<shape>[^\]]*)\])?(?:.*?trying to allocate (?P<tried>)re" RS_SIZE
-             R"re())?)re"},
+             R"re())?)re", true},
             // TensorFlow raises it for a full disk too: weak alone.
             {"tensorflow_resource_exhausted", C::kGpuOom, K::kCause, 0.6,
              R"re(ResourceExhaustedError)re", ""},
             {"xla_oom", C::kGpuOom, K::kCause, 0.95,
-             R"re(RESOURCE_EXHAUSTED: Out of memory|Out of memory while trying to allocate)re",
+             R"re(RESOURCE_EXHAUSTED: (?:Out of memory|Failed to allocate)|Out of memory while trying to allocate)re",
              R"re(allocate (?P<tried>)re" RS_SIZE R"re())re"},
             {"cublas_alloc_failed", C::kGpuOom, K::kCause, 0.8,
              R"re(CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUFFT_ALLOC_FAILED)re",
@@ -53,12 +53,15 @@ constexpr Signature
             {"gpu_fragmentation_hint", C::kGpuOom, K::kCause, 0.5,
              R"re(reserved but unallocated memory is large|If reserved memory is >> allocated memory)re",
              ""},
-            // Every other framework's way of saying the device memory ran out: Julia CUDA.jl
+            // Every other framework's way of saying the device memory ran out, old and new: Lua
+            // Torch and THC-era PyTorch ("THCudaCheck FAIL … error=2 : out of memory"), Caffe
+            // ("Check failed: error == cudaSuccess (2 vs. 0)  out of memory"), Theano/CNMeM,
+            // C++ extensions ("cuda failed with error 2 out of memory"); Julia CUDA.jl
             // ("Out of GPU memory trying to allocate"), PaddlePaddle ("Out of memory error on
             // GPU 2. Cannot allocate …"), MATLAB ("Out of memory on device"), MXNet and Kokkos
             // (cudaMalloc failed), CuPy, ROCm/HIP, vLLM's KV cache.
             {"gpu_oom_other", C::kGpuOom, K::kCause, 0.93,
-             R"re((?i)out of (?:gpu|device|video) memory|out of memory (?:error )?on (?:gpu|device)|(?:gpu|device|hip|xpu|cuda) out of memory|OutOfGPUMemoryError|cannot allocate \S+ (?:memory )?on (?:gpu|device)|cudaMalloc\w* (?:retry )?failed: out of memory|cupy\.cuda\.memory\.OutOfMemoryError|hipErrorOutOfMemory|No available memory for the cache blocks|failed to allocate \S+ (?:\S+ )?(?:on|from) (?:gpu|device))re",
+             R"re((?i)out of (?:gpu|device|video) memory|out of memory (?:error )?on (?:gpu|device)|(?:gpu|device|hip|xpu|cuda) out of memory|OutOfGPUMemoryError|cannot allocate \S+ (?:memory )?on (?:gpu|device)|cudaMalloc\w* (?:retry )?failed: out of memory|cupy\.cuda\.memory\.OutOfMemoryError|hipErrorOutOfMemory|No available memory for the cache blocks|failed to allocate \S+ (?:\S+ )?(?:on|from) (?:gpu|device)|CNMEM_STATUS_OUT_OF_MEMORY|of device memory \(out of memory\)|cuMemAlloc\w* failed|\bcuda\w*\b.{0,80}\bout of memory)re",
              R"re((?i)(?:trying to allocate|cannot allocate|tried to allocate|allocating|failed to allocate) (?P<tried>)re" RS_SIZE
              R"re())re"},
 
@@ -73,7 +76,7 @@ constexpr Signature
             {"srun_task_oom", C::kHostOom, K::kCause, 0.95, R"re(task \d+: Out Of Memory)re",
              ""},
             {"kernel_oom_killer", C::kHostOom, K::kCause, 0.9,
-             R"re((?:Memory cgroup out of memory|Out of memory): Kill(?:ed)? process|invoked oom-killer|oom-kill:constraint=)re",
+             R"re((?:Memory cgroup out of memory|Out of memory): Kill(?:ed)? process|invoked oom-killer|oom-kill:constraint=|Killed process \d+ \(\S+\) total-vm)re",
              R"re(Kill(?:ed)? process (?P<pid>\d+) \((?P<process>[^)]+)\))re"},
             {"k8s_oomkilled", C::kHostOom, K::kCause, 0.95, R"re(\bOOMKilled\b)re", ""},
             {"k8s_evicted_memory", C::kHostOom, K::kCause, 0.9,
@@ -94,16 +97,22 @@ constexpr Signature
             // HTCondor holds, PBS/Torque and LSF kills, Ray's memory monitor, Dask's nanny,
             // YARN containers, Flux and Kubernetes.
             {"memory_limit_exceeded", C::kHostOom, K::kCause, 0.93,
-             R"re((?i)(?:gone|went|is|was) over (?:its |the )?(?:cgroup )?memory (?:limit|request)|memory usage (?:\S+ )?exceeded|exceeded (?:its |the |their |allowed |requested )*memory|(?:exceeding|over) (?:the )?memory limits?|TERM_MEMLIMIT|job killed: [pv]?mem \d+\w* exceeded|killed due to memory pressure|running low on memory|exceeded \d+% memory budget|memory (?:limit|budget) (?:was )?(?:exceeded|reached)|ray\.exceptions\.OutOfMemoryError|\boom[-_ ]?kill(?:ed|er|s)?\b|killed by (?:the )?oom|\(OOM\))re",
+             R"re((?i)(?:gone|went|is|was) over (?:its |the )?(?:cgroup )?memory (?:limit|request)|memory usage (?:\S+ )?exceeded|exceeded (?:its |the |their |allowed |requested |job )*memory|(?:exceeding|over) (?:the )?memory limits?|TERM_MEMLIMIT|job killed: [pv]?mem \d+\w* exceeded|killed due to memory pressure|running low on memory|exceeded \d+% memory budget|memory (?:limit|budget) (?:was )?(?:exceeded|reached)|ray\.exceptions\.OutOfMemoryError|\boom[-_ ]?kill(?:ed|er|s)?\b|killed by (?:the )?oom|\(OOM\))re",
              R"re((?i)memory limit of (?P<limit_mb>\d+) (?:megabytes|MB)|mem (?P<used_kb>\d+)kb exceeded limit (?:\d+kb|(?P<limit_kb>\d+)))re"},
             // Allocation failures as runtimes print them: R, Go, Julia, Fortran (forrtl 41),
             // MATLAB, LAMMPS, GROMACS, C.
             {"host_alloc_failed", C::kHostOom, K::kCause, 0.8,
              R"re(cannot allocate vector of size|fatal error: runtime: out of memory|insufficient virtual memory|OutOfMemoryError\(\)|[Oo]ut of memory\. Type|exceeds maximum array size preference|Not enough memory\b|[Ff]ailed to (?:allocate|malloc|calloc|realloc) \d+ (?:bytes|elements)|[Mm]emory allocation failed|malloc failed|[Uu]nable to allocate (?:memory|\d+ bytes))re",
              R"re(vector of size (?P<tried>[0-9.]+ [KMG]b))re"},
-            {"killed_sigkill", C::kHostOom, K::kSymptom, 0.45,
-             R"re(line \d+: +\d+ Killed\b|^Killed\s*$|killed by signal 9\b|signal 9 \(Killed\)|SIGKILL)re",
+            // A process killed by SIGKILL as the shell (job control "line 5: 1921 Killed cmd",
+            // a bare "Killed", in the system's language too), srun, mpirun and Hydra report it.
+            // The kernel's OOM killer is what sends SIGKILL to a user's process unasked, so it
+            // names host_oom on its own, but weakly (0.55): any stronger cause wins.
+            {"killed_report", C::kHostOom, K::kCause, 0.55,
+             R"re(line \d+: +\d+ (?:Killed|已杀死|已砍掉|Getötet|Processus arrêté|強制終了|Убито|Terminado \(killed\))(?:\s|$)|^\W{0,3}(?:Killed|已杀死|已砍掉|Getötet|Processus arrêté|強制終了|Убито)\W{0,3}$|exited on signal 9 \(Killed\)|killed by signal 9\b|task \d+: Killed\b|Killed \(signal 9\)|zsh: killed\b|^\[\d+\]\s+[+-]?\s*\d+ killed\b|\(exitcode: -9\))re",
              ""},
+            {"killed_sigkill", C::kHostOom, K::kSymptom, 0.45,
+             R"re(\bSIGKILL\b|\bsignal 9\b)re", ""},
             {"exit_137", C::kHostOom, K::kSymptom, 0.4, R"re(exit (?:code|status)[: ]+137\b)re",
              ""},
 
@@ -121,7 +130,7 @@ constexpr Signature
             // duration"), SGE (h_rt), PBS cput, LSF CPU limits, Kubernetes deadlines, Cobalt
             // and Moab wall-clock messages, ulimit -t (SIGXCPU).
             {"time_limit_exceeded", C::kTimeout, K::kCause, 0.93,
-             R"re((?i)\b(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|cpu[- ]?time|time|job duration)[- ]limit (?:was |has been )?(?:exceeded|reached|expired|hit)\b|\bexceed(?:ed|s|ing) (?:its |the |their |allowed |maximum |max |hard |soft |requested |job |his |her )*(?:wall[- ]?(?:clock[- ]?)?(?:time)?|walltime|run[- ]?time|time[- ]?limit|(?:job )?duration|execution time|cpu[- ]?time)\b|resource allocation expired|\btype=timeout\b|TERM_(?:RUN|CPU)LIMIT|job killed: (?:walltime|cput)|active longer than specified deadline|reached (?:its |the )?(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|time)[- ]?limit|CPU time limit exceeded)re", R"re((?i)duration of (?P<limit>[\d+:]+))re"},
+             R"re((?i)\b(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|cpu[- ]?time|time|job duration)[- ]limit (?:was |has been )?(?:exceeded|reached|expired|hit)\b|\bexceed(?:ed|s|ing) (?:its |the |their |allowed |maximum |max |hard |soft |requested |job |his |her )*(?:wall[- ]?(?:clock[- ]?)?(?:time)?|walltime|run[- ]?time|time[- ]?limit|(?:job )?duration|execution time|cpu[- ]?time)\b|resource allocation expired|\btype=timeout\b|TERM_(?:RUN|CPU)LIMIT|job killed: (?:walltime|cput)|active (?:on the node )?longer than (?:the )?specified deadline|execution took longer than \S+|No output has been received in the last \S+|reached (?:its |the )?(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|time)[- ]?limit|CPU time limit exceeded)re", R"re((?i)duration of (?P<limit>[\d+:]+))re"},
 
             // ---- node failure
             // ----------------------------------------------------------------------
@@ -134,14 +143,20 @@ constexpr Signature
              R"re(SISTER_EOF|requested job terminate|job killed: node \d+ \(\S+\))re",
              R"re(node \d+ \((?P<node>[^)]+)\))re"},
             {"node_not_responding", C::kNodeFailure, K::kCause, 0.7,
-             R"re([Nn]odes? \S+ (?:not responding|are DOWN|is DOWN)|NodeNotReady|\bNodeLost\b)re",
+             R"re([Nn]odes? \S+ (?:not responding|are DOWN|is DOWN)|NodeNotReady|\bNodeLost\b|[Kk]ubelet stopped posting node status)re",
              R"re([Nn]odes? (?P<node>[\w.\[\],-]+) (?:not responding|are DOWN|is DOWN))re"},
             // A node or its daemon lost: Ray ("node … marked dead", "its node has died"),
             // HTCondor (reconnection failed, job lease expired), Open MPI/PRRTE ("lost
-            // communication with a remote daemon"), LSF, Flux, Kubernetes.
+            // communication with a remote daemon"), LSF, Flux, Kubernetes, Spark masters that
+            // stopped hearing a worker, sinfo listing nodes down and not responding.
             {"node_lost", C::kNodeFailure, K::kCause, 0.88,
-             R"re((?i)has been marked (?:as )?dead|\bnode (?:was |is )?marked (?:as )?dead|\bits node (?:has )?died|NodeDiedError|\bnode (?:\S+ )?(?:has )?(?:died|crashed|went down|became unreachable|is unreachable)|lost (?:connection|contact|communication) (?:to|with) (?:the |a )?(?:node|host|remote daemon|job shell|execution host|worker node|broker)|job reconnection failed|JobLeaseDuration.{0,40}expired|can ?not reconnect to|execution host (?:\S+ )?(?:became |is )?(?:unavailable|unreachable)|\bTERM_HOST\b|(?:ORTE|PRTE) daemon has unexpectedly failed|\bnode failure\b|type=node-failure|node\.kubernetes\.io/unreachable)re",
+             R"re((?i)has been marked (?:as )?dead|\bnode (?:was |is )?marked (?:as )?dead|\bits node (?:has )?died|NodeDiedError|\bnode (?:\S+ )?(?:has )?(?:died|crashed|went down|became unreachable|is unreachable)|lost (?:connection|contact|communication) (?:to|with) (?:the |a |its )?(?:node|host|(?:remote )?daemon|job shell|execution host|worker node|broker)|job reconnection failed|JobLeaseDuration.{0,40}expired|can ?not reconnect to|execution host (?:\S+ )?(?:became |is )?(?:unavailable|unreachable)|\bTERM_HOST\b|(?:ORTE|PRTE) daemon has unexpectedly failed|\bnode failure\b|type=node-failure|node\.kubernetes\.io/unreachable|no heartbeat (?:in|for) \d+|missed too many heartbeats|Removing (?:worker|executor) \S+ because|Lost executor \S+ on|_node_fail(?:ure)?\b|\b(?:down|drain|drained|draining|fail|failing)\*?\s.{0,160}\bnot responding\b)re",
              R"re((?i)(?:node name: (?P<node>[\w.-]+)|(?:reconnect to|lost contact with) (?:\S+@)?(?P<node2>[\w.-]+)))re"},
+            // slurmctld's own log: a job requeued because its node failed, a node set DOWN or
+            // failing its health check (AWS ParallelCluster, cloud nodes that fail to resume).
+            {"slurmctld_node_down", C::kNodeFailure, K::kCause, 0.85,
+             R"re((?i)requeue job (?:JobId=)?\d+ due to failure of node|Requeuing job \S+ due to node failure|update_node: node \S+ state set to DOWN|reason set to: [^\n]*(?:health check failed|not responding)|Killing (?:job|JobId=)\S* on (?:failed|DOWN) node|node \S+ not responding, setting DOWN)re",
+             R"re((?i)(?:failure of node|update_node: node|Killing \S+ on failed node) (?P<node>[\w.-]+))re"},
             {"node_disconnected", C::kNodeFailure, K::kSymptom, 0.5,
              R"re((?i)job disconnected, attempting to reconnect|connection to \S+ closed by remote host|Destination Host Unreachable)re",
              ""},
@@ -152,12 +167,15 @@ constexpr Signature
              ""},
             {"preempted", C::kPreemption, K::kCause, 0.85,
              R"re(\bPREEMPTED\b|[Rr]equeued? (?:due to|after|because of) preemption|was preempted|Reason:\s+Preempt|[Ss]pot (?:instance )?(?:interruption|termination notice)|instance is being reclaimed|[Ss]pot ITN|SPOT_ITN|[Ii]nstance will be interrupted|instances\.preempted|in response to imminent node shutdown|\bPreempted by\b)re",
-             ""},
+             "", true},
             // The same in other words: Azure scheduled events ("EventType":"Preempt", "Spot VM
-            // is being evicted"), LSF TERM_PREEMPT, HTCondor evictions, Kueue, GKE.
+            // is being evicted"), Azure ML ("PreemptionError … pre-empted"), LSF TERM_PREEMPT,
+            // HTCondor evictions, Kueue, GKE, Google Pipelines (PAPI code 14, "worker was
+            // terminated"; code 10's "assigned worker has failed", which Cromwell itself retries
+            // as a preemption), dstack's spot interruptions, AWS Batch reclaiming its EC2 host.
             {"preempted_other", C::kPreemption, K::kCause, 0.88,
-             R"re((?i)\b(?:was|been|being|is|were|are) preempted\b|\bevicted \(preempt\)|"EventType": ?"Preempt"|\bTERM_PREEMPT\b|\bspot (?:vm|instance|node|capacity|pod)s? (?:is |was |has been |will be |are )?(?:being )?(?:evicted|reclaimed|interrupted|terminated|preempted)|\b(?:spot|preemptible) (?:instance |vm |node )?(?:eviction|termination|interruption)|\beviction notice\b|\bjob was evicted\b|preempted (?:to|in order to) (?:accommodate|admit))re",
-             ""},
+             R"re((?i)\b(?:was|been|being|is|were|are|got) pre-?empted\b|\bPreemptionError\b|\bINTERRUPTED_BY_NO_CAPACITY\b|PAPI error code 14\b|\bworker was terminated\b|The assigned worker has failed to complete the operation|\bevicted \(preempt\)|"EventType": ?"Preempt"|\bTERM_PREEMPT\b|\bspot (?:vm|instance|node|capacity|pod)s? (?:is |was |has been |will be |are )?(?:being )?(?:evicted|reclaimed|interrupted|terminated|preempted)|\b(?:spot|preemptible) (?:instance |vm |node )?(?:eviction|termination|interruption)|\beviction notice\b|\bjob was evicted\b|preempted (?:to|in order to) (?:accommodate|admit)|Host EC2 (?:\(instance [\w-]+\) )?terminated)re",
+             "", true},
 
             // ---- NCCL
             // ------------------------------------------------------------------------------
@@ -165,10 +183,10 @@ constexpr Signature
              R"re(Watchdog caught collective operation timeout)re",
              R"re((?:\[Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:.*?Timeout\(ms\)=(?P<timeout_ms>\d+))?\)(?: ran for (?P<ran_ms>\d+) milliseconds)?)re"},
             {"nccl_timed_out", C::kNcclTimeout, K::kCause, 0.75,
-             R"re(Some NCCL operations have failed or timed out|ProcessGroupNCCL.{0,80}(?:timed out|timeout)|NCCL watchdog thread terminated|watchdog got stuck|Heartbeat monitor timed out|NCCL communicator was aborted)re",
+             R"re(Some NCCL operations have failed or timed out|ProcessGroupNCCL.{0,80}(?:timed out|timeout)|NCCL watchdog thread terminated|watchdog got stuck|Heartbeat monitor timed out|NCCL communicator was aborted|WorkNCCL\(SeqNum=\d+.{0,300}\) timed out)re",
              ""},
             {"dist_timeout", C::kNcclTimeout, K::kCause, 0.5,
-             R"re(DistStoreError: .*[Tt]imed? ?out|Socket Timeout|torch\.distributed\.DistNetworkError)re",
+             R"re(DistStoreError: .*[Tt]imed? ?out|Socket Timeout|torch\.distributed\.DistNetworkError|Timed out initializing process group|store based barrier.{0,80}[Tt]imed? ?out)re",
              ""},
             // Horovod's stall inspector, Gloo and other collective libraries timing out.
             {"collective_timeout_other", C::kNcclTimeout, K::kCause, 0.7,
@@ -178,11 +196,18 @@ constexpr Signature
              R"re(NCCL error in:|\bnccl(?:System|Remote|Internal|UnhandledCuda|InvalidUsage)Error\b|DistBackendError: NCCL error|\bnccl\w+(?:\([^)]*\))? failed: (?:unhandled|remote|internal|invalid)|NCCL: unhandled (?:system|cuda) error)re",
              R"re(NCCL error in: (?P<where>[^,]+), (?P<nccl_error>[^,\n]+))re"},
             {"nccl_error_other", C::kNcclError, K::kCause, 0.8,
-             R"re(NCCL error: |RCCL error|ncclCommInit\w* failed|IBV_WC_\w+_ERR\b|transport retry counter exceeded|Gloo connectFullMesh failed)re",
+             R"re(NCCL error: |NCCL [Ee]rror \d+: |RCCL error|ncclCommInit\w* failed|IBV_WC_\w+_ERR\b|transport retry counter exceeded|Gloo connectFullMesh failed)re",
              ""},
             {"nccl_ib_error", C::kNcclError, K::kCause, 0.85,
-             R"re(NET/IB ?: ?Got completion (?:from peer \S+ )?with (?:error|status=)|NET/Socket : Connection closed by remote peer|NCCL failure)re",
-             R"re(with error (?P<ib_error>\d+))re"},
+             R"re(NET/\w+ ?: ?Got completion (?:from peer \S+ )?with (?:error|status=)|NET/Socket : Connection closed by remote peer|NCCL failure)re",
+             R"re(with (?:error |status=)(?P<ib_error>\d+))re"},
+            // NCCL's own WARN lines for its sockets, bootstrap and set-up ("include/socket.h:344
+            // WARN Socket creation failed" in 2.2, "NCCL WARN socketProgress: Connection closed
+            // by remote peer", "init.cc:981 NCCL WARN Invalid rank requested"): the
+            // communicator could not be built or lost its peer.
+            {"nccl_warn_failure", C::kNcclError, K::kCause, 0.8,
+             R"re((?:\.(?:h|cc):\d+ |NCCL )WARN (?:socketProgress|[Ss]ocket\w*|[Bb]ootstrap\w*|Net\b|NET/\w+|Invalid rank|Duplicate GPU|Connect to|Call to \w+|Error while)[^\n]*?(?:failed|[Ee]rror|closed|refused|reset|requested|detected|[Tt]imeout|timed out|truncated|no socket interface)|(?:\.(?:h|cc):\d+ |NCCL )WARN Error while)re",
+             ""},
             {"nccl_warn", C::kNcclError, K::kSymptom, 0.35, R"re(NCCL WARN)re", ""},
 
             // ---- GPU hardware
@@ -190,7 +215,7 @@ constexpr Signature
             {"nvrm_xid", C::kGpuHardware, K::kXid, 0.95, R"re(Xid \(?PCI:)re",
              R"re((?:(?P<node>[\w-]+) kernel: .*?)?Xid \((?P<pci>PCI:[0-9A-Fa-f:.]+)\): (?P<xid>\d+))re"},
             {"fallen_off_bus", C::kGpuHardware, K::kCause, 0.95,
-             R"re(fallen off the bus|GPU is lost|Unable to determine the device handle for GPU)re",
+             R"re(fallen off the bus|GPU is lost|Unable to determine the device handle for GPU|NVIDIA Corporation .*\(rev ff\))re",
              ""},
             {"uncorrectable_ecc", C::kGpuHardware, K::kCause, 0.92,
              R"re([Uu]ncorrectable ECC error|cudaErrorECCUncorrectable|CUDA_ERROR_ECC_UNCORRECTABLE|Double Bit ECC|row remapp(?:ing|er) (?:failure|failed)|Row Remapping Failure)re",
@@ -203,7 +228,7 @@ constexpr Signature
              R"re(\b(?:Xid|XID)(?: error)?(?: code)?[ :=]+\d+)re",
              R"re((?:Xid|XID)(?: error)?(?: code)?[ :=]+(?P<xid>\d+))re"},
             {"gpu_lost_other", C::kGpuHardware, K::kCause, 0.88,
-             R"re((?i)RmInitAdapter failed|GPU requires reset|GPU reset (?:is )?required|uncorrectable (?:ECC|memory|PCIe|NVLink) errors?|AER: (?:Multiple )?Uncorrected \(Fatal\)|NVLink (?:is )?(?:down|inactive)|cudaErrorDevicesUnavailable)re",
+             R"re((?i)RmInitAdapter failed|GPU requires reset|GPU reset (?:is )?required|uncorrectable (?:ECC|memory|PCIe|NVLink) errors?|AER: (?:Multiple )?Uncorrected \(Fatal\)|NVLink (?:is )?(?:down|inactive)|cudaErrorDevicesUnavailable|Detected Critical Xid Error|retired pages pending|pending page retirement)re",
              ""},
 
             // ---- illegal memory access
@@ -214,12 +239,15 @@ constexpr Signature
             {"device_side_assert", C::kIllegalMemoryAccess, K::kCause, 0.95,
              R"re(device-side assert(?:ion)? triggered|\.cu:\d+: .*Assertion .* failed)re",
              R"re((?P<kernel_file>[\w./-]+\.cu):(?P<kernel_line>\d+): .*Assertion `(?P<assertion>[^`']+))re"},
-            {"cuda_launch_failure", C::kIllegalMemoryAccess, K::kCause, 0.5,
-             R"re(unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED)re", ""},
+            // An unspecified launch failure is the GPU or its driver failing under a kernel
+            // (Xid 79, 48, 62 come with it), not the kernel's own bad access: gpu_hardware, and
+            // weak, so that a named bad access or an Xid decides.
+            {"cuda_launch_failure", C::kGpuHardware, K::kCause, 0.55,
+             R"re(unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED|cudaErrorLaunchFailure)re", ""},
             // compute-sanitizer/cuda-gdb reports, ROCm's memory access fault, CUDA's own
             // assert.
             {"gpu_bad_access_other", C::kIllegalMemoryAccess, K::kCause, 0.9,
-             R"re(CUDA_EXCEPTION_\d+|Warp Illegal Address|Invalid __(?:global|shared|local)__ (?:read|write)|Memory access fault by GPU|hipErrorIllegalAddress|cudaErrorAssert|CUDA_ERROR_ASSERT|cudaErrorMisalignedAddress|cudaErrorLaunchFailure)re",
+             R"re(CUDA_EXCEPTION_\d+|Warp Illegal Address|Invalid __(?:global|shared|local)__ (?:read|write)|Memory access fault by GPU|hipErrorIllegalAddress|cudaErrorAssert|CUDA_ERROR_ASSERT|cudaErrorMisalignedAddress)re",
              ""},
 
             // ---- segmentation fault
@@ -228,35 +256,44 @@ constexpr Signature
              R"re(segfault at [0-9a-f]+ ip )re",
              R"re(\b(?P<process>[\w.-]+)\[(?P<pid>\d+)\]: segfault at (?P<address>[0-9a-f]+) ip [0-9a-f]+ sp [0-9a-f]+ error \d+(?: in (?P<object>[^\[\s]+))?)re"},
             {"segmentation_fault", C::kSegfault, K::kCause, 0.88,
-             R"re(Segmentation fault|SIGSEGV|[Ss]ignal 11\b|Fatal Python error: Segmentation|Address not mapped)re",
+             R"re((?i)segmentation fault|\bSIGSEGV\b|\bsignal 11\b|Fatal Python error: Segmentation|Address not mapped)re",
              R"re(Failing at address: (?P<address>0x[0-9a-f]+))re"},
             // Native crashes in other words: MATLAB ("Segmentation violation detected"), R
             // ("caught segfault", "memory not mapped"), gfortran ("invalid memory reference"),
             // SIGBUS, the kernel's general protection fault, Windows/JVM access violations.
             {"native_crash", C::kSegfault, K::kCause, 0.88,
-             R"re(Segmentation violation|caught segfault|memory not mapped|invalid memory reference|\bBus error\b|\bSIGBUS\b|general protection fault|EXCEPTION_ACCESS_VIOLATION|[Aa]ccess violation|signal \((?:11|7)\))re",
+             R"re(Segmentation violation|caught segfault|memory not mapped|invalid memory reference|\bBus error\b|\bSIGBUS\b|Illegal instruction \(core dumped\)|\bSIGILL\b|general protection fault|EXCEPTION_ACCESS_VIOLATION|[Aa]ccess violation|signal \((?:11|7)\))re",
              ""},
             // glibc's heap checks: memory was corrupted by native code before it crashed.
             {"heap_corruption", C::kSegfault, K::kCause, 0.75,
              R"re(double free or corruption|free\(\): invalid|malloc\(\): (?:corrupted|memory corruption|unaligned)|corrupted size vs\. prev_size|stack smashing detected)re",
              ""},
             // 128 + 11: the shell's report of SIGSEGV, so a cause, if a weak one.
-            {"exit_139", C::kSegfault, K::kCause, 0.6, R"re(exit (?:code|status)[: ]+139\b)re",
+            // Exit 139 = 128 + SIGSEGV as shells, Docker ("exited with code 139"), gunicorn ("sent
+            // code 139") and Hydra ("EXIT CODE: 139", or 11) report it; torch elastic gives the
+            // signal negated ("failed (exitcode: -11)").
+            {"exit_139", C::kSegfault, K::kCause, 0.6,
+             R"re((?i)\b(?:exit(?:ed with)? ?(?:code|status)|exitcode|sent code)[:= ]+(?:139|-11)\b|EXIT CODE: 11\b)re",
              ""},
 
             // ---- MPI abort
             // -------------------------------------------------------------------------
             {"mpi_abort", C::kMpiAbort, K::kCause, 0.85,
-             R"re(MPI_ABORT was invoked on rank|called MPI_Abort|Fatal error in P?MPI_\w+|MPI_ERR_\w+)re",
+             R"re(MPI_ABORT was invoked on rank|called MPI_Abort|Fatal error in P?MPI_\w+|MPI_ERR_\w+|MPI_ERRORS_ARE_FATAL|An error occurred in MPI_\w+|MPIAbortException|\bERROR on proc \d+: )re",
              R"re((?:invoked on rank (?P<rank>\d+)|MPI_Abort\([^,]*, (?P<errorcode>-?\d+)\)(?: - process (?P<rank2>\d+))?))re"},
+            // The MPI runtime's report that a rank went away by itself: it aborted (SIGABRT, exit
+            // 134) or vanished without MPI_Finalize. Weak: a named cause on that rank wins.
+            {"mpi_rank_aborted", C::kMpiAbort, K::kCause, 0.6,
+             R"re((?i)peer process has unexpectedly disconnected|exited on signal 6 \(Aborted\)|EXIT CODE: 134\b|killed by signal 6\b)re",
+             ""},
             {"mpi_bad_termination", C::kMpiAbort, K::kSymptom, 0.55,
-             R"re(BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES|(?:mpirun|prterun) has exited due to process rank|Primary job +terminated normally, but \d+ process returned|MPI_Abort)re",
+             R"re(BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES|(?:mpirun|prterun) has exited due to process rank|(?:mpirun|prterun) detected that one or more processes exited with non-zero status|Primary job +terminated normally, but \d+ process returned|MPI_Abort)re",
              R"re(process rank (?P<rank>\d+))re"},
 
             // ---- disk full and quota
             // ---------------------------------------------------------------
             {"no_space_left", C::kDiskFull, K::kCause, 0.95,
-             R"re((?i)no space left on device|\[Errno 28\]|\bENOSPC\b|node was low on resource: ephemeral-storage)re",
+             R"re((?i)no space left on device|\[Errno 28\]|\bENOSPC\b|node was low on resource: ephemeral-storage|ephemeral[- ]local[- ]storage usage exceeds|exceeded (?:its |the )?(?:local )?ephemeral[- ]storage|Resource exhausted: /)re",
              R"re(No space left on device(?:: '(?P<path>[^']+)')?)re"},
             {"short_write", C::kDiskFull, K::kCause, 0.6,
              R"re(\bshort write\b|unexpected pos \d+ vs \d+)re", ""},
@@ -275,14 +312,18 @@ constexpr Signature
             {"no_such_file", C::kMissingFile, K::kCause, 0.6,
              R"re((?i)no such file or directory)re",
              R"re((?:'(?P<path>[^']+)'|(?:^|\s)(?P<path2>[^\s:']+): No such file))re"},
+            // An input that is not there as its reader says it: Lua Torch ("cannot open <x.t7> in
+            // mode r"), Hugging Face (no config/tokenizer/weights at the path), OpenCV asserting
+            // on the empty image imread returns for a bad path, and a checkpoint that is only a
+            // Git LFS pointer (pickle's "invalid load key, 'v'": the text starts "version").
             {"missing_image_or_file", C::kMissingFile, K::kCause, 0.85,
-             R"re(could not open image \S+|does not appear to have a file named|Not found: "[^"]+": No such file)re",
+             R"re(could not open image \S+|does not appear to have a file named|Not found: "[^"]+": No such file|cannot open <[^>]+> in mode|couldn't find (?:any such file|a file named)|Can't load (?:tokenizer|config|the model|weights|model)\b|is not a local folder and is not a valid model identifier|!_?\w*\.empty\(\) in function|invalid load key, 'v'|version https://git-lfs)re",
              R"re((?:could not open image (?P<path>[^\s:]+)|(?P<path2>\S+) does not appear to have a file named (?P<name>[\w.-]+)))re"},
             {"command_not_found", C::kMissingFile, K::kCause, 0.75,
              R"re(: command not found|execve\(\): .*: No such file)re",
              R"re((?P<command>[\w./+-]+): command not found)re"},
             {"cannot_open_file", C::kMissingFile, K::kCause, 0.75,
-             R"re((?i)(?:cannot|can't|could not|unable to|failed to) (?:open|find|read|load|locate) (?:the )?(?:input |data |config |checkpoint |restart |mesh |parameter )?(?:file|script|directory)|does not exist)re",
+             R"re((?i)(?:cannot|can't|could ?n[o']t|unable to|failed to) (?:open|find|read|load|locate|access) (?:the )?(?:input |data |config |checkpoint |restart |mesh |parameter |model |weights? )?(?:file|script|directory|jarfile|checkpoint|dataset)|does not exist|\S\.(?:pt|pth|ckpt|h5|bin|safetensors|json|ya?ml|csv|npy|npz|t7|pkl|tfrecord) (?:was )?not found)re",
              R"re((?i)file[: ]+['"]?(?P<path>[\w./~-]+))re"},
             // The program itself is missing: Open MPI ("unable to find the specified
             // executable"), Hydra ("execvp error on file"), containers ("executable file not
@@ -301,7 +342,7 @@ constexpr Signature
             {"python_import_error", C::kImportError, K::kCause, 0.9, R"re(ImportError: )re",
              R"re(cannot import name '(?P<name>[^']+)'(?: from '(?P<module>[^']+)')?)re"},
             {"shared_library_missing", C::kImportError, K::kCause, 0.95,
-             R"re(cannot open shared object file|error while loading shared libraries)re",
+             R"re((?i)cannot open shared object|error while loading shared libraries)re",
              R"re((?P<library>[\w.+-]+\.so[\w.]*): cannot open shared object file)re"},
             {"undefined_symbol", C::kImportError, K::kCause, 0.75,
              R"re(undefined symbol: |version `GLIBC(?:XX)?_[\d.]+' not found)re",
@@ -311,11 +352,15 @@ constexpr Signature
             // Other languages' missing modules: Perl, Java, Node, Julia, R, MATLAB toolboxes,
             // and Python's own "No module named" from `python -m`.
             {"import_error_other", C::kImportError, K::kCause, 0.85,
-             R"re(No module named ['"]?\w|Can't locate \S+\.pm in @INC|ClassNotFoundException|NoClassDefFoundError|Cannot find module '|is required but does not seem to be installed|package or namespace load failed|symbol lookup error|DLL load failed|Invalid MEX-file|Unrecognized function or variable|[Uu]ndefined function '|could not load (?:library|dynamic library|module) )re",
+             R"re(No module named ['"]?\w|module '[\w.]+' not found|Can't locate \S+\.pm in @INC|ClassNotFoundException|NoClassDefFoundError|Cannot find module '|is required but does not seem to be installed|package or namespace load failed|symbol lookup error|DLL load failed|The specified module could not be found|UnsatisfiedLinkError|cannot be preloaded|Invalid MEX-file|Unrecognized function or variable|[Uu]ndefined function '|could not load (?:library|dynamic library|module) )re",
              R"re(No module named ['"]?(?P<module>[\w.]+))re"},
-            // Lmod: the module that would have put the program on the PATH does not exist.
-            {"lmod_unknown_module", C::kMissingFile, K::kSymptom, 0.5,
-             R"re(The following module\(s\) are unknown)re", ""},
+            // An environment-module system that cannot find or load a module (Lmod, Tcl
+            // Environment Modules, Spack): an input of the job that does not exist, so
+            // missing_file, not a Python import. The job then fails for want of the program or
+            // library the module would have provided.
+            {"env_module_unknown", C::kMissingFile, K::kCause, 0.7,
+             R"re(The following module\(s\) are unknown|Unable to locate a modulefile for|These module\(s\)(?: or extension\(s\))? exist but cannot be loaded|ModuleCmd_Load\.c\(\d+\):ERROR|matches no installed packages)re",
+             R"re((?:are unknown: "(?P<module>[^"]+)"|modulefile for '(?P<module2>[^']+)'))re"},
 
             // ---- CUDA driver and runtime
             // -----------------------------------------------------------
@@ -326,10 +371,10 @@ constexpr Signature
              R"re(NVIDIA driver on your system is too old)re",
              R"re(found version (?P<driver_version>\d+))re"},
             {"container_cuda_requirement", C::kDriverMismatch, K::kCause, 0.95,
-             R"re(requirement error: unsatisfied condition: cuda|please update your driver to a newer version|PTX was compiled with an unsupported toolchain|CUDA_ERROR_UNSUPPORTED_PTX_VERSION)re",
+             R"re(requirement error: unsatisfied condition: cuda|please update your driver to a newer version|PTX was compiled with an unsupported toolchain|CUDA_ERROR_UNSUPPORTED_PTX_VERSION|unsupported CUDA version: driver [\d.]+ < image)re",
              ""},
             {"nvml_mismatch", C::kDriverMismatch, K::kCause, 0.95,
-             R"re(Driver/library version mismatch)re", ""},
+             R"re((?i)Driver/library version mismatch)re", ""},
             {"no_kernel_image", C::kDriverMismatch, K::kCause, 0.85,
              R"re(no kernel image is available for execution on the device|is not compatible with the current PyTorch installation)re",
              R"re((?P<gpu_name>NVIDIA [\w -]+) with CUDA capability (?P<capability>sm_\d+))re"},
@@ -344,13 +389,24 @@ constexpr Signature
              R"re((?i)unsupported PTX version|cudaErrorUnsupportedPtxVersion|CUDA_ERROR_NO_BINARY_FOR_GPU|no binary for GPU|cudaErrorNoKernelImageForDevice|invalid device function|cudaErrorInvalidDeviceFunction|CUDA driver version is insufficient|kernel version [\d.]+ does not match DSO version|COMPAT_NOT_SUPPORTED_ON_DEVICE|CUDA_ERROR_INSUFFICIENT_DRIVER|cudaErrorSystemDriverMismatch|requires (?:a )?(?:newer|more recent) (?:NVIDIA |CUDA |GPU )?driver|(?:cuInit|cuModuleLoad\w*) returned error (?:35|209|218|222|803|804)\b|hipErrorNoBinaryForGpu)re",
              ""},
 
+            // ---- numbered CUDA errors (class from CudaErrorByCode)
+            // ------------------------------------
+            // Every way the runtimes print a cudaError_t/CUresult by number: THC ("cuda runtime
+            // error (2)", "THCudaCheck FAIL … error=2"), Caffe/glog ("error == cudaSuccess (2 vs.
+            // 0)", "cudaSuccess == cudaStat (0 vs. 39)"), the CUDA samples ("code=35(…)"),
+            // "CUDA Error 77:", "CUDA error(700)", NCCL's "Cuda failure 700", "cuda failed with
+            // error 2", "cudaGetDeviceProperties returned 35", "cuInit returned error 804".
+            {"cuda_error_code", C::kUnknown, K::kCudaError, 0,
+             R"re([Cc][Uu][Dd][Aa](?: runtime)? (?:[Ee]rror|[Ff]ailure) ?[:(#]? ?\d+|[Cc][Uu][Dd][Aa] \w+ (?:failure|failed|error) with (?:error|code) \d+|THCudaCheck FAIL.*\berror=\d+|cudaSuccess(?: == \w+)? \(\d+ vs\. \d+\)|\bcode=\d+\(cuda|\bcu(?:da)?[A-Z]\w*(?:\(\))? returned (?:error )?\d+|[Cc][Uu][Dd][Aa] failed with error \d+|\bcudaError(?:_t)?[ =:]+\d+)re",
+             ""},
+
             // ---- data-loader workers
             // ---------------------------------------------------------------
             {"dataloader_worker_killed", C::kDataloaderKilled, K::kCause, 0.9,
              R"re(DataLoader worker \(pid)re",
              R"re(DataLoader worker \(pid(?:\(s\))? (?P<pids>[\d, ]+)\) (?:is killed by signal: (?P<worker_signal>[\w ]+?)\.?\s*$|exited unexpectedly))re"},
             {"dataloader_shm", C::kDataloaderKilled, K::kCause, 0.85,
-             R"re(insufficient shared memory \(shm\)|Unexpected bus error encountered in worker)re",
+             R"re((?i)insufficient shared memory|unexpected (?:bus error|segmentation fault|floating-point exception) encountered in worker)re",
              ""},
             {"dataloader_other", C::kDataloaderKilled, K::kCause, 0.88,
              R"re(DataLoader timed out after|unable to write to file </torch_|[Uu]nable to (?:allocate|open) shared memory|worker \(pid[^)]*\) (?:is killed|exited unexpectedly|died))re",
@@ -370,8 +426,13 @@ constexpr Signature
             // (LAMMPS lost atoms, WRF CFL, NAMD atoms too fast) is not here: it ends in the
             // code's own abort, and the corpus labels it mpi_abort.
             {"nan_other", C::kNanDivergence, K::kCause, 0.85,
-             R"re((?i)\b\w*loss\w*['"]?\s*[:=]?\s*[-+]?(?:nan|inf)\b|\bcontains (?:nan|inf)|\b(?:nan|inf)s? ?(?:or|and|/) ?(?:nan|inf)\b|\bcheck_?numerics\b|Invalid loss, terminating training|training diverged)re",
+             R"re((?i)\b\w*loss\w*['"]?\s*[:=]?\s*[-+]?(?:nan|inf)\b|\b\w*(?:l1|l2|mse|mae|entropy|nll|kl|acc\w*|ppl|perplexity|grad\w*|norm)\s*[=:]\s*[-+]?(?:nan|inf)\b|\bcontains (?:nan|inf)|\b(?:nan|inf)s? ?(?:or|and|/) ?(?:nan|inf)\b|\bcheck_?numerics\b|Invalid loss, terminating training|training diverged)re",
              ""},
+            // fp16 loss scaling collapsing: a healthy scale is 2^k >= 1, one driven under 1 (to
+            // 0.000244…, or 0) means every step overflows. Printed as notes and warnings.
+            {"loss_scale_collapse", C::kNanDivergence, K::kCause, 0.75,
+             R"re((?i)loss[_ ]scale(?: to)?[:= ]+0(?:\.\d+)?(?:[^\d.]|$)|decreased lg_loss_scale)re", "",
+             true},
             {"gradient_overflow", C::kNanDivergence, K::kSymptom, 0.3,
              R"re(Gradient overflow\.\s+Skipping step|OVERFLOW! Rank \d+ Skipping step)re", ""},
 
@@ -432,7 +493,46 @@ constexpr Explanation kExplanations[] = {
     {C::kDataloaderKilled,
      {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kSegfault, C::kDiskFull},
      5},
-    {C::kNanDivergence, {C::kMpiAbort, C::kNcclTimeout, C::kNcclError}, 3},
+    // A divergence that ends in a crash: NaN indices and probabilities trip device-side
+    // asserts, NaN sizes crash native code.
+    {C::kNanDivergence,
+     {C::kMpiAbort, C::kNcclTimeout, C::kNcclError, C::kSegfault, C::kIllegalMemoryAccess},
+     5},
+};
+
+// cudaError_t (driver_types.h) and CUresult (cuda.h). CUDA 10.1 renumbered the runtime's
+// errors; the old numbers kept here are those no later code reuses.
+constexpr CudaErrorInfo kCudaErrors[] = {
+    {2, "cudaErrorMemoryAllocation", C::kGpuOom, 0.93},
+    {35, "cudaErrorInsufficientDriver", C::kDriverMismatch, 0.95},
+    {36, "cudaErrorCallRequiresNewerDriver", C::kDriverMismatch, 0.9},
+    {8, "cudaErrorInvalidDeviceFunction (CUDA <= 10.0)", C::kDriverMismatch, 0.85},
+    {98, "cudaErrorInvalidDeviceFunction", C::kDriverMismatch, 0.85},
+    {48, "cudaErrorNoKernelImageForDevice (CUDA <= 10.0)", C::kDriverMismatch, 0.9},
+    {209, "cudaErrorNoKernelImageForDevice", C::kDriverMismatch, 0.9},
+    {222, "cudaErrorUnsupportedPtxVersion", C::kDriverMismatch, 0.9},
+    {803, "cudaErrorSystemDriverMismatch", C::kDriverMismatch, 0.95},
+    {804, "cudaErrorCompatNotSupportedOnDevice", C::kDriverMismatch, 0.95},
+    {39, "cudaErrorECCUncorrectable (CUDA <= 10.0)", C::kGpuHardware, 0.9},
+    {214, "cudaErrorECCUncorrectable", C::kGpuHardware, 0.9},
+    {80, "cudaErrorNvlinkUncorrectable (CUDA <= 10.0)", C::kGpuHardware, 0.85},
+    {220, "cudaErrorNvlinkUncorrectable", C::kGpuHardware, 0.85},
+    {46, "cudaErrorDevicesUnavailable", C::kGpuHardware, 0.6},
+    {719, "cudaErrorLaunchFailure", C::kGpuHardware, 0.55},
+    {77, "cudaErrorIllegalAddress (CUDA <= 10.0)", C::kIllegalMemoryAccess, 0.95},
+    {700, "cudaErrorIllegalAddress", C::kIllegalMemoryAccess, 0.95},
+    {59, "cudaErrorAssert (CUDA <= 10.0)", C::kIllegalMemoryAccess, 0.93},
+    {710, "cudaErrorAssert", C::kIllegalMemoryAccess, 0.93},
+    {72, "cudaErrorHardwareStackError (CUDA <= 10.0)", C::kIllegalMemoryAccess, 0.85},
+    {714, "cudaErrorHardwareStackError", C::kIllegalMemoryAccess, 0.85},
+    {73, "cudaErrorIllegalInstruction (CUDA <= 10.0)", C::kIllegalMemoryAccess, 0.9},
+    {715, "cudaErrorIllegalInstruction", C::kIllegalMemoryAccess, 0.9},
+    {74, "cudaErrorMisalignedAddress (CUDA <= 10.0)", C::kIllegalMemoryAccess, 0.93},
+    {716, "cudaErrorMisalignedAddress", C::kIllegalMemoryAccess, 0.93},
+    {75, "cudaErrorInvalidAddressSpace (CUDA <= 10.0)", C::kIllegalMemoryAccess, 0.9},
+    {717, "cudaErrorInvalidAddressSpace", C::kIllegalMemoryAccess, 0.9},
+    {76, "cudaErrorInvalidPc (CUDA <= 10.0)", C::kIllegalMemoryAccess, 0.9},
+    {718, "cudaErrorInvalidPc", C::kIllegalMemoryAccess, 0.9},
 };
 
 constexpr std::string_view kClassNames[kFailureClassCount] = {
@@ -456,6 +556,13 @@ std::optional<FailureClass> FailureClassFromName(std::string_view name) {
 }
 
 std::span<const Signature> AllSignatures() { return kSignatures; }
+
+const CudaErrorInfo* CudaErrorByCode(int code) {
+  for (const CudaErrorInfo& e : kCudaErrors) {
+    if (e.code == code) return &e;
+  }
+  return nullptr;
+}
 
 bool Explains(FailureClass cause, FailureClass effect) {
   for (const auto& e : kExplanations) {

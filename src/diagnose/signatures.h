@@ -51,6 +51,8 @@ enum class SignatureKind {
   kTraceback,  // "Traceback (most recent call last):" starts a Python traceback
   kFrame,      // a traceback frame: groups "file", "line", "func"
   kException,  // the last line of a traceback: groups "exception", "message"
+  kCudaError,  // a numbered CUDA error ("cuda runtime error (2)", "(35 vs. 0)", "code=700"): the
+               // class comes from the code (CudaErrorByCode)
 };
 
 struct Signature {
@@ -60,9 +62,25 @@ struct Signature {
   double strength;           // 0..1: how sure this line alone makes us
   std::string_view pattern;  // RE2, one line, case-sensitive unless it says (?i)
   std::string_view facts;    // optional RE2 with named groups, run on the matched line
+  // A line printed at warning level counts half (it did not end the job), except for wordings
+  // that are announced as warnings and are the cause all the same: a preemption notice, the
+  // driver that PyTorch finds too old at CUDA initialisation, TensorFlow's failed op.
+  bool decisive_as_warning = false;
 };
 
 std::span<const Signature> AllSignatures();
+
+// What a numbered CUDA error means: cudaError_t as in driver_types.h (the CUDA 10.1+ numbers
+// and, where they differ and do not collide, the CUDA <= 10.0 ones: 77 = illegal address,
+// 59 = assert, 39 = ECC, 48 = no kernel image) and CUresult of the driver API, which shares
+// them. Codes that say nothing about the cause (30/999 unknown, 1 invalid value) are absent.
+struct CudaErrorInfo {
+  int code;
+  std::string_view name;  // "cudaErrorMemoryAllocation"
+  FailureClass cls;
+  double strength;
+};
+const CudaErrorInfo* CudaErrorByCode(int code);
 
 // Whether a root cause of class `cause` commonly produces the errors of class `effect` (an
 // OOM-killed rank makes the others time out in NCCL and mpirun abort), so `effect` is

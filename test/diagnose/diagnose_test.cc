@@ -166,6 +166,15 @@ TEST(SignaturesTest, EverySignatureMatchesItsWording) {
       {"gpu_binary_mismatch", "call to cuInit returned error 35: Insufficient driver"},
       {"dataloader_other", "RuntimeError: DataLoader timed out after 120 seconds"},
       {"nan_other", "epoch 4 | train_loss inf | val_loss inf"},
+      {"killed_report", "/var/spool/slurm/d/job9/slurm_script: line 12: 4711 Killed  python x.py"},
+      {"slurmctld_node_down", "[2024-03-01T10:00:00.001] Requeuing job 77 due to node failure"},
+      {"nccl_warn_failure",
+       "n1:77:90 [0] socket.cc:540 NCCL WARN Net : Connect to 10.0.0.2<3333> failed : "
+       "Connection refused"},
+      {"mpi_rank_aborted",
+       "mpirun noticed that process rank 3 with PID 0 on node n1 exited on signal 6 (Aborted)."},
+      {"env_module_unknown", "ERROR: Unable to locate a modulefile for 'openmpi/4.1.5'"},
+      {"cuda_error_code", "GPUassert: Check failed: status == cudaSuccess (2 vs. 0)"},
   };
   auto sigs = AllSignatures();
   for (const auto& [id, line] : samples) {
@@ -436,6 +445,167 @@ TEST(DiagnoseTest, WeakEvidenceStaysWeak) {
             "segfault");
 }
 
+// Numbered CUDA errors are read through cudaError_t/CUresult, whatever the program's wording
+// around the number, and in both numberings (CUDA <= 10.0 and 10.1+).
+TEST(DiagnoseTest, NumberedCudaErrorsAreDecoded) {
+  ASSERT_NE(CudaErrorByCode(2), nullptr);
+  EXPECT_EQ(CudaErrorByCode(2)->cls, FailureClass::kGpuOom);
+  EXPECT_EQ(CudaErrorByCode(77)->cls, FailureClass::kIllegalMemoryAccess);
+  EXPECT_EQ(CudaErrorByCode(700)->cls, FailureClass::kIllegalMemoryAccess);
+  EXPECT_EQ(CudaErrorByCode(35)->cls, FailureClass::kDriverMismatch);
+  EXPECT_EQ(CudaErrorByCode(214)->cls, FailureClass::kGpuHardware);
+  EXPECT_EQ(CudaErrorByCode(30), nullptr);   // cudaErrorUnknown (<= 10.0)
+  EXPECT_EQ(CudaErrorByCode(999), nullptr);  // cudaErrorUnknown
+  // The number alone, without the message that usually follows it.
+  EXPECT_EQ(
+      ClassOf("F0101 00:00:00.0 1 math.cu:12] Check failed: status == cudaSuccess (2 vs. 0)\n"),
+      "gpu_oom");
+  EXPECT_EQ(ClassOf("cudaMemcpyAsync returned 700 at solver.cu:88\n"), "illegal_memory_access");
+  EXPECT_EQ(ClassOf("CUDA error 59 at kernels/scatter.cu:31\n"), "illegal_memory_access");
+  EXPECT_EQ(ClassOf("Cuda failure 39 in file 'conv.cu'\n"), "gpu_hardware");
+  EXPECT_EQ(ClassOf("cuInit returned error 804\n"), "driver_mismatch");
+  EXPECT_EQ(ClassOf("cudaError_t 209 while loading the module\n"), "driver_mismatch");
+  EXPECT_EQ(ClassOf("CUDA error 999 in cudaStreamSynchronize\n"), "unknown");
+  EXPECT_EQ(ClassOf("THCudaCheck FAIL file=/src/THC/THCGeneral.c line=844 error=77\n"),
+            "illegal_memory_access");
+}
+
+// Short pastes: one decisive line names its class, in the wordings of older tools too.
+TEST(DiagnoseTest, OneDecisiveLineIsEnough) {
+  // GPU memory as Theano/CNMeM and a TF 1.x op (logged at warning level) report it.
+  EXPECT_EQ(ClassOf("MemoryError: Error allocating 268435456 bytes of device memory (out of "
+                    "memory).\n"),
+            "gpu_oom");
+  EXPECT_EQ(ClassOf("CNMEM_STATUS_OUT_OF_MEMORY\n"), "gpu_oom");
+  EXPECT_EQ(ClassOf("2019-01-01 10:00:00.000001: W tensorflow/core/framework/op_kernel.cc:1273] "
+                    "OP_REQUIRES failed at conv_ops.cc:446 : Resource exhausted: OOM when "
+                    "allocating tensor with shape[32,64,224,224]\n"),
+            "gpu_oom");
+  // SIGKILL as the shell (in another language too), srun and Hydra report it.
+  EXPECT_EQ(ClassOf("epoch 3 loss 0.12\nKilled\n"), "host_oom");
+  EXPECT_EQ(ClassOf("run.sh: line 12:  4711 Getötet                 python train.py\n"),
+            "host_oom");
+  EXPECT_EQ(ClassOf("srun: error: cn12: task 3: Killed\n"), "host_oom");
+  EXPECT_EQ(ClassOf("YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)\n"),
+            "host_oom");
+  // ... but any named cause wins over it.
+  EXPECT_EQ(ClassOf("Segmentation fault (core dumped)\nKilled\n"), "segfault");
+  // slurmctld's node failures, and a launcher that lost its daemon.
+  EXPECT_EQ(ClassOf("[2024-03-01T10:00:00.001] Killing JobId=77 on failed node gpu12\n"),
+            "node_failure");
+  EXPECT_EQ(ClassOf("update_node: node gpu12 reason set to: Not responding\n"), "node_failure");
+  EXPECT_EQ(ClassOf("PRTE has lost contact with its daemon on node n5\n"), "node_failure");
+  // Preemption notices are printed as warnings and are the cause all the same.
+  EXPECT_EQ(ClassOf("2024-01-01 10:00:00 WARNING: job 77 was preempted by job 88\n"), "preemption");
+  EXPECT_EQ(ClassOf("Host EC2 (instance i-0abc123) terminated.\n"), "preemption");
+  // NCCL: numbered errors, transport plugins, socket and set-up failures, blocking waits.
+  EXPECT_EQ(ClassOf("RuntimeError: NCCL Error 3: internal error\n"), "nccl_error");
+  EXPECT_EQ(ClassOf("NET/IBext : Got completion from peer 10.0.0.2<5000> with error 5\n"),
+            "nccl_error");
+  EXPECT_EQ(ClassOf("n1:77:90 [0] bootstrap.cc:80 NCCL WARN Bootstrap : connection "
+                    "refused by 10.0.0.1\n"),
+            "nccl_error");
+  EXPECT_EQ(ClassOf("[Rank 2] Work WorkNCCL(SeqNum=12, OpType=BROADCAST, Timeout(ms)=1800000) "
+                    "timed out in blocking wait (TORCH_NCCL_BLOCKING_WAIT=1).\n"),
+            "nccl_timeout");
+  // A rank that aborted, as the MPI launcher and LAMMPS report it.
+  EXPECT_EQ(ClassOf("mpirun noticed that process rank 0 with PID 0 on node n1 exited on signal "
+                    "6 (Aborted).\n"),
+            "mpi_abort");
+  EXPECT_EQ(ClassOf("ERROR on proc 0: Lost atoms: original 4000 current 3998 "
+                    "(src/thermo.cpp:481)\n"),
+            "mpi_abort");
+  // The driver PyTorch finds too old at CUDA initialisation (a UserWarning) is the cause.
+  EXPECT_EQ(ClassOf("/usr/lib/python3/site-packages/torch/cuda/__init__.py:88: UserWarning: "
+                    "CUDA initialization: The NVIDIA driver on your system is too old (found "
+                    "version 10010).\n"),
+            "driver_mismatch");
+  EXPECT_EQ(ClassOf("3b:00.0 3D controller: NVIDIA Corporation GA100 [A100 SXM4 40GB] (rev "
+                    "ff)\n"),
+            "gpu_hardware");
+  // Native crashes by their exit status: 128 + 11, or the signal negated.
+  EXPECT_EQ(ClassOf("worker-3 exited with code 139\n"), "segfault");
+  EXPECT_EQ(ClassOf("[ERROR] Worker (pid:77) was sent code 139!\n"), "segfault");
+  EXPECT_EQ(ClassOf("torch.distributed.elastic: failed (exitcode: -11) local_rank: 1\n"),
+            "segfault");
+  EXPECT_EQ(ClassOf("zsh: segmentation fault  ./solver\n"), "segfault");
+  // Inputs that are not there, as Lua Torch, Hugging Face, OpenCV and Git LFS show it.
+  EXPECT_EQ(ClassOf("luajit: cannot open <models/vgg16.t7> in mode r  at THDiskFile.c:673\n"),
+            "missing_file");
+  EXPECT_EQ(ClassOf("OSError: Can't load tokenizer for './ckpt'. Make sure that './ckpt' is "
+                    "the correct path.\n"),
+            "missing_file");
+  EXPECT_EQ(ClassOf("cv2.error: OpenCV(4.8.0) resize.cpp:4062: error: (-215:Assertion failed) "
+                    "!ssize.empty() in function 'resize'\n"),
+            "missing_file");
+  EXPECT_EQ(ClassOf("_pickle.UnpicklingError: invalid load key, 'v'.\n"), "missing_file");
+  // A Lua module and a shared library in TensorFlow's words are imports.
+  EXPECT_EQ(ClassOf("lua: train.lua:3: module 'nngraph' not found:\n"), "import_error");
+  EXPECT_EQ(ClassOf("tensorflow.python.framework.errors_impl.NotFoundError: libcudnn.so.7: "
+                    "cannot open shared object file\n"),
+            "import_error");
+  // Storage: Kubernetes ephemeral storage, TensorFlow's status for a file it cannot write.
+  EXPECT_EQ(ClassOf("Container trainer exceeded its local ephemeral storage limit \"20Gi\".\n"),
+            "disk_full");
+  EXPECT_EQ(ClassOf("InternalError: Failed to write SavedModel variables: Resource exhausted: "
+                    "/mnt/out/variables/variables.data-00000-of-00001\n"),
+            "disk_full");
+  // Divergence: metrics printed as nan, the fp16 loss scale driven under 1.
+  EXPECT_EQ(ClassOf("[Epoch 2][Batch 50] BoxL1=nan, ClsAcc=0.01\n"), "nan_divergence");
+  EXPECT_EQ(ClassOf("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, "
+                    "reducing to 0.5\nWARNING: loss_scale=0.0\n"),
+            "nan_divergence");
+  // More families, each in a wording of its own.
+  EXPECT_EQ(ClassOf("[99.1] Killed process 4242 (java) total-vm:9000kB, anon-rss:8000kB\n"),
+            "host_oom");
+  EXPECT_EQ(ClassOf("zsh: killed     ./a.out\n"), "host_oom");
+  EXPECT_EQ(ClassOf("ERROR: Job failed: execution took longer than 3h0m0s seconds\n"), "timeout");
+  EXPECT_EQ(ClassOf("misc/ibvwrap.cc:212 NCCL WARN Call to ibv_reg_mr failed\n"), "nccl_error");
+  EXPECT_EQ(ClassOf("Illegal instruction (core dumped)\n"), "segfault");
+  EXPECT_EQ(ClassOf("*** An error occurred in MPI_Bcast\n"), "mpi_abort");
+  EXPECT_EQ(ClassOf("ERROR: Unexpected segmentation fault encountered in worker.\n"),
+            "dataloader_killed");
+  EXPECT_EQ(ClassOf("OSError: [WinError 126] The specified module could not be found.\n"),
+            "import_error");
+  EXPECT_EQ(ClassOf("CUDA initialization failure with error 35\n"), "driver_mismatch");
+  EXPECT_EQ(ClassOf("ValueError: could not find checkpoint at ./runs/last\n"), "missing_file");
+  // A warning that is the only account of the failure counts in full...
+  EXPECT_EQ(ClassOf("torch/cuda/__init__.py:52: UserWarning: CUDA initialization: The NVIDIA "
+                    "driver on your system is too old (found version 9010).\n"),
+            "driver_mismatch");
+  // ... but not next to a stronger cause.
+  EXPECT_EQ(ClassOf("UserWarning: CUDA initialization: The NVIDIA driver on your system is too "
+                    "old (found version 9010).\nImportError: libcublas.so.11: cannot open "
+                    "shared object file: No such file or directory\n"),
+            "import_error");
+}
+
+// Where one class ends and the next begins (docs/diagnosis.md, "Class boundaries").
+TEST(DiagnoseTest, ClassBoundaries) {
+  // An environment module that does not exist is a missing input, not a Python import.
+  EXPECT_EQ(ClassOf("Lmod has detected the following error:  The following module(s) are "
+                    "unknown: \"cuda/12.9\"\n"),
+            "missing_file");
+  EXPECT_EQ(ClassOf("ModuleCmd_Load.c(213):ERROR:105: Unable to locate a modulefile for "
+                    "'gcc/14'\n"),
+            "missing_file");
+  // A launch failure is the GPU or its driver; a named bad access still decides.
+  EXPECT_EQ(ClassOf("RuntimeError: CUDA error: unspecified launch failure\n"), "gpu_hardware");
+  EXPECT_EQ(ClassOf("========= Invalid __global__ write of size 4 bytes\n"
+                    "RuntimeError: CUDA error: unspecified launch failure\n"),
+            "illegal_memory_access");
+  // A divergence that ends in a crash is the divergence.
+  EXPECT_EQ(ClassOf("step 812 | loss nan | lr 3e-4\n"
+                    "/src/Loss.cu:94: block: [0,0,0], thread: [1,0,0] Assertion `input_val >= "
+                    "zero && input_val <= one` failed.\n"
+                    "RuntimeError: CUDA error: device-side assert triggered\n"),
+            "nan_divergence");
+  // An MPI banner after an exception no signature knows is still not a diagnosis.
+  EXPECT_EQ(ClassOf("ValueError: bad mesh\nBAD TERMINATION OF ONE OF YOUR APPLICATION "
+                    "PROCESSES\n"),
+            "unknown");
+}
+
 TEST(DiagnoseTest, UnknownShowsTheLastExceptionAndUserFrame) {
   Diagnosis d = FromText(
       "epoch 1 loss 0.3\n"
@@ -485,6 +655,27 @@ TEST(DiagnoseTest, FactsAndFixesForGpuOom) {
   }
   EXPECT_TRUE(env);
   EXPECT_TRUE(batch);
+}
+
+// On older frameworks the fix names that framework's own knobs, not PyTorch's.
+TEST(DiagnoseTest, GpuOomFixSpeaksTheFrameworksLanguage) {
+  auto fixes = [](const std::string& log) {
+    std::string all;
+    for (const Fix& f : FromText(log).fixes) all += f.text + "\n";
+    return all;
+  };
+  std::string caffe =
+      fixes("F0101 10:00:00.0 77 syncedmem.hpp:25] Check failed: error == cudaSuccess (2 vs. 0)\n");
+  EXPECT_NE(caffe.find("prototxt"), std::string::npos) << caffe;
+  EXPECT_EQ(caffe.find("torch.autocast"), std::string::npos) << caffe;
+  std::string lua = fixes(
+      "THCudaCheck FAIL file=/tmp/luarocks_cutorch-scm-1/cutorch/lib/THC/THCStorage.cu line=66 "
+      "error=2 : out of memory\n/usr/local/bin/luajit: train.lua:88: cuda runtime error (2)\n");
+  EXPECT_NE(lua.find("-batchSize"), std::string::npos) << lua;
+  std::string mx = fixes("mxnet.base.MXNetError: cudaMalloc retry failed: out of memory\n");
+  EXPECT_NE(mx.find("MXNET_BACKWARD_DO_MIRROR=1"), std::string::npos) << mx;
+  std::string pt = fixes("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB\n");
+  EXPECT_NE(pt.find("torch.autocast"), std::string::npos) << pt;
 }
 
 TEST(DiagnoseTest, HostOomFixNamesTheMemLine) {
