@@ -115,13 +115,15 @@ expect_eq "no job and no log is a usage error" "$RC" 1
 # --- the labelled corpus ------------------------------------------------------------------
 set +e
 python3 "$SRCDIR/scripts/diagnosis_accuracy.py" "$RS" "$TESTDIR/data/failures" \
-  --min dev=0.95 --min holdout=0.95 --min holdout2=0.95 --min holdout3=0.95 >"$WORK/corpus.out" 2>&1
+  --min dev=0.95 --min holdout=0.95 --min holdout2=0.95 --min holdout3=0.95 \
+  --min real-dev=0.95 --min real-blind=0.88 >"$WORK/corpus.out" 2>&1
 rc=$?
 set -e
 tail -n 30 "$WORK/corpus.out"
-# dev and holdout are what the rules were developed on; holdout2 is unseen wording (its floor
-# guards against regressions, docs/diagnosis.md says what it measures).
-expect_eq "corpus top-1 accuracy: 95% on dev and holdout, 75% on unseen holdout2" "$rc" 0
+# dev, holdout, holdout2 and real-dev are what the rules were developed on; holdout3 and
+# real-blind were scored once at first sight and are now floors against regressions
+# (docs/diagnosis.md says what each measures: real-blind was 89.9%).
+expect_eq "corpus top-1 accuracy: 95% on the written sets and real-dev, 88% on real-blind" "$rc" 0
 
 # --- bad input ----------------------------------------------------------------------------
 run_rs diagnose --log "$WORK/nope.log"
