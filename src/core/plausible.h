@@ -74,8 +74,9 @@ Status CheckPlausible(std::string_view field, Plausible kind, double value,
 Status CheckCpuEfficiency(std::string_view field, double cpu_time_s, double cpus, double elapsed_s);
 
 // Every numeric field of the record (names as in the JSON schema: "usage.elapsed_s"), and its
-// CPU efficiency against alloc.cpus (a request, as Kubernetes has, is no limit: not checked). For records that did not come from a line (a store, an API) and as the
-// readers' last check of what they built.
+// CPU efficiency against alloc.cpus (a request, as Kubernetes has, is no limit: not checked). For
+// records that did not come from a line (a store, an API) and as the readers' last check of what
+// they built.
 Status CheckJobRecord(const JobRecord& job);
 
 }  // namespace rightsize

@@ -82,8 +82,8 @@ StatusOr<PredictionOutput> PredictJob(Store& store, const PredictRequest& reques
 // so that a review of a workload seen a moment ago reads none of its past. Exact: emptied
 // whenever a session's store connection says the store's history may have changed since it
 // last asked (store/changes.h: a finished job or a job's code written; the agents' telemetry of
-// running jobs does not count), so a job stored before a session starts is seen by it. Entries are per second predicted as of; at most a few thousand (then emptied).
-// Thread-safe.
+// running jobs does not count), so a job stored before a session starts is seen by it. Entries are
+// per second predicted as of; at most a few thousand (then emptied). Thread-safe.
 class PredictCache {
  public:
   PredictCache();
