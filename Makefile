@@ -16,8 +16,10 @@ $(BUILD)/build.ninja:
 build: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Installs what is missing, builds, ingests the bundled real trace, prints the report and
-# writes report.html.
+# Installs what is missing, builds, builds the demo store build/demo.db from the bundled real
+# accounting (scripts/demo-store.sh), prints the GPU cluster's report, writes report.html, then
+# serves the dashboard with an agent watching live jobs until Ctrl-C (scripts/demo.sh; without
+# a terminal for 60 s, RIGHTSIZE_DEMO_SECONDS=N to choose).
 demo: deps
 	@$(MAKE) --no-print-directory build
 	@bash scripts/demo.sh $(BUILD)/rightsize

@@ -11,6 +11,7 @@
 #include <ctime>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "core/json_text.h"
 #include "core/units.h"
@@ -20,6 +21,7 @@
 #include "report/render.h"
 #include "report/waste.h"
 #include "server/assets.h"
+#include "server/recent.h"
 
 namespace rightsize {
 
@@ -110,10 +112,14 @@ nlohmann::json OrNullT(const std::optional<T>& v) {
 }
 
 // One row of the job list: what a table of jobs shows.
-nlohmann::json JobRow(const JobRecord& j, int64_t now) {
+// `running_now` (server/recent.h): only a job running now has an elapsed time that grows with
+// the clock; an UNKNOWN job of a 2002 trace has none.
+nlohmann::json JobRow(const JobRecord& j, int64_t now, bool running_now) {
   Efficiency e = EfficiencyOf(j);
   std::optional<double> elapsed = j.usage.elapsed_s;
-  if (!elapsed && j.start_time && !j.end_time) elapsed = static_cast<double>(now - *j.start_time);
+  if (!elapsed && running_now && j.start_time) {
+    elapsed = static_cast<double>(std::max<int64_t>(0, now - *j.start_time));
+  }
   return {{"cluster", j.cluster},
           {"job_id", j.job_id},
           {"user", j.request.user},
@@ -121,6 +127,7 @@ nlohmann::json JobRow(const JobRecord& j, int64_t now) {
           {"partition", j.request.partition},
           {"name", j.request.job_name},
           {"state", j.outcome.state},
+          {"running_now", running_now},
           {"source", j.source},
           {"start_time", OrNullT(j.start_time)},
           {"end_time", OrNullT(j.end_time)},
@@ -707,6 +714,7 @@ ApiServer::Reply ApiServer::Jobs(const Caller& who, const Query& q) {
     page.after = *raw;
   }
   RS_LEASE(store);
+  RunningNow running_now(*store, now);
   // Running jobs have no end time: since/until select them by start time instead.
   auto list = store->ListJobs(f, page);
   if (!list.ok()) return Error(HttpStatus(list.status()), list.status().message());
@@ -723,12 +731,20 @@ ApiServer::Reply ApiServer::Jobs(const Caller& who, const Query& q) {
       if (j.end_time || !j.start_time) continue;
       if (f.ended_since && *j.start_time < *f.ended_since) continue;
       if (f.ended_until && *j.start_time >= *f.ended_until) continue;
-      live.push_back(std::move(j));
+      auto is = running_now.Is(j);
+      if (!is.ok()) return Error(500, is.status().message());
+      if (*is) live.push_back(std::move(j));
     }
     list->jobs.insert(list->jobs.begin(), live.begin(), live.end());
   }
   nlohmann::json rows = nlohmann::json::array();
-  for (const auto& j : list->jobs) rows.push_back(JobRow(j, now));
+  for (const auto& j : list->jobs) {
+    auto is = running_now.Is(j);
+    if (!is.ok()) return Error(500, is.status().message());
+    // state=RUNNING lists what the overview counts: the jobs running now.
+    if (f.state == "RUNNING" && !*is) continue;
+    rows.push_back(JobRow(j, now, *is));
+  }
   nlohmann::json out = {{"jobs", rows}};
   if (list->next) out["next_cursor"] = Base64UrlEncode(*list->next);
   return Json(out);
@@ -743,7 +759,10 @@ ApiServer::Reply ApiServer::Job(const Caller& who, const std::string& cluster,
   auto live = WithUsageSoFar(*store, *job, Now());
   if (!live.ok()) return Error(500, live.status().message());
   nlohmann::json out = {{"job", *job}, {"efficiency", EfficiencyJson(EfficiencyOf(*live))}};
-  out["summary"] = JobRow(*job, Now());
+  RunningNow running_now(*store, Now());
+  auto is = running_now.Is(*job);
+  if (!is.ok()) return Error(500, is.status().message());
+  out["summary"] = JobRow(*job, Now(), *is);
   auto pred = store->GetPrediction(job->cluster, job->job_id);
   out["prediction"] = nullptr;
   if (pred.ok()) {
@@ -1041,9 +1060,29 @@ ApiServer::Reply ApiServer::Report(const Caller& who, const Query& q) {
   opts.by = Param(q, "by");
   opts.cluster = Param(q, "cluster");
   RS_LEASE(store);
+  // Without dates: the last 14 days, or the 14 days up to the last job that ended when none
+  // ended in them (a store of old accounting), and the answer says so.
+  std::optional<DataWindow> chosen;
+  if (!*since && !*until) {
+    JobFilter f;
+    f.cluster = opts.cluster;
+    if (!who.admin) f.user = who.user;
+    auto w = DefaultWindow(*store, f, now, 14);
+    if (!w.ok()) return Error(500, w.status().message());
+    if (w->shifted) {
+      opts.since = w->since;
+      opts.until = w->until;
+    }
+    chosen = *w;
+  }
   auto report = ReportFor(*store, who, opts, options_.prices);
   if (!report.ok()) return Error(HttpStatus(report.status()), report.status().message());
-  return Json(RenderJson(*report));
+  nlohmann::json doc = RenderJson(*report);
+  if (chosen) {
+    doc["window"]["default"] = chosen->shifted ? "latest_with_data" : "last_14_days";
+    doc["window"]["note"] = chosen->shifted ? nlohmann::json(chosen->note) : nlohmann::json();
+  }
+  return Json(doc);
 }
 
 ApiServer::Reply ApiServer::Overview(const Caller& who) { return OverviewOf(who, true); }
@@ -1064,8 +1103,12 @@ ApiServer::Reply ApiServer::OverviewOf(const Caller& who, bool with_waste) {
     double a_cpus = 0, a_mem = 0, a_gpus = 0, a_gmem = 0, u_cpus = 0, u_mem = 0, u_gpus = 0,
            u_gmem = 0;
     int64_t n = 0;
+    RunningNow running_now(*store, now);
     for (const auto& j : running->jobs) {
-      if (j.end_time) continue;
+      // An old export's RUNNING rows are not running now (server/recent.h).
+      auto is = running_now.Is(j);
+      if (!is.ok()) return Error(500, is.status().message());
+      if (!*is) continue;
       ++n;
       a_cpus += j.AllocatedCpus().value_or(0);
       a_mem += static_cast<double>(j.AllocatedMemoryBytes().value_or(0));
@@ -1114,13 +1157,21 @@ ApiServer::Reply ApiServer::OverviewOf(const Caller& who, bool with_waste) {
         continue;
       }
     }
+    // The week is the last 7 days, or the 7 days up to the last job that ended when none ended
+    // in them (old accounting), so the card of a cluster known only from history is not empty.
+    JobFilter visible;
+    visible.cluster = cluster;
+    if (!who.admin) visible.user = who.user;
+    auto week = DefaultWindow(*store, visible, now, 7);
+    if (!week.ok()) return Error(500, week.status().message());
     nlohmann::json waste = nlohmann::json::object();
-    for (auto [name, since] : {std::pair<const char*, int64_t>{"today", now - now % 86400},
-                               {"week", now - int64_t{7} * 86400}}) {
+    for (auto [name, since, until] :
+         {std::tuple<const char*, int64_t, int64_t>{"today", now - now % 86400, now + 1},
+          {"week", week->since, week->until}}) {
       ReportOptions opts;
       opts.cluster = cluster;
       opts.since = since;
-      opts.until = now + 1;
+      opts.until = until;
       opts.top_n = 5;
       auto r = ReportFor(*store, who, opts, options_.prices);
       if (!r.ok()) return Error(500, r.status().message());
@@ -1137,8 +1188,12 @@ ApiServer::Reply ApiServer::OverviewOf(const Caller& who, bool with_waste) {
                      {"wasted_core_hours", OrNull(r->cpu.wasted)},
                      {"wasted_gb_hours", OrNull(r->memory.wasted)},
                      {"wasted_dollars", OrNull(r->cost.wasted_dollars)},
-                     {"top_wasters", top}};
+                     {"top_wasters", top},
+                     {"since", since},
+                     {"until", until}};
     }
+    waste["week"]["latest_with_data"] = week->shifted;
+    waste["week"]["note"] = week->shifted ? nlohmann::json(week->note) : nlohmann::json();
     {
       MutexLock lock(waste_mu_);
       waste_cache_[key] = {now, waste};

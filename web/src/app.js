@@ -298,6 +298,9 @@
       <span class="nums">${nums}</span>`;
   }
 
+  // A UTC day, as the server's window notes write it.
+  function FmtDay(t) { return new Date(t * 1000).toISOString().slice(0, 10); }
+
   function ClusterCard(c) {
     const now = c.now || {};
     const alloc = now.allocated || {};
@@ -306,7 +309,10 @@
     const week = c.week || {};
     // docs/api.md puts top_wasters on the cluster; the server may also give them per period.
     const wasters = c.top_wasters || week.top_wasters || [];
-    const wasters_title = c.top_wasters ? 'Top wasters' : 'Top wasters, last 7 days';
+    // Nothing ended in the last 7 days: the server gives the 7 days up to the last job that ended.
+    const week_label = week.latest_with_data && Known(week.until)
+      ? `7 days up to ${FmtDay(week.until - 1)}` : 'Last 7 days';
+    const wasters_title = c.top_wasters ? 'Top wasters' : `Top wasters, ${week_label.replace(/^L/, 'l')}`;
     const gpu_fmt = (v) => FmtNumber(v, Known(v) && v % 1 !== 0 ? 1 : 0);
     return `<section class="card" data-testid="cluster" data-cluster="${Esc(c.cluster)}" aria-labelledby="cl-${Esc(c.cluster)}">
       <h2 id="cl-${Esc(c.cluster)}">${Esc(c.cluster)}</h2>
@@ -315,8 +321,9 @@
           <a href="#/jobs?cluster=${encodeURIComponent(c.cluster)}&amp;state=RUNNING">${FmtNumber(c.running_jobs)}</a></span>
           <span class="l">running jobs</span></div>
         <div class="kpi"><span class="v">${FmtDollars(today.wasted_dollars)}</span><span class="l">wasted today</span></div>
-        <div class="kpi"><span class="v">${FmtDollars(week.wasted_dollars)}</span><span class="l">wasted in the last 7 days</span></div>
+        <div class="kpi"><span class="v" data-testid="week-wasted">${FmtDollars(week.wasted_dollars)}</span><span class="l">wasted in the ${Esc(week_label.replace(/^L/, 'l'))}</span></div>
       </div>
+      ${week.note ? `<p class="notice" data-testid="week-note">${Esc(week.note[0].toUpperCase() + week.note.slice(1))}.</p>` : ''}
       <h3>Held by running jobs vs used now</h3>
       <div class="bars">
         ${UsageBar('CPU cores', used.cpus, alloc.cpus, FmtCores)}
@@ -329,7 +336,7 @@
         <thead><tr><th scope="col">Period</th><th scope="col" class="num">GPU-hours</th><th scope="col" class="num">Core-hours</th><th scope="col" class="num">Dollars</th></tr></thead>
         <tbody>
           <tr><th scope="row">Today</th><td class="num">${FmtHours(today.wasted_gpu_hours)}</td><td class="num">${FmtHours(today.wasted_core_hours)}</td><td class="num">${FmtDollars(today.wasted_dollars)}</td></tr>
-          <tr><th scope="row">Last 7 days</th><td class="num">${FmtHours(week.wasted_gpu_hours)}</td><td class="num">${FmtHours(week.wasted_core_hours)}</td><td class="num">${FmtDollars(week.wasted_dollars)}</td></tr>
+          <tr><th scope="row">${Esc(week_label)}</th><td class="num">${FmtHours(week.wasted_gpu_hours)}</td><td class="num">${FmtHours(week.wasted_core_hours)}</td><td class="num">${FmtDollars(week.wasted_dollars)}</td></tr>
         </tbody></table></div>
       <h3>${wasters_title}</h3>
       ${wasters.length === 0 ? '<p class="muted">No waste recorded.</p>' : `<div class="table-wrap"><table data-testid="top-wasters">
@@ -370,7 +377,12 @@
   function JobRow(j) {
     const ended = Known(j.end_time);
     const start = ToUnix(j.start_time);
-    const elapsed = Known(j.elapsed_s) ? j.elapsed_s : (start !== null && !ended ? Date.now() / 1000 - start : null);
+    // Only a job running now (docs/api.md, "Running now") has an elapsed time that grows with
+    // the clock: a job without an end from an old trace or export is not running since 2002.
+    const live = j.running_now === true;
+    const elapsed = Known(j.elapsed_s) ? j.elapsed_s : (start !== null && !ended && live ? Date.now() / 1000 - start : null);
+    const stale = !ended && !live && j.state === 'RUNNING'
+      ? ' <span class="muted" data-testid="not-seen" title="RUNNING in accounting that is not recent, and no agent has seen it lately">not seen lately</span>' : '';
     const has_gpus = Known(j.gpus) && j.gpus > 0;
     const gpu_eff = has_gpus && Known(j.gpu_util_pct) ? j.gpu_util_pct / 100 : null;
     const mem = Known(j.peak_memory_bytes) || Known(j.memory_bytes)
@@ -380,7 +392,7 @@
       <td>${Txt(j.user)}</td>
       <td>${Txt(j.account)}</td>
       <td>${Txt(j.name)}</td>
-      <td>${StateBadge(j.state)}</td>
+      <td>${StateBadge(j.state)}${stale}</td>
       <td class="num">${ended ? FmtTime(j.end_time) : FmtTime(j.start_time)}</td>
       <td class="num">${FmtDuration(elapsed)}</td>
       <td class="num">${FmtNumber(j.cpus, Known(j.cpus) && j.cpus % 1 !== 0 ? 1 : 0)}</td>
@@ -969,7 +981,7 @@
         <label for="report-cluster">Cluster<input id="report-cluster" name="cluster" value="${v('cluster')}" autocomplete="off"></label>
         <label for="report-by">Group by<select id="report-by" name="by">${kGroupings.map((g) => `<option value="${g}"${g === by ? ' selected' : ''}>${g}</option>`).join('')}</select></label>
         <button class="primary" type="submit" id="report-apply">Apply</button>
-        <span class="muted">Without dates: the last 14 days.</span>
+        <span class="muted">Without dates: the last 14 days, or the 14 days up to the last job that ended when none ended in them.</span>
       </form>
       <div id="page-body"><p class="muted" data-testid="loading">Loading…</p></div>`);
     const form = view.querySelector('#report-controls');
@@ -992,7 +1004,9 @@
     ctx.what = 'the report';
     const report = await Api(`/api/v1/report?${q}`, ctx);
     if (!ctx.alive()) return;
-    view.querySelector('#page-body').innerHTML = ReportHtml(report, by);
+    const window_note = (report.window || {}).note;
+    view.querySelector('#page-body').innerHTML = (window_note
+      ? `<p class="notice" data-testid="report-window-note">${Esc(window_note[0].toUpperCase() + window_note.slice(1))}.</p>` : '') + ReportHtml(report, by);
     const all = view.querySelector('#groups-all');
     if (all) {
       all.addEventListener('click', () => {
