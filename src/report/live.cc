@@ -86,6 +86,9 @@ StatusOr<LiveUsage> UsageSoFar(Store& store, const JobRecord& job, int64_t now_s
   // Start times and `now` are whole seconds, so early in a job `now - start` can fall up to two
   // seconds short of the time the samples already cover, and the efficiency so far would then
   // exceed what the job holds. The elapsed time is never shorter than what was sampled.
+  // Without a sample no agent watches the job (an UNKNOWN job of a 2002 trace, a RUNNING row of
+  // an old sacct export): `now - start` would have it running for 8,846 days.
+  if (newest_ms == 0) return live;
   if (job.start_time && now_s > *job.start_time) {
     live.so_far.elapsed_s = std::max(static_cast<double>(now_s - *job.start_time),
                                      static_cast<double>(covered_ms) / 1000);

@@ -20,10 +20,11 @@ struct LiveUsage {
   std::optional<int64_t> memory_bytes_now;  // the newest sample
 };
 
-// Elapsed is now - start; CPU seconds are the cores series integrated over its sampling
-// intervals (a gap longer than kMaxGapS, an agent that was down, counts no CPU rather than a
-// guess); memory is the largest and mean sampled RSS; GPU the mean utilisation and largest
-// memory. Figures with no samples stay unknown.
+// Elapsed is now - start (unknown when the job has no sample at all: no agent watches it); CPU
+// seconds are the cores series integrated over its sampling intervals (a gap longer than
+// kMaxGapS, an agent that was down, counts no CPU rather than a guess); memory is the largest
+// and mean sampled RSS; GPU the mean utilisation and largest memory. Figures with no samples
+// stay unknown.
 StatusOr<LiveUsage> UsageSoFar(Store& store, const JobRecord& job, int64_t now_s);
 inline constexpr int64_t kMaxGapS = 60;
 

@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "core/job.h"
+#include "report/job_card.h"
+#include "report/live.h"
+#include "report/prices.h"
 #include "server/server.h"
 #include "store/store.h"
 
@@ -111,6 +114,24 @@ TEST_F(RecentData, AJobOfAnOldTraceWithoutAnEndHasNoElapsedTimeFromTheClock) {
     }
   }
   EXPECT_EQ(ClusterCard("HPC2N")["running_jobs"], 0);
+}
+
+// `rightsize job` and the job page's efficiency on that job: no "running for 8846-06:02:37" and
+// no time efficiency of 2,653,876 %: no agent ever sampled it, so nothing is known of it so far.
+TEST_F(RecentData, TheJobCardOfAnOldJobWithoutAnEndDoesNotRunForYears) {
+  auto old = Job("HPC2N", "7", "UNKNOWN", 1'030'000'000, std::nullopt);
+  old.request.time_limit_s = 8 * 3600;
+  Put({old});
+  auto view = ViewJob(*store_, "HPC2N", "7", kNow);
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  EXPECT_FALSE(view->job.usage.elapsed_s.has_value()) << *view->job.usage.elapsed_s;
+  auto prices = PricesFor("");
+  ASSERT_TRUE(prices.ok());
+  std::string card = RenderJobCardText(view->job, *prices);
+  EXPECT_EQ(card.find("running for"), std::string::npos) << card;
+  auto page = Get(api_->Job(ops_, "HPC2N", "7"));
+  EXPECT_TRUE(page["efficiency"]["time"].is_null()) << page["efficiency"].dump();
+  EXPECT_TRUE(page["summary"]["elapsed_s"].is_null());
 }
 
 // A sacct export of 2024 lists 3 jobs as RUNNING: in 2026 they are not running now. Jobs an agent
