@@ -88,6 +88,7 @@ if ! start_server "$listen"; then
   start_server 127.0.0.1:0 || { echo "demo: rightsize serve did not start: $(cat "$LOGS/serve.err")" >&2; exit 1; }
 fi
 url="http://127.0.0.1:$port"
+rm -rf build/demo-spool  # batches of an earlier demo's store
 setsid "$RS" agent --server "$url" --cluster demo --interval 1 --ship-interval 2 --stacks \
   --spool build/demo-spool 2>"$LOGS/agent.err" &
 agent=$!
