@@ -556,10 +556,11 @@ double ThreeDigits(double v) {
 
 // "2h 42m", "45m", "3d 4h".
 std::string Hours(double hours) {
+  constexpr int64_t kMinutesPerDay = int64_t{24} * 60;
   auto minutes = static_cast<int64_t>(std::llround(hours * 60));
   if (minutes < 60) return fmt::format("{}m", minutes);
-  if (minutes < 24 * 60) return fmt::format("{}h {:02}m", minutes / 60, minutes % 60);
-  return fmt::format("{}d {}h", minutes / (24 * 60), (minutes / 60) % 24);
+  if (minutes < kMinutesPerDay) return fmt::format("{}h {:02}m", minutes / 60, minutes % 60);
+  return fmt::format("{}d {}h", minutes / kMinutesPerDay, (minutes / 60) % 24);
 }
 
 std::string IdleJobName(const WasteReport& r, const IdleGpuJob& j) {
@@ -753,8 +754,9 @@ std::string HeadlineText(const WasteReport& r) {
 
 std::string HeadlineHtml(const WasteReport& r) {
   std::string out;
-  for (const auto& s : ClusterChoiceSentences(r))
+  for (const auto& s : ClusterChoiceSentences(r)) {
     out += "<p class=\"sub\">" + HtmlEscape(s) + "</p>";
+  }
   if (r.jobs == 0) return out;
   out += "<div class=\"summary\">";
   for (const auto& s : HeadlineSentences(r)) out += "<p>" + HtmlEscape(s) + "</p>";

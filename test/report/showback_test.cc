@@ -62,7 +62,7 @@ std::vector<JobRecord> Departments() {
   for (int i = 0; i < 200; ++i) {
     double cpus = 1 + i % 16;
     JobRecord j = Job(std::to_string(i), "user" + std::to_string(i % 7), cpus, 4 + i % 60,
-                      60 + 97 * i, kT0 + 600 * i);
+                      60 + 97 * i, kT0 + int64_t{600} * i);
     j.request.account = accounts[i % 4];
     if (i % 5 != 0) {
       j.usage.cpu_time_s = cpus * *j.usage.elapsed_s * frac(rng);

@@ -273,7 +273,7 @@ TEST(WasteReportTest, TooFewCoresSlowAJobWithoutKillingIt) {
 TEST(WasteReportTest, RecoverableIsNeverNegativeWhenAShortJobWouldHaveBeenKilled) {
   std::vector<JobRecord> jobs;
   for (int i = 0; i < 3; ++i) {
-    JobRecord j = Job("h" + std::to_string(i), "alice", 1, 10, 3600, kT0 + 100 * (i + 1));
+    JobRecord j = Job("h" + std::to_string(i), "alice", 1, 10, 3600, kT0 + int64_t{100} * (i + 1));
     j.request.job_name = "prep";
     j.submit_time = kT0 - 10000;
     j.usage.cpu_time_s = 3600;
