@@ -179,6 +179,7 @@ check_showback "$WORK/fau.db"
 check_showback "$WORK/fau.db" --all-clusters
 check_showback "$WORK/fau.db" --cluster fritz
 check_showback "$WORK/h.db"
+check_showback "$RIGHTSIZE_DB"  # KTH: no usage recorded, so used and wasted are null
 run_rs --db "$WORK/fau.db" report --showback account
 expect_contains "showback text has a total row" "$OUT" "total"
 
