@@ -104,9 +104,10 @@ trace_name() {
   fi
 }
 
-# The clusters a store holds, one a line (from the report's `clusters` list).
+# The clusters a store holds, one a line (from the report's `clusters` list; --all-clusters,
+# since by default the report covers one).
 store_clusters() {
-  "$RS" --db "$1" report --json |
+  "$RS" --db "$1" report --json --all-clusters |
     python3 -c 'import json, sys; print("\n".join(json.load(sys.stdin)["clusters"]))'
 }
 

@@ -168,11 +168,6 @@ std::vector<std::string> SummarySentences(const WasteReport& r) {
         FormatAmount(std::max(0.0, *r.history_policy.core_hours)),
         FormatAmount(*r.upper_bound.core_hours));
   }
-  double low = std::max(0.0, r.history_policy.dollars), high = r.upper_bound.dollars;
-  if (r.cpu.jobs_with_usage + r.memory.jobs_with_usage + r.gpu.jobs_with_usage > 0) {
-    s += fmt::format(", about {} to {} at list prices (all resources)", FormatDollars(low),
-                     FormatDollars(high));
-  }
   out.push_back(s + ".");
   if (r.memory.efficiency) {
     out.push_back(fmt::format("Memory: jobs used {} of the {} GB-hours they held ({} basis).",
@@ -526,6 +521,264 @@ std::string SafeTerminalText(std::string_view text, size_t max_chars) {
   return out;
 }
 
+// ---- The headline: recoverable per month and year, wasted vs recoverable, idle GPUs,
+// which cluster, and the method in words. Printed first in every format.
+
+const char* const kMethodInWords =
+    "How this is counted: every job that ended in the window is priced at list prices for what "
+    "it held (CPUs, memory, GPUs) over its run time: that is allocated. Used is what it really "
+    "used (CPU time, peak memory, its GPUs times their utilisation); wasted is the difference. "
+    "Recoverable is how much less the same jobs would have cost with right-sized requests: 1.2 "
+    "times each job's peak memory, and its busy cores and busy GPUs times 1.2 rounded up to "
+    "whole units (no GPU for GPUs that sat idle). It is judged with hindsight, so it is an upper "
+    "bound; the history policy further down is what a scheduler could have suggested at "
+    "submission from each user's earlier jobs. The formulas follow below.";
+
+namespace {
+
+constexpr double kDaysPerYear = 365;
+constexpr double kDaysPerMonth = 365.0 / 12;
+constexpr size_t kIdleGpuTextRows = 10;
+
+bool AnyUsage(const WasteReport& r) {
+  return r.cpu.jobs_with_usage + r.memory.jobs_with_usage + r.gpu.jobs_with_usage > 0;
+}
+
+// Scaling a window shorter than a day to a year would multiply noise by hundreds.
+bool Scalable(const WasteReport& r) { return r.window_days >= 1; }
+
+// A figure scaled from a short window to a year is an estimate: three significant digits.
+double ThreeDigits(double v) {
+  if (v == 0) return 0;
+  double scale = std::pow(10, std::floor(std::log10(std::fabs(v))) - 2);
+  return std::round(v / scale) * scale;
+}
+
+// "2h 42m", "45m", "3d 4h".
+std::string Hours(double hours) {
+  constexpr int64_t kMinutesPerDay = int64_t{24} * 60;
+  auto minutes = static_cast<int64_t>(std::llround(hours * 60));
+  if (minutes < 60) return fmt::format("{}m", minutes);
+  if (minutes < kMinutesPerDay) return fmt::format("{}h {:02}m", minutes / 60, minutes % 60);
+  return fmt::format("{}d {}h", minutes / kMinutesPerDay, (minutes / 60) % 24);
+}
+
+std::string IdleJobName(const WasteReport& r, const IdleGpuJob& j) {
+  return r.clusters.size() > 1 ? j.cluster + "/" + j.job_id : j.job_id;
+}
+
+std::vector<std::vector<std::string>> IdleGpuRows(const WasteReport& r, size_t max_rows,
+                                                  bool terminal) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& j : r.idle_gpu.list) {
+    if (rows.size() >= max_rows) break;
+    std::string gpus = std::to_string(j.gpus);
+    if (!j.gpu_type.empty()) gpus += " x " + j.gpu_type;
+    std::string name = IdleJobName(r, j), user = j.user.empty() ? "(unknown)" : j.user;
+    rows.push_back({terminal ? SafeTerminalText(name, 32) : name,
+                    terminal ? SafeTerminalText(user, 24) : user, gpus, Hours(j.hours),
+                    // Cut, not rounded, so 9.97% does not read as 10%.
+                    fmt::format("{:.1f}%", std::floor(j.util_pct * 10) / 10),
+                    FormatDollars(j.gpu_dollars)});
+  }
+  return rows;
+}
+
+const std::vector<std::string> kIdleGpuHeader = {"job",      "user",     "GPUs",
+                                                 "run time", "GPU util", "GPU cost"};
+
+std::string IdleGpuText(const WasteReport& r) {
+  if (r.idle_gpu.list.empty()) return "";
+  std::vector<std::vector<std::string>> rows = {kIdleGpuHeader};
+  for (auto& row : IdleGpuRows(r, kIdleGpuTextRows, true)) rows.push_back(std::move(row));
+  std::string out = RenderTextTable(rows);
+  auto shown = static_cast<int64_t>(rows.size() - 1);
+  if (r.idle_gpu.jobs > shown) {
+    out += fmt::format("  … and {} more (--json lists the {} costliest)\n",
+                       FormatThousands(static_cast<double>(r.idle_gpu.jobs - shown), 0),
+                       std::min<int64_t>(r.idle_gpu.jobs, static_cast<int64_t>(kIdleGpuListMax)));
+  }
+  return out;
+}
+
+std::string IdleGpuHtml(const WasteReport& r) {
+  if (r.idle_gpu.list.empty()) return "";
+  return RenderHtmlTable(kIdleGpuHeader, IdleGpuRows(r, kIdleGpuTextRows, false));
+}
+
+json IdleGpuJson(const WasteReport& r) {
+  json list = json::array();
+  for (const auto& j : r.idle_gpu.list) {
+    list.push_back({{"cluster", j.cluster},
+                    {"job_id", j.job_id},
+                    {"user", j.user},
+                    {"account", j.account},
+                    {"gpus", j.gpus},
+                    {"gpu_type", j.gpu_type},
+                    {"hours", Num(j.hours)},
+                    {"gpu_util_pct", Num(j.util_pct)},
+                    {"gpu_dollars", Num(j.gpu_dollars)},
+                    {"total_dollars", Num(j.total_dollars)}});
+  }
+  return {{"util_below_pct", kIdleGpuUtilPct},
+          {"jobs", r.idle_gpu.jobs},
+          {"gpu_jobs_with_util", r.idle_gpu.jobs_with_util},
+          {"gpu_hours", Num(r.idle_gpu.gpu_hours)},
+          {"gpu_dollars", Num(r.idle_gpu.gpu_dollars)},
+          {"list", list}};
+}
+
+std::string RecoverableSentence(const WasteReport& r) {
+  const double rec = r.upper_bound.dollars;
+  if (!AnyUsage(r)) {
+    return "Recoverable: unknown, since no job recorded what it used (CPU time, memory or GPU "
+           "utilisation).";
+  }
+  if (!Scalable(r)) {
+    return fmt::format(
+        "Recoverable at list prices: {} in this window with right-sized requests (the window "
+        "is under a day, too short to scale to a month or a year).",
+        FormatDollars(rec));
+  }
+  return fmt::format(
+      "Recoverable at list prices: about {} a month, {} a year, with right-sized requests: the "
+      "{:.1f}-day window's {} scaled to a year (x 365 / {:.1f}) and to a month (x 365 / 12 / "
+      "{:.1f}).",
+      FormatDollars(ThreeDigits(rec * kDaysPerMonth / r.window_days)),
+      FormatDollars(ThreeDigits(rec * kDaysPerYear / r.window_days)), r.window_days,
+      FormatDollars(rec), r.window_days, r.window_days);
+}
+
+std::string WastedVsRecoverableSentence(const WasteReport& r) {
+  if (!r.cost.wasted_dollars) return "";
+  std::string s = fmt::format(
+      "Of {} allocated, {} was held but not used, and right-sizing recovers {} of it: a request "
+      "can only be cut to what the job's peak needs (plus 20% headroom), not to its average use",
+      FormatDollars(r.cost.allocated_dollars), FormatDollars(*r.cost.wasted_dollars),
+      FormatDollars(r.upper_bound.dollars));
+  if (r.gpu.gpu_jobs > 0) {
+    s += ", and GPUs come in whole units: a job that keeps one GPU 30% busy still needs that GPU";
+  }
+  return s + ".";
+}
+
+std::string IdleGpuSentence(const WasteReport& r) {
+  const IdleGpuSummary& idle = r.idle_gpu;
+  if (idle.jobs_with_util == 0) return "";
+  std::string of = idle.jobs_with_util == r.gpu.gpu_jobs
+                       ? fmt::format("{} GPU jobs", FormatThousands(double(r.gpu.gpu_jobs), 0))
+                       : fmt::format("the {} GPU jobs whose utilisation is known",
+                                     FormatThousands(double(idle.jobs_with_util), 0));
+  if (idle.jobs == 0) return fmt::format("No GPU job sat under 10% GPU utilisation ({}).", of);
+  return fmt::format(
+      "Idle GPUs: {} of {} sat at 0-10% GPU utilisation, holding {} GPU-hours, {} at list "
+      "prices{}",
+      FormatThousands(double(idle.jobs), 0), of, FormatAmount(idle.gpu_hours),
+      FormatDollars(idle.gpu_dollars),
+      idle.list.size() > 1 ? "; the costliest:" : (idle.list.size() == 1 ? ":" : "."));
+}
+
+}  // namespace
+
+std::vector<std::string> HeadlineSentences(const WasteReport& r) {
+  std::vector<std::string> out;
+  if (r.jobs == 0) return out;
+  out.push_back(RecoverableSentence(r));
+  for (std::string s : {WastedVsRecoverableSentence(r), IdleGpuSentence(r)}) {
+    if (!s.empty()) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<std::string> ClusterChoiceSentences(const WasteReport& r) {
+  const ClusterChoice& c = r.cluster_choice;
+  if (c.chosen.empty()) return {};
+  std::string others;
+  for (const auto& o : c.others) {
+    if (!others.empty()) others += ", ";
+    others += fmt::format("{} ({}{})", SafeTerminalText(o.cluster, 40), Jobs(o.jobs),
+                          o.last_end ? ", last ended " + Date(*o.last_end) : "");
+  }
+  return {fmt::format(
+      "The store holds {} clusters with jobs in this window; this report covers {} ({}): of "
+      "the clusters with current data (their last job ended within 7 days of the newest), the "
+      "one with the most jobs. Not included: {}. Pick one with --cluster NAME, or mix them with "
+      "--all-clusters.",
+      c.others.size() + 1, SafeTerminalText(c.chosen, 40), Jobs(c.chosen_jobs), others)};
+}
+
+json ClusterChoiceJson(const WasteReport& r) {
+  const ClusterChoice& c = r.cluster_choice;
+  if (c.chosen.empty()) return nullptr;
+  json others = json::array();
+  for (const auto& o : c.others) {
+    others.push_back({{"cluster", o.cluster}, {"jobs", o.jobs}, {"last_end", Time(o.last_end)}});
+  }
+  return {{"chosen", c.chosen},
+          {"jobs", c.chosen_jobs},
+          {"rule", "the most jobs among the clusters with a job ended within 7 days of the newest"},
+          {"others", others}};
+}
+
+std::string ReportScopeText(const WasteReport& r) { return ClusterText(r) + ", " + WindowText(r); }
+
+std::string RenderTextTable(const std::vector<std::vector<std::string>>& rows) {
+  if (rows.empty()) return "";
+  TextTable t(rows.front());
+  for (size_t i = 1; i < rows.size(); ++i) t.Add(rows[i]);
+  return t.Render();
+}
+
+std::string RenderHtmlTable(const std::vector<std::string>& header,
+                            const std::vector<std::vector<std::string>>& rows) {
+  return HtmlTable(header, rows);
+}
+
+std::string WrapText(std::string_view text, size_t width, const std::string& indent) {
+  return Wrap(text, width, indent);
+}
+
+namespace {
+
+// The headline section of each format.
+std::string HeadlineText(const WasteReport& r) {
+  std::string out;
+  for (const auto& s : ClusterChoiceSentences(r)) out += Wrap(s, 96, "  ");
+  if (r.jobs == 0) return out;
+  if (!out.empty()) out += "\n";
+  for (const auto& s : HeadlineSentences(r)) out += Wrap(s, 96, "  ");
+  out += IdleGpuText(r);
+  out += "\n" + Wrap(kMethodInWords, 96, "  ");
+  return out;
+}
+
+std::string HeadlineHtml(const WasteReport& r) {
+  std::string out;
+  for (const auto& s : ClusterChoiceSentences(r)) {
+    out += "<p class=\"sub\">" + HtmlEscape(s) + "</p>";
+  }
+  if (r.jobs == 0) return out;
+  out += "<div class=\"summary\">";
+  for (const auto& s : HeadlineSentences(r)) out += "<p>" + HtmlEscape(s) + "</p>";
+  out += IdleGpuHtml(r);
+  out += "</div>\n<p class=\"rule\">" + HtmlEscape(kMethodInWords) + "</p>\n";
+  return out;
+}
+
+json HeadlineJson(const WasteReport& r) {
+  bool scaled = AnyUsage(r) && Scalable(r);
+  double rec = r.upper_bound.dollars;
+  return {{"basis", "upper_bound"},
+          {"recoverable_dollars", AnyUsage(r) ? Num(rec) : json(nullptr)},
+          {"window_days", Num(r.window_days)},
+          {"per_month_dollars", scaled ? Num(rec * kDaysPerMonth / r.window_days) : json(nullptr)},
+          {"per_year_dollars", scaled ? Num(rec * kDaysPerYear / r.window_days) : json(nullptr)},
+          {"sentences", HeadlineSentences(r)},
+          {"method", kMethodInWords}};
+}
+
+}  // namespace
+
 json RenderJson(const WasteReport& r) {
   json j;
   j["schema"] = "rightsize.report/v1";
@@ -541,6 +794,9 @@ json RenderJson(const WasteReport& r) {
   j["first_implausible"] = r.jobs_implausible > 0 ? json(r.first_implausible) : json(nullptr);
   j["daily_sparse"] = r.daily_sparse;
   j["summary"] = SummarySentences(r);
+  j["headline"] = HeadlineJson(r);
+  j["idle_gpu"] = IdleGpuJson(r);
+  j["cluster_choice"] = ClusterChoiceJson(r);
 
   j["cpu"] = ResourceJson(r.cpu, "core_hours", true);
   j["cpu"]["requested_cores_total"] = Num(r.cpu.requested_cores_total);
@@ -566,6 +822,10 @@ json RenderJson(const WasteReport& r) {
                                               {"memory", r.history_policy.memory_under_provisioned},
                                               {"gpu", r.history_policy.gpu_under_provisioned}};
   history["lost_dollars"] = Num(r.history_policy.lost_dollars);
+  history["lost_core_hours"] = Num(r.history_policy.lost_core_hours);
+  history["lost_gb_hours"] = Num(r.history_policy.lost_gb_hours);
+  history["lost_gpu_hours"] = Num(r.history_policy.lost_gpu_hours);
+  history["net_dollars"] = Num(r.history_policy.net_dollars);
   j["recoverable"] = {{"upper_bound", AmountsJson(r.upper_bound, kUpperBoundRule)},
                       {"history_policy", history}};
 
@@ -622,7 +882,8 @@ json RenderJson(const WasteReport& r) {
 }
 
 std::string RenderText(const WasteReport& r) {
-  std::string out = fmt::format("rightsize report: {}, {}\n\n", ClusterText(r), WindowText(r));
+  std::string out = fmt::format("rightsize report: {}, {}\n", ClusterText(r), WindowText(r));
+  out += HeadlineText(r) + "\n";
   for (const auto& s : SummarySentences(r)) out += Wrap(s, 96, "  ");
   if (r.jobs == 0) return out;
 
@@ -652,7 +913,7 @@ std::string RenderText(const WasteReport& r) {
   out += Wrap(
       fmt::format("{} had enough history for a suggestion; {} of them would have "
                   "been under-provisioned (memory {}, CPU {}, GPU {}); the runs killed for "
-                  "lack of memory ({}) are already subtracted.",
+                  "lack of memory ({}) are already subtracted (no figure goes below 0).",
                   Jobs(r.history_policy.jobs_with_history),
                   FormatThousands(double(r.history_policy.jobs_under_provisioned), 0),
                   r.history_policy.memory_under_provisioned, r.history_policy.cpu_under_provisioned,
@@ -726,6 +987,7 @@ svg .grid{stroke:#e4e7ee;stroke-width:1}
 )";
   out += "<h1>rightsize report</h1>\n";
   out += "<p class=\"sub\">" + HtmlEscape(ClusterText(r) + ", " + WindowText(r)) + "</p>\n";
+  out += HeadlineHtml(r);
   out += "<div class=\"summary\">";
   for (const auto& s : SummarySentences(r)) out += "<p>" + HtmlEscape(s) + "</p>";
   out += "</div>\n";

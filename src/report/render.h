@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/units.h"
 #include "report/waste.h"
@@ -32,6 +33,28 @@ std::string FormatPercent(double ratio);
 std::string HtmlEscape(std::string_view text);
 // Replaces control characters (terminal escapes) with '?' and cuts to `max_chars` code points.
 std::string SafeTerminalText(std::string_view text, size_t max_chars);
+
+// The report's headline, printed first in every format (JSON: "headline", "idle_gpu",
+// "cluster_choice"): the recoverable dollars (upper bound) per month and per year, why wasted
+// exceeds recoverable, the idle-GPU jobs, and the method in words. See waste.h for the rules.
+std::vector<std::string> HeadlineSentences(const WasteReport& report);
+// The sentences saying which cluster the report covers and how to pick another; none when no
+// cluster was chosen for the reader.
+std::vector<std::string> ClusterChoiceSentences(const WasteReport& report);
+nlohmann::json ClusterChoiceJson(const WasteReport& report);  // null when none was chosen
+// How the figures are counted, in words (the formulas follow in the report).
+extern const char* const kMethodInWords;
+
+// Building blocks shared with showback.h.
+// "cluster alex, jobs ending 2023-02-07T13:40:50 to 2023-02-10T10:59:45 (2.9 days)".
+std::string ReportScopeText(const WasteReport& report);
+// Aligned text table: the first row is the header; the first column left-aligned, the rest
+// right-aligned.
+std::string RenderTextTable(const std::vector<std::vector<std::string>>& rows);
+std::string RenderHtmlTable(const std::vector<std::string>& header,
+                            const std::vector<std::vector<std::string>>& rows);
+// Wraps `text` at `width` columns with `indent` before every line.
+std::string WrapText(std::string_view text, size_t width, const std::string& indent);
 
 // Writes a rendered report to `path`, or to standard output when it is "" or "-". IoError when
 // the file cannot be written.

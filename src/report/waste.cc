@@ -168,6 +168,8 @@ struct JobAdd {
   DailyRow* day;
   double elapsed_s, eh;  // run time, in seconds and hours
   double alloc_usd = 0, wasted_usd = 0;
+  double used_usd = 0, upper_bound_usd = 0;  // for showback
+  std::optional<IdleGpuJob> idle;            // set when its GPUs sat idle
 };
 
 class WasteAggregator {
@@ -177,9 +179,11 @@ class WasteAggregator {
 
   void Add(const JobRecord& job);
   WasteReport Finish();
+  void FinishIdleAndShowback(WasteReport& r);
 
  private:
   GroupAcc& Group(const JobRecord& job);
+  void AddShowback(const JobRecord& job, const JobAdd* a);
   void AddCpu(const JobRecord& job, JobAdd& a);
   void AddMemory(const JobRecord& job, JobAdd& a);
   void AddGpus(const JobRecord& job, JobAdd& a);
@@ -209,7 +213,29 @@ class WasteAggregator {
   std::unordered_map<std::string, int32_t> history_keys_;
   std::vector<JobFacts> facts_;
   std::map<int64_t, DailyRow> daily_;
+  IdleGpuSummary idle_;
+  std::vector<IdleGpuJob> idle_jobs_;
+  std::unordered_map<std::string, int32_t> showback_ids_;
+  std::vector<ShowbackAcc> showback_;
 };
+
+// Showback rows sum per job exactly what the totals sum, so that they add up to them.
+void WasteAggregator::AddShowback(const JobRecord& job, const JobAdd* a) {
+  if (opts_.showback.empty()) return;
+  std::string key = opts_.showback == "account" ? job.request.account : job.request.user;
+  if (key.empty()) key = "(unknown)";
+  auto [it, inserted] = showback_ids_.try_emplace(key, static_cast<int32_t>(showback_.size()));
+  if (inserted) showback_.push_back(ShowbackAcc{.key = key});
+  ShowbackAcc& row = showback_[static_cast<size_t>(it->second)];
+  ++row.jobs;
+  if (a == nullptr) return;  // no run time: counted, adds no hours
+  row.allocated_dollars += a->alloc_usd;
+  row.used_dollars += a->used_usd;
+  row.wasted_dollars += a->wasted_usd;
+  row.recoverable_dollars += a->upper_bound_usd;
+  if (Known(a->f.alloc_cpus)) row.core_hours += a->f.alloc_cpus * a->eh;
+  if (Known(a->f.alloc_gpus)) row.gpu_hours += a->f.alloc_gpus * a->eh;
+}
 
 GroupAcc& WasteAggregator::Group(const JobRecord& job) {
   std::string key;
@@ -258,7 +284,10 @@ void WasteAggregator::Add(const JobRecord& job) {
   }
   GroupAcc& group = Group(job);
   ++group.jobs;
-  if (!job.usage.elapsed_s || *job.usage.elapsed_s <= 0) return;
+  if (!job.usage.elapsed_s || *job.usage.elapsed_s <= 0) {
+    AddShowback(job, nullptr);
+    return;
+  }
   ++jobs_with_elapsed_;
 
   const double elapsed_s = *job.usage.elapsed_s;
@@ -289,6 +318,14 @@ void WasteAggregator::Add(const JobRecord& job) {
   group.alloc_usd += a.alloc_usd;
   group.wasted_usd += a.wasted_usd;
   if (day) day->wasted_dollars += a.wasted_usd;
+  AddShowback(job, &a);
+  if (a.idle) {
+    a.idle->total_dollars = a.alloc_usd;
+    ++idle_.jobs;
+    idle_.gpu_hours += a.idle->gpus * a.idle->hours;
+    idle_.gpu_dollars += a.idle->gpu_dollars;
+    idle_jobs_.push_back(std::move(*a.idle));
+  }
   AddHistoryFacts(job, a.f);
 }
 
@@ -302,6 +339,8 @@ void WasteAggregator::AddCpu(const JobRecord& job, JobAdd& a) {
       a.f.need_cpus = *job.usage.cpu_time_s / a.elapsed_s;
       double right = std::max(1.0, CeilUnits(kHeadroom * a.f.need_cpus));
       cpu_.upper_bound += std::max(0.0, *cpus - right) * a.eh;
+      a.upper_bound_usd += std::max(0.0, *cpus - right) * a.eh * prices_.cpu_core_hour;
+      a.used_usd += used_h * prices_.cpu_core_hour;
       cpu_.request_per_job.push_back(*cpus);
       cpu_.used_per_job.push_back(a.f.need_cpus);
       a.group.cpu_known = true;
@@ -335,6 +374,9 @@ void WasteAggregator::AddMemory(const JobRecord& job, JobAdd& a) {
       a.f.need_mem_gb = static_cast<double>(*used_bytes) / static_cast<double>(kGiB);
       used_h = a.f.need_mem_gb * a.eh;
       mem_.upper_bound += std::max(0.0, alloc_gb - kHeadroom * a.f.need_mem_gb) * a.eh;
+      a.upper_bound_usd +=
+          std::max(0.0, alloc_gb - kHeadroom * a.f.need_mem_gb) * a.eh * prices_.memory_gb_hour;
+      a.used_usd += used_h * prices_.memory_gb_hour;
       mem_.request_per_job.push_back(alloc_gb);
       mem_.used_per_job.push_back(a.f.need_mem_gb);
       a.group.mem_known = true;
@@ -370,6 +412,20 @@ void WasteAggregator::AddGpus(const JobRecord& job, JobAdd& a) {
         double right = util > 0 ? std::max(1.0, CeilUnits(kHeadroom * a.f.need_gpus)) : 0.0;
         gpu_.upper_bound += std::max(0.0, g - right) * a.eh;
         gpu_upper_bound_usd_ += std::max(0.0, g - right) * a.eh * price;
+        a.upper_bound_usd += std::max(0.0, g - right) * a.eh * price;
+        a.used_usd += used_h * price;
+        ++idle_.jobs_with_util;
+        if (HistogramBucket(util) == 0) {  // the 0-10% bucket, so the two counts agree
+          a.idle = IdleGpuJob{.cluster = job.cluster,
+                              .job_id = job.job_id,
+                              .user = job.request.user,
+                              .account = job.request.account,
+                              .gpu_type = type,
+                              .gpus = *gpus,
+                              .hours = a.eh,
+                              .util_pct = util * 100,
+                              .gpu_dollars = alloc_h * price};
+        }
         gpu_.request_per_job.push_back(g);
         gpu_.used_per_job.push_back(a.f.need_gpus);
         a.group.gpu_known = true;
@@ -495,12 +551,15 @@ void WasteAggregator::RunHistoryPolicy(HistoryPolicyResult& out) {
       double lost_usd = 0;
       if (Known(s_cpu)) {
         core_h -= s_cpu * eh;
+        out.lost_core_hours += s_cpu * eh;
         lost_usd += s_cpu * eh * prices_.cpu_core_hour;
       }
       gb_h -= s_mem * eh;
+      out.lost_gb_hours += s_mem * eh;
       lost_usd += s_mem * eh * prices_.memory_gb_hour;
       if (Known(s_gpu)) {
         gpu_h -= s_gpu * eh;
+        out.lost_gpu_hours += s_gpu * eh;
         lost_usd += s_gpu * eh * f.gpu_price;
       }
       out.lost_dollars += lost_usd;
@@ -525,9 +584,13 @@ void WasteAggregator::RunHistoryPolicy(HistoryPolicyResult& out) {
       out.dollars += saved * f.gpu_price;
     }
   }
-  out.core_hours = If(cpu_.jobs_usage > 0, core_h);
-  out.gb_hours = If(mem_.jobs_usage > 0, gb_h);
-  out.gpu_hours = If(gpu_.jobs_usage > 0, gpu_h);
+  // A resource (or a policy) whose lost runs outweigh its savings recovers nothing: the
+  // figures stop at 0 and the losses are reported beside them.
+  out.net_dollars = out.dollars;
+  out.dollars = std::max(0.0, out.dollars);
+  out.core_hours = If(cpu_.jobs_usage > 0, std::max(0.0, core_h));
+  out.gb_hours = If(mem_.jobs_usage > 0, std::max(0.0, gb_h));
+  out.gpu_hours = If(gpu_.jobs_usage > 0, std::max(0.0, gpu_h));
 }
 
 WasteReport WasteAggregator::Finish() {
@@ -633,6 +696,8 @@ WasteReport WasteAggregator::Finish() {
   r.top_wasters.assign(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(top));
   if (r.by_given) r.groups = std::move(rows);
 
+  FinishIdleAndShowback(r);
+
   r.efficiency_histogram = {
       {"cpu", cpu_.histogram}, {"memory", mem_.histogram}, {"gpu", gpu_.histogram}};
 
@@ -657,12 +722,35 @@ WasteReport WasteAggregator::Finish() {
   return r;
 }
 
+void WasteAggregator::FinishIdleAndShowback(WasteReport& r) {
+  auto costlier = [](const IdleGpuJob& a, const IdleGpuJob& b) {
+    if (a.gpu_dollars != b.gpu_dollars) return a.gpu_dollars > b.gpu_dollars;
+    if (a.cluster != b.cluster) return a.cluster < b.cluster;
+    return a.job_id < b.job_id;
+  };
+  size_t keep = std::min(idle_jobs_.size(), kIdleGpuListMax);
+  std::partial_sort(idle_jobs_.begin(), idle_jobs_.begin() + static_cast<std::ptrdiff_t>(keep),
+                    idle_jobs_.end(), costlier);
+  idle_jobs_.resize(keep);
+  r.idle_gpu = std::move(idle_);
+  r.idle_gpu.list = std::move(idle_jobs_);
+
+  r.showback_by = opts_.showback;
+  r.showback = std::move(showback_);
+  std::sort(r.showback.begin(), r.showback.end(),
+            [](const ShowbackAcc& a, const ShowbackAcc& b) { return a.key < b.key; });
+}
+
 Status ValidateOptions(const ReportOptions& opts) {
   if (!opts.by.empty() &&
       std::find_if(kReportGroupKeys.begin(), kReportGroupKeys.end(),
                    [&](const char* k) { return opts.by == k; }) == kReportGroupKeys.end()) {
     return Status::InvalidArgument(fmt::format(
         "--by {}: expected one of user, account, partition, gpu-type, job-name", Quote(opts.by)));
+  }
+  if (!opts.showback.empty() && opts.showback != "account" && opts.showback != "user") {
+    return Status::InvalidArgument(
+        fmt::format("--showback {}: expected account or user", Quote(opts.showback)));
   }
   if (opts.top_n < 0) return Status::InvalidArgument("the number of top wasters must be >= 0");
   if (opts.since && opts.until && *opts.since >= *opts.until) {
@@ -680,9 +768,80 @@ std::string HistogramBucketLabel(int bucket) {
   return fmt::format("{}-{}%", bucket * 10, bucket * 10 + 10);
 }
 
-StatusOr<WasteReport> BuildWasteReport(Store& store, const ReportOptions& opts,
+ClusterChoice ChooseCluster(std::vector<ClusterCount> counts) {
+  ClusterChoice choice;
+  std::erase_if(counts, [](const ClusterCount& c) { return c.jobs == 0; });
+  if (counts.size() < 2) return choice;
+  std::optional<int64_t> newest;
+  for (const auto& c : counts) {
+    if (c.last_end && (!newest || *c.last_end > *newest)) newest = c.last_end;
+  }
+  auto current = [&](const ClusterCount& c) {
+    if (!newest) return true;  // no end times at all: every cluster is as current
+    return c.last_end && *newest - *c.last_end <= kCurrentClusterSpanS;
+  };
+  // Current clusters first, then the most jobs, then by name.
+  std::sort(counts.begin(), counts.end(), [&](const ClusterCount& a, const ClusterCount& b) {
+    if (current(a) != current(b)) return current(a);
+    if (a.jobs != b.jobs) return a.jobs > b.jobs;
+    return a.cluster < b.cluster;
+  });
+  choice.chosen = counts.front().cluster;
+  choice.chosen_jobs = counts.front().jobs;
+  choice.others.assign(counts.begin() + 1, counts.end());
+  std::sort(choice.others.begin(), choice.others.end(),
+            [](const ClusterCount& a, const ClusterCount& b) {
+              if (a.jobs != b.jobs) return a.jobs > b.jobs;
+              return a.cluster < b.cluster;
+            });
+  return choice;
+}
+
+namespace {
+
+bool InWindow(const JobRecord& job, const ReportOptions& opts) {
+  if (!opts.cluster.empty() && job.cluster != opts.cluster) return false;
+  if (opts.since && (!job.end_time || *job.end_time < *opts.since)) return false;
+  if (opts.until && (!job.end_time || *job.end_time >= *opts.until)) return false;
+  return true;
+}
+
+// The per-cluster counts of the window, from the store: one count and one newest-job lookup
+// per cluster, so choosing costs little next to the report's scan.
+StatusOr<std::vector<ClusterCount>> CountClusters(Store& store, const ReportOptions& opts) {
+  RS_ASSIGN_OR_RETURN(std::vector<std::string> clusters, store.Clusters());
+  std::vector<ClusterCount> counts;
+  if (clusters.size() < 2) return counts;
+  for (const auto& name : clusters) {
+    JobFilter filter;
+    filter.lean = true;
+    filter.cluster = name;
+    filter.ended_since = opts.since;
+    filter.ended_until = opts.until;
+    ClusterCount c{.cluster = name};
+    RS_ASSIGN_OR_RETURN(c.jobs, store.CountJobs(filter));
+    filter.newest = 1;
+    RS_RETURN_IF_ERROR(store.ScanJobs(filter, [&](const JobRecord& job) {
+      c.last_end = job.end_time;
+      return true;
+    }));
+    counts.push_back(std::move(c));
+  }
+  return counts;
+}
+
+}  // namespace
+
+StatusOr<WasteReport> BuildWasteReport(Store& store, const ReportOptions& asked,
                                        const PriceTable& prices) {
-  RS_RETURN_IF_ERROR(ValidateOptions(opts));
+  RS_RETURN_IF_ERROR(ValidateOptions(asked));
+  ReportOptions opts = asked;
+  ClusterChoice choice;
+  if (opts.choose_cluster && opts.cluster.empty()) {
+    RS_ASSIGN_OR_RETURN(std::vector<ClusterCount> counts, CountClusters(store, opts));
+    choice = ChooseCluster(std::move(counts));
+    opts.cluster = choice.chosen;
+  }
   JobFilter filter;
   filter.lean = true;  // the report needs no node lists, I/O or exit codes
   filter.cluster = opts.cluster;
@@ -693,20 +852,37 @@ StatusOr<WasteReport> BuildWasteReport(Store& store, const ReportOptions& opts,
     agg.Add(job);
     return true;
   }));
-  return agg.Finish();
+  WasteReport r = agg.Finish();
+  r.cluster_choice = std::move(choice);
+  return r;
 }
 
-StatusOr<WasteReport> BuildWasteReport(std::span<const JobRecord> jobs, const ReportOptions& opts,
+StatusOr<WasteReport> BuildWasteReport(std::span<const JobRecord> jobs, const ReportOptions& asked,
                                        const PriceTable& prices) {
-  RS_RETURN_IF_ERROR(ValidateOptions(opts));
+  RS_RETURN_IF_ERROR(ValidateOptions(asked));
+  ReportOptions opts = asked;
+  ClusterChoice choice;
+  if (opts.choose_cluster && opts.cluster.empty()) {
+    std::map<std::string, ClusterCount> by_cluster;
+    for (const JobRecord& job : jobs) {
+      if (!InWindow(job, opts)) continue;
+      ClusterCount& c = by_cluster[job.cluster];
+      c.cluster = job.cluster;
+      ++c.jobs;
+      if (job.end_time && (!c.last_end || *job.end_time > *c.last_end)) c.last_end = job.end_time;
+    }
+    std::vector<ClusterCount> counts;
+    for (auto& [name, c] : by_cluster) counts.push_back(std::move(c));
+    choice = ChooseCluster(std::move(counts));
+    opts.cluster = choice.chosen;
+  }
   WasteAggregator agg(opts, prices);
   for (const JobRecord& job : jobs) {
-    if (!opts.cluster.empty() && job.cluster != opts.cluster) continue;
-    if (opts.since && (!job.end_time || *job.end_time < *opts.since)) continue;
-    if (opts.until && (!job.end_time || *job.end_time >= *opts.until)) continue;
-    agg.Add(job);
+    if (InWindow(job, opts)) agg.Add(job);
   }
-  return agg.Finish();
+  WasteReport r = agg.Finish();
+  r.cluster_choice = std::move(choice);
+  return r;
 }
 
 }  // namespace rightsize

@@ -57,6 +57,26 @@
 //     this job while the others still do. A job whose own need is unknown saves nothing for
 //     that resource (its suggestion cannot be checked). The window's first jobs have no
 //     history, so this figure is conservative.
+//     Neither figure is ever negative: a resource whose lost runs outweigh its savings
+//     recovers 0, and the lost runs are reported beside it (lost_core_hours, lost_gb_hours,
+//     lost_gpu_hours, lost_dollars); net_dollars = savings - lost runs keeps the sign.
+//
+// The headline (render.h prints it first): the upper bound in dollars, scaled from the window
+// to a month (x 365 / 12 / window_days) and a year (x 365 / window_days) when the window is at
+// least a day long; the idle-GPU jobs (a GPU job whose utilisation is known and under 10%,
+// the histogram's 0-10% bucket), their count, GPU-hours and GPU dollars, the costliest
+// kIdleGpuListMax of them listed by GPU dollars (ties by cluster and job id).
+//
+// One cluster per report (ReportOptions::choose_cluster, the CLI's default): when no cluster
+// is named and the window holds jobs of several, the report covers one and says which and why
+// (`cluster_choice`): among the clusters whose newest job in the window ended within 7 days of
+// the newest job of any cluster (those with current data), the one with the most jobs in the
+// window (ties by name). The others are listed with their job counts.
+//
+// Showback (ReportOptions::showback = "account" or "user"): per account or user, the jobs,
+// allocated, used and wasted dollars and the upper bound's recoverable dollars, summed per
+// job exactly as the totals are, so the rows add up to the report's figures (showback.h
+// rounds them to cents so that they still do).
 //
 // Cost: allocated, used, wasted and recoverable dollars = core-hours x cpu_core_hour +
 // GB-hours x memory_gb_hour + GPU-hours x the GPU type's price (default_gpu_hour when the
@@ -106,7 +126,19 @@ struct ReportOptions {
   std::string cluster;           // "" = all clusters
   std::string by;                // "", "user", "account", "partition", "gpu-type", "job-name"
   int top_n = 10;
+  // When `cluster` is "" and the jobs span several clusters, report only the one chosen as
+  // described above (the CLI sets it unless --all-clusters).
+  bool choose_cluster = false;
+  std::string showback;  // "", "account" or "user": fill WasteReport::showback
 };
+
+// The accepted values of ReportOptions::showback.
+inline constexpr std::array<const char*, 2> kShowbackKeys = {"account", "user"};
+// GPU utilisation under this counts a GPU job as idle; the idle list keeps this many jobs.
+inline constexpr double kIdleGpuUtilPct = 10;
+inline constexpr size_t kIdleGpuListMax = 100;
+// Clusters whose newest job ended within this long of the newest of all have current data.
+inline constexpr int64_t kCurrentClusterSpanS = 7 * 86400;
 
 // The accepted values of ReportOptions::by, for the CLI's help and validation.
 inline constexpr std::array<const char*, 5> kReportGroupKeys = {"user", "account", "partition",
@@ -171,6 +203,9 @@ struct HistoryPolicyResult : RecoverableAmounts {
   int64_t memory_under_provisioned = 0;
   int64_t gpu_under_provisioned = 0;
   double lost_dollars = 0;  // runs killed for lack of memory, already subtracted from `dollars`
+  // The lost runs' resource-hours, already subtracted from the figures above (never below 0).
+  double lost_core_hours = 0, lost_gb_hours = 0, lost_gpu_hours = 0;
+  double net_dollars = 0;  // savings - lost runs; negative when the kills cost more
 };
 
 struct CostSummary {
@@ -224,6 +259,44 @@ struct DailyRow {
   double wasted_dollars = 0;
 };
 
+// A GPU job whose GPUs sat under kIdleGpuUtilPct.
+struct IdleGpuJob {
+  std::string cluster, job_id, user, account, gpu_type;
+  int gpus = 0;
+  double hours = 0;          // elapsed
+  double util_pct = 0;       // mean GPU utilisation
+  double gpu_dollars = 0;    // GPUs x hours x the type's price
+  double total_dollars = 0;  // every resource the job held, at list prices
+};
+
+struct IdleGpuSummary {
+  int64_t jobs = 0;            // all idle GPU jobs (the list may hold fewer)
+  int64_t jobs_with_util = 0;  // GPU jobs whose utilisation is known
+  double gpu_hours = 0, gpu_dollars = 0;
+  std::vector<IdleGpuJob> list;  // the costliest kIdleGpuListMax, by gpu_dollars
+};
+
+// How the report picked its cluster (see "One cluster per report").
+struct ClusterCount {
+  std::string cluster;
+  int64_t jobs = 0;
+  std::optional<int64_t> last_end;
+};
+struct ClusterChoice {
+  std::string chosen;                // "" when no choice was made (one cluster, or asked)
+  std::vector<ClusterCount> others;  // the clusters left out, most jobs first
+  int64_t chosen_jobs = 0;
+};
+
+// One showback row, exact dollars (showback.h rounds them).
+struct ShowbackAcc {
+  std::string key;  // "(unknown)" when empty
+  int64_t jobs = 0;
+  double core_hours = 0, gpu_hours = 0;  // allocated
+  double allocated_dollars = 0, used_dollars = 0, wasted_dollars = 0;
+  double recoverable_dollars = 0;  // upper bound: allocated - right-sized
+};
+
 struct WasteReport {
   std::optional<int64_t> since, until;         // as asked
   std::optional<int64_t> first_end, last_end;  // of the jobs found
@@ -249,7 +322,15 @@ struct WasteReport {
   std::vector<EfficiencyHistogram> efficiency_histogram;  // cpu, memory, gpu
   std::vector<DailyRow> daily;
   bool daily_sparse = false;  // only the days with jobs (the span is over ten years)
+  IdleGpuSummary idle_gpu;
+  ClusterChoice cluster_choice;
+  std::string showback_by;            // "" unless asked
+  std::vector<ShowbackAcc> showback;  // sorted by key
 };
+
+// Picks the cluster to report from per-cluster counts (see "One cluster per report"); "" when
+// there are fewer than two.
+ClusterChoice ChooseCluster(std::vector<ClusterCount> counts);
 
 // Scans the store and builds the report. InvalidArgument for a bad `by` or top_n < 0 or
 // since >= until; the store's status when the scan fails.

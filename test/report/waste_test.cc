@@ -228,10 +228,13 @@ TEST(WasteReportTest, UnderProvisionedJobsAreCountedAndTheirLostRunSubtracted) {
   EXPECT_EQ(r->history_policy.jobs_under_provisioned, 1);
   EXPECT_EQ(r->history_policy.memory_under_provisioned, 1);
   EXPECT_EQ(r->history_policy.cpu_under_provisioned, 0);
-  // The lost run held 2.4 GiB for 2 h.
-  EXPECT_NEAR(*r->history_policy.gb_hours, -4.8, 1e-9);
+  // The lost run held 2.4 GiB for 2 h: reported as lost, and the memory the policy recovers
+  // stops at 0 rather than going negative; the net keeps the sign.
+  EXPECT_NEAR(*r->history_policy.gb_hours, 0, 1e-9);
+  EXPECT_NEAR(r->history_policy.lost_gb_hours, 4.8, 1e-9);
   EXPECT_NEAR(r->history_policy.lost_dollars, 4.8 * 0.01, 1e-9);
-  EXPECT_NEAR(r->history_policy.dollars, -4.8 * 0.01, 1e-9);
+  EXPECT_NEAR(r->history_policy.dollars, 0, 1e-9);
+  EXPECT_NEAR(r->history_policy.net_dollars, -4.8 * 0.01, 1e-9);
   // The upper bound, with hindsight, still frees 10 - 4.8 GiB for 2 h.
   EXPECT_NEAR(*r->upper_bound.gb_hours, 10.4 + 3 * 7.6, 1e-9);
 }
@@ -263,6 +266,141 @@ TEST(WasteReportTest, TooFewCoresSlowAJobWithoutKillingIt) {
   EXPECT_DOUBLE_EQ(r->history_policy.lost_dollars, 0);             // nothing was killed
   EXPECT_NEAR(*r->history_policy.core_hours, 0, 1e-9);             // the cores save nothing
   EXPECT_NEAR(*r->history_policy.gb_hours, (10 - 2.4) * 2, 1e-9);  // memory still saves
+}
+
+// Issue 28: the report printed "-0.01" recoverable core-hours when a short job killed for lack
+// of memory lost a run and nothing else saved cores.
+TEST(WasteReportTest, RecoverableIsNeverNegativeWhenAShortJobWouldHaveBeenKilled) {
+  std::vector<JobRecord> jobs;
+  for (int i = 0; i < 3; ++i) {
+    JobRecord j = Job("h" + std::to_string(i), "alice", 1, 10, 3600, kT0 + int64_t{100} * (i + 1));
+    j.request.job_name = "prep";
+    j.submit_time = kT0 - 10000;
+    j.usage.cpu_time_s = 3600;
+    j.usage.peak_rss_bytes = GiB(1);
+    jobs.push_back(j);
+  }
+  // 30 s on 1 core needing 4 GiB: the suggested 1.2 GiB kills it, losing 1 core x 30 s.
+  JobRecord killed = Job("k", "alice", 1, 10, 30, kT0 + 9000);
+  killed.request.job_name = "prep";
+  killed.submit_time = kT0 + 1000;
+  killed.usage.cpu_time_s = 30;
+  killed.usage.peak_rss_bytes = GiB(4);
+  jobs.push_back(killed);
+  auto r = BuildWasteReport(jobs, ReportOptions{}, RoundPrices());
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->history_policy.memory_under_provisioned, 1);
+  EXPECT_GE(*r->history_policy.core_hours, 0);
+  EXPECT_GE(*r->history_policy.gb_hours, 0);
+  EXPECT_GE(r->history_policy.dollars, 0);
+  std::string text = RenderText(*r);
+  EXPECT_EQ(text.find("-0.01"), std::string::npos) << text;
+  EXPECT_EQ(text.find("-$"), std::string::npos) << text;
+  // The loss is still reported, beside the figures.
+  EXPECT_NEAR(r->history_policy.lost_core_hours, 30.0 / 3600, 1e-9);
+  EXPECT_LT(r->history_policy.net_dollars, 0);
+}
+
+TEST(WasteReportTest, IdleGpuJobsAreTheZeroToTenPercentBucketCostliestFirst) {
+  std::vector<JobRecord> jobs;
+  const double utils[] = {0, 5, 9.99, 10, 50};
+  for (int i = 0; i < 5; ++i) {
+    JobRecord j =
+        Job(std::to_string(i), "u" + std::to_string(i), 4, 16, 3600 * (i + 1), kT0 + 86400 + i);
+    j.alloc.gpus = 2;
+    j.alloc.gpu_type = "a100";
+    j.usage.gpu_util_pct = utils[i];
+    jobs.push_back(j);
+  }
+  JobRecord unknown = Job("u", "x", 4, 16, 3600, kT0 + 86400);
+  unknown.alloc.gpus = 8;  // utilisation unknown: never listed as idle
+  jobs.push_back(unknown);
+  auto r = BuildWasteReport(jobs, ReportOptions{}, RoundPrices());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->idle_gpu.jobs, 3);
+  EXPECT_EQ(r->idle_gpu.jobs_with_util, 5);
+  EXPECT_EQ(r->idle_gpu.jobs, r->efficiency_histogram[2].jobs[0]);  // the same 0-10% bucket
+  ASSERT_EQ(r->idle_gpu.list.size(), 3u);
+  // 2 A100s at $2 for 3 h, 2 h and 1 h.
+  EXPECT_EQ(r->idle_gpu.list[0].job_id, "2");
+  EXPECT_NEAR(r->idle_gpu.list[0].gpu_dollars, 2 * 3 * 2.0, 1e-9);
+  EXPECT_EQ(r->idle_gpu.list[2].job_id, "0");
+  EXPECT_NEAR(r->idle_gpu.gpu_hours, 2 * (1 + 2 + 3), 1e-9);
+  EXPECT_NEAR(r->idle_gpu.gpu_dollars, 2 * (1 + 2 + 3) * 2.0, 1e-9);
+  std::string headline;
+  for (const auto& line : HeadlineSentences(*r)) headline += line + "\n";
+  EXPECT_NE(headline.find("3 of the 5 GPU jobs whose utilisation is known sat at 0-10%"),
+            std::string::npos)
+      << headline;
+  EXPECT_NE(RenderText(*r).find("3h 00m"), std::string::npos);
+}
+
+std::vector<JobRecord> ThreeClusters() {
+  std::vector<JobRecord> jobs;
+  auto add = [&](const std::string& cluster, int n, int64_t last_end) {
+    for (int i = 0; i < n; ++i) {
+      JobRecord j = Job(cluster + std::to_string(i), "u", 1, 1, 60, last_end - i);
+      j.cluster = cluster;
+      jobs.push_back(j);
+    }
+  };
+  add("old", 50, kT0 - 400 * kDay);  // the most jobs, but years old
+  add("big", 30, kT0 - 6 * kDay);    // current, most jobs among current
+  add("new", 20, kT0);               // the newest
+  return jobs;
+}
+
+TEST(WasteReportTest, OneClusterPerReportTheBusiestWithCurrentData) {
+  auto jobs = ThreeClusters();
+  ReportOptions opts;
+  opts.choose_cluster = true;
+  auto r = BuildWasteReport(jobs, opts, RoundPrices());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->clusters, std::vector<std::string>{"big"});
+  EXPECT_EQ(r->jobs, 30);
+  EXPECT_EQ(r->cluster_choice.chosen, "big");
+  ASSERT_EQ(r->cluster_choice.others.size(), 2u);
+  EXPECT_EQ(r->cluster_choice.others[0].cluster, "old");
+  EXPECT_EQ(r->cluster_choice.others[1].cluster, "new");
+  ASSERT_EQ(ClusterChoiceSentences(*r).size(), 1u);
+  std::string text = ClusterChoiceSentences(*r)[0];
+  EXPECT_NE(text.find("this report covers big (30 jobs)"), std::string::npos) << text;
+  EXPECT_NE(text.find("--all-clusters"), std::string::npos) << text;
+  EXPECT_NE(text.find("old (50 jobs"), std::string::npos) << text;
+
+  // Asked for all, or for one: no choice is made.
+  opts.choose_cluster = false;
+  r = BuildWasteReport(jobs, opts, RoundPrices());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->jobs, 100);
+  EXPECT_TRUE(r->cluster_choice.chosen.empty());
+  opts.choose_cluster = true;
+  opts.cluster = "old";
+  r = BuildWasteReport(jobs, opts, RoundPrices());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->jobs, 50);
+  EXPECT_TRUE(r->cluster_choice.chosen.empty());
+  EXPECT_EQ(RenderText(*r).find("--all-clusters"), std::string::npos);
+}
+
+TEST(WasteReportTest, StoreChoosesTheSameClusterAsTheVector) {
+  auto jobs = ThreeClusters();
+  auto dir = std::filesystem::temp_directory_path() /
+             ("rs_choice_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto store = OpenStore((dir / "s.db").string());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_TRUE((*store)->UpsertJobs(jobs).ok());
+  ReportOptions opts;
+  opts.choose_cluster = true;
+  auto r = BuildWasteReport(**store, opts, RoundPrices());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->cluster_choice.chosen, "big");
+  EXPECT_EQ(r->jobs, 30);
+  ASSERT_EQ(r->cluster_choice.others.size(), 2u);
+  EXPECT_EQ(r->cluster_choice.others[0].jobs, 50);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(WasteReportTest, HistoryPolicyUsesOnlyTheLastFiveEndedJobs) {
