@@ -602,6 +602,7 @@ void StackSampler::AddProcess(int pid) {
   const std::optional<ProcStat> named = proc_.Stat(pid);
   process->comm = Sanitize(named ? named->comm : stat->comm);
   process->symbols.Rebuild(poll_generation_);
+  UpdatePython(*process);  // start reading its Python stacks now, not from the next Poll
   processes_.emplace(pid, std::move(process));
 }
 
@@ -708,6 +709,7 @@ Status StackSampler::Poll() {
       Status drained = Drain(*process, event);
       if (!drained.ok() && status.ok()) status = drained.WithContext(fmt::format("thread {}", tid));
     }
+    UpdatePython(*process);  // it exec'd during the drain: read the new program from now on
   }
   return status;
 }
