@@ -230,18 +230,23 @@ std::vector<std::pair<uint64_t, uint64_t>> ReadCodeRanges(int pid) {
 }
 
 // `pid` as the process itself sees it (the last NSpid entry): what a JIT names its perf map by.
-int NamespacePid(int pid) {
-  std::ifstream in(fmt::format("/proc/{}/status", pid));
+// `tid` of `pid` as the thread itself sees it (the last NSpid entry of its status); `tid`
+// itself when that cannot be read.
+int NamespaceTid(int pid, int tid) {
+  std::ifstream in(pid == tid ? fmt::format("/proc/{}/status", pid)
+                              : fmt::format("/proc/{}/task/{}/status", pid, tid));
   std::string line;
   while (std::getline(in, line)) {
     if (!line.starts_with("NSpid:")) continue;
     const size_t last = line.find_last_of(" \t");
     if (last == std::string::npos) break;
-    const int ns_pid = std::atoi(line.c_str() + last + 1);
-    return ns_pid > 0 ? ns_pid : pid;
+    const int ns_tid = std::atoi(line.c_str() + last + 1);
+    return ns_tid > 0 ? ns_tid : tid;
   }
-  return pid;
+  return tid;
 }
+
+int NamespacePid(int pid) { return NamespaceTid(pid, pid); }
 
 }  // namespace
 
@@ -531,6 +536,8 @@ struct StackSampler::Process {
   bool python = false;                // the poller reads its Python stacks
   // The Python stacks read of each thread (by tid), oldest first, the last kPythonHistoryNs.
   std::unordered_map<int, std::deque<PythonSnapshot>> python_history;
+  bool other_pid_namespace = false;      // its thread ids differ from ours
+  std::unordered_map<int, int> ns_tids;  // its own thread id -> ours, when they differ
 };
 
 StatusOr<std::unique_ptr<StackSampler>> StackSampler::Create(StackSamplerOptions options) {
@@ -676,6 +683,8 @@ void StackSampler::UpdatePython(Process& process) {
   PythonStacks::Found found = PythonStacks::Find(process.pid, process.symbols.dwfl());
   if (!found.note.empty()) Note(fmt::format("pid {}: {}", process.pid, found.note));
   process.python = found.stacks != nullptr;
+  process.other_pid_namespace = NamespacePid(process.pid) != process.pid;
+  process.ns_tids.clear();
   if (process.python) {
     python_->Watch(process.pid, std::move(found.stacks));
   } else {
@@ -686,11 +695,28 @@ void StackSampler::UpdatePython(Process& process) {
 
 void StackSampler::TakePythonStacks() {
   if (python_ == nullptr) return;
+  std::set<int> remapped;  // processes whose thread ids were looked up in this call
   // The poller's reads since the last Poll, into each thread's history.
   for (PythonSnapshot& snapshot : python_->Take()) {
     auto it = processes_.find(snapshot.pid);
     if (it == processes_.end()) continue;
-    std::deque<PythonSnapshot>& history = it->second->python_history[snapshot.tid];
+    Process& process = *it->second;
+    if (process.other_pid_namespace) {
+      // The interpreter knows its threads by their ids in its own pid namespace (a container);
+      // perf by ours.
+      auto ours = process.ns_tids.find(snapshot.tid);
+      if (ours == process.ns_tids.end()) {
+        if (!remapped.insert(process.pid).second) continue;
+        process.ns_tids.clear();
+        for (const auto& [tid, event] : process.threads) {
+          process.ns_tids[NamespaceTid(process.pid, tid)] = tid;
+        }
+        ours = process.ns_tids.find(snapshot.tid);
+        if (ours == process.ns_tids.end()) continue;
+      }
+      snapshot.tid = ours->second;
+    }
+    std::deque<PythonSnapshot>& history = process.python_history[snapshot.tid];
     history.push_back(std::move(snapshot));
     while (history.size() > kMaxPythonSnapshots ||
            history.back().time_ns - history.front().time_ns > kPythonHistoryNs) {

@@ -32,12 +32,12 @@
 // running interpreter ends that stack early, it is never followed into garbage. Other Python
 // versions, and 3.11 interpreters without the needed symbols, keep native frames, and notes()
 // says so once ("Python 3.12 frames not supported: native frames only"); 3.12's -X perf
-// trampolines are named from its perf map where the native chain reaches them. Threads are
-// matched by id in the sampler's pid namespace, so a process in another pid namespace gets
-// native frames only. The first Poll after a process is added, execs or loads a library pays
-// once for reading those files' symbol tables (tens of milliseconds for CPython, more for very
-// large libraries); with DEBUGINFOD_URLS set in the agent's environment, libdwfl may also fetch
-// debug files over the network there.
+// trampolines are named from its perf map where the native chain reaches them. A process in
+// another pid namespace (a container) names its threads by its own ids: they are mapped to ours
+// through /proc/PID/task/TID/status (NSpid). The first Poll after a process is added, execs or
+// loads a library pays once for reading those files' symbol tables (tens of milliseconds for
+// CPython, more for very large libraries); with DEBUGINFOD_URLS set in the agent's environment,
+// libdwfl may also fetch debug files over the network there.
 //
 // Ownership: the sampler owns every perf fd, ring mapping and libdwfl handle; destroying it
 // stops sampling. Memory is bounded: at most `max_threads` rings, at most `max_stacks` distinct

@@ -5,6 +5,7 @@
 
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gelf.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -461,6 +462,25 @@ TEST(StackSamplerTest, NativeFramesOnlyWhenPythonFramesAreOff) {
 
   EXPECT_FALSE(AnyFrameContains(folded, "python_prog.py"));
   EXPECT_TRUE(AnyFrameContains(folded, "_PyEval_EvalFrameDefault"));
+}
+
+// In a container the interpreter knows its threads by the ids of its own pid namespace.
+TEST(StackSamplerTest, NamesPythonFramesInAnotherPidNamespace) {
+  CREATE_SAMPLER_OR_SKIP(sampler, At99Hz());
+  Child child(
+      {"/usr/bin/unshare", "--pid", "--fork", "--kill-child", kPython311, PYTHON_PROG, "6"});
+  if (!child.WaitForLine("ready", std::chrono::seconds(10))) {
+    GTEST_SKIP() << "unshare --pid refused here (it needs CAP_SYS_ADMIN)";
+  }
+  // unshare's only child is the interpreter, pid 1 in the new namespace.
+  int python_pid = 0;
+  std::ifstream(fmt::format("/proc/{0}/task/{0}/children", child.pid())) >> python_pid;
+  ASSERT_GT(python_pid, 0);
+  ADD_PROCESS_OR_SKIP(sampler, python_pid);
+  SampleFor(sampler, std::chrono::milliseconds(2500), 150);
+  const std::map<std::string, int64_t> folded = sampler.TakeFolded();
+
+  EXPECT_GT(SamplesInHotLoop(folded), sampler.samples() / 2);
 }
 
 // A copy of python3.11 whose Py_Version says 3.12: an interpreter whose layout we do not know.
