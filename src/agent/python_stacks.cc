@@ -60,7 +60,9 @@ int CollectInterpreter(Dwfl_Module* module, void** /*userdata*/, const char* nam
   if (const size_t slash = base.rfind('/'); slash != std::string_view::npos) {
     base.remove_prefix(slash + 1);
   }
-  if (!base.starts_with("python") && !base.starts_with("libpython")) return DWARF_CB_OK;
+  // python3.11, python3.11d, libpython3.11.so.1.0, python2.7; not python_helper.so.
+  static const std::regex kInterpreter(R"(^(lib)?python[23](\.[0-9]+)?[a-z]*(\.so.*)?$)");
+  if (!std::regex_match(base.begin(), base.end(), kInterpreter)) return DWARF_CB_OK;
   Interpreter interpreter{.module = std::string(base)};
   const int symbols = dwfl_module_getsymtab(module);
   for (int i = 0; i < symbols; ++i) {
@@ -153,6 +155,14 @@ PythonStacks::Found PythonStacks::Find(int pid, Dwfl* dwfl) {
   const std::string python = version.empty() ? "Python" : "Python " + version;
   if (version != "3.11") {
     found.note = python + " frames not supported: native frames only";
+    return found;
+  }
+  // Alphas and betas of 3.11 still changed these structures; release candidates did not.
+  if (version_hex != 0 && ((version_hex >> 4) & 0xf) < 0xc) {
+    found.note = fmt::format(
+        "Python 3.11 pre-release ({:#x}) frames not supported: native "
+        "frames only",
+        version_hex);
     return found;
   }
   RsPy311Layout layout;

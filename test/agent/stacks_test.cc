@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -342,7 +343,7 @@ TEST(StackSamplerTest, KeepsTheSamplesOfAProcessThatExited) {
 // --- JIT code and junk frames ---
 
 TEST(PerfMapTest, ReadsNamesAndWhatIsAppended) {
-  const std::string path = ::testing::TempDir() + "/perf-test.map";
+  const std::string path = ::testing::TempDir() + "/rs-perf-" + std::to_string(getpid()) + ".map";
   {
     std::ofstream out(path);
     out << "1000 100 py::train_step:/home/alice/model/train.py\n"
@@ -523,7 +524,9 @@ std::string PythonClaiming312(const std::string& dir) {
 
 TEST(StackSamplerTest, OtherPythonVersionsGetNativeFramesAndANote) {
   CREATE_SAMPLER_OR_SKIP(sampler, At99Hz());
-  const std::string python = PythonClaiming312(::testing::TempDir());
+  std::string dir = ::testing::TempDir() + "/rs-python312-XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const std::string python = PythonClaiming312(dir);
   ASSERT_FALSE(python.empty()) << "could not patch Py_Version in a copy of " << kPython311;
   Child child({python, PYTHON_PROG, "3"});
   ASSERT_TRUE(child.WaitForLine("ready", std::chrono::seconds(10)));
@@ -537,7 +540,7 @@ TEST(StackSamplerTest, OtherPythonVersionsGetNativeFramesAndANote) {
       << sampler.notes()[0];
   EXPECT_FALSE(AnyFrameContains(folded, "python_prog.py"));
   EXPECT_TRUE(AnyFrameContains(folded, "_PyEval_EvalFrameDefault"));
-  std::filesystem::remove(python);
+  std::filesystem::remove_all(dir);
 }
 
 // Python311Line against CPython's own reading of the same tables (code.co_lines()), for every
@@ -562,7 +565,8 @@ for code in [f.__code__] + inner + [compile(open(sys.argv[1]).read(), sys.argv[1
                   'lines': [[s, e, -1 if l is None else l] for s, e, l in code.co_lines()]})
 print(json.dumps(cases))
 )";
-  const std::string script_path = ::testing::TempDir() + "/linetable.py";
+  const std::string script_path =
+      ::testing::TempDir() + "/rs-linetable-" + std::to_string(getpid()) + ".py";
   std::ofstream(script_path) << script;
   const std::string command = std::string(kPython311) + " " + script_path + " " + PYTHON_PROG;
   FILE* pipe = popen(command.c_str(), "r");
@@ -571,6 +575,7 @@ print(json.dumps(cases))
   char buffer[4096];
   while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) out.append(buffer, n);
   ASSERT_EQ(pclose(pipe), 0);
+  std::remove(script_path.c_str());
   const nlohmann::json cases = nlohmann::json::parse(out);
   ASSERT_EQ(cases.size(), 3u);
   int checked = 0;
