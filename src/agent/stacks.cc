@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -229,7 +230,6 @@ std::vector<std::pair<uint64_t, uint64_t>> ReadCodeRanges(int pid) {
   return ranges;
 }
 
-// `pid` as the process itself sees it (the last NSpid entry): what a JIT names its perf map by.
 // `tid` of `pid` as the thread itself sees it (the last NSpid entry of its status); `tid`
 // itself when that cannot be read.
 int NamespaceTid(int pid, int tid) {
@@ -246,6 +246,7 @@ int NamespaceTid(int pid, int tid) {
   return tid;
 }
 
+// `pid` as the process itself sees it: what a JIT names its perf map by.
 int NamespacePid(int pid) { return NamespaceTid(pid, pid); }
 
 }  // namespace
@@ -722,6 +723,15 @@ void StackSampler::TakePythonStacks() {
            history.back().time_ns - history.front().time_ns > kPythonHistoryNs) {
       history.pop_front();
     }
+  }
+  // Threads that ended (or stopped running Python) long ago: no sample will ask for them.
+  const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now().time_since_epoch())
+                             .count();
+  for (auto& [pid, process] : processes_) {
+    std::erase_if(process->python_history, [&](const auto& entry) {
+      return entry.second.empty() || now_ns - entry.second.back().time_ns > kPythonHistoryNs;
+    });
   }
 }
 
