@@ -7,7 +7,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config git
   libsqlite3-dev zlib1g-dev libcsv-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  sqlite3 python3 gzip bc time clang-format clang-tidy
+  sqlite3 python3 python3-dev gzip bc time clang-format clang-tidy
   libxgboost-dev libre2-dev libdw-dev stress-ng libcpp-httplib-dev
   libtree-sitter-dev libyaml-cpp-dev
   clang libclang-rt-dev chromium openssl curl prometheus

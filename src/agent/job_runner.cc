@@ -389,6 +389,9 @@ StatusOr<JobRunResult> RunJob(const JobRunOptions& options) {
   if (StackSampler* sampler = running.sampler()) {
     RS_RETURN_IF_ERROR(WriteStacks(*sampler, options.stacks_path));
     result.stacks_sampled = true;
+    for (const std::string& note : sampler->notes()) {
+      result.stacks_note += (result.stacks_note.empty() ? "" : "; ") + note;
+    }
   }
   TakeMonitorView(monitor, options.summary_series, &result);
   result.gpu_available = gpu->available();

@@ -76,8 +76,10 @@ struct JobRunResult {
   std::string gpu_status, dcgm_status;
   nlohmann::json summary;       // JobMonitor::SummaryJson: peaks, means, totals (and series)
   bool stacks_sampled = false;  // and written to options.stacks_path
-  std::string stacks_note;      // why no stacks were sampled, when they were asked for
-  std::string log_path;         // the job's output, readable while the result lives
+  // Why no stacks were sampled, when they were asked for; when they were, what the sampler
+  // noted ("pid 12: Python 3.12 frames not supported: native frames only"), or "".
+  std::string stacks_note;
+  std::string log_path;  // the job's output, readable while the result lives
 
   // What a diagnosis of a failure can use (see diagnose/diagnosis.h, Telemetry).
   std::optional<int64_t> memory_limit_bytes;

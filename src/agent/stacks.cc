@@ -15,8 +15,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -26,6 +30,8 @@
 #include <utility>
 #include <vector>
 
+#include "agent/perf_map.h"
+#include "agent/python_stacks.h"
 #include "core/fd.h"
 
 namespace rightsize {
@@ -35,6 +41,13 @@ constexpr char kUnknownFrame[] = "[unknown]";
 // Per-process frame-name cache entries; past this the cache starts over (a JIT or a huge
 // binary must not grow it without bound).
 constexpr size_t kMaxCachedFrames = 1 << 16;
+// CPython's interpreter loop: where a sample's native stack runs Python code.
+constexpr std::string_view kEvalFrame = "_PyEval_EvalFrameDefault";
+// Python stacks kept per thread, and how far back (in time) from the newest.
+constexpr size_t kMaxPythonSnapshots = 1024;
+constexpr int64_t kPythonHistoryNs = 10'000'000'000;
+// Distinct notes kept for notes().
+constexpr size_t kMaxNotes = 16;
 
 std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
 
@@ -120,7 +133,11 @@ perf_event_attr MakeAttr(const StackSamplerOptions& options) {
   attr.config = PERF_COUNT_SW_CPU_CLOCK;
   attr.freq = 1;
   attr.sample_freq = static_cast<uint64_t>(options.frequency_hz);
-  attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_IP | PERF_SAMPLE_CALLCHAIN;
+  attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_IP | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
+  // Sample times on CLOCK_MONOTONIC (steady_clock), the clock PythonStackPoller stamps its
+  // reads with, so each sample finds the Python stack read nearest to it.
+  attr.use_clockid = 1;
+  attr.clockid = CLOCK_MONOTONIC;
   // User space only: needs no privilege beyond ptrace access at perf_event_paranoid <= 2, and
   // the job's own code is what the flame graph is for.
   attr.exclude_kernel = 1;
@@ -189,6 +206,48 @@ std::string MapFilesPath(int pid, uint64_t start) {
   }
   return "";
 }
+
+// The executable mappings [start, end) of `pid`, sorted; empty when its maps cannot be read.
+std::vector<std::pair<uint64_t, uint64_t>> ReadCodeRanges(int pid) {
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  std::ifstream in(fmt::format("/proc/{}/maps", pid));
+  std::string line;
+  bool readable = false;
+  while (std::getline(in, line)) {
+    readable = true;
+    uint64_t start = 0;
+    uint64_t end = 0;
+    char perms[5] = {};
+    // NOLINTNEXTLINE(cert-err34-c): a line that does not parse is skipped
+    if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %4s", &start, &end, perms) == 3 &&
+        perms[2] == 'x' && start < end) {
+      ranges.emplace_back(start, end);
+    }
+  }
+  std::sort(ranges.begin(), ranges.end());
+  // A process with no executable mapping is still readable: say so with an empty range.
+  if (readable && ranges.empty()) ranges.emplace_back(0, 0);
+  return ranges;
+}
+
+// `tid` of `pid` as the thread itself sees it (the last NSpid entry of its status); `tid`
+// itself when that cannot be read.
+int NamespaceTid(int pid, int tid) {
+  std::ifstream in(pid == tid ? fmt::format("/proc/{}/status", pid)
+                              : fmt::format("/proc/{}/task/{}/status", pid, tid));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.starts_with("NSpid:")) continue;
+    const size_t last = line.find_last_of(" \t");
+    if (last == std::string::npos) break;
+    const int ns_tid = std::atoi(line.c_str() + last + 1);
+    return ns_tid > 0 ? ns_tid : tid;
+  }
+  return tid;
+}
+
+// `pid` as the process itself sees it: what a JIT names its perf map by.
+int NamespacePid(int pid) { return NamespaceTid(pid, pid); }
 
 }  // namespace
 
@@ -333,6 +392,11 @@ class ProcessSymbols {
   // The frame name for `address`; valid until the next call.
   const std::string& FrameName(uint64_t address, uint64_t generation) {
     if (stale_ && built_generation_ != generation) Rebuild(generation);
+    // A JIT appends to its perf map as it compiles: read what it added, once per Poll.
+    if (perf_map_ != nullptr && perf_map_generation_ != generation) {
+      perf_map_generation_ = generation;
+      if (perf_map_->Update()) names_.clear();
+    }
     auto it = names_.find(address);
     if (it != names_.end()) return it->second;
     if (names_.size() >= kMaxCachedFrames) names_.clear();
@@ -346,9 +410,20 @@ class ProcessSymbols {
     const bool exec = std::exchange(exec_pending_, false);
     // Gone (or not ours to read): the old modules still name code mapped before, unless the
     // process exec'd since, when they would name the wrong program.
-    if (access(fmt::format("/proc/{}/maps", pid_).c_str(), R_OK) != 0) {
-      if (exec) dwfl_.reset();
+    std::vector<std::pair<uint64_t, uint64_t>> code = ReadCodeRanges(pid_);
+    if (code.empty()) {
+      if (exec) {
+        dwfl_.reset();
+        code_ranges_.clear();
+      }
       return;
+    }
+    code_ranges_ = std::move(code);
+    ++builds_;
+    if (perf_map_ == nullptr || exec) {
+      perf_map_ = std::make_unique<PerfMap>(
+          fmt::format("/proc/{}/root/tmp/perf-{}.map", pid_, NamespacePid(pid_)));
+      perf_map_generation_ = 0;
     }
     if (dwfl_ == nullptr) dwfl_.reset(dwfl_begin(&kCallbacks));
     if (dwfl_ == nullptr) return;
@@ -360,7 +435,6 @@ class ProcessSymbols {
     dwfl_getmodules(dwfl_.get(), &SetModuleUserData, this, 0);
   }
 
- private:
   static int SetModuleUserData(Dwfl_Module* /*module*/, void** userdata, const char* /*name*/,
                                Dwarf_Addr /*start*/, void* self) {
     *userdata = self;
@@ -391,15 +465,38 @@ class ProcessSymbols {
     return dwfl_linux_proc_find_elf(module, userdata, module_name, base, file_name, elf);
   }
 
+  // Builds since creation: tells the sampler to look for an interpreter again.
+  uint64_t builds() const { return builds_; }
+  Dwfl* dwfl() const { return dwfl_.get(); }
+
+ private:
   std::string Resolve(uint64_t address) const {
+    // JIT code first: it lives in anonymous memory mapped after our last look at the maps.
+    if (perf_map_ != nullptr) {
+      if (const std::string* name = perf_map_->Lookup(address)) return *name;
+    }
+    // Only addresses in executable mappings are code. A frame-pointer chain through code built
+    // without frame pointers (CPython, most libraries) yields "return addresses" that are
+    // really data, and libdwfl's module ranges span a library's data and bss too, so such junk
+    // would otherwise be labelled as code of whichever file happens to lie around it.
+    if (!code_ranges_.empty()) {
+      auto it = std::upper_bound(code_ranges_.begin(), code_ranges_.end(),
+                                 std::make_pair(address, UINT64_MAX));
+      if (it == code_ranges_.begin() || address >= std::prev(it)->second) return kUnknownFrame;
+    }
     if (dwfl_ == nullptr) return kUnknownFrame;
     Dwfl_Module* module = dwfl_addrmodule(dwfl_.get(), address);
-    if (module == nullptr) return kUnknownFrame;  // JIT code, or a mapping that went away
+    if (module == nullptr) return kUnknownFrame;  // JIT code without a map, or unmapped since
     if (const char* symbol = dwfl_module_addrname(module, address)) return Demangle(symbol);
     Dwarf_Addr start = 0;
     const char* name =
         dwfl_module_info(module, nullptr, &start, nullptr, nullptr, nullptr, nullptr, nullptr);
-    return fmt::format("{}+{:#x}", ModuleLabel(name), address - start);
+    // The address as the file's own symbol tables and addr2line count it (the ELF virtual
+    // address: the load bias taken off), not the distance from the module's first mapping.
+    Dwarf_Addr bias = 0;
+    const uint64_t file_address =
+        dwfl_module_getelf(module, &bias) != nullptr ? address - bias : address - start;
+    return fmt::format("{}+{:#x}", ModuleLabel(name), file_address);
   }
 
   static char* debuginfo_path_;  // libdwfl wants a char**; null means its default path
@@ -407,6 +504,10 @@ class ProcessSymbols {
 
   int pid_;
   DwflPtr dwfl_;
+  std::vector<std::pair<uint64_t, uint64_t>> code_ranges_;  // executable mappings, sorted
+  std::unique_ptr<PerfMap> perf_map_;
+  uint64_t perf_map_generation_ = 0;
+  uint64_t builds_ = 0;
   bool stale_ = false;
   bool exec_pending_ = false;
   uint64_t built_generation_ = 0;
@@ -432,6 +533,12 @@ struct StackSampler::Process {
   std::map<int, PerfEvent> threads;  // by tid
   std::set<int> skipped_tids;        // counted once, not retried while they live
   ProcessSymbols symbols;
+  uint64_t python_checked_build = 0;  // symbols.builds() when we last looked for CPython
+  bool python = false;                // the poller reads its Python stacks
+  // The Python stacks read of each thread (by tid), oldest first, the last kPythonHistoryNs.
+  std::unordered_map<int, std::deque<PythonSnapshot>> python_history;
+  bool other_pid_namespace = false;      // its thread ids differ from ours
+  std::unordered_map<int, int> ns_tids;  // its own thread id -> ours, when they differ
 };
 
 StatusOr<std::unique_ptr<StackSampler>> StackSampler::Create(StackSamplerOptions options) {
@@ -457,7 +564,12 @@ StatusOr<std::unique_ptr<StackSampler>> StackSampler::Create(StackSamplerOptions
   return std::unique_ptr<StackSampler>(new StackSampler(options));
 }
 
-StackSampler::StackSampler(StackSamplerOptions options) : options_(options) {}
+StackSampler::StackSampler(StackSamplerOptions options) : options_(options) {
+  if (options_.python_frames) {
+    python_ = std::make_unique<PythonStackPoller>(options_.frequency_hz,
+                                                  static_cast<size_t>(options_.max_depth));
+  }
+}
 StackSampler::~StackSampler() = default;
 
 size_t StackSampler::watched_threads() const {
@@ -478,6 +590,7 @@ void StackSampler::AddProcess(int pid) {
   }
   if (auto it = processes_.find(pid); it != processes_.end()) {
     if (RefreshProcess(*it->second)) return;
+    if (python_ != nullptr && it->second->python) python_->Forget(pid);
     processes_.erase(it);  // exited, or the pid now names another process: start afresh
   }
   StatusOr<std::vector<int>> tids = ListThreads(pid);
@@ -497,6 +610,7 @@ void StackSampler::AddProcess(int pid) {
   const std::optional<ProcStat> named = proc_.Stat(pid);
   process->comm = Sanitize(named ? named->comm : stat->comm);
   process->symbols.Rebuild(poll_generation_);
+  UpdatePython(*process);  // start reading its Python stacks now, not from the next Poll
   processes_.emplace(pid, std::move(process));
 }
 
@@ -547,18 +661,91 @@ bool StackSampler::RefreshProcess(Process& process) {
 void StackSampler::Refresh() {
   ++poll_generation_;
   for (auto it = processes_.begin(); it != processes_.end();) {
-    it = RefreshProcess(*it->second) ? std::next(it) : processes_.erase(it);
+    if (RefreshProcess(*it->second)) {
+      ++it;
+    } else {
+      if (python_ != nullptr && it->second->python) python_->Forget(it->first);
+      it = processes_.erase(it);
+    }
+  }
+}
+
+void StackSampler::Note(std::string note) {
+  if (notes_.size() < kMaxNotes && std::find(notes_.begin(), notes_.end(), note) == notes_.end()) {
+    notes_.push_back(std::move(note));
+  }
+}
+
+void StackSampler::UpdatePython(Process& process) {
+  if (python_ == nullptr) return;
+  // A new program image (or the first look): is it CPython, and can we read it?
+  if (process.symbols.builds() == process.python_checked_build) return;
+  process.python_checked_build = process.symbols.builds();
+  PythonStacks::Found found = PythonStacks::Find(process.pid, process.symbols.dwfl());
+  if (!found.note.empty()) Note(fmt::format("pid {}: {}", process.pid, found.note));
+  process.python = found.stacks != nullptr;
+  process.other_pid_namespace = NamespacePid(process.pid) != process.pid;
+  process.ns_tids.clear();
+  if (process.python) {
+    python_->Watch(process.pid, std::move(found.stacks));
+  } else {
+    python_->Forget(process.pid);
+    process.python_history.clear();
+  }
+}
+
+void StackSampler::TakePythonStacks() {
+  if (python_ == nullptr) return;
+  std::set<int> remapped;  // processes whose thread ids were looked up in this call
+  // The poller's reads since the last Poll, into each thread's history.
+  for (PythonSnapshot& snapshot : python_->Take()) {
+    auto it = processes_.find(snapshot.pid);
+    if (it == processes_.end()) continue;
+    Process& process = *it->second;
+    if (process.other_pid_namespace) {
+      // The interpreter knows its threads by their ids in its own pid namespace (a container);
+      // perf by ours.
+      auto ours = process.ns_tids.find(snapshot.tid);
+      if (ours == process.ns_tids.end()) {
+        if (!remapped.insert(process.pid).second) continue;
+        process.ns_tids.clear();
+        for (const auto& [tid, event] : process.threads) {
+          process.ns_tids[NamespaceTid(process.pid, tid)] = tid;
+        }
+        ours = process.ns_tids.find(snapshot.tid);
+        if (ours == process.ns_tids.end()) continue;
+      }
+      snapshot.tid = ours->second;
+    }
+    std::deque<PythonSnapshot>& history = process.python_history[snapshot.tid];
+    history.push_back(std::move(snapshot));
+    while (history.size() > kMaxPythonSnapshots ||
+           history.back().time_ns - history.front().time_ns > kPythonHistoryNs) {
+      history.pop_front();
+    }
+  }
+  // Threads that ended (or stopped running Python) long ago: no sample will ask for them.
+  const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now().time_since_epoch())
+                             .count();
+  for (auto& [pid, process] : processes_) {
+    std::erase_if(process->python_history, [&](const auto& entry) {
+      return entry.second.empty() || now_ns - entry.second.back().time_ns > kPythonHistoryNs;
+    });
   }
 }
 
 Status StackSampler::Poll() {
   ++poll_generation_;
   Status status = std::exchange(pending_error_, Status::Ok());
+  TakePythonStacks();
   for (auto& [pid, process] : processes_) {
+    UpdatePython(*process);
     for (auto& [tid, event] : process->threads) {
       Status drained = Drain(*process, event);
       if (!drained.ok() && status.ok()) status = drained.WithContext(fmt::format("thread {}", tid));
     }
+    UpdatePython(*process);  // it exec'd during the drain: read the new program from now on
   }
   return status;
 }
@@ -576,19 +763,26 @@ void StackSampler::HandleRecord(Process& process, uint32_t type, uint16_t misc,
   const size_t payload_bytes = record_bytes - sizeof(perf_event_header);
   switch (type) {
     case PERF_RECORD_SAMPLE: {
-      // PERF_SAMPLE_IP | TID | CALLCHAIN: u64 ip; u32 pid, tid; u64 nr; u64 ips[nr].
-      constexpr size_t kFixed = 3 * sizeof(uint64_t);
+      // PERF_SAMPLE_IP | TID | TIME | CALLCHAIN: u64 ip; u32 pid, tid; u64 time; u64 nr;
+      // u64 ips[nr].
+      constexpr size_t kFixed = 4 * sizeof(uint64_t);
       uint64_t ip = 0;
+      uint32_t tid = 0;
+      uint64_t time_ns = 0;
       uint64_t nr = 0;
       if (payload_bytes >= kFixed) {
         std::memcpy(&ip, payload, sizeof(ip));
-        std::memcpy(&nr, payload + 2 * sizeof(uint64_t), sizeof(nr));
+        std::memcpy(&tid, payload + sizeof(uint64_t) + sizeof(uint32_t), sizeof(tid));
+        std::memcpy(&time_ns, payload + 2 * sizeof(uint64_t), sizeof(time_ns));
+        std::memcpy(&nr, payload + 3 * sizeof(uint64_t), sizeof(nr));
       }
       if (payload_bytes < kFixed || nr > (payload_bytes - kFixed) / sizeof(uint64_t)) {
         ++lost_;  // cannot happen with our attributes; a sample we could not use
         return;
       }
-      AddSample(process, record + 1 + 3, nr, ip);  // after the header, ip, pid/tid and nr
+      // After the header, ip, pid/tid, time and nr.
+      AddSample(process, record + 1 + 4, nr, ip, static_cast<int>(tid),
+                static_cast<int64_t>(time_ns));
       return;
     }
     case PERF_RECORD_LOST: {
@@ -622,7 +816,33 @@ void StackSampler::HandleRecord(Process& process, uint32_t type, uint16_t misc,
   }
 }
 
-void StackSampler::AddSample(Process& process, const uint64_t* ips, uint64_t nr, uint64_t ip) {
+const std::vector<PythonFrame>* StackSampler::PythonStackAt(const Process& process, int tid,
+                                                            int64_t time_ns) const {
+  if (!process.python) return nullptr;
+  auto it = process.python_history.find(tid);
+  if (it == process.python_history.end() || it->second.empty()) return nullptr;
+  const std::deque<PythonSnapshot>& history = it->second;
+  auto later = std::lower_bound(
+      history.begin(), history.end(), time_ns,
+      [](const PythonSnapshot& snapshot, int64_t t) { return snapshot.time_ns < t; });
+  const PythonSnapshot* nearest = nullptr;
+  if (later != history.end()) nearest = &*later;
+  if (later != history.begin()) {
+    const PythonSnapshot& earlier = *std::prev(later);
+    if (nearest == nullptr || time_ns - earlier.time_ns < nearest->time_ns - time_ns) {
+      nearest = &earlier;
+    }
+  }
+  // Three sampling periods (at least 50 ms) either way: the poller runs at the sampling rate,
+  // so a thread without a read that close was not running Python then (or we fell behind).
+  const int64_t tolerance_ns =
+      std::max<int64_t>(3'000'000'000LL / options_.frequency_hz, 50'000'000LL);
+  if (nearest == nullptr || std::llabs(nearest->time_ns - time_ns) > tolerance_ns) return nullptr;
+  return nearest->frames.get();
+}
+
+void StackSampler::AddSample(Process& process, const uint64_t* ips, uint64_t nr, uint64_t ip,
+                             int tid, int64_t time_ns) {
   ++samples_;
   // The call chain is innermost first, with context markers (PERF_CONTEXT_USER) between the
   // addresses; its first user address is the sampled ip itself.
@@ -633,8 +853,9 @@ void StackSampler::AddSample(Process& process, const uint64_t* ips, uint64_t nr,
   }
   if (frames.empty() && ip != 0) frames.push_back(ip);
 
-  std::string key = process.comm;
-  if (frames.size() >= static_cast<size_t>(options_.max_depth)) key += ";[truncated]";
+  // Native frame names, outermost first.
+  std::vector<std::string>& names = name_scratch_;
+  names.clear();
   bool last_unknown = false;
   for (size_t i = frames.size(); i-- > 0;) {
     // Return addresses point after their call; one byte back is the call itself, inside the
@@ -645,8 +866,19 @@ void StackSampler::AddSample(Process& process, const uint64_t* ips, uint64_t nr,
     const bool unknown = name == kUnknownFrame;
     if (unknown && last_unknown) continue;
     last_unknown = unknown;
-    key += ';';
-    key += name;
+    names.push_back(name);
+  }
+
+  std::string key = process.comm;
+  const std::vector<PythonFrame>* python = PythonStackAt(process, tid, time_ns);
+  if (python == nullptr || python->empty()) {
+    if (frames.size() >= static_cast<size_t>(options_.max_depth)) key += ";[truncated]";
+    for (const std::string& name : names) {
+      key += ';';
+      key += name;
+    }
+  } else {
+    SplicePython(*python, names, key);
   }
 
   if (auto it = folded_.find(key); it != folded_.end()) {
@@ -656,6 +888,51 @@ void StackSampler::AddSample(Process& process, const uint64_t* ips, uint64_t nr,
   } else {
     ++other_stacks_;
   }
+}
+
+void StackSampler::SplicePython(const std::vector<PythonFrame>& python,
+                                const std::vector<std::string>& names, std::string& key) {
+  // The interpreter loop's native frames, outermost first, and the Python frames each ran:
+  // a call of _PyEval_EvalFrameDefault starts at an entry frame and runs the Python calls
+  // made from it until one goes through C again.
+  std::vector<size_t> evals;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == kEvalFrame) evals.push_back(i);
+  }
+  std::vector<std::pair<size_t, size_t>> groups;  // [begin, end) in `python`
+  for (size_t i = 0; i < python.size(); ++i) {
+    if (i == 0 || python[i].entry) groups.emplace_back(i, i);
+    groups.back().second = i + 1;
+  }
+  auto append_python = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      key += ';';
+      key += python[i].name;
+    }
+  };
+  auto append_native = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      key += ';';
+      key += names[i];
+    }
+  };
+  // The native frames above the outermost interpreter loop (main, Py_RunMain, or junk where
+  // the frame-pointer chain broke) are left out: the Python frames say where the time went.
+  if (!evals.empty() && evals.size() == groups.size()) {
+    for (size_t g = 0; g < groups.size(); ++g) {
+      append_python(groups[g].first, groups[g].second);
+      // The C code between this loop and the next (a builtin calling back into Python).
+      append_native(evals[g] + 1, g + 1 < evals.size() ? evals[g + 1] : names.size());
+    }
+    return;
+  }
+  // The chain lost or gained interpreter frames: all Python frames, then the native frames
+  // inside the innermost interpreter loop (what the Python code was calling).
+  append_python(0, python.size());
+  size_t inner = evals.empty() ? 0 : evals.back() + 1;
+  // Where the chain broke, its outermost frames are junk that resolved to nothing.
+  while (inner < names.size() && names[inner] == kUnknownFrame) ++inner;
+  append_native(inner, names.size());
 }
 
 std::map<std::string, int64_t> StackSampler::TakeFolded() {

@@ -6,14 +6,38 @@
 // appear after AddProcess are picked up by Refresh(). Symbolisation (elfutils libdwfl, from each
 // process's /proc/PID/maps, through /proc/PID/root so containerised jobs resolve against their
 // own files) happens in Poll(), in the owner thread, never in the sampled processes; names are
-// cached per process and rebuilt when a process execs or maps new code. Frames that resolve to
-// no symbol read "lib.so+0x1234", frames in no mapped file (JIT code) "[unknown]". Code built
-// without frame pointers (most distro libraries, CPython) gives short or partly wrong stacks:
-// that is a limit of kernel call chains, not a failure. Python jobs show their native frames
-// (_PyEval_EvalFrameDefault and friends), not Python functions. The first Poll after a process
-// is added, execs or loads a library pays once for reading those files' symbol tables (tens of
-// milliseconds for CPython, more for very large libraries); with DEBUGINFOD_URLS set in the
-// agent's environment, libdwfl may also fetch debug files over the network there.
+// cached per process and rebuilt when a process execs or maps new code. Only addresses inside
+// executable mappings count as code: a "return address" pointing at data (what a frame-pointer
+// chain through code built without frame pointers yields) reads "[unknown]", and frames that
+// resolve to no symbol read "lib.so+0x1234" with the file's own (ELF) address, what addr2line
+// takes. Code in anonymous memory is named from the process's perf map (/tmp/perf-PID.map, as
+// written by `python3.12 -X perf`, Node and JVM agents; see perf_map.h), else "[unknown]". Code
+// built without frame pointers (most distro libraries, CPython) gives short or partly wrong
+// native stacks: a limit of kernel call chains, not a failure.
+//
+// Python: for CPython 3.11 processes (python_frames, on by default) a thread of the sampler's
+// own reads every thread's Python stack from the process's memory at frequency_hz
+// (python_stacks.h), stamped with CLOCK_MONOTONIC like the perf samples. Each sample of such a
+// thread gets the Python stack read nearest to it in time (within 3 sampling periods, at least
+// 50 ms), spliced in place of the interpreter loop: "python3.11;<module> (train.py:40);main
+// (train.py:31);step (train.py:12);PyNumber_Multiply" — Python frames, each "qualname
+// (file.py:LINE)", where the native stack had _PyEval_EvalFrameDefault (above the native
+// frames, where the chain lost the loop); the native frames above the outermost interpreter
+// loop are left out (main, Py_RunMain, or junk where the chain broke), those below it (C called
+// from Python) kept. Error of this design: the Python stack is
+// read up to half a sampling period (10 ms at 49 Hz; more when the host is busy and the reader
+// lags, up to the tolerance) before or after the sample, so in code whose Python stack changes
+// faster than that a sample can be given the function called just before or after; over many
+// samples the shares stay right. Reading a stack does not stop the process: a read torn by the
+// running interpreter ends that stack early, it is never followed into garbage. Other Python
+// versions, and 3.11 interpreters without the needed symbols, keep native frames, and notes()
+// says so once ("Python 3.12 frames not supported: native frames only"); 3.12's -X perf
+// trampolines are named from its perf map where the native chain reaches them. A process in
+// another pid namespace (a container) names its threads by its own ids: they are mapped to ours
+// through /proc/PID/task/TID/status (NSpid). The first Poll after a process is added, execs or
+// loads a library pays once for reading those files' symbol tables (tens of milliseconds for
+// CPython, more for very large libraries); with DEBUGINFOD_URLS set in the agent's environment,
+// libdwfl may also fetch debug files over the network there.
 //
 // Ownership: the sampler owns every perf fd, ring mapping and libdwfl handle; destroying it
 // stops sampling. Memory is bounded: at most `max_threads` rings, at most `max_stacks` distinct
@@ -26,7 +50,8 @@
 // and counted (skipped_threads(), last_skip_reason()), never an error; samples the kernel had to
 // drop because a ring was full are counted in lost().
 //
-// Thread-safety: none. One owner thread calls every method (the agent's collector loop).
+// Thread-safety: none. One owner thread calls every method (the agent's collector loop); the
+// Python reader thread shares only PythonStackPoller's locked hand-over with it.
 #pragma once
 
 #include <cstddef>
@@ -38,6 +63,7 @@
 #include <vector>
 
 #include "agent/proc.h"
+#include "agent/python_stacks.h"
 #include "core/status.h"
 
 namespace rightsize {
@@ -56,6 +82,9 @@ struct StackSamplerOptions {
   // Threads sampled at once, across all processes: each costs an fd and (ring_pages + 1)
   // pages of locked memory. Threads past the cap are skipped and counted.
   size_t max_threads = 1024;
+  // Name the Python functions of CPython 3.11 processes (read from their memory at the sampling
+  // frequency, on a thread of the sampler's own); false: native frames only.
+  bool python_frames = true;
 };
 
 class StackSampler {
@@ -89,6 +118,9 @@ class StackSampler {
   const std::string& last_skip_reason() const { return last_skip_reason_; }
   // Threads being sampled now.
   size_t watched_threads() const;
+  // What a user should know about the stacks, each said once (at most 16): "pid 12: Python
+  // 3.12 frames not supported: native frames only".
+  const std::vector<std::string>& notes() const { return notes_; }
 
  private:
   struct Process;
@@ -105,7 +137,20 @@ class StackSampler {
   // One ring record: `record` points at its perf_event_header, `record_bytes` long.
   void HandleRecord(Process& process, uint32_t type, uint16_t misc, const uint64_t* record,
                     size_t record_bytes);
-  void AddSample(Process& process, const uint64_t* ips, uint64_t nr, uint64_t ip);
+  void AddSample(Process& process, const uint64_t* ips, uint64_t nr, uint64_t ip, int tid,
+                 int64_t time_ns);
+  void Note(std::string note);
+  // Looks for a readable CPython in a process whose symbols were rebuilt.
+  void UpdatePython(Process& process);
+  // Moves the poller's Python stacks into their threads' histories.
+  void TakePythonStacks();
+  // The Python stack read nearest to `time_ns` in thread `tid`, if one is close enough.
+  const std::vector<PythonFrame>* PythonStackAt(const Process& process, int tid,
+                                                int64_t time_ns) const;
+  // Appends the frames of a sample that ran Python to `key`: Python frames in place of the
+  // interpreter loop's native frames.
+  static void SplicePython(const std::vector<PythonFrame>& python,
+                           const std::vector<std::string>& names, std::string& key);
 
   StackSamplerOptions options_;
   ProcFs proc_;  // the real /proc: perf events and libdwfl only make sense for live processes
@@ -120,6 +165,9 @@ class StackSampler {
   Status pending_error_;  // from a drain in Refresh/AddProcess, returned by the next Poll
   std::vector<uint64_t> record_scratch_;  // a record that wraps around the ring's end
   std::vector<uint64_t> frame_scratch_;
+  std::vector<std::string> name_scratch_;
+  std::vector<std::string> notes_;
+  std::unique_ptr<PythonStackPoller> python_;  // null without options_.python_frames
 };
 
 }  // namespace rightsize

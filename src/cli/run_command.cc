@@ -92,6 +92,8 @@ int Run(Context& ctx, const RunFlags& f, const std::vector<std::string>& argv) {
   if (!run.ok()) return Fail(run.status());
   if (!f.stacks.empty() && !run->stacks_sampled) {
     fmt::print(stderr, "rightsize run: no stacks: {}\n", run->stacks_note);
+  } else if (!f.stacks.empty() && !run->stacks_note.empty()) {
+    fmt::print(stderr, "rightsize run: stacks: {}\n", run->stacks_note);
   }
   std::optional<Diagnosis> diagnosis = DiagnoseRun(*run);
   run->temp_log = TempFile();  // removed now that the diagnosis has read it

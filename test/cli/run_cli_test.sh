@@ -106,6 +106,13 @@ if grep -q "no stacks" <<<"$ERR"; then
 else
   expect_contains "folded stacks name the hot function" "$(cat "$WORK/stacks.folded")" \
     rightsize_test_hot_loop
+  # A Python 3.11 program: its own functions, files and lines, outermost first (issue 28).
+  run_rs run --json --stacks "$WORK/py.folded" -- /usr/bin/python3.11 "$2/agent/python_prog.py" 3
+  expect_eq "a Python program under --stacks --json" "$RC" 0
+  expect_eq "no stacks note for Python 3.11" "$(grep -c 'rightsize run: stacks:' <<<"$ERR")" 0
+  expect_contains "its folded stacks name hot_loop under middle under outer with lines" \
+    "$(cat "$WORK/py.folded")" \
+    "python3.11;<module> (python_prog.py:26);outer (python_prog.py:23);middle (python_prog.py:16);hot_loop (python_prog.py:1"
 fi
 
 # The GPU path end to end through the fake NVML: the job's process appears on GPU 1 from the

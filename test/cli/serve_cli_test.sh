@@ -188,6 +188,11 @@ if python3 -c "import sys; sys.exit(0 if 0.1 < $eff <= 0.6 and $now_cores > 0.2 
 else fail "running job card: efficiency $eff, cores now $now_cores"; fi
 run_rs --db "$WORK/serve.db" job 9001 --cluster c1
 expect_contains "the card says the figures are so far" "$OUT" "use so far, from the agent's samples"
+# A Python 3.11 job (started after the CPU checks above, not to compete with hot_loop): its
+# flame graph names the program's functions and lines (issue 28).
+SLURM_JOB_ID=9011 SLURM_JOB_USER=alice SLURM_JOB_NAME=pyspin \
+  /usr/bin/python3.11 "$2/agent/python_prog.py" 4 >/dev/null &
+pyjob=$!
 wait "$job"
 hot=""
 for _ in $(seq 1 20); do
@@ -196,6 +201,14 @@ for _ in $(seq 1 20); do
   sleep 0.5
 done
 if [ -n "$hot" ]; then pass "the flame graph's stacks have the hot function"; else fail "stacks: $(head -c 400 <<<"$BODY"); agent: $(cat "$WORK/agent.err")"; fi
+wait "$pyjob"
+pyhot=""
+for _ in $(seq 1 20); do
+  http GET "/api/v1/jobs/c1/9011/stacks?format=json" "${ALICE[@]}"
+  if grep -q 'outer (python_prog.py:23);middle (python_prog.py:16);hot_loop (python_prog.py:1' <<<"$BODY"; then pyhot=yes; break; fi
+  sleep 0.5
+done
+if [ -n "$pyhot" ]; then pass "a Python job's flame graph has hot_loop under middle under outer, with lines"; else fail "Python stacks: $(head -c 600 <<<"$BODY")"; fi
 ended=""
 for _ in $(seq 1 30); do
   http GET /api/v1/jobs/c1/9001 "${ALICE[@]}"
