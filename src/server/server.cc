@@ -16,6 +16,7 @@
 #include "core/units.h"
 #include "k8s/admission.h"
 #include "predict/predict.h"
+#include "report/job_card.h"
 #include "report/live.h"
 #include "report/render.h"
 #include "report/waste.h"
@@ -744,6 +745,9 @@ ApiServer::Reply ApiServer::Job(const Caller& who, const std::string& cluster,
   if (!live.ok()) return Error(500, live.status().message());
   nlohmann::json out = {{"job", *job}, {"efficiency", EfficiencyJson(EfficiencyOf(*live))}};
   out["summary"] = JobRow(*job, Now());
+  // The advice and cost `rightsize job` prints, from the same card (report/job_card.h).
+  out["card"] = RenderJobCardJson(*live, options_.prices);
+  out["card"].erase("job");
   auto pred = store->GetPrediction(job->cluster, job->job_id);
   out["prediction"] = nullptr;
   if (pred.ok()) {
