@@ -139,7 +139,7 @@ async function CheckCharts(page) {
   const charts = await page.$$eval('section.chart:not([hidden])', (els) => els.map((el) => ({
     id: el.dataset.testid,
     ticks: (el.dataset.yTicks || '').split('|').filter((t) => t !== ''),
-    legend: [...el.querySelectorAll('.u-legend tr.u-series')].slice(1)
+    legend: [...el.querySelectorAll('.u-legend tr.u-series')]
       .map((tr) => [tr.querySelector('.u-label')?.textContent.trim(), tr.querySelector('.u-value')?.textContent.trim()]),
   })));
   if (charts.length < 3) Fail(`job ${live_job}: only ${charts.length} charts are shown`);

@@ -649,10 +649,14 @@
       const times = [...new Set(metrics.flatMap((m) => this.points_[m].map((p) => p[0])))].sort((a, b) => a - b);
       const index = new Map(times.map((t, i) => [t, i]));
       const data = [times];
-      const series = [{}];
       const one = metrics.length === 1;
       // The value under the cursor; off the chart, the newest one (not a dash until hovered).
-      const legend_value = (u, v, sidx, idx) => d.fmt(idx === null || idx === undefined ? LastKnown(u.data[sidx]) : v);
+      const hovered = (u, v, sidx, idx) => (idx === null || idx === undefined ? LastKnown(u.data[sidx]) : v);
+      const legend_value = (u, v, sidx, idx) => d.fmt(hovered(u, v, sidx, idx));
+      const series = [{ value: (u, v, sidx, idx) => {
+        const t = hovered(u, v, sidx, idx);
+        return Known(t) ? new Date(t * 1000).toLocaleTimeString('en-GB') : kDash;
+      } }];
       metrics.forEach((m, k) => {
         const mean = new Array(times.length).fill(null);
         const max = new Array(times.length).fill(null);
@@ -801,7 +805,7 @@
     ].filter(Known);
     const cur = cost.currency || currency;
     let cost_line = '';
-    if (Known(cost.allocated_dollars)) {
+    if (Known(cost.allocated_dollars) && cost.allocated_dollars >= 0.005) {
       cost_line = `<p data-testid="job-cost">${running ? 'So far, at' : 'At'} list prices this job cost <strong>${FmtDollars(cost.allocated_dollars, cur)}</strong>`;
       if (Known(cost.wasted_dollars)) cost_line += `, <strong data-testid="job-unused">${FmtDollars(cost.wasted_dollars, cur)} unused</strong>`;
       cost_line += '.</p>';
