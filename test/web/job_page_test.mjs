@@ -5,7 +5,8 @@
 //   SCREENSHOT_DIR=/tmp/shots node test/web/job_page_test.mjs
 //
 // It checks what a user would notice on the page: the advice and cost of the job card (job 900:
-// "-c 1", "--mem=768M", the dollars unused); a TIMEOUT (job 1, SLURM's exit 0:0) says it hit
+// "-c 1", "--mem=768M", the dollars unused; job 901, an idle A100: its dollars unused and "does
+// this job need a GPU at all?"); a TIMEOUT (job 1, SLURM's exit 0:0) says it hit
 // its time limit and never "exit 0", and asks for more time first; a FAILED job (job 3) shows
 // its exit code; an OUT_OF_MEMORY job (job 11) asks for more memory first and for no less; on
 // the live job LIVE_JOB, every chart's legend shows values without a hover and no y axis
@@ -86,6 +87,18 @@ async function CheckAdvice(page) {
   if (!advice.some((a) => a.includes('ask for -c 1'))) Fail(`job 900: no advice sentence on its CPUs: ${advice.join(' | ')}`);
   Log(`job 900: asks for ${flags.join(' ')}; ${await Text(page, '[data-testid="job-cost"]')}`);
   await Shot(page, 'job-advice.png');
+
+  // An idle GPU: its cost unused, and the question the CLI card asks.
+  await OpenJob(page, sacct_cluster, '901');
+  await page.waitForSelector('[data-testid="job-advice"]', { timeout: 10000 })
+    .catch(() => Fail('job 901: no advice on the job page'));
+  const gpu_unused = await Text(page, '[data-testid="job-unused"]');
+  const dollars = Number(gpu_unused.replace(/[^0-9.]/g, ''));
+  if (!(dollars >= 30)) Fail(`job 901: 12 idle A100 hours, but the page says "${gpu_unused}"`);
+  const gpu_advice = await Advice(page);
+  if (!gpu_advice.some((a) => a.includes('does this job need a GPU at all?'))) Fail(`job 901: no word on its idle GPU: ${gpu_advice.join(' | ')}`);
+  Log(`job 901: ${gpu_unused}; ${gpu_advice.find((a) => a.startsWith('GPU'))}`);
+  await Shot(page, 'job-idle-gpu.png');
 }
 
 async function CheckTimeout(page) {

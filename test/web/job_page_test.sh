@@ -14,13 +14,16 @@ export RIGHTSIZE_WEB_BUILD=$5
 SHOTS=$6
 mkdir -p "$SHOTS"
 
-# Accounting: SLURM's own TIMEOUT (exit 0:0), FAILED (exit 3) and OUT_OF_MEMORY jobs, and a job
-# that kept 0.5 of its 4 CPUs busy and peaked at 600M of its 16G (so: -c 1, --mem=768M).
+# Accounting: SLURM's own TIMEOUT (exit 0:0), FAILED (exit 3) and OUT_OF_MEMORY jobs, a job
+# that kept 0.5 of its 4 CPUs busy and peaked at 600M of its 16G (so: -c 1, --mem=768M), and
+# one that held an A100 for 12 hours at 0% utilisation.
 FIXTURES="$SRCDIR/test/data/sacct/slurm22"
 cat >"$WORK/oversized.psv" <<'PSV'
 JobID|JobIDRaw|JobName|User|Account|Partition|QOS|State|ExitCode|Submit|Start|End|Elapsed|Timelimit|NNodes|NCPUS|ReqCPUS|ReqMem|ReqTRES|AllocTRES|TotalCPU|UserCPU|SystemCPU|MaxRSS|AveRSS|MaxDiskRead|MaxDiskWrite|TRESUsageInMax|Comment
 900|900|oversized|alice|testacct|debug|normal|COMPLETED|0:0|2026-12-02T10:00:00|2026-12-02T10:00:00|2026-12-02T11:00:00|01:00:00|04:00:00|1|4|4|16G|billing=4,cpu=4,mem=16G,node=1|billing=4,cpu=4,mem=16G,node=1|00:30:00|00:30:00|00:00:00||||||
 900.batch|900.batch|batch||testacct|||COMPLETED|0:0|2026-12-02T10:00:00|2026-12-02T10:00:00|2026-12-02T11:00:00|01:00:00||1|4|4|||cpu=4,mem=16G,node=1|00:30:00|00:30:00|00:00:00|600M|500M|0.01M|0.00M||
+901|901|notebook|carol|testacct|gpu|normal|COMPLETED|0:0|2026-12-02T10:00:00|2026-12-02T10:00:00|2026-12-02T22:00:00|12:00:00|1-00:00:00|1|4|4|32G|billing=4,cpu=4,gres/gpu=1,mem=32G,node=1|billing=4,cpu=4,gres/gpu:a100=1,gres/gpu=1,mem=32G,node=1|02:00:00|02:00:00|00:00:00||||||
+901.batch|901.batch|batch||testacct|||COMPLETED|0:0|2026-12-02T10:00:00|2026-12-02T10:00:00|2026-12-02T22:00:00|12:00:00||1|4|4|||cpu=4,gres/gpu=1,mem=32G,node=1|02:00:00|02:00:00|00:00:00|3G|2G|0.01M|0.00M|cpu=02:00:00,gres/gpumem=500M,gres/gpuutil=0,mem=3G|
 PSV
 for f in "$FIXTURES/mixed.psv" "$FIXTURES/oom-cgroup-v1.psv" "$WORK/oversized.psv"; do
   run_rs --db "$WORK/serve.db" ingest sacct --cluster rstest "$f"
