@@ -380,8 +380,9 @@ StatusOr<JobRunResult> RunJob(const JobRunOptions& options) {
   Reaped reaped = running.Watch();
   log.reset();
   result.elapsed_s = reaped.exited_s;
-  // A last look at the cgroup (peak, OOM kills) now that the job is over.
-  monitor.Sample(result.elapsed_s);
+  // A last look at the cgroup (peak, OOM kills, the CPU since the last sample) now that the
+  // job is over; not a sample: its processes are gone, and it would end every series at 0.
+  monitor.Finish(result.elapsed_s);
   result.job = MakeRecord(options, monitor, child, start_unix, reaped, &result.cpu_time_s);
   result.mean_cpu_cores = result.elapsed_s > 0 ? result.cpu_time_s / result.elapsed_s : 0;
   result.cgroup = cgroup.path();

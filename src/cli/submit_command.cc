@@ -84,7 +84,7 @@ int RunSubmit(Context& ctx, const SubmitFlags& f, std::vector<std::string> rest)
   if (!f.json) {
     fmt::print("{}: prediction (cluster {})\n{}", script_path, (*doc)["cluster"].get<std::string>(),
                PredictionTable(*doc));
-    fmt::print("{}", slurm::SubmitAdviceText(advice, sbatch_args, f.apply));
+    fmt::print("{}", slurm::SubmitAdviceText(advice, sbatch_args, f.apply, doc));
   }
   nlohmann::json out = {{"schema", "rightsize.submit/v1"},
                         {"script", script_path},

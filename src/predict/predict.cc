@@ -230,10 +230,29 @@ Status LoadModel(Store& store, ModelCache* models, PredictSession& session,
     }
     reads.models[w.cluster] = {*version, w.held, w.held_mu};
   } else if (version.status().code() == Status::Code::kNotFound) {
-    w.notes.push_back(
-        fmt::format("no model for cluster {} yet (run `rightsize train`): the "
-                    "answers below are the last-two baseline, without intervals",
-                    w.cluster));
+    // How far the cluster is from its first model: `train` fits a target from min_rows finished
+    // jobs that measured it. Not counted where only the targets are read (the webhook's
+    // latency budget).
+    JobFilter finished;
+    finished.cluster = w.cluster;
+    finished.ended_since = 0;
+    int64_t ended = -1;
+    if (w.req.text) {
+      RS_ASSIGN_OR_RETURN(ended, store.CountJobs(finished));
+    }
+    auto needed = static_cast<int64_t>(TrainOptions{}.min_rows);
+    std::string when =
+        ended < 0 ? std::string("run `rightsize train`")
+        : ended >= needed
+            ? fmt::format("it has {} finished jobs: run `rightsize train`", ended)
+            : fmt::format(
+                  "{} more finished jobs are needed: `rightsize train` fits a model from "
+                  "{}, the cluster has {}",
+                  needed - ended, needed, ended);
+    w.notes.push_back(fmt::format(
+        "no model for cluster {} yet ({}): the answers below are the last-two baseline, "
+        "without intervals",
+        w.cluster, when));
   } else {
     return version.status();
   }
@@ -544,6 +563,58 @@ double SuggestRequest(Work& w, Target t, const TargetPrediction& p,
   return suggested;
 }
 
+// The risk at which a smaller request than `request` would first be suggested (the lowest of
+// kSuggestRisks above the asked risk, then 20%), and that request; nullopt when none is.
+struct FirstCut {
+  double risk = 0, suggested = 0;
+};
+std::optional<FirstCut> FirstSuggestion(const Work& w, Target t, const TargetPrediction& p,
+                                        double request, double too_small) {
+  std::vector<double> ladder(kSuggestRisks.begin(), kSuggestRisks.end());
+  ladder.push_back(0.2);
+  for (double risk : ladder) {
+    if (risk <= w.req.risk || too_small > risk) continue;
+    double s = RoundUp(
+        t, p.Suggest(risk, w.req.per_job_risk ? RiskScope::kJob : RiskScope::kCluster, nullptr));
+    if (s < request) return FirstCut{risk, s};
+  }
+  return std::nullopt;
+}
+
+// Says why a request is kept as it is at the asked risk, in `tj` ("suggested_at_risk",
+// "suggested_there") and a note: most often the model was checked on too few jobs to bound so
+// small a risk (a conformal bound at risk r needs 1/r - 1 of them), which the user can only
+// read off a table where the request is far above p90 as "nothing to change".
+void WhyKept(Work& w, Target t, const TargetPrediction& p, double request, double too_small,
+             nlohmann::json& tj) {
+  tj["suggested_at_risk"] = nullptr;
+  tj["suggested_there"] = nullptr;
+  if (t == Target::kGpuUtil) return;
+  auto first = FirstSuggestion(w, t, p, request, too_small);
+  const QuantileGrid& grid = p.RequestGrid();
+  int64_t needed = QuantileGrid::CountToBound(1 - w.req.risk);
+  std::string why =
+      too_small > w.req.risk
+          ? fmt::format("it is too small for {:.2g}% of jobs like this one, more than the risk",
+                        100 * too_small)
+      : grid.n < needed
+          ? fmt::format(
+                "the model was checked on {} {} like it, too few to bound a {:.2g}% "
+                "risk ({} are needed)",
+                grid.n, p.group < 2 && &grid == &GroupGrid(*p.model, p.group) ? "users" : "jobs",
+                100 * w.req.risk, needed)
+          : "no smaller request kept the held-out jobs' kills within it";
+  std::string then = first ? fmt::format("; at --risk {:g} it suggests {}", first->risk,
+                                         FormatTargetValue(t, first->suggested))
+                           : "; no risk up to 20% suggests less";
+  w.notes.push_back(fmt::format("{}: the request ({}) is kept at a {:.2g}% risk: {}{}", NameOf(t),
+                                FormatTargetValue(t, request), 100 * w.req.risk, why, then));
+  if (first) {
+    tj["suggested_at_risk"] = first->risk;
+    tj["suggested_there"] = first->suggested;
+  }
+}
+
 // The features that moved this prediction most (SHAP values of the trees): the "why" entries
 // of the document and one line of the text.
 nlohmann::json Explain(Work& w, Target t, const TargetModel& m, float anchor,
@@ -616,6 +687,9 @@ Status PredictFromModel(Work& w, Target t, const TargetModel& m,
   tj["p50"] = p.point;
   tj["p90"] = bound(quantile(0.9));
   tj["suggested_request"] = bound(suggested);
+  if (request && suggested >= *request && (t != Target::kCpuCores || *request > 1)) {
+    WhyKept(w, t, p, *request, *too_small, tj);
+  }
   tj["risk_used"] = used;
   tj["job_risk"] = p.ProbTooSmall(suggested);
   tj["history"] = HistoryGroupName(p.group);

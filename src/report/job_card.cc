@@ -19,6 +19,7 @@ using nlohmann::json;
 
 constexpr double kHeadroom = 1.2;
 constexpr double kTimeHeadroom = 1.5;
+constexpr double kMoreHeadroom = 1.5;  // after an OOM kill or a timeout
 
 double CeilUnits(double v) { return std::ceil(v - 1e-9); }
 double Round4(double v) { return std::round(v * 1e4) / 1e4; }
@@ -51,8 +52,20 @@ struct Card {
   std::string time_flag;
   // Cost
   std::optional<double> alloc_usd, used_usd, wasted_usd;
+  std::vector<std::string> more;  // after an OOM kill or a timeout: ask for more, shown first
   std::vector<std::string> advice, unknown;
+  // The job was stopped at a limit ("memory", "time", "" for none): its run was cut short, so
+  // its use is no guide to a smaller request.
+  std::string killed_by;
 };
+
+// "memory" for a job killed for memory, "time" for one stopped at its time limit, else "".
+std::string KilledBy(const JobRecord& job) {
+  const std::string& s = job.outcome.state;
+  if (s.rfind("OUT_OF_ME", 0) == 0) return "memory";
+  if (s == "TIMEOUT" || s == "DEADLINE") return "time";
+  return "";
+}
 
 // What the job cost, allocated and used, as far as its record says.
 struct Cost {
@@ -77,7 +90,7 @@ void CardCpu(const JobRecord& job, const PriceTable& prices, bool ran, Card& c, 
   if (c.alloc_cpus && c.mean_cores && *c.alloc_cpus > 0) {
     c.cpu_eff = *c.mean_cores / *c.alloc_cpus;
     auto want = RoundCpuRequest(kHeadroom * *c.mean_cores);
-    if (static_cast<double>(want) < *c.alloc_cpus) {
+    if (static_cast<double>(want) < *c.alloc_cpus && c.killed_by.empty()) {
       c.suggested_cpus = want;
       c.advice.push_back(fmt::format(
           "CPU: this job kept {:.1f} of its {} CPUs busy on average ({}); ask for -c {} next "
@@ -108,28 +121,38 @@ void CardMemory(const JobRecord& job, const PriceTable& prices, bool ran, Card& 
     cost.used_usd += static_cast<double>(*c.used_mem) * gib_h * prices.memory_gb_hour;
     cost.used_known = true;
   }
+  int nodes = std::max(1, job.alloc.nodes.value_or(job.request.nodes.value_or(1)));
+  auto flag_for = [&](int64_t bytes) {
+    return "--mem=" + MemoryFlagValue(nodes > 1
+                                          ? RoundMemoryRequest(static_cast<double>(bytes) / nodes)
+                                          : bytes);
+  };
+  std::string per_node = nodes > 1 ? fmt::format(" per node ({} nodes)", nodes) : "";
+  if (c.killed_by == "memory" && (c.alloc_mem || c.used_mem)) {
+    // Its real need is above what it reached: a larger request, never a smaller one.
+    int64_t reached = std::max(c.alloc_mem.value_or(0), c.used_mem.value_or(0));
+    int64_t more = RoundMemoryRequest(kMoreHeadroom * static_cast<double>(reached));
+    c.suggested_mem = more;
+    c.mem_flag = flag_for(more);
+    c.more.push_back(fmt::format(
+        "Memory: this job ran out of memory at {}{}; ask for more: {}{} next time (or make it "
+        "use less).",
+        FormatMemory(reached),
+        c.alloc_mem ? fmt::format(" ({} allocated)", FormatMemory(*c.alloc_mem)) : "", c.mem_flag,
+        per_node));
+  }
   if (c.alloc_mem && c.used_mem && *c.alloc_mem > 0) {
     c.mem_eff = static_cast<double>(*c.used_mem) / static_cast<double>(*c.alloc_mem);
     int64_t want = RoundMemoryRequest(kHeadroom * static_cast<double>(*c.used_mem));
-    if (job.outcome.state.rfind("OUT_OF_ME", 0) == 0) {
-      c.advice.push_back(fmt::format(
-          "Memory: this job ran out of memory at {} ({}); its real need is above that, so ask "
-          "for more, not less.",
-          FormatMemory(*c.used_mem), FormatMemory(*c.alloc_mem)));
-    } else if (want < *c.alloc_mem) {
+    if (want < *c.alloc_mem && c.killed_by.empty()) {
       c.suggested_mem = want;
-      int nodes = std::max(1, job.alloc.nodes.value_or(job.request.nodes.value_or(1)));
-      std::string flag =
-          nodes > 1
-              ? "--mem=" + MemoryFlagValue(RoundMemoryRequest(static_cast<double>(want) / nodes))
-              : "--mem=" + MemoryFlagValue(want);
-      c.mem_flag = flag;
-      c.advice.push_back(fmt::format(
-          "Memory: this job used {} of its {} ({} {}); ask for {}{} next time.",
-          FormatPercent(*c.mem_eff), FormatMemory(*c.alloc_mem), FormatMemory(*c.used_mem),
-          c.mem_basis, flag, nodes > 1 ? fmt::format(" per node ({} nodes)", nodes) : ""));
+      c.mem_flag = flag_for(want);
+      c.advice.push_back(
+          fmt::format("Memory: this job used {} of its {} ({} {}); ask for {}{} next time.",
+                      FormatPercent(*c.mem_eff), FormatMemory(*c.alloc_mem),
+                      FormatMemory(*c.used_mem), c.mem_basis, c.mem_flag, per_node));
     }
-    if (c.mem_basis == "average") {
+    if (c.mem_basis == "average" && c.killed_by.empty()) {
       c.advice.push_back(
           "Memory: only the average use is known, not the peak; leave more headroom than "
           "suggested.");
@@ -164,7 +187,7 @@ void CardGpus(const JobRecord& job, const PriceTable& prices, bool ran, Card& c,
             *c.gpus));
       } else {
         auto want = static_cast<int64_t>(std::max(1.0, CeilUnits(kHeadroom * *c.gpus * util)));
-        if (want < *c.gpus) {
+        if (want < *c.gpus && c.killed_by.empty()) {
           c.suggested_gpus = want;
           c.advice.push_back(fmt::format(
               "GPU: its {} GPUs were {} busy on average; --gpus={} would likely do (check the "
@@ -200,19 +223,23 @@ void CardGpus(const JobRecord& job, const PriceTable& prices, bool ran, Card& c,
 }
 
 // Time: the limit against the run, the --time to ask for.
-void CardTime(const JobRecord& job, const PriceTable& prices, bool ran, Card& c, Cost& cost) {
-  const auto& u = job.usage;
+void CardTime(const JobRecord& job, bool ran, Card& c) {
   if (job.request.time_limit_s) c.limit_s = static_cast<double>(*job.request.time_limit_s);
+  if (c.killed_by == "time" && c.limit_s && *c.limit_s > 0) {
+    double more = static_cast<double>(RoundTimeRequest(kMoreHeadroom * *c.limit_s));
+    c.suggested_limit_s = more;
+    c.time_flag = "--time=" + TimeFlagValue(more);
+    c.more.push_back(fmt::format(
+        "Time: this job hit its {} limit before it finished; ask for more: {} next time (or "
+        "checkpoint and resume).",
+        FormatDuration(*c.limit_s), c.time_flag));
+  }
   if (c.limit_s && c.elapsed_s && *c.limit_s > 0) {
     c.time_eff = *c.elapsed_s / *c.limit_s;
     double want = RoundTimeRequest(kTimeHeadroom * *c.elapsed_s);
-    if (job.outcome.state == "TIMEOUT") {
-      c.advice.push_back(fmt::format(
-          "Time: this job hit its {} limit; it needed more, so ask for more (or checkpoint).",
-          FormatDuration(*c.limit_s)));
-    } else if (!job.end_time) {
-      // Still running: how long it will run is not known yet.
-    } else if (want < *c.limit_s) {
+    // A job stopped at a limit ran shorter than it would have: its run time is no guide. A
+    // running job's run time is not known yet.
+    if (c.killed_by.empty() && job.end_time && want < *c.limit_s) {
       c.suggested_limit_s = want;
       c.time_flag = "--time=" + FormatDuration(want);
       c.advice.push_back(fmt::format(
@@ -230,6 +257,7 @@ void CardTime(const JobRecord& job, const PriceTable& prices, bool ran, Card& c,
 
 Card BuildCard(const JobRecord& job, const PriceTable& prices) {
   Card c;
+  c.killed_by = KilledBy(job);
   const auto& u = job.usage;
   const bool ran = u.elapsed_s && *u.elapsed_s > 0;
   if (ran) c.elapsed_s = u.elapsed_s;
@@ -237,7 +265,7 @@ Card BuildCard(const JobRecord& job, const PriceTable& prices) {
   CardCpu(job, prices, ran, c, cost);
   CardMemory(job, prices, ran, c, cost);
   CardGpus(job, prices, ran, c, cost);
-  CardTime(job, prices, ran, c, cost);
+  CardTime(job, ran, c);
   if (!job.end_time && ran) {
     // A running job's figures are its use so far; its peak may still grow.
     for (std::string& a : c.advice) a = "So far: " + a;
@@ -247,9 +275,15 @@ Card BuildCard(const JobRecord& job, const PriceTable& prices) {
     c.used_usd = cost.used_usd;
     c.wasted_usd = std::max(0.0, cost.alloc_usd - cost.used_usd);
   }
-  if (c.advice.empty() && (c.cpu_eff || c.mem_eff || c.gpu_eff)) {
+  if (!c.killed_by.empty()) {
+    c.advice.push_back(
+        "Its other figures are from a run cut short: right-size them from a run that "
+        "completes.");
+  } else if (c.advice.empty() && (c.cpu_eff || c.mem_eff || c.gpu_eff)) {
     c.advice.push_back("This job's request fits what it used; nothing to change.");
   }
+  // What stopped the job comes first.
+  c.advice.insert(c.advice.begin(), c.more.begin(), c.more.end());
   return c;
 }
 
@@ -258,6 +292,30 @@ std::string Opt(const std::optional<double>& v, const std::function<std::string(
 }
 
 }  // namespace
+
+std::string OutcomeText(const JobRecord& job) {
+  const std::string& s = job.outcome.state;
+  const auto& exit = job.outcome.exit_code;
+  const auto& signal = job.outcome.signal;
+  std::string by_signal = signal && *signal > 0 ? fmt::format(" (signal {})", *signal) : "";
+  if (s == "RUNNING" || s == "PENDING" || s == "REQUEUED" || s == "SUSPENDED") return "";
+  // SLURM records exit 0 for a job it stopped: the state says what happened, not the code.
+  if (s == "TIMEOUT") {
+    return job.request.time_limit_s
+               ? fmt::format("hit its {} time limit",
+                             FormatDuration(static_cast<double>(*job.request.time_limit_s)))
+               : "hit its time limit";
+  }
+  if (s == "DEADLINE") return "stopped at its deadline";
+  if (s.rfind("OUT_OF_ME", 0) == 0) return "ran out of memory";
+  if (s.rfind("CANCELLED", 0) == 0) return "cancelled" + by_signal;
+  if (s == "PREEMPTED") return "preempted";
+  if (s == "NODE_FAIL") return "its node failed";
+  if (s == "BOOT_FAIL") return "its node failed to boot";
+  if (exit) return fmt::format("exit {}", *exit) + by_signal;
+  if (signal && *signal > 0) return fmt::format("killed by signal {}", *signal);
+  return "";
+}
 
 std::string RenderJobCardText(const JobRecord& job, const PriceTable& prices) {
   Card c = BuildCard(job, prices);
@@ -268,7 +326,7 @@ std::string RenderJobCardText(const JobRecord& job, const PriceTable& prices) {
   out += fmt::format("  user {}, account {}, partition {}\n", safe(job.request.user),
                      safe(job.request.account), safe(job.request.partition));
   out += fmt::format("  state {}", safe(job.outcome.state));
-  if (job.outcome.exit_code) out += fmt::format(", exit code {}", *job.outcome.exit_code);
+  if (std::string how = OutcomeText(job); !how.empty()) out += " (" + how + ")";
   if (job.start_time) out += ", started " + FormatTimestamp(*job.start_time);
   if (job.end_time) out += ", ended " + FormatTimestamp(*job.end_time);
   if (!job.end_time && c.elapsed_s) {
@@ -278,10 +336,12 @@ std::string RenderJobCardText(const JobRecord& job, const PriceTable& prices) {
   out += "\n\n";
 
   auto mem = [](std::optional<int64_t> b) { return b ? FormatMemory(*b) : "unknown"; };
-  auto cores = [](double v) { return FormatThousands(v, v == std::floor(v) ? 0 : 1); };
+  auto cores = [](double v) {
+    return FormatThousands(v, v == std::floor(v) ? 0 : 1) + (v == 1 ? " core" : " cores");
+  };
   std::vector<std::vector<std::string>> rows = {
       {"", "allocated", "used", "efficiency", "suggested"},
-      {"CPU", Opt(c.alloc_cpus, cores) + " cores",
+      {"CPU", Opt(c.alloc_cpus, cores),
        c.mean_cores ? fmt::format("{:.1f} cores (mean)", *c.mean_cores) : "unknown",
        Opt(c.cpu_eff, FormatPercent),
        c.suggested_cpus ? fmt::format("-c {}", *c.suggested_cpus) : "-"},
@@ -340,6 +400,8 @@ json RenderJobCardJson(const JobRecord& job, const PriceTable& prices) {
   json j;
   j["schema"] = "rightsize.job/v1";
   j["job"] = job;
+  std::string how = OutcomeText(job);
+  j["outcome_text"] = how.empty() ? json(nullptr) : json(how);
   j["cpu"] = {{"requested_cores", Num(c.req_cpus)},
               {"allocated_cores", Num(c.alloc_cpus)},
               {"mean_cores_used", Num(c.mean_cores)},
@@ -369,6 +431,7 @@ json RenderJobCardJson(const JobRecord& job, const PriceTable& prices) {
                {"used_dollars", Num(c.used_usd)},
                {"wasted_dollars", Num(c.wasted_usd)}};
   j["advice"] = c.advice;
+  j["stopped_at_limit"] = c.killed_by.empty() ? json(nullptr) : json(c.killed_by);
   j["unknown"] = c.unknown;
   return j;
 }

@@ -17,6 +17,7 @@
 #include "core/units.h"
 #include "k8s/admission.h"
 #include "predict/predict.h"
+#include "report/job_card.h"
 #include "report/live.h"
 #include "report/render.h"
 #include "report/waste.h"
@@ -763,6 +764,9 @@ ApiServer::Reply ApiServer::Job(const Caller& who, const std::string& cluster,
   auto is = running_now.Is(*job);
   if (!is.ok()) return Error(500, is.status().message());
   out["summary"] = JobRow(*job, Now(), *is);
+  // The advice and cost `rightsize job` prints, from the same card (report/job_card.h).
+  out["card"] = RenderJobCardJson(*live, options_.prices);
+  out["card"].erase("job");
   auto pred = store->GetPrediction(job->cluster, job->job_id);
   out["prediction"] = nullptr;
   if (pred.ok()) {

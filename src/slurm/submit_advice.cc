@@ -314,8 +314,28 @@ nlohmann::json ChangesJson(const std::vector<Change>& changes) {
 }
 
 std::string SubmitAdviceText(const SubmitAdvice& advice,
-                             const std::vector<std::string>& sbatch_args, bool applied) {
-  if (advice.changes.empty()) return "no changes suggested\n";
+                             const std::vector<std::string>& sbatch_args, bool applied,
+                             const nlohmann::json* prediction) {
+  if (advice.changes.empty()) {
+    // The lowest risk at which a target's request would be cut (the notes above say why not at
+    // this one).
+    std::optional<double> at;
+    auto targets = prediction != nullptr && prediction->is_object()
+                       ? prediction->find("targets")
+                       : nlohmann::json::const_iterator();
+    if (prediction != nullptr && targets != prediction->end() && targets->is_object()) {
+      for (const auto& [name, t] : targets->items()) {
+        auto r = t.find("suggested_at_risk");
+        if (r != t.end() && r->is_number() && (!at || r->get<double>() < *at)) {
+          at = r->get<double>();
+        }
+      }
+    }
+    if (!at) return "no changes suggested\n";
+    return fmt::format(
+        "no changes suggested at this risk; at --risk {:g} some are (the notes above say why)\n",
+        *at);
+  }
   std::string out = fmt::format("suggested changes{}:\n", applied ? " (applied)" : "");
   for (const auto& c : advice.changes) {
     out +=

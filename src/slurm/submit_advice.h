@@ -62,8 +62,10 @@ std::string UnifiedDiff(const std::string& name, const std::vector<std::string>&
 // The changes as the rightsize.submit/v1 document lists them.
 nlohmann::json ChangesJson(const std::vector<Change>& changes);
 // The changes as `submit` prints them: each with where and why, the diff, the new sbatch options
-// (`sbatch_args` are the ones given), and how to apply them unless `applied`.
+// (`sbatch_args` are the ones given), and how to apply them unless `applied`. With none, the
+// `prediction` (when given) says at which risk some would be ("suggested_at_risk").
 std::string SubmitAdviceText(const SubmitAdvice& advice,
-                             const std::vector<std::string>& sbatch_args, bool applied);
+                             const std::vector<std::string>& sbatch_args, bool applied,
+                             const nlohmann::json* prediction = nullptr);
 
 }  // namespace rightsize::slurm

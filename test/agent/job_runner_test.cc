@@ -117,6 +117,26 @@ TEST_F(JobRunnerTest, PeakMemoryOfAProcessThatHolds50MB) {
   EXPECT_EQ(OpenFds(), fds_before_);
 }
 
+// The look at the job's cgroup after it ended must not be plotted as a sample: its processes
+// are gone, so it would read 0 B of memory and 0 processes at the end of every chart.
+TEST_F(JobRunnerTest, SeriesEndAtTheLastSampleOfTheRunningProcess) {
+  ASSERT_TRUE(Exists("/usr/bin/python3"));
+  JobRunOptions o = Options({"/usr/bin/python3", "-c",
+                             "import time; x = bytearray(b'\\x01') * 20_000_000; time.sleep(0.5)"});
+  o.summary_series = true;
+  auto run = RunJob(o);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_FALSE(run->memory_series.empty());
+  EXPECT_GT(run->memory_series.back().second, 1e6)
+      << "the memory series ends at " << run->memory_series.back().second << " bytes";
+  for (const char* metric : {"memory_bytes", "processes", "threads"}) {
+    const nlohmann::json& points = run->summary["metrics"][metric]["points"];
+    ASSERT_TRUE(points.is_array() && !points.empty()) << metric;
+    EXPECT_GT(points.back()[1].get<double>(), 0) << metric << " ends at " << points.back();
+    EXPECT_GT(run->summary["metrics"][metric]["last"].get<double>(), 0) << metric;
+  }
+}
+
 TEST_F(JobRunnerTest, OutputGoesToTheLogAndTheRelay) {
   JobRunOptions o = Options({"/bin/sh", "-c", "echo to-stdout; echo to-stderr >&2"});
   o.log_path = Path("job.log");

@@ -67,17 +67,64 @@ TEST(JobCardTest, ListsWhatIsUnknown) {
   EXPECT_TRUE(card["cost"]["wasted_dollars"].is_null());
 }
 
-TEST(JobCardTest, NeverSuggestsLessForAJobThatRanOutOfMemoryOrTime) {
-  JobRecord j = Oversized();
+TEST(JobCardTest, AfterAnOomAsksForMoreMemoryFirstAndForNothingLess) {
+  JobRecord j = Oversized();  // its 3.2 of 16 cores would otherwise suggest -c 4
   j.outcome.state = "OUT_OF_MEMORY";
+  j.usage.peak_rss_bytes = GiB(256);
   std::string oom = RenderJobCardText(j, RoundPrices());
-  EXPECT_EQ(oom.find("--mem="), std::string::npos);
-  EXPECT_NE(oom.find("ran out of memory"), std::string::npos);
+  // 1.5 x the 256G it reached.
+  size_t advice = oom.find("Advice\n  - Memory: this job ran out of memory at 256G");
+  EXPECT_NE(advice, std::string::npos) << oom;
+  EXPECT_NE(oom.find("ask for more: --mem=384G"), std::string::npos) << oom;
+  EXPECT_EQ(oom.find("-c 4"), std::string::npos) << oom;
+  EXPECT_EQ(oom.find("--time="), std::string::npos) << oom;  // its run was cut short
+  nlohmann::json card = RenderJobCardJson(j, RoundPrices());
+  EXPECT_EQ(card["memory"]["suggested_bytes"], GiB(384));
+  EXPECT_EQ(card["stopped_at_limit"], "memory");
+  EXPECT_TRUE(card["cpu"]["suggested_cores"].is_null());
+  EXPECT_EQ(card["advice"][0].get<std::string>().rfind("Memory: this job ran out of memory", 0),
+            0u);
+}
+
+TEST(JobCardTest, AfterATimeoutAsksForMoreTimeFirstAndForNothingLess) {
+  JobRecord j = Oversized();
   j.outcome.state = "TIMEOUT";
+  j.outcome.exit_code = 0;  // what sacct records for a job stopped at its limit
   j.usage.elapsed_s = 86400;
   std::string timeout = RenderJobCardText(j, RoundPrices());
-  EXPECT_EQ(timeout.find("--time="), std::string::npos);
-  EXPECT_NE(timeout.find("hit its 1-00:00:00 limit"), std::string::npos);
+  EXPECT_NE(timeout.find("Advice\n  - Time: this job hit its 1-00:00:00 limit"), std::string::npos)
+      << timeout;
+  EXPECT_NE(timeout.find("ask for more: --time=1-12:00:00"), std::string::npos) << timeout;
+  EXPECT_EQ(timeout.find("--mem=20G"), std::string::npos) << timeout;
+  EXPECT_EQ(timeout.find("-c 4"), std::string::npos) << timeout;
+  // Its state says what happened; SLURM's exit code 0 would say it succeeded.
+  EXPECT_NE(timeout.find("state TIMEOUT (hit its 1-00:00:00 time limit)"), std::string::npos)
+      << timeout;
+  EXPECT_EQ(timeout.find("exit code 0"), std::string::npos) << timeout;
+  nlohmann::json card = RenderJobCardJson(j, RoundPrices());
+  EXPECT_EQ(card["outcome_text"], "hit its 1-00:00:00 time limit");
+  EXPECT_EQ(card["time"]["suggested_limit_s"], 129600.0);
+}
+
+TEST(JobCardTest, OutcomeTextGivesTheExitCodeOfAFailedJob) {
+  JobRecord j = Oversized();
+  j.outcome.state = "FAILED";
+  j.outcome.exit_code = 1;
+  EXPECT_EQ(OutcomeText(j), "exit 1");
+  j.outcome.state = "CANCELLED";
+  j.outcome.exit_code = 0;
+  j.outcome.signal = 15;
+  EXPECT_EQ(OutcomeText(j), "cancelled (signal 15)");
+  j.outcome.state = "RUNNING";
+  EXPECT_EQ(OutcomeText(j), "");
+}
+
+TEST(JobCardTest, OneCoreIsSingular) {
+  JobRecord j = Job("8", "carol", 1, 4, 3600, kT0);
+  j.usage.cpu_time_s = 0.5 * 3600;
+  std::string text = RenderJobCardText(j, RoundPrices());
+  EXPECT_NE(text.find("  CPU     1 core     0.5 cores (mean)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("1 cores"), std::string::npos) << text;
 }
 
 TEST(JobCardTest, IdleGpusAreCalledOut) {

@@ -157,6 +157,19 @@ TEST(SubmitAdviceTest, APredictionWithoutTargetsSuggestsNothing) {
   EXPECT_EQ(a.script, kScript);
 }
 
+TEST(SubmitAdviceTest, NoChangesSaysAtWhichRiskThereWouldBe) {
+  // The request kept at the risk asked for: the prediction says the lowest risk that cuts it.
+  nlohmann::json doc = Prediction(16.0 * kGiB, 7200, 8);
+  SubmitAdvice a = Advise(doc, kScript);
+  ASSERT_TRUE(a.changes.empty());
+  EXPECT_EQ(SubmitAdviceText(a, {}, false, &doc), "no changes suggested\n");
+  doc["targets"]["peak_memory"]["suggested_at_risk"] = 0.05;
+  doc["targets"]["runtime"]["suggested_at_risk"] = 0.1;
+  EXPECT_EQ(SubmitAdviceText(a, {}, false, &doc),
+            "no changes suggested at this risk; at --risk 0.05 some are (the notes above say "
+            "why)\n");
+}
+
 TEST(SubmitAdviceTest, SbatchValues) {
   // The one rule (core/units.h) that submit's flags are written with.
   EXPECT_EQ(MemoryFlagValue(6 * kGiB), "6G");

@@ -551,13 +551,41 @@
 
   // Charts of the job page: which metrics each plots and against which limit.
   const kCharts = [
-    { id: 'cpu_cores', title: 'CPU cores: used vs allocated', metrics: ['cpu_cores'], limit: 'cpu_cores', limit_label: 'allocated', fmt: FmtCores, show_max: true },
-    { id: 'memory_bytes', title: 'Memory: used vs request', metrics: ['memory_bytes', 'cgroup_memory_bytes'], limit: 'memory_bytes', limit_label: 'request', fmt: FmtBytes, show_max: true },
-    { id: 'gpu_util_pct', title: 'GPU utilisation', metrics: ['gpu_util_pct'], fixed_limit: 100, limit_label: '100%', fmt: (v) => (Known(v) ? `${FmtNumber(v, 0)}%` : kDash), show_max: true },
-    { id: 'gpu_memory_bytes', title: 'GPU memory vs capacity', metrics: ['gpu_memory_bytes'], limit: 'gpu_memory_bytes', limit_label: 'capacity', fmt: FmtBytes, show_max: true },
-    { id: 'io', title: 'I/O: bytes read and written', metrics: ['io_read_bytes', 'io_write_bytes'], fmt: FmtBytes },
-    { id: 'processes', title: 'Processes and threads', metrics: ['processes', 'threads'], fmt: (v) => FmtNumber(v, 0) },
+    { id: 'cpu_cores', title: 'CPU cores: used vs allocated', metrics: ['cpu_cores'], limit: 'cpu_cores', limit_label: 'allocated', fmt: FmtCores, axis: 'number', show_max: true },
+    { id: 'memory_bytes', title: 'Memory: used vs request', metrics: ['memory_bytes', 'cgroup_memory_bytes'], limit: 'memory_bytes', limit_label: 'request', fmt: FmtBytes, axis: 'bytes', show_max: true },
+    { id: 'gpu_util_pct', title: 'GPU utilisation', metrics: ['gpu_util_pct'], fixed_limit: 100, limit_label: '100%', fmt: (v) => (Known(v) ? `${FmtNumber(v, 0)}%` : kDash), axis: 'percent', show_max: true },
+    { id: 'gpu_memory_bytes', title: 'GPU memory vs capacity', metrics: ['gpu_memory_bytes'], limit: 'gpu_memory_bytes', limit_label: 'capacity', fmt: FmtBytes, axis: 'bytes', show_max: true },
+    { id: 'io', title: 'I/O: bytes read and written', metrics: ['io_read_bytes', 'io_write_bytes'], fmt: FmtBytes, axis: 'bytes' },
+    { id: 'processes', title: 'Processes and threads', metrics: ['processes', 'threads'], fmt: (v) => FmtNumber(v, 0), axis: 'count' },
   ];
+
+  // The y axis's tick steps and labels. Counts step by whole numbers (a tick at 1.5 processes
+  // read "2" beside the one at 2); bytes step by binary units; every axis takes as many decimals
+  // as its labels need to differ, so no two ticks read the same.
+  const kDecimalIncrs = [];
+  for (let e = -3; e <= 15; e++) for (const m of [1, 2, 2.5, 5]) kDecimalIncrs.push(m * 10 ** e);
+  const kCountIncrs = kDecimalIncrs.filter((v) => v >= 1 && Number.isInteger(v));
+  const kByteIncrs = [];
+  for (const unit of [1, kKiB, kMiB, kGiB, kTiB]) for (const m of [1, 2, 5, 10, 20, 50, 100, 200, 500]) kByteIncrs.push(m * unit);
+  function AxisLabels(kind, splits) {
+    const top = Math.max(0, ...splits.map((v) => Math.abs(v)));
+    let unit = 1;
+    let suffix = kind === 'percent' ? '%' : '';
+    if (kind === 'bytes') {
+      [unit, suffix] = top >= kTiB ? [kTiB, ' TiB'] : top >= kGiB ? [kGiB, ' GiB'] : top >= kMiB ? [kMiB, ' MiB'] : top >= kKiB ? [kKiB, ' KiB'] : [1, ' B'];
+    }
+    let labels = [];
+    for (let digits = 0; digits <= 4; digits++) {
+      labels = splits.map((v) => `${FmtNumber(v / unit, digits)}${suffix}`);
+      if (new Set(labels).size === labels.length) break;
+    }
+    return labels;
+  }
+  // The newest known value of a series: what its legend shows while the cursor is off the chart.
+  function LastKnown(values) {
+    for (let i = (values || []).length - 1; i >= 0; i--) if (Number.isFinite(values[i])) return values[i];
+    return null;
+  }
   const kMetricLabels = {
     cpu_cores: 'cores used', memory_bytes: 'memory (RSS)', cgroup_memory_bytes: 'memory (cgroup)',
     gpu_util_pct: 'GPU utilisation', gpu_memory_bytes: 'GPU memory', io_read_bytes: 'read',
@@ -633,8 +661,14 @@
       const times = [...new Set(metrics.flatMap((m) => this.points_[m].map((p) => p[0])))].sort((a, b) => a - b);
       const index = new Map(times.map((t, i) => [t, i]));
       const data = [times];
-      const series = [{}];
       const one = metrics.length === 1;
+      // The value under the cursor; off the chart, the newest one (not a dash until hovered).
+      const hovered = (u, v, sidx, idx) => (idx === null || idx === undefined ? LastKnown(u.data[sidx]) : v);
+      const legend_value = (u, v, sidx, idx) => d.fmt(hovered(u, v, sidx, idx));
+      const series = [{ value: (u, v, sidx, idx) => {
+        const t = hovered(u, v, sidx, idx);
+        return Known(t) ? new Date(t * 1000).toLocaleTimeString('en-GB') : kDash;
+      } }];
       metrics.forEach((m, k) => {
         const mean = new Array(times.length).fill(null);
         const max = new Array(times.length).fill(null);
@@ -644,16 +678,16 @@
           max[i] = Number.isFinite(p[2]) ? p[2] : mean[i];
         }
         data.push(mean);
-        series.push({ label: one ? `${kMetricLabels[m] || m} (mean)` : (kMetricLabels[m] || m), stroke: kColours[k], width: 2, spanGaps: true, value: (u, v) => d.fmt(v) });
+        series.push({ label: one ? `${kMetricLabels[m] || m} (mean)` : (kMetricLabels[m] || m), stroke: kColours[k], width: 2, spanGaps: true, value: legend_value });
         if (d.show_max && one) {
           data.push(max);
-          series.push({ label: 'max', stroke: '#8fa8dc', width: 1, dash: [4, 3], spanGaps: true, value: (u, v) => d.fmt(v) });
+          series.push({ label: 'max', stroke: '#8fa8dc', width: 1, dash: [4, 3], spanGaps: true, value: legend_value });
         }
       });
       const limit = d.fixed_limit !== undefined ? d.fixed_limit : (d.limit ? this.limits_[d.limit] : undefined);
       if (Known(limit)) {
         data.push(times.map(() => limit));
-        series.push({ label: d.limit_label, stroke: '#b3261e', width: 1.5, dash: [7, 4], value: (u, v) => d.fmt(v) });
+        series.push({ label: d.limit_label, stroke: '#b3261e', width: 1.5, dash: [7, 4], value: legend_value });
       }
       c.el.dataset.points = String(times.length);
 
@@ -671,7 +705,15 @@
           height: 220,
           series,
           scales: { x: { time: true }, y: { range: (u, lo, hi) => [0, hi > 0 ? hi * 1.08 : 1] } },
-          axes: [{}, { size: 72, values: (u, vals) => vals.map((v) => d.fmt(v)) }],
+          axes: [{}, {
+            size: 72,
+            incrs: d.axis === 'count' ? kCountIncrs : d.axis === 'bytes' ? kByteIncrs : kDecimalIncrs,
+            values: (u, splits) => {
+              const labels = AxisLabels(d.axis, splits);
+              c.el.dataset.yTicks = labels.join('|');  // what the axis shows, for the tests
+              return labels;
+            },
+          }],
           legend: { live: true },
         };
         c.plot.innerHTML = '';
@@ -733,7 +775,7 @@
         <dt>Account</dt><dd>${Txt(job.account)}</dd>
         <dt>Name</dt><dd>${Txt(job.name)}</dd>
         <dt>Partition</dt><dd>${Txt(job.partition)}</dd>
-        <dt>State</dt><dd data-testid="job-state">${StateBadge(job.state)}${Known(job.exit_code) && !live ? ` <span class="muted">exit ${Esc(job.exit_code)}</span>` : ''}
+        <dt>State</dt><dd data-testid="job-state">${StateBadge(job.state)}${OutcomeHtml(detail, job, live)}
           ${live ? '<span class="live" data-testid="live">live</span>' : ''}</dd>
         <dt>Submitted</dt><dd>${FmtTime(job.submit)}</dd>
         <dt>Started</dt><dd>${FmtTime(job.start)}</dd>
@@ -751,6 +793,41 @@
           <tr><th scope="row">Time</th><td class="num">${job.time_limit_s ? FmtDuration(job.time_limit_s) : kDash}</td><td class="num">${job.time_limit_s ? FmtDuration(job.time_limit_s) : kDash}</td><td class="num">${FmtDuration(act.elapsed)}${so_far}</td><td class="num">${EffBadge(time_eff)}</td></tr>
           ${Known(job.io_read) || Known(job.io_write) ? `<tr><th scope="row">I/O</th><td class="num">${kDash}</td><td class="num">${kDash}</td><td class="num">read ${FmtBytes(job.io_read)}, written ${FmtBytes(job.io_write)}</td><td class="num">${kDash}</td></tr>` : ''}
         </tbody></table></div></div>`;
+  }
+
+  // What ended the job, in the card's words ("exit 1", "hit its 02:00:00 time limit"): SLURM
+  // records exit 0 for a job it stopped, so the exit code alone would say a timeout succeeded.
+  function OutcomeHtml(detail, job, live) {
+    if (live) return '';
+    const card = detail.card;
+    const text = card ? card.outcome_text : (Known(job.exit_code) ? `exit ${job.exit_code}` : null);
+    return Known(text) ? ` <span class="muted" data-testid="job-outcome">${Esc(text)}</span>` : '';
+  }
+
+  // The job card's advice and cost (GET /api/v1/jobs/…'s "card", the one `rightsize job`
+  // prints): the flags to submit with next time, what the job cost and how much of it was unused.
+  function AdviceHtml(card, running) {
+    const advice = card.advice || [];
+    const cost = card.cost || {};
+    const flags = [
+      Known((card.cpu || {}).suggested_cores) ? `-c ${card.cpu.suggested_cores}` : null,
+      (card.memory || {}).suggested_flag,
+      Known((card.gpu || {}).suggested_gpus) ? `--gpus=${card.gpu.suggested_gpus}` : null,
+      (card.time || {}).suggested_flag,
+    ].filter(Known);
+    const cur = cost.currency || currency;
+    let cost_line = '';
+    if (Known(cost.allocated_dollars) && cost.allocated_dollars >= 0.005) {
+      cost_line = `<p data-testid="job-cost">${running ? 'So far, at' : 'At'} list prices this job cost <strong>${FmtDollars(cost.allocated_dollars, cur)}</strong>`;
+      if (Known(cost.wasted_dollars)) cost_line += `, <strong data-testid="job-unused">${FmtDollars(cost.wasted_dollars, cur)} unused</strong>`;
+      cost_line += '.</p>';
+    }
+    if (!advice.length && !cost_line) return '';
+    return `<div class="card" data-testid="job-advice"${card.stopped_at_limit ? ` data-stopped-at="${Esc(card.stopped_at_limit)}"` : ''}>
+      ${cost_line}
+      ${flags.length ? `<p>Next time ask for: ${flags.map((f) => `<code data-testid="job-flag">${Esc(f)}</code>`).join(' ')}</p>` : ''}
+      ${advice.length ? `<ul class="summary-list">${advice.map((a) => `<li data-testid="advice-item">${Esc(a)}</li>`).join('')}</ul>` : ''}
+    </div>`;
   }
 
   function PredictionHtml(pred, act) {
@@ -804,6 +881,7 @@
     SetPage(`Job ${id}`, `<h1 data-testid="job-title">Job <span data-testid="job-id">${Esc(id)}</span> <span class="muted">on ${Esc(cluster)}</span></h1>
       <div id="page-body">
         <div class="job-head" id="job-head"><p class="muted" data-testid="loading">Loading…</p></div>
+        <section id="advice-section" hidden><h2>What to ask for next time</h2><div id="advice"></div></section>
         <h2>Usage over time</h2>
         <div class="charts" id="job-charts"></div>
         <p class="muted" id="charts-note"></p>
@@ -823,6 +901,9 @@
     const render_head = () => {
       const act = Actuals(job, charts, running());
       head.innerHTML = JobHeadHtml(detail, job, act);
+      const advice = detail.card ? AdviceHtml(detail.card, running()) : '';
+      view.querySelector('#advice-section').hidden = !advice;
+      view.querySelector('#advice').innerHTML = advice;
       if (detail.prediction) {
         view.querySelector('#prediction-section').hidden = false;
         view.querySelector('#prediction').innerHTML = PredictionHtml(detail.prediction, act);
