@@ -26,3 +26,10 @@ add_test(NAME deploy.grafana_dashboard
           ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR} $<TARGET_FILE:fake_nvml>
           ${RIGHTSIZE_PROMQL_DIR})
 set_tests_properties(deploy.grafana_dashboard PROPERTIES TIMEOUT 120)
+
+# The .deb packages built by CPack, installed into this system with dpkg, checked and removed
+# (root; a lock keeps two runs apart).
+add_test(NAME deploy.packaging_deb
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/packaging_deb_test.sh ${PROJECT_BINARY_DIR}
+          ${PROJECT_SOURCE_DIR})
+set_tests_properties(deploy.packaging_deb PROPERTIES TIMEOUT 300 RESOURCE_LOCK dpkg)
