@@ -4,7 +4,8 @@
 # real process of "SLURM job 6160"; both /metrics are scraped once every series the dashboard
 # needs has samples, and check_dashboard.mjs parses every panel's and variable's PromQL with
 # Prometheus's own grammar and fails on any metric the binaries did not export. The same check
-# must fail on a copy of the dashboard with one metric misspelt.
+# must fail on a copy of the dashboard with one metric misspelt. Then a real Prometheus scrapes
+# both and answers every query as Grafana would send it (variables at All) with data.
 # Usage: grafana_dashboard_test.sh RIGHTSIZE TESTDIR SRCDIR FAKE_NVML NODE_DIR
 set -euo pipefail
 source "$2/cli/lib.sh" "$@"
@@ -75,7 +76,8 @@ expect_eq "the agent exports the job's GPU series and the server the agent's clu
 expect_contains "GPU utilisation from the fake NVML" "$(cat "$WORK/agent.prom")" \
   'rightsize_job_gpu_util_pct{job_id="6160",kind="slurm"} 30'
 
-if (cd "$NODE_DIR" && node "$CHECK" "$DASHBOARD" "$WORK/server.prom" "$WORK/agent.prom") \
+if (cd "$NODE_DIR" && EXPRS_OUT=$WORK/exprs node "$CHECK" "$DASHBOARD" "$WORK/server.prom" \
+  "$WORK/agent.prom") \
   >"$WORK/check.out" 2>&1; then
   pass "every panel queries metrics the binaries export"
 else
@@ -100,4 +102,61 @@ else
   expect_contains "a query that does not parse is caught" "$(cat "$WORK/check.out")" \
     'PromQL syntax error'
 fi
+
+PROMETHEUS=$(command -v prometheus || true)
+[ -n "$PROMETHEUS" ] || { fail "prometheus is not installed (scripts/install-deps.sh installs it)"; finish; }
+pport=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])")
+cat >"$WORK/prometheus.yml" <<YML
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - job_name: rightsize-serve
+    static_configs: [{targets: ['127.0.0.1:$sport']}]
+  - job_name: rightsize-agent
+    static_configs: [{targets: ['127.0.0.1:$aport']}]
+YML
+"$PROMETHEUS" --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/tsdb" \
+  --web.listen-address="127.0.0.1:$pport" >"$WORK/prometheus.log" 2>&1 &
+pids+=($!)
+query() {  # query PROMQL: prints "success N" (N series in the answer) or "error WHY"
+  python3 -c "
+import json, sys, urllib.error, urllib.parse, urllib.request
+url = 'http://127.0.0.1:$pport/api/v1/query?' + urllib.parse.urlencode({'query': sys.argv[1]})
+try:
+    d = json.load(urllib.request.urlopen(url, timeout=5))
+    print(d['status'], len(d['data']['result']))
+except urllib.error.HTTPError as e:
+    print('error', json.load(e).get('error'))
+except Exception as e:
+    print('error', e)" "$1"
+}
+# Rates need two scrapes of each target: wait for them (at most 30 s).
+ready=""
+for _ in $(seq 1 60); do
+  if [ "$(query 'rate(rightsize_agent_cycles_total[5m])')" == "success 1" ] &&
+    [ "$(query 'rate(rightsize_telemetry_samples_total[5m])')" == "success 1" ] &&
+    [ "$(query 'rightsize_job_gpu_util_pct')" == "success 1" ]; then
+    ready=yes
+    break
+  fi
+  sleep 0.5
+done
+expect_eq "Prometheus scraped the server and the agent twice" "$ready" yes
+# One client for all the queries (a process per query costs seconds on a loaded machine).
+python3 - "$pport" "$WORK/exprs" >"$WORK/answers" 2>&1 <<'PY' || true
+import json, sys, time, urllib.error, urllib.parse, urllib.request
+port, path = sys.argv[1], sys.argv[2]
+for expr in filter(None, open(path).read().split("\n")):
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    try:
+        d = json.load(urllib.request.urlopen(url, timeout=10))
+        n = len(d["data"]["result"])
+        print(("ok" if d["status"] == "success" and n else "empty"), n, expr)
+    except urllib.error.HTTPError as e:
+        print("error", json.load(e).get("error"), expr)
+    except Exception as e:
+        print("error", e, expr)
+PY
+bad=$(grep -v '^ok ' "$WORK/answers" || true)
+expect_eq "Prometheus answered each of the dashboard's $(grep -c . "$WORK/exprs") queries with data" \
+  "$bad" ""
 finish

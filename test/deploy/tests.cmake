@@ -20,12 +20,12 @@ add_custom_command(
 add_custom_target(promql_grammar ALL DEPENDS ${RIGHTSIZE_PROMQL_STAMP})
 
 # Every panel of deploy/grafana/rightsize.json queries metrics that a running server and agent
-# (GPU through the fake NVML) really export.
+# (GPU through the fake NVML) really export, and that a real Prometheus answers with data.
 add_test(NAME deploy.grafana_dashboard
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/grafana_dashboard_test.sh $<TARGET_FILE:rightsize>
           ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR} $<TARGET_FILE:fake_nvml>
           ${RIGHTSIZE_PROMQL_DIR})
-set_tests_properties(deploy.grafana_dashboard PROPERTIES TIMEOUT 120)
+set_tests_properties(deploy.grafana_dashboard PROPERTIES TIMEOUT 240)
 
 # The .deb packages built by CPack, installed into this system with dpkg, checked and removed
 # (root; a lock keeps two runs apart).

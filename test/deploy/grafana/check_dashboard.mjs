@@ -4,8 +4,10 @@
 // at least one sample in one of the expositions. Also checks what makes the JSON importable:
 // a current schemaVersion, a Prometheus datasource variable that every panel uses.
 // Usage: node check_dashboard.mjs DASHBOARD.json EXPOSITION... ; exit 0 when all hold.
+// With EXPRS_OUT=FILE, also writes each expression as Grafana would send it with every variable
+// set to All (.*), one a line, for evaluation by a real Prometheus.
 // Prints one line per check ("ok: ..." / "FAIL: ...") and the metric names it found.
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { parser } from '@prometheus-io/lezer-promql';
 
 const [dashboardPath, ...expositions] = process.argv.slice(2);
@@ -118,6 +120,10 @@ for (const [where, expr] of exprs) {
     used.add(n);
     if (!exported.has(n)) fail(`${where} queries ${n}, which the binaries did not export`);
   }
+}
+if (process.env.EXPRS_OUT) {
+  const all = exprs.map(([, e]) => substitute(e).replace(/\$\{?[a-zA-Z_][a-zA-Z0-9_]*\}?/g, '.*'));
+  writeFileSync(process.env.EXPRS_OUT, all.join('\n') + '\n');
 }
 console.log(`metrics queried: ${[...used].sort().join(' ')}`);
 if (!failed) ok(`every one of ${used.size} metrics has samples in the scraped /metrics`);
