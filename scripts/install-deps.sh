@@ -11,6 +11,7 @@ PKGS=(
   libxgboost-dev libre2-dev libdw-dev stress-ng libcpp-httplib-dev
   libtree-sitter-dev libyaml-cpp-dev
   clang libclang-rt-dev chromium openssl curl prometheus
+  dpkg-dev file man-db zsh adduser
   lua5.1 lua-socket
   protobuf-compiler protobuf-compiler-grpc libgrpc++-dev libprotobuf-dev
 )
