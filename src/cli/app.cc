@@ -50,6 +50,7 @@ int RunCli(int argc, char** argv) {
   AddServeCommand(app, ctx, &action);
   AddSubmitCommand(app, ctx, &action);
   AddSimulateCommand(app, ctx, &action);
+  AddMcpCommand(app, ctx, &action);
 
   // For `run`, the command after "--" is the job's, not ours: keep it away from the parser.
   // Only a "--" among run's own options counts: one after the command word is the command's.

@@ -56,6 +56,7 @@ int IngestSlurm(Context& ctx, const SlurmIngestOptions& o, int64_t from, int64_t
                 const std::atomic<bool>& stop);
 void AddSubmitCommand(CLI::App& app, Context& ctx, Action* action);
 void AddSimulateCommand(CLI::App& app, Context& ctx, Action* action);
+void AddMcpCommand(CLI::App& app, Context& ctx, Action* action);
 
 // Runs the CLI; returns the exit code.
 int RunCli(int argc, char** argv);
