@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <string>
 
 #include "core/units.h"
@@ -27,10 +28,12 @@ bool HasType(const nlohmann::json& v, const std::string& type) {
   if (type == "boolean") return v.is_boolean();
   if (type == "number") return v.is_number();
   if (type == "integer") {
-    // JSON has one number type: 3.0 is an integer to JSON Schema, 3.5 is not.
-    return v.is_number_integer() ||
-           (v.is_number_float() &&
-            v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())));
+    // JSON has one number type: 3.0 is an integer to JSON Schema, 3.5 is not. Past 2^53 a
+    // double holds no fraction anyway, and no argument here is that large.
+    if (v.is_number_integer()) return true;
+    if (!v.is_number_float()) return false;
+    double x = v.get<double>();
+    return std::abs(x) < 9007199254740992.0 && x == std::trunc(x);
   }
   return false;
 }

@@ -217,8 +217,9 @@ Json McpServer::CallTool(const Json& params, const Json& id) {
 Json McpServer::ListResources(const Json& params, const Json& id) {
   std::string cursor;
   if (auto c = params.find("cursor"); c != params.end() && !c->is_null()) {
-    if (!c->is_string())
+    if (!c->is_string()) {
       return Error(id, kInvalidParams, "invalid params: cursor must be a string");
+    }
     cursor = c->get<std::string>();
   }
   auto list = ListJobResources(ctx_, cursor);

@@ -31,8 +31,12 @@ using Json = nlohmann::json;
 Json Str(std::string_view description) {
   return {{"type", "string"}, {"description", description}};
 }
+// An integer that fits the int the services take.
 Json Int(std::string_view description) {
-  return {{"type", "integer"}, {"description", description}};
+  return {{"type", "integer"},
+          {"minimum", -2147483648LL},
+          {"maximum", 2147483647LL},
+          {"description", description}};
 }
 Json Bool(std::string_view description) {
   return {{"type", "boolean"}, {"description", description}};
@@ -259,7 +263,11 @@ std::vector<Tool> MakeTools() {
         {"description",
          "Accepted share of jobs whose suggested request is too small (default 0.01)"}}},
       {"per_job_risk", Bool("Bound this job's own chance to outgrow the suggestion instead")},
-      {"now", Int("Predict as of this Unix time (default: now)")},
+      {"now",
+       {{"type", "integer"},
+        {"minimum", 0},
+        {"maximum", 100000000000LL},
+        {"description", "Predict as of this Unix time (default: now)"}}},
       {"prices", Str("Price table file, for GPU memory sizes (default: built in)")},
   });
   tools.push_back(
@@ -380,12 +388,14 @@ std::vector<Tool> MakeTools() {
               {"retrain_every_s",
                {{"type", "integer"},
                 {"minimum", 3600},
+                {"maximum", 100000000000LL},
                 {"description",
                  "Retrain every so many seconds of trace time "
                  "(default 604800: 7 days)"}}},
               {"correct_every_s",
                {{"type", "integer"},
                 {"minimum", 0},
+                {"maximum", 100000000000LL},
                 {"description",
                  "Move the risk correction between retrains "
                  "every so many seconds (default 3600; 0: only "

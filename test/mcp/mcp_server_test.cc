@@ -198,6 +198,15 @@ TEST_F(McpServerTest, BadToolCallsAreProtocolErrorsOrToolErrors) {
   EXPECT_NE(r["content"][0]["text"].get<std::string>().find("unknown argument"), std::string::npos);
   r = Call("report", {{"by", "planet"}});
   EXPECT_TRUE(r["isError"]);
+  r = Call("report", {{"top", 2.5}});
+  EXPECT_NE(r["content"][0]["text"].get<std::string>().find("top: expected an integer"),
+            std::string::npos)
+      << r;
+  EXPECT_FALSE(Call("report", {{"top", 2.0}})["isError"]);  // JSON's 2.0 is an integer
+  r = Call("diagnose", {{"log_text", "Killed"}, {"exit_code", int64_t{1} << 40}});
+  EXPECT_NE(r["content"][0]["text"].get<std::string>().find("exit_code: must be at most"),
+            std::string::npos)
+      << r;
   r = Call("job", {{"job_id", "999"}});
   EXPECT_TRUE(r["isError"]);
   EXPECT_NE(r["content"][0]["text"].get<std::string>().find("999"), std::string::npos) << r;
