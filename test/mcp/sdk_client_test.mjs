@@ -102,6 +102,16 @@ try {
       check(`${name}: answered`, false, String(e));
     }
   }
+  check('the SDK holds a validator for every outputSchema',
+        tools.every((t) => client.getToolOutputValidator(t.name)));
+  // And it does check: the same call against an outputSchema the answer does not fit throws.
+  const job = tools.find((t) => t.name === 'job');
+  client.cacheToolMetadata(
+      [{...job, outputSchema: {type: 'object', required: ['no_such_member']}}]);
+  await expectError('an answer checked against an outputSchema it does not fit',
+                    client.callTool({name: 'job', arguments: {job_id: '2', cluster: 'c1'}}),
+                    ErrorCode.InvalidParams);
+  client.cacheToolMetadata(tools);
   check('every listed tool was called with a valid answer', names.every((n) => called.has(n)),
         [...called]);
 
