@@ -156,10 +156,22 @@ for line, code_ in ((b"{oops", -32700), (b"\xc3\x28", -32700), (b"[]", -32600),
     send_line(line)
     a = answer()
     check(f"{line[:40]!r}: error {code_}", a.get("error", {}).get("code") == code_, a)
-send_line(b"x" * (65 << 20))  # past the 64 MiB limit
+# A 300 MiB line, past the 64 MiB limit, sent as a client would stream it: refused, and the
+# server's memory stays bounded: its peak RSS is ~110 MiB here (what the tools above left
+# resident plus the 64 MiB the line fills before it is dropped); unbounded would be 300+.
+with open(f"/proc/{proc.pid}/clear_refs", "w") as f:
+    f.write("5")  # resets the peak RSS: eval's, above, is not the line's
+chunk = b"x" * (1 << 20)
+for _ in range(300):
+    proc.stdin.write(chunk)
+send_line(b"")
 a = answer()
-check("a 65 MiB line is refused", a.get("error", {}).get("code") == -32600 and
+check("a 300 MiB line is refused", a.get("error", {}).get("code") == -32600 and
       "too large" in a["error"]["message"], a)
+with open(f"/proc/{proc.pid}/status") as f:
+    hwm_kib = next(int(line.split()[1]) for line in f if line.startswith("VmHWM"))
+check(f"the server's peak memory stayed bounded ({hwm_kib // 1024} MiB < 200 MiB)",
+      hwm_kib < 200 * 1024, hwm_kib)
 check("and the server still answers", request("ping")["result"] == {})
 
 proc.stdin.close()
