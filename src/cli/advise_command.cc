@@ -40,17 +40,7 @@ int RunAdvise(const AdviseFlags& f) {
   const std::vector<code::Advice>& advice = a->advice;
 
   if (f.json) {
-    nlohmann::json out = {
-        {"schema", "rightsize.advise/v1"},
-        {"script", f.script},
-        {"code_dir", code_dir},
-        {"gpu", {{"name", gpu->name}, {"memory_bytes", gpu->memory_bytes}, {"from", gpu_from}}},
-        {"code", code::FactsJson(*facts)},
-        {"gpu_memory", estimate.ok() ? code::EstimateJson(*estimate) : nlohmann::json(nullptr)},
-        {"gpu_memory_undetermined",
-         estimate.ok() ? nlohmann::json(nullptr) : nlohmann::json(estimate.status().message())},
-        {"advice", code::AdviceJson(advice)}};
-    fmt::print("{}\n", JsonText(out, 2));
+    fmt::print("{}\n", JsonText(AdviseJson(*a, f.script), 2));
     return kExitOk;
   }
   fmt::print("{}: {} {} ({}), code in {}\n", f.script,

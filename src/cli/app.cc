@@ -50,6 +50,7 @@ int RunCli(int argc, char** argv) {
   AddServeCommand(app, ctx, &action);
   AddSubmitCommand(app, ctx, &action);
   AddSimulateCommand(app, ctx, &action);
+  AddMcpCommand(app, ctx, &action);
   AddDocsCommand(app, &action);
 
   // For `run`, the command after "--" is the job's, not ours: keep it away from the parser.

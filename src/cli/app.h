@@ -56,6 +56,7 @@ int IngestSlurm(Context& ctx, const SlurmIngestOptions& o, int64_t from, int64_t
                 const std::atomic<bool>& stop);
 void AddSubmitCommand(CLI::App& app, Context& ctx, Action* action);
 void AddSimulateCommand(CLI::App& app, Context& ctx, Action* action);
+void AddMcpCommand(CLI::App& app, Context& ctx, Action* action);
 // `gendocs` (hidden): man pages and bash/zsh completion from `app`'s command tree.
 void AddDocsCommand(CLI::App& app, Action* action);
 

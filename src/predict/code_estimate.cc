@@ -141,4 +141,20 @@ StatusOr<CodeAdvice> AdviseJobCode(const JobScript& script, const std::string& s
   return out;
 }
 
+nlohmann::json AdviseJson(const CodeAdvice& advice, const std::string& script) {
+  const auto& estimate = advice.estimate;
+  return {{"schema", "rightsize.advise/v1"},
+          {"script", script},
+          {"code_dir", advice.code_dir},
+          {"gpu",
+           {{"name", advice.gpu.name},
+            {"memory_bytes", advice.gpu.memory_bytes},
+            {"from", advice.gpu_from}}},
+          {"code", code::FactsJson(advice.facts)},
+          {"gpu_memory", estimate.ok() ? code::EstimateJson(*estimate) : nlohmann::json(nullptr)},
+          {"gpu_memory_undetermined",
+           estimate.ok() ? nlohmann::json(nullptr) : nlohmann::json(estimate.status().message())},
+          {"advice", code::AdviceJson(advice.advice)}};
+}
+
 }  // namespace rightsize

@@ -56,4 +56,8 @@ struct CodeAdvice {
 StatusOr<CodeAdvice> AdviseJobCode(const JobScript& script, const std::string& script_path,
                                    const std::string& code_dir, const std::string& gpu);
 
+// The rightsize.advise/v1 document (`advise --json`, the MCP server's advise tool) of `advice`
+// for the script named `script`.
+nlohmann::json AdviseJson(const CodeAdvice& advice, const std::string& script);
+
 }  // namespace rightsize

@@ -18,6 +18,7 @@
 #include "k8s/admission.h"
 #include "predict/predict.h"
 #include "report/job_card.h"
+#include "report/job_series.h"
 #include "report/live.h"
 #include "report/render.h"
 #include "report/waste.h"
@@ -207,21 +208,6 @@ std::string LabelValue(const std::string& v) {
 }
 
 // The metric's limit for a job: what it holds of that resource.
-std::optional<double> LimitOf(const JobRecord& j, const std::string& metric,
-                              const PriceTable& prices) {
-  if (metric == "cpu_cores") return j.AllocatedCpus();
-  if (metric == "memory_bytes" || metric == "cgroup_memory_bytes") {
-    auto m = j.AllocatedMemoryBytes();
-    return m ? std::optional<double>(static_cast<double>(*m)) : std::nullopt;
-  }
-  if (metric == "gpu_util_pct") return 100.0;
-  if (metric == "gpu_memory_bytes") {
-    double bytes = prices.GpuMemoryBytes(j.GpuType(), j.AllocatedGpus().value_or(0));
-    if (bytes > 0) return bytes;
-  }
-  return std::nullopt;
-}
-
 // The address's bytes (16 for IPv6, 4 for IPv4 and IPv4-mapped IPv6); empty when malformed.
 std::vector<unsigned char> AddressBytes(const std::string& text) {
   unsigned char buf[16];
@@ -809,12 +795,7 @@ ApiServer::Reply ApiServer::Series(const Caller& who, const std::string& cluster
       return Error(
           400, fmt::format("metric: at most {} names, got {}", kMaxSeriesMetrics, metrics.size()));
     }
-  } else {
-    auto all = store->SampleMetrics(job->cluster, job->job_id);
-    if (!all.ok()) return Error(500, all.status().message());
-    metrics = *all;
-  }
-  int64_t now = Now();
+  }  // none: every metric the job has
   auto num = [&](const char* key) -> StatusOr<std::optional<double>> {
     std::string v = Param(q, key);
     if (v.empty()) return std::optional<double>();
@@ -831,47 +812,10 @@ ApiServer::Reply ApiServer::Series(const Caller& who, const std::string& cluster
   for (auto* s : {&from, &to, &step}) {
     if (!s->ok()) return Error(400, s->status().message());
   }
-  double t0 = from->value_or(static_cast<double>(job->start_time.value_or(0)));
-  double t1 = to->value_or(static_cast<double>(job->end_time.value_or(now) + 60));
-  if (t1 < t0) return Error(400, "to: must not be before from");
-  double st = step->value_or(0);
-  if (st <= 0) st = std::max(1.0, std::ceil((t1 - t0) / 1000.0));
-  if ((t1 - t0) / st > 100000) {
-    return Error(400, "step: too small for the range (at most 100,000 points)");
-  }
-  auto from_ms = static_cast<int64_t>(t0 * 1000), to_ms = static_cast<int64_t>(t1 * 1000);
-  nlohmann::json series = nlohmann::json::object(), limits = nlohmann::json::object();
-  for (const auto& m : metrics) {
-    nlohmann::json points = nlohmann::json::array();
-    int64_t bucket = INT64_MIN, n = 0;
-    double sum = 0, max = 0;
-    auto flush = [&] {
-      if (n > 0) {
-        points.push_back(
-            {t0 + static_cast<double>(bucket) * st, sum / static_cast<double>(n), max});
-      }
-    };
-    Status s =
-        store->ReadSamples(job->cluster, job->job_id, m, from_ms, to_ms, [&](const Sample& x) {
-          auto b =
-              static_cast<int64_t>(std::floor((static_cast<double>(x.t_ms) / 1000.0 - t0) / st));
-          if (b != bucket) {
-            flush();
-            bucket = b;
-            n = 0;
-            sum = 0;
-            max = x.value;
-          }
-          ++n;
-          sum += x.value;
-          max = std::max(max, x.value);
-        });
-    if (!s.ok()) return Error(500, s.message());
-    flush();
-    series[m] = std::move(points);
-    if (auto l = LimitOf(*job, m, options_.prices)) limits[m] = *l;
-  }
-  return Json({{"from", t0}, {"to", t1}, {"step", st}, {"series", series}, {"limits", limits}});
+  SeriesWindow window{std::move(metrics), *from, *to, *step};
+  auto doc = JobSeriesJson(*store, *job, window, options_.prices, Now());
+  if (!doc.ok()) return Error(HttpStatus(doc.status()), doc.status().message());
+  return Json(*doc);
 }
 
 ApiServer::Reply ApiServer::Stacks(const Caller& who, const std::string& cluster,
