@@ -15,6 +15,10 @@ namespace rightsize {
 
 namespace {
 
+bool IsJobNumber(const std::string& s) {
+  return !s.empty() && s.size() <= 10 && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
 // The job a process belongs to, from its cgroup or its environment; nullopt for none.
 std::optional<DiscoveredJob> IdentifyProcess(ProcFs& proc, int64_t pid) {
   // SLURM's own step daemon sits in the job's cgroup (v1) but is not the job's work: its
@@ -162,7 +166,9 @@ void Agent::SampleWatched(Watched& w, DiscoveredJob job, double now_s, int64_t n
   }
   std::string job_id = std::move(w.job.job_id);
   w.job = std::move(job);
-  if (options_.kubernetes) w.job.job_id = std::move(job_id);  // the kubelet's name, once given
+  // Kubernetes: the kubelet's name, once given; SLURM: the record's id ("6_64" for an array
+  // task, where discovery knows only the task's own job id).
+  w.job.job_id = options_.kubernetes ? std::move(job_id) : w.record.job_id;
   bool first = w.monitor->samples() == 0;
   w.monitor->Sample(now_s, &w.job.pids, &w.job.stats, &node);
   w.last_s = now_s;
@@ -472,6 +478,12 @@ JobRecord Agent::Identify(const DiscoveredJob& job, int64_t first_unix) {
   int64_t pid = job.pids.front();
   // What SLURM tells every process of the job (absent for Kubernetes pods).
   auto env = [&](const char* name) { return proc_->Environ(pid, name).value_or(""); };
+  // An array task has a job id of its own (SLURM_JOB_ID), but accounting names it
+  // "<array job>_<task>": so is it recorded, or the report would count each task twice.
+  if (std::string array = env("SLURM_ARRAY_JOB_ID"), task = env("SLURM_ARRAY_TASK_ID");
+      IsJobNumber(array) && IsJobNumber(task)) {
+    r.job_id = array + "_" + task;
+  }
   r.request.user = env("SLURM_JOB_USER");
   r.request.job_name = env("SLURM_JOB_NAME");
   r.request.partition = env("SLURM_JOB_PARTITION");

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "agent/cgroup.h"
 #include "agent/monitor.h"
@@ -400,6 +401,39 @@ TEST(AgentTest, DiscoversSlurmAndKubernetesJobsAndEndsThem) {
   EXPECT_EQ(ended[0].start_time, 1000);
   EXPECT_EQ(agent.jobs(), 2u);
   EXPECT_TRUE(agent.Cycle(6, 1006).empty());
+}
+
+// sacct names an array task "6_64"; its processes carry its own job id (SLURM_JOB_ID=70) too.
+// Recorded under the raw id, the report counted each task twice (issue 28: 136 jobs for 72).
+TEST(AgentTest, AnArrayTaskIsRecordedUnderItsArrayName) {
+  Tree t;
+  const std::string env70("SLURM_JOB_ID=70\0SLURM_ARRAY_JOB_ID=6\0SLURM_ARRAY_TASK_ID=64\0", 60);
+  const std::string env71("SLURM_JOB_ID=71\0SLURM_ARRAY_JOB_ID=6\0SLURM_ARRAY_TASK_ID=65\0", 60);
+  // Task 64 found by its environment (proctrack/linuxproc), task 65 by its cgroup.
+  t.Write("30/stat", StatLine(30, "python", 1, 100, 0, 300));
+  t.Write("30/cgroup", "0::/user.slice\n");
+  t.Write("30/environ", env70);
+  t.Write("31/stat", StatLine(31, "python", 1, 100, 0, 400));
+  t.Write("31/cgroup", "12:memory:/slurm/uid_1000/job_71/step_batch\n");
+  t.Write("31/environ", env71);
+  ProcFs proc(t.path(), 100, 4096);
+  Tree cg;
+  CgroupFs cgroups(cg.path());
+  Agent agent(&proc, &cgroups, nullptr, AgentOptions{"node1"});
+  EXPECT_TRUE(agent.Cycle(0, 1000).empty());
+  std::string metrics = agent.Metrics();
+  EXPECT_NE(metrics.find("rightsize_job_processes{job_id=\"6_64\",kind=\"slurm\"} 1"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("rightsize_job_processes{job_id=\"6_65\",kind=\"slurm\"} 1"),
+            std::string::npos)
+      << metrics;
+  fs::remove_all(t.path() + "/30");
+  fs::remove_all(t.path() + "/31");
+  auto ended = agent.Cycle(5, 1005);
+  ASSERT_EQ(ended.size(), 2u);
+  std::set<std::string> ids = {ended[0].job_id, ended[1].job_id};
+  EXPECT_EQ(ids, (std::set<std::string>{"6_64", "6_65"}));
 }
 
 TEST(SeriesTest, AWeekLongJobCostsBoundedMemory) {
