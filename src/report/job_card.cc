@@ -30,6 +30,9 @@ json Num(const std::optional<double>& v) { return v ? json(Round4(*v)) : json(nu
 
 // Everything the card shows, computed once for both renderers.
 struct Card {
+  // It failed for want of memory: killed for it (OUT_OF_MEMORY), or diagnosed so (a
+  // MemoryError exits 1: FAILED).
+  bool memory_failure = false;
   // CPU
   std::optional<double> req_cpus, alloc_cpus, mean_cores, cpu_eff;
   std::optional<int64_t> suggested_cpus;
@@ -111,7 +114,7 @@ void CardMemory(const JobRecord& job, const PriceTable& prices, bool ran, Card& 
   if (c.alloc_mem && c.used_mem && *c.alloc_mem > 0) {
     c.mem_eff = static_cast<double>(*c.used_mem) / static_cast<double>(*c.alloc_mem);
     int64_t want = RoundMemoryRequest(kHeadroom * static_cast<double>(*c.used_mem));
-    if (job.outcome.state.rfind("OUT_OF_ME", 0) == 0) {
+    if (c.memory_failure) {
       c.advice.push_back(fmt::format(
           "Memory: this job ran out of memory at {} ({}); its real need is above that, so ask "
           "for more, not less.",
@@ -228,8 +231,9 @@ void CardTime(const JobRecord& job, const PriceTable& prices, bool ran, Card& c,
   if (!ran) c.unknown.push_back("elapsed time");
 }
 
-Card BuildCard(const JobRecord& job, const PriceTable& prices) {
+Card BuildCard(const JobRecord& job, const PriceTable& prices, std::string_view diagnosis_class) {
   Card c;
+  c.memory_failure = job.outcome.state.rfind("OUT_OF_ME", 0) == 0 || diagnosis_class == "host_oom";
   const auto& u = job.usage;
   const bool ran = u.elapsed_s && *u.elapsed_s > 0;
   if (ran) c.elapsed_s = u.elapsed_s;
@@ -259,15 +263,19 @@ std::string Opt(const std::optional<double>& v, const std::function<std::string(
 
 }  // namespace
 
-std::string RenderJobCardText(const JobRecord& job, const PriceTable& prices) {
-  Card c = BuildCard(job, prices);
+std::string RenderJobCardText(const JobRecord& job, const PriceTable& prices,
+                              std::string_view diagnosis_class) {
+  Card c = BuildCard(job, prices, diagnosis_class);
   auto safe = [](const std::string& s) { return s.empty() ? "?" : SafeTerminalText(s, 64); };
   std::string out = fmt::format("Job {} on {}", safe(job.job_id), safe(job.cluster));
   if (!job.request.job_name.empty()) out += ": " + safe(job.request.job_name);
   out += "\n";
   out += fmt::format("  user {}, account {}, partition {}\n", safe(job.request.user),
                      safe(job.request.account), safe(job.request.partition));
-  out += fmt::format("  state {}", safe(job.outcome.state));
+  // An agent saw it end but could not know how: accounting will say.
+  out += fmt::format("  state {}", job.outcome.state.empty() && job.end_time
+                                       ? "ended, state from accounting pending"
+                                       : safe(job.outcome.state));
   if (job.outcome.exit_code) out += fmt::format(", exit code {}", *job.outcome.exit_code);
   if (job.start_time) out += ", started " + FormatTimestamp(*job.start_time);
   if (job.end_time) out += ", ended " + FormatTimestamp(*job.end_time);
@@ -335,8 +343,9 @@ std::string RenderJobCardText(const JobRecord& job, const PriceTable& prices) {
   return out;
 }
 
-json RenderJobCardJson(const JobRecord& job, const PriceTable& prices) {
-  Card c = BuildCard(job, prices);
+json RenderJobCardJson(const JobRecord& job, const PriceTable& prices,
+                       std::string_view diagnosis_class) {
+  Card c = BuildCard(job, prices, diagnosis_class);
   json j;
   j["schema"] = "rightsize.job/v1";
   j["job"] = job;

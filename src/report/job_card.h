@@ -16,14 +16,19 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "core/job.h"
 #include "report/prices.h"
 
 namespace rightsize {
 
-std::string RenderJobCardText(const JobRecord& job, const PriceTable& prices);
+// `diagnosis_class`: the class of the job's stored diagnosis ("" for none); "host_oom" makes a
+// FAILED job (a MemoryError) one that ran out of memory, as OUT_OF_MEMORY does.
+std::string RenderJobCardText(const JobRecord& job, const PriceTable& prices,
+                              std::string_view diagnosis_class = {});
 // Schema "rightsize.job/v1" (docs/report-schema.md, "Job card").
-nlohmann::json RenderJobCardJson(const JobRecord& job, const PriceTable& prices);
+nlohmann::json RenderJobCardJson(const JobRecord& job, const PriceTable& prices,
+                                 std::string_view diagnosis_class = {});
 
 }  // namespace rightsize
