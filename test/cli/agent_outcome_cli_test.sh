@@ -49,6 +49,7 @@ expect_eq "the output file read" \
   "$WORK/slurm-$OOM.out"
 run_rs --db "$WORK/agent.db" job "$OOM"
 expect_contains "the card says it failed" "$OUT" "state FAILED, exit code 1"
+expect_contains "and weighs the 16G asked for" "$OUT" "Memory  16G"
 if grep -q -- "--mem=" <<<"$OUT"; then
   fail "a job that ran out of memory is told to ask for less: $OUT"
 else
