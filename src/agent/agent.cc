@@ -2,18 +2,25 @@
 
 #include <fmt/format.h>
 #include <pwd.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <utility>
 
 #include "agent/cri_log.h"
 #include "core/units.h"
+#include "diagnose/job_output.h"
 #include "diagnose/log_scan.h"
 
 namespace rightsize {
 
 namespace {
+
+bool IsJobNumber(const std::string& s) {
+  return !s.empty() && s.size() <= 10 && s.find_first_not_of("0123456789") == std::string::npos;
+}
 
 // The job a process belongs to, from its cgroup or its environment; nullopt for none.
 std::optional<DiscoveredJob> IdentifyProcess(ProcFs& proc, int64_t pid) {
@@ -137,6 +144,7 @@ Agent::Watched Agent::Watch(const DiscoveredJob& job, double now_s, int64_t now_
   w.seen_s = now_s;
   w.first_unix = now_unix;
   if (!options_.kubernetes) w.record = Identify(job, now_unix);
+  w.raw_id = job.job_id;
   if (options_.sample_stacks && stacks_note_.empty()) {
     auto sampler = StackSampler::Create();
     if (sampler.ok()) {
@@ -162,7 +170,26 @@ void Agent::SampleWatched(Watched& w, DiscoveredJob job, double now_s, int64_t n
   }
   std::string job_id = std::move(w.job.job_id);
   w.job = std::move(job);
-  if (options_.kubernetes) w.job.job_id = std::move(job_id);  // the kubelet's name, once given
+  // Kubernetes: the kubelet's name, once given; SLURM: the record's id ("6_64" for an array
+  // task, where discovery knows only the task's own job id).
+  w.job.job_id = options_.kubernetes ? std::move(job_id) : w.record.job_id;
+  if (!options_.kubernetes && !w.job.pids.empty()) {
+    // The main process: the oldest (the batch script, or the command started by hand).
+    int64_t root = w.job.pids.front();
+    int64_t oldest = -1;
+    for (const ProcStat& st : w.job.stats) {
+      if (oldest < 0 || st.start_ticks < oldest) {
+        oldest = st.start_ticks;
+        root = st.pid;
+      }
+    }
+    if (root != w.root_pid) {
+      // Read while it lives: where its output goes (slurm-N.out) and where it ran.
+      w.root_pid = root;
+      w.stdout_path = proc_->Link(root, "fd/1").value_or("");
+      w.work_dir = proc_->Link(root, "cwd").value_or("");
+    }
+  }
   bool first = w.monitor->samples() == 0;
   w.monitor->Sample(now_s, &w.job.pids, &w.job.stats, &node);
   w.last_s = now_s;
@@ -181,7 +208,20 @@ void Agent::SampleWatched(Watched& w, DiscoveredJob job, double now_s, int64_t n
 std::vector<JobRecord> Agent::Cycle(double now_s, int64_t now_unix) {
   if (options_.kubernetes) return KubeCycle(now_s, now_unix);
   ++cycles_;
+  // Read before the processes are listed: a job seen alive below died after this count.
+  std::optional<int64_t> node_oom =
+      exits_ != nullptr && !jobs_.empty() ? proc_->NodeOomKills() : std::nullopt;
   std::vector<DiscoveredJob> now = DiscoverJobs(*proc_, &cache_);
+  if (exits_ != nullptr) {
+    // Exits since the last cycle, of the processes each job had then.
+    std::map<int64_t, Watched*> by_pid;
+    for (auto& [key, w] : jobs_) {
+      for (int64_t pid : w.job.pids) by_pid[pid] = &w;
+    }
+    exits_->Drain([&](int64_t pid, int status) {
+      if (auto it = by_pid.find(pid); it != by_pid.end()) it->second->exits[pid] = status;
+    });
+  }
   // The node's GPUs once for every job (see JobMonitor::NodeGpu).
   std::optional<GpuSnapshot> nvml;
   std::optional<DcgmSnapshot> dcgm;
@@ -193,6 +233,7 @@ std::vector<JobRecord> Agent::Cycle(double now_s, int64_t now_unix) {
     auto it = jobs_.find(job.key);
     if (it == jobs_.end()) it = jobs_.emplace(job.key, Watch(job, now_s, now_unix)).first;
     SampleWatched(it->second, std::move(job), now_s, now_unix, node);
+    it->second.node_oom_before = node_oom;
   }
   std::vector<JobRecord> ended;
   for (auto it = jobs_.begin(); it != jobs_.end();) {
@@ -204,19 +245,35 @@ std::vector<JobRecord> Agent::Cycle(double now_s, int64_t now_unix) {
     // later): the CPU the job used after the last sample is in its counter.
     it->second.monitor->Finish(now_s);
     const Watched& w = it->second;
-    JobRecord r;
-    r.cluster = options_.cluster;
-    r.job_id = w.job.job_id;
-    r.source = "agent";
+    // What it asked for (SLURM's environment) goes with it: the job card weighs the use
+    // against it until accounting's record replaces this one.
+    JobRecord r = w.record;
     // Seen from the first to the last cycle it was there: the run time, to one interval.
     r.start_time = w.first_unix;
     r.end_time = w.first_unix + static_cast<int64_t>(std::llround(w.last_s - w.first_s));
     r.usage = w.monitor->Usage(w.last_s - w.first_s, std::nullopt, std::nullopt);
+    r.outcome = AgentOutcome(w);
+    std::optional<ShippedDiagnosis> shipped;
+    if (r.outcome.state == "FAILED" || r.outcome.state == "OUT_OF_MEMORY") {
+      JobOutputHints hints;
+      hints.job_id = r.job_id;
+      hints.job_id_raw = w.raw_id;
+      hints.name = w.record.request.job_name;
+      hints.user = w.record.request.user;
+      hints.stdout_path = w.stdout_path;
+      hints.dirs = {w.work_dir};
+      std::string log = FindJobOutput(hints);
+      Diagnosis d = DiagnoseEnded(
+          w, r, log.empty() ? std::vector<std::string>{} : std::vector<std::string>{log}, false);
+      shipped = ShippedDiagnosis{std::string(FailureClassName(d.cls)), d.confidence,
+                                 DiagnosisToJson(d).dump()};
+      diagnosed_.push_back({r, std::move(d)});
+    }
     if (options_.ship) {
       // The last samples and the final record go out with the next batch.
-      r.request = w.record.request;
       JobTelemetry t = TelemetryOf(it->second);
       t.job = r;
+      t.diagnosis = std::move(shipped);
       finished_telemetry_.push_back(std::move(t));
     }
     ended.push_back(std::move(r));
@@ -317,6 +374,62 @@ JobOutcome KubeOutcome(const std::optional<ContainerTermination>& end, int64_t o
 
 }  // namespace
 
+JobOutcome Agent::AgentOutcome(const Watched& w) {
+  JobOutcome o;
+  std::optional<int> status;
+  if (auto it = w.exits.find(w.root_pid); it != w.exits.end()) status = it->second;
+  bool killed = false;
+  if (status && WIFSIGNALED(*status)) {
+    o.signal = WTERMSIG(*status);
+    o.exit_code = 128 + *o.signal;  // as a shell reports it
+    killed = *o.signal == SIGKILL;
+  } else if (status && WIFEXITED(*status)) {
+    o.exit_code = WEXITSTATUS(*status);
+  }
+  // The kernel's OOM killer sends SIGKILL: one that struck on the node while the job's main
+  // process died of SIGKILL killed it (its cgroup's own count, when it has one, is exact).
+  bool node_oom = false;
+  if (killed && w.node_oom_before) {
+    auto after = proc_->NodeOomKills();
+    node_oom = after && *after > *w.node_oom_before;
+  }
+  if (w.monitor->oom_kills() > 0 || node_oom) {
+    o.state = "OUT_OF_MEMORY";
+  } else if (o.exit_code) {
+    o.state = *o.exit_code == 0 ? "COMPLETED" : "FAILED";
+  }
+  return o;  // no word on its end: the state waits for accounting
+}
+
+Diagnosis Agent::DiagnoseEnded(const Watched& w, const JobRecord& r,
+                               const std::vector<std::string>& log_files, bool cri_logs) {
+  DiagnoseInput in;
+  in.job = r;
+  Telemetry tel;
+  tel.memory_limit_bytes = w.monitor->memory_limit_bytes();
+  tel.oom_kills = w.monitor->oom_kills();
+  for (const auto& p : w.monitor->memory().Points()) {
+    tel.memory.emplace_back(static_cast<double>(p.t_s), p.max);
+  }
+  tel.gpu_memory_peak_bytes = r.usage.peak_gpu_memory_bytes;
+  tel.gpu_memory_total_bytes = w.monitor->gpu_memory_total_bytes();
+  for (const GpuEvent& e : w.monitor->gpu_events()) tel.xids.emplace_back(e.device_index, e.xid);
+  in.telemetry = tel;
+  std::vector<LogScan> scans;
+  if (cri_logs && !log_files.empty()) {
+    if (auto log = ReadCriLogs(log_files); log.ok()) {
+      scans.push_back(ScanLogText(log->text, log_files.back()));
+    }
+  } else if (!cri_logs) {
+    for (const std::string& file : log_files) {
+      if (auto scan = ScanLogFile(file); scan.ok()) scans.push_back(std::move(*scan));
+    }
+  }
+  // Without its log (rotated away, no --pod-logs mount, an output the agent cannot read) the
+  // record and telemetry still speak.
+  return DiagnoseScans(std::move(scans), in);
+}
+
 JobRecord Agent::EndContainer(Watched& w, double now_s) {
   w.monitor->Finish(now_s);
   JobRecord r = w.record;
@@ -326,26 +439,10 @@ JobRecord Agent::EndContainer(Watched& w, double now_s) {
   std::optional<ShippedDiagnosis> shipped;
   if (r.outcome.state == "FAILED" || r.outcome.state == "OUT_OF_MEMORY") {
     const KubeContainer& k = *w.kube;
-    DiagnoseInput in;
-    in.job = r;
-    Telemetry tel;
-    tel.memory_limit_bytes = w.monitor->memory_limit_bytes();
-    tel.oom_kills = w.monitor->oom_kills();
-    for (const auto& p : w.monitor->memory().Points()) {
-      tel.memory.emplace_back(static_cast<double>(p.t_s), p.max);
-    }
-    tel.gpu_memory_peak_bytes = r.usage.peak_gpu_memory_bytes;
-    tel.gpu_memory_total_bytes = w.monitor->gpu_memory_total_bytes();
-    for (const GpuEvent& e : w.monitor->gpu_events()) tel.xids.emplace_back(e.device_index, e.xid);
-    in.telemetry = tel;
-    std::vector<LogScan> scans;
-    std::vector<std::string> files = ContainerLogFiles(
-        options_.pod_logs_dir, k.namespace_name, k.pod, k.pod_uid, k.container, k.restart_count);
-    if (auto log = ReadCriLogs(files); log.ok()) {
-      scans.push_back(ScanLogText(log->text, files.back()));
-    }
-    // Without its log (rotated away, no --pod-logs mount) the record and telemetry still speak.
-    Diagnosis d = DiagnoseScans(std::move(scans), in);
+    Diagnosis d = DiagnoseEnded(w, r,
+                                ContainerLogFiles(options_.pod_logs_dir, k.namespace_name, k.pod,
+                                                  k.pod_uid, k.container, k.restart_count),
+                                true);
     // Shipped with the record: the server has no access to the node's logs.
     shipped = ShippedDiagnosis{std::string(FailureClassName(d.cls)), d.confidence,
                                DiagnosisToJson(d).dump()};
@@ -472,6 +569,12 @@ JobRecord Agent::Identify(const DiscoveredJob& job, int64_t first_unix) {
   int64_t pid = job.pids.front();
   // What SLURM tells every process of the job (absent for Kubernetes pods).
   auto env = [&](const char* name) { return proc_->Environ(pid, name).value_or(""); };
+  // An array task has a job id of its own (SLURM_JOB_ID), but accounting names it
+  // "<array job>_<task>": so is it recorded, or the report would count each task twice.
+  if (std::string array = env("SLURM_ARRAY_JOB_ID"), task = env("SLURM_ARRAY_TASK_ID");
+      IsJobNumber(array) && IsJobNumber(task)) {
+    r.job_id = array + "_" + task;
+  }
   r.request.user = env("SLURM_JOB_USER");
   r.request.job_name = env("SLURM_JOB_NAME");
   r.request.partition = env("SLURM_JOB_PARTITION");

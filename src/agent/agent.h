@@ -3,6 +3,15 @@
 // processes' environment), samples each with a JobMonitor, and when a job is gone turns its
 // monitor into the job's usage record.
 //
+// A SLURM job's record carries how it ended as far as the node can tell, before accounting
+// says (sacct's record replaces the agent's state when it arrives; see store.h): its cgroup's
+// OOM kills make it OUT_OF_MEMORY; otherwise its main process's (the oldest one's) exit, read
+// by an ExitWatcher, makes it COMPLETED (0) or FAILED (the exit code, or the signal, with
+// OUT_OF_MEMORY for a SIGKILL while the node's OOM killer struck). Without either the state
+// stays empty: "ended, state from accounting pending". A failed job is diagnosed from its
+// output file (found by diagnose/job_output.h from where its stdout pointed and its working
+// directory) and the telemetry, like a container (TakeDiagnoses, shipped with the record).
+//
 // With options.kubernetes (a DaemonSet), the jobs are the containers under the kubepods cgroup
 // hierarchy instead (CgroupFs::KubeContainers, either cgroup driver, v1 or v2), each named by the
 // kubelet (Kubelet: "<namespace>/<pod>/<container>", its request, the GPUs it holds). A
@@ -27,6 +36,7 @@
 
 #include "agent/cgroup.h"
 #include "agent/dcgm.h"
+#include "agent/exits.h"
 #include "agent/gpu.h"
 #include "agent/kubelet.h"
 #include "agent/monitor.h"
@@ -105,6 +115,9 @@ class Agent {
   // DCGM's profiling fields for every job watched from now on (see JobMonitor::set_dcgm). May be
   // null; it must outlive the agent.
   void set_dcgm(DcgmSource* dcgm) { dcgm_ = dcgm; }
+  // How the watched processes exit (SLURM jobs; see the file comment). May be null (their end
+  // state is then left to accounting); it must outlive the agent.
+  void set_exits(ExitWatcher* exits) { exits_ = exits; }
   // Names the containers with options.kubernetes. May be null (nothing is named, so nothing is
   // recorded); it must outlive the agent.
   void set_kubelet(Kubelet* kubelet) { kubelet_ = kubelet; }
@@ -133,7 +146,7 @@ class Agent {
   // user, name and request from its SLURM environment, start) with the samples and stacks
   // taken since the last call. Sample times are Unix seconds.
   std::vector<JobTelemetry> TakeTelemetry();
-  // The diagnoses of the failed containers that ended since the last call (Kubernetes).
+  // The diagnoses of the failed jobs and containers that ended since the last call.
   std::vector<DiagnosedRecord> TakeDiagnoses() { return std::exchange(diagnosed_, {}); }
   // Why the kubelet did not answer at the last asking ("" when it did).
   const std::string& kubelet_error() const { return kubelet_error_; }
@@ -160,7 +173,21 @@ class Agent {
     std::string container_id, pod_uid;
     std::optional<KubeContainer> kube;
     double seen_s = 0, end_wait_until_s = 0;
+    // SLURM: the id discovery knows the job by ("70" for the array task 6_64); its main
+    // process (the oldest: the batch script), where that process's stdout and working
+    // directory were, and how its processes exited (pid -> wait status, from exits_).
+    std::string raw_id;
+    int64_t root_pid = 0;
+    std::string stdout_path, work_dir;
+    std::map<int64_t, int> exits;
+    // The node's OOM kill count read before the last cycle that saw the job's processes.
+    std::optional<int64_t> node_oom_before;
   };
+  // A SLURM job's end state from what the agent saw (see the file comment).
+  JobOutcome AgentOutcome(const Watched& w);
+  // The diagnosis of an ended job that failed, from its output `log_files` and telemetry.
+  Diagnosis DiagnoseEnded(const Watched& w, const JobRecord& r,
+                          const std::vector<std::string>& log_files, bool cri_logs);
   JobRecord Identify(const DiscoveredJob& job, int64_t first_unix);
   // The Kubernetes cycle (see the file comment).
   std::vector<JobRecord> KubeCycle(double now_s, int64_t now_unix);
@@ -184,6 +211,7 @@ class Agent {
   CgroupFs* cgroups_;
   GpuSource* gpu_;
   DcgmSource* dcgm_ = nullptr;
+  ExitWatcher* exits_ = nullptr;
   AgentOptions options_;
   std::map<std::string, Watched> jobs_;
   DiscoveryCache cache_;

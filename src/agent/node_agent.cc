@@ -43,6 +43,18 @@ NodeAgent::NodeAgent(NodeAgentOptions options, std::unique_ptr<Shipper> shipper)
   cgroups_.set_keep_open(true);    // likewise for the cgroups' counters
   agent_.set_dcgm(dcgm_.get());
   agent_.set_kubelet(kubelet_.get());
+  // How SLURM jobs' processes exit (the kubelet says it for containers); only for the real
+  // /proc, whose pids the kernel's notifications name.
+  if (!options_.agent.kubernetes && options_.proc_root == "/proc") {
+    auto exits = ExitWatcher::Open();
+    if (exits.ok()) {
+      exits_ = std::move(*exits);
+      MutexLock lock(mu_);
+      agent_.set_exits(exits_.get());
+    } else {
+      exits_status_ = exits.status().message();
+    }
+  }
 }
 
 std::string NodeAgent::Metrics() {

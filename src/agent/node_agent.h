@@ -23,6 +23,7 @@
 #include "agent/agent.h"
 #include "agent/cgroup.h"
 #include "agent/dcgm.h"
+#include "agent/exits.h"
 #include "agent/gpu.h"
 #include "agent/kubelet.h"
 #include "agent/proc.h"
@@ -53,6 +54,9 @@ class NodeAgent {
   bool gpu_available() const { return gpu_->available(); }
   std::string gpu_status() const { return gpu_->status(); }
   bool dcgm_available() const { return dcgm_->available(); }
+  // Why the jobs' exit codes are not watched ("" when they are, or for Kubernetes): their end
+  // state then waits for accounting.
+  const std::string& exits_status() const { return exits_status_; }
   std::string dcgm_status() const { return dcgm_->status(); }
 
   // The live view, Prometheus text format. Thread-safe.
@@ -63,7 +67,7 @@ class NodeAgent {
     std::function<void(const std::vector<JobRecord>&)> ended;
     // Why stack sampling is off, once (when options.agent.sample_stacks).
     std::function<void(const std::string&)> stacks_off;
-    // The diagnoses of failed Kubernetes containers, with their records (never with none).
+    // The diagnoses of failed jobs and containers, with their records (never with none).
     std::function<void(const std::vector<DiagnosedRecord>&)> diagnosed;
     // Why the kubelet does not answer, each time that changes ("" when it answers again).
     std::function<void(const std::string&)> kubelet_error;
@@ -89,8 +93,10 @@ class NodeAgent {
   CgroupFs cgroups_;
   std::unique_ptr<GpuSource> gpu_;
   std::unique_ptr<DcgmSource> dcgm_;
-  std::unique_ptr<Kubelet> kubelet_;  // with options.agent.kubernetes
-  Mutex mu_;                          // the sampling loop and the /metrics thread both use agent_
+  std::unique_ptr<Kubelet> kubelet_;    // with options.agent.kubernetes
+  std::unique_ptr<ExitWatcher> exits_;  // null when unavailable (exits_status_ says why)
+  std::string exits_status_;
+  Mutex mu_;  // the sampling loop and the /metrics thread both use agent_
   Agent agent_ GUARDED_BY(mu_);
   bool stacks_warned_ = false;
   std::string kubelet_error_;  // the last one reported

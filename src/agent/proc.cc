@@ -331,6 +331,29 @@ std::optional<std::string> ProcFs::NetNamespace(int64_t pid) {
   return std::string(buf, static_cast<size_t>(n));
 }
 
+std::optional<std::string> ProcFs::Link(int64_t pid, const char* what) {
+  std::string path = root_ + "/" + std::to_string(pid) + "/" + what;
+  char buf[4096];
+  ssize_t n = readlink(path.c_str(), buf, sizeof buf);
+  if (n <= 0 || static_cast<size_t>(n) == sizeof buf) return std::nullopt;
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+std::optional<int64_t> ProcFs::NodeOomKills() {
+  auto text = ReadPath(root_ + "/vmstat", 64 << 10);
+  if (!text) return std::nullopt;
+  size_t at = text->find("\noom_kill ");
+  if (at == std::string::npos) return std::nullopt;
+  at += 10;
+  size_t end = text->find('\n', at);
+  auto v = ToInt(std::string_view(*text).substr(at, end == std::string::npos ? end : end - at));
+  if (!v || *v < 0) {
+    ++rejected_;
+    return std::nullopt;
+  }
+  return v;
+}
+
 std::optional<NetCounters> ProcFs::NetDev(int64_t pid) {
   auto text = Read(pid, "net/dev");
   if (!text) return std::nullopt;

@@ -78,6 +78,12 @@ class ProcFs {
   // The traffic of the process's network namespace; nullopt when unreadable or malformed
   // (a line whose counters are not numbers is rejected and counted, not trusted).
   std::optional<NetCounters> NetDev(int64_t pid);
+  // Where one of the process's links points: "fd/1" (its stdout: a SLURM job's slurm-N.out),
+  // "cwd". nullopt when unreadable or gone.
+  std::optional<std::string> Link(int64_t pid, const char* what);
+  // OOM kills on the node since boot (/proc/vmstat's oom_kill, Linux 4.13+): the kernel's OOM
+  // killer, whatever cgroup (or none) the victim was in.
+  std::optional<int64_t> NodeOomKills();
   // The real user id (the first field of status's Uid line), when readable.
   std::optional<int64_t> Uid(int64_t pid);
   // Open file descriptors (entries of /proc/PID/fd), when readable.

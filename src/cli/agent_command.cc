@@ -109,6 +109,12 @@ int RunAgent(Context& ctx, const AgentFlags& f) {
   if (node.gpu_available() && !node.dcgm_available()) {
     fmt::print(stderr, "rightsize agent: DCGM off: {}\n", node.dcgm_status());
   }
+  if (!node.exits_status().empty()) {
+    fmt::print(stderr,
+               "rightsize agent: jobs' exit codes not watched (their state waits for "
+               "accounting): {}\n",
+               node.exits_status());
+  }
   MetricsEndpoint metrics([&node] { return node.Metrics(); });
   if (!f.listen.empty()) {
     auto bound = metrics.Start(f.listen);

@@ -48,8 +48,9 @@ void AddCommonFlags(CLI::App* cmd, CommonFlags* f) {
 // of a file), a summary line per file or, with --json, one document for the run.
 class IngestPrinter {
  public:
-  IngestPrinter(bool json, std::string store_path)
-      : json_(json), store_path_(std::move(store_path)) {}
+  // `json_indent` -1: each document on one line (JSON Lines: the follower's passes).
+  IngestPrinter(bool json, std::string store_path, int json_indent = 2)
+      : json_(json), json_indent_(json_indent), store_path_(std::move(store_path)) {}
 
   void Start(const std::string& file) {
     printed_ = 0;
@@ -93,7 +94,7 @@ class IngestPrinter {
                                                                       : nlohmann::json(nullptr)},
                                          {"skipped", total_skipped_},
                                          {"store", store_path_}},
-                          2));
+                          json_indent_));
     }
     int code = exit_code_;
     files_ = nlohmann::json::array();
@@ -105,6 +106,7 @@ class IngestPrinter {
  private:
   static constexpr int kPrintedErrors = 20;
   bool json_;
+  int json_indent_;
   std::string store_path_;
   std::optional<ProgressBar> bar_;
   int printed_ = 0;
@@ -143,12 +145,12 @@ std::string ReadWholeFile(const std::string& path) {
 }
 
 // The follower's events as `ingest slurm` prints them: each pass as `ingest sacct` prints a
-// file (with --json its document), each diagnosis a line (with --json a JSON line), warnings
-// and errors on stderr.
+// file (with --json its document on one line), each diagnosis a line (with --json a JSON
+// line), warnings and errors on stderr: with --json, stdout is JSON Lines.
 class FollowerPrinter final : public slurm::FollowerEvents {
  public:
   FollowerPrinter(bool json, std::string store_path)
-      : json_(json), ingest_(json, std::move(store_path)) {}
+      : json_(json), ingest_(json, std::move(store_path), -1) {}
 
   void OnPartitions(const std::string& cluster,
                     const std::vector<PartitionShape>& partitions) override {

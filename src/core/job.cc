@@ -20,6 +20,20 @@ nlohmann::json OrNull(const std::string& s) {
 }
 }  // namespace
 
+namespace {
+
+// Who said how the job ended: accounting (sacct, SWF, …), or the agent that watched it (and
+// `rightsize run`, the kubelet) before accounting did; "pending" for an agent's record of a job
+// whose end it saw but whose state it could not know: accounting will say.
+const char* StateSource(const JobRecord& job) {
+  if (job.source != "agent" && job.source != "run" && job.source != "kubernetes") {
+    return "accounting";
+  }
+  return job.outcome.state.empty() ? "pending" : "agent";
+}
+
+}  // namespace
+
 void to_json(nlohmann::json& j, const JobRecord& job) {
   j = nlohmann::json{
       {"cluster", job.cluster},
@@ -66,7 +80,8 @@ void to_json(nlohmann::json& j, const JobRecord& job) {
       {"outcome",
        {{"state", OrNull(job.outcome.state)},
         {"exit_code", OrNull(job.outcome.exit_code)},
-        {"signal", OrNull(job.outcome.signal)}}},
+        {"signal", OrNull(job.outcome.signal)},
+        {"state_source", StateSource(job)}}},
   };
 }
 

@@ -60,9 +60,10 @@ struct Card {
 };
 
 // "memory" for a job killed for memory, "time" for one stopped at its time limit, else "".
-std::string KilledBy(const JobRecord& job) {
+// `diagnosis_class` "host_oom" makes a FAILED job (a MemoryError) one that ran out of memory.
+std::string KilledBy(const JobRecord& job, std::string_view diagnosis_class) {
   const std::string& s = job.outcome.state;
-  if (s.rfind("OUT_OF_ME", 0) == 0) return "memory";
+  if (s.rfind("OUT_OF_ME", 0) == 0 || diagnosis_class == "host_oom") return "memory";
   if (s == "TIMEOUT" || s == "DEADLINE") return "time";
   return "";
 }
@@ -255,9 +256,9 @@ void CardTime(const JobRecord& job, bool ran, Card& c) {
   if (!ran) c.unknown.push_back("elapsed time");
 }
 
-Card BuildCard(const JobRecord& job, const PriceTable& prices) {
+Card BuildCard(const JobRecord& job, const PriceTable& prices, std::string_view diagnosis_class) {
   Card c;
-  c.killed_by = KilledBy(job);
+  c.killed_by = KilledBy(job, diagnosis_class);
   const auto& u = job.usage;
   const bool ran = u.elapsed_s && *u.elapsed_s > 0;
   if (ran) c.elapsed_s = u.elapsed_s;
@@ -317,8 +318,9 @@ std::string OutcomeText(const JobRecord& job) {
   return "";
 }
 
-std::string RenderJobCardText(const JobRecord& job, const PriceTable& prices) {
-  Card c = BuildCard(job, prices);
+std::string RenderJobCardText(const JobRecord& job, const PriceTable& prices,
+                              std::string_view diagnosis_class) {
+  Card c = BuildCard(job, prices, diagnosis_class);
   auto safe = [](const std::string& s) { return s.empty() ? "?" : SafeTerminalText(s, 64); };
   std::string out = fmt::format("Job {} on {}", safe(job.job_id), safe(job.cluster));
   if (!job.request.job_name.empty()) out += ": " + safe(job.request.job_name);
@@ -395,8 +397,9 @@ std::string RenderJobCardText(const JobRecord& job, const PriceTable& prices) {
   return out;
 }
 
-json RenderJobCardJson(const JobRecord& job, const PriceTable& prices) {
-  Card c = BuildCard(job, prices);
+json RenderJobCardJson(const JobRecord& job, const PriceTable& prices,
+                       std::string_view diagnosis_class) {
+  Card c = BuildCard(job, prices, diagnosis_class);
   json j;
   j["schema"] = "rightsize.job/v1";
   j["job"] = job;

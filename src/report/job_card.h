@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "core/job.h"
 #include "report/prices.h"
@@ -28,8 +29,12 @@ namespace rightsize {
 // given only where it means something: SLURM records exit 0 for a job it stopped at its limit.
 std::string OutcomeText(const JobRecord& job);
 
-std::string RenderJobCardText(const JobRecord& job, const PriceTable& prices);
+// `diagnosis_class`: the class of the job's stored diagnosis ("" for none); "host_oom" makes a
+// FAILED job (a MemoryError) one that ran out of memory, as OUT_OF_MEMORY does.
+std::string RenderJobCardText(const JobRecord& job, const PriceTable& prices,
+                              std::string_view diagnosis_class = {});
 // Schema "rightsize.job/v1" (docs/report-schema.md, "Job card").
-nlohmann::json RenderJobCardJson(const JobRecord& job, const PriceTable& prices);
+nlohmann::json RenderJobCardJson(const JobRecord& job, const PriceTable& prices,
+                                 std::string_view diagnosis_class = {});
 
 }  // namespace rightsize

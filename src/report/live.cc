@@ -132,8 +132,19 @@ StatusOr<JobView> ViewJob(Store& store, const std::string& cluster, const std::s
   return view;
 }
 
+namespace {
+
+std::string DiagnosisClass(const JobView& view) {
+  const nlohmann::json& d = view.diagnosis;
+  return d.is_object() && d.contains("class") && d["class"].is_string()
+             ? d["class"].get<std::string>()
+             : std::string();
+}
+
+}  // namespace
+
 nlohmann::json JobViewJson(const JobView& view, const PriceTable& prices) {
-  nlohmann::json card = RenderJobCardJson(view.job, prices);
+  nlohmann::json card = RenderJobCardJson(view.job, prices, DiagnosisClass(view));
   card["diagnosis"] = view.diagnosis;
   card["live"] = nullptr;
   const LiveUsage& live = view.live;
@@ -150,7 +161,7 @@ nlohmann::json JobViewJson(const JobView& view, const PriceTable& prices) {
 std::string JobViewText(const JobView& view, const PriceTable& prices) {
   const JobRecord& job = view.job;
   const LiveUsage& live = view.live;
-  std::string out = RenderJobCardText(job, prices);
+  std::string out = RenderJobCardText(job, prices, DiagnosisClass(view));
   if (!job.end_time && live.as_of_s > 0) {
     out += fmt::format("\nnow (last sample {}): {:.2f} cores over the last minute, {} resident\n",
                        FormatTimestamp(live.as_of_s), live.cores_now.value_or(0),

@@ -750,8 +750,10 @@ ApiServer::Reply ApiServer::Job(const Caller& who, const std::string& cluster,
   auto is = running_now.Is(*job);
   if (!is.ok()) return Error(500, is.status().message());
   out["summary"] = JobRow(*job, Now(), *is);
-  // The advice and cost `rightsize job` prints, from the same card (report/job_card.h).
-  out["card"] = RenderJobCardJson(*live, options_.prices);
+  auto diag = store->GetDiagnosis(job->cluster, job->job_id);
+  // The advice and cost `rightsize job` prints, from the same card (report/job_card.h), told
+  // the stored diagnosis as `rightsize job` is (a MemoryError is a job that ran out of memory).
+  out["card"] = RenderJobCardJson(*live, options_.prices, diag.ok() ? diag->cls : "");
   out["card"].erase("job");
   auto pred = store->GetPrediction(job->cluster, job->job_id);
   out["prediction"] = nullptr;
@@ -763,7 +765,6 @@ ApiServer::Reply ApiServer::Job(const Caller& who, const std::string& cluster,
         who.admin || !doc.is_object() || doc.value("user", job->request.user) == job->request.user;
     if (!doc.is_discarded() && about_this_job) out["prediction"] = PredictionFor(who, doc);
   }
-  auto diag = store->GetDiagnosis(job->cluster, job->job_id);
   out["diagnosis"] = nullptr;
   if (diag.ok()) {
     auto doc = nlohmann::json::parse(diag->document, nullptr, false);

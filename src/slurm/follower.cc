@@ -17,6 +17,7 @@
 #include "core/json_text.h"
 #include "core/units.h"
 #include "diagnose/diagnosis.h"
+#include "diagnose/job_output.h"
 #include "diagnose/stored_telemetry.h"
 #include "ingest/sacct.h"
 #include "slurm/command.h"
@@ -82,24 +83,13 @@ std::string SlurmClusterName(const std::string& scontrol) {
   return "";
 }
 
-StatusOr<std::vector<FinishedJob>> FinishedJobs(const std::string& sacct, int64_t from,
-                                                int64_t to) {
-  std::vector<std::string> argv = {
-      sacct,
-      "--parsable2",
-      "--noheader",
-      "--allusers",
-      "--allocations",
-      "--starttime=" + SacctLocalTime(from),
-      "--endtime=" + SacctLocalTime(to),
-      std::string("--state=") + kEndStates,
-      "--format=JobID,JobIDRaw,State,JobName,User,WorkDir,AdminComment"};
-  RS_ASSIGN_OR_RETURN(CommandResult run, RunCommand(argv));
-  if (run.exit_status != 0) {
-    return Status::IoError(fmt::format("{} exited with status {}", sacct, run.exit_status));
-  }
+constexpr const char* kFinishedFormat =
+    "--format=JobID,JobIDRaw,State,JobName,User,WorkDir,AdminComment";
+
+// sacct's lines in kFinishedFormat.
+std::vector<FinishedJob> ParseFinishedJobs(const std::string& out) {
   std::vector<FinishedJob> jobs;
-  std::istringstream in(run.out);
+  std::istringstream in(out);
   std::string line;
   while (std::getline(in, line)) {
     std::vector<std::string> f;
@@ -114,6 +104,24 @@ StatusOr<std::vector<FinishedJob>> FinishedJobs(const std::string& sacct, int64_
     jobs.push_back({f[0], f[1], f[2], f[3], f[4], f[5], line.substr(pos)});
   }
   return jobs;
+}
+
+StatusOr<std::vector<FinishedJob>> FinishedJobs(const std::string& sacct, int64_t from,
+                                                int64_t to) {
+  std::vector<std::string> argv = {sacct,
+                                   "--parsable2",
+                                   "--noheader",
+                                   "--allusers",
+                                   "--allocations",
+                                   "--starttime=" + SacctLocalTime(from),
+                                   "--endtime=" + SacctLocalTime(to),
+                                   std::string("--state=") + kEndStates,
+                                   kFinishedFormat};
+  RS_ASSIGN_OR_RETURN(CommandResult run, RunCommand(argv));
+  if (run.exit_status != 0) {
+    return Status::IoError(fmt::format("{} exited with status {}", sacct, run.exit_status));
+  }
+  return ParseFinishedJobs(run.out);
 }
 
 // The value of `key=` in the hook's record ("rightsize:v1 mode=advise … out=PATH"); out= runs
@@ -161,71 +169,26 @@ std::optional<nlohmann::json> PredictionFromRecord(const std::string& admin_comm
       {"record", record.substr(1)}};
 }
 
-// SLURM's output file pattern with %j %A %a %x %u %% filled in.
-std::string ResolveOutputPattern(const std::string& pattern, const FinishedJob& j) {
-  std::string array_id, task_id;
-  if (size_t us = j.job_id.find('_'); us != std::string::npos) {
-    array_id = j.job_id.substr(0, us);
-    task_id = j.job_id.substr(us + 1);
-  }
-  std::string out;
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    if (pattern[i] != '%' || i + 1 == pattern.size()) {
-      out += pattern[i];
-      continue;
-    }
-    char c = pattern[++i];
-    switch (c) {
-      case 'j':
-        out += j.job_id_raw;
-        break;
-      case 'A':
-        out += array_id.empty() ? j.job_id_raw : array_id;
-        break;
-      case 'a':
-        out += task_id.empty() ? "4294967294" : task_id;
-        break;
-      case 'x':
-        out += j.name;
-        break;
-      case 'u':
-        out += j.user;
-        break;
-      case '%':
-        out += '%';
-        break;
-      default:
-        out += '%';
-        out += c;
-    }
-  }
-  return out;
-}
-
-// The job's output file: the hook's out= record, `scontrol show job` while SLURM still knows
-// the job, the log folder, the default slurm-N.out in its working directory. "" when none
-// exists.
+// The job's output file, found by the search every diagnosis of a SLURM job shares
+// (diagnose/job_output.h): the hook's out= record, `scontrol show job` while SLURM still knows
+// the job, files an earlier diagnosis read, the log folder, slurm-N.out in its working
+// directory. "" when none exists.
 std::string FindJobOutput(const FinishedJob& j, const std::string& scontrol,
-                          const std::string& log_dir) {
-  std::vector<std::string> candidates;
-  if (std::string out = RecordField(" " + j.admin_comment, "out"); !out.empty()) {
-    candidates.push_back(ResolveOutputPattern(out, j));
-  }
-  std::string shown = OutputOf({scontrol, "show", "job", "--oneliner", j.job_id});
+                          const std::string& log_dir, std::vector<std::string> known = {}) {
+  JobOutputHints hints;
+  hints.job_id = j.job_id;
+  hints.job_id_raw = j.job_id_raw;
+  hints.name = j.name;
+  hints.user = j.user;
+  hints.out_pattern = RecordField(" " + j.admin_comment, "out");
+  std::string shown =
+      scontrol.empty() ? "" : OutputOf({scontrol, "show", "job", "--oneliner", j.job_id});
   std::smatch m;
   static const std::regex kStdOut(R"((?:^|\s)StdOut=(\S+))");
-  if (std::regex_search(shown, m, kStdOut)) candidates.push_back(m[1].str());
-  std::string dashed = j.job_id.find('_') != std::string::npos ? j.job_id : j.job_id_raw;
-  for (const std::string& dir : {log_dir, j.work_dir}) {
-    if (dir.empty()) continue;
-    candidates.push_back(fmt::format("{}/slurm-{}.out", dir, j.job_id_raw));
-    candidates.push_back(fmt::format("{}/slurm-{}.out", dir, dashed));
-  }
-  for (const auto& c : candidates) {
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(c, ec)) return c;
-  }
-  return "";
+  if (std::regex_search(shown, m, kStdOut)) hints.stdout_path = m[1].str();
+  hints.known = std::move(known);
+  hints.dirs = {log_dir, j.work_dir};
+  return rightsize::FindJobOutput(hints);
 }
 
 }  // namespace
@@ -360,7 +323,10 @@ void Follower::AfterPass(Store& store, int64_t from, int64_t to) {
     if (!options_.diagnose || !IsDiagnosedState(j.state) || diagnosed_.count(j.job_id) > 0) {
       continue;
     }
-    if (store.GetDiagnosis(job->cluster, j.job_id).ok()) {
+    // One stored already (by an earlier run, or by the agent that saw the job end) is kept,
+    // unless it could say nothing: accounting and the output file may tell more.
+    if (auto stored = store.GetDiagnosis(job->cluster, j.job_id);
+        stored.ok() && stored->cls != "unknown") {
       diagnosed_.insert(j.job_id);
       continue;
     }
@@ -407,6 +373,22 @@ void Follower::DiagnoseJob(Store& store, const FinishedJob& j, const JobRecord& 
   events_.OnDiagnosed({j.job_id, j.state, std::string(FailureClassName(d->cls)), d->confidence,
                        input.log_paths.empty() ? "" : input.log_paths[0],
                        d->fixes.empty() ? "" : d->fixes.front().text});
+}
+
+std::string FindSlurmJobOutput(const std::string& job_id, const OutputSearch& search) {
+  FinishedJob j{job_id, job_id, "", "", "", "", ""};
+  // sacct's row of the job: its working directory, name, user and the hook's out= record.
+  if (!search.sacct.empty()) {
+    std::string out = OutputOf({search.sacct, "--parsable2", "--noheader", "--allusers",
+                                "--allocations", "--jobs=" + job_id, kFinishedFormat});
+    for (FinishedJob& row : ParseFinishedJobs(out)) {
+      if (row.job_id == job_id || row.job_id_raw == job_id) {
+        j = std::move(row);
+        break;
+      }
+    }
+  }
+  return FindJobOutput(j, search.scontrol, search.log_dir, search.known);
 }
 
 nlohmann::json DiagnosedJobJson(const DiagnosedJob& d) {

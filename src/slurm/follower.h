@@ -61,6 +61,17 @@ struct DiagnosedJob {
 nlohmann::json DiagnosedJobJson(const DiagnosedJob& d);
 std::string DiagnosedJobText(const DiagnosedJob& d);
 
+// Where SLURM job `job_id`'s output file is, found as the follower finds it: sacct's row of
+// the job (its working directory, the hook's out= record), `scontrol show job` while slurmctld
+// knows the job, `known` (files an earlier diagnosis read), the log folder. "" when none is
+// found; sacct or scontrol failing (absent, slurmdbd down) only narrows the search.
+struct OutputSearch {
+  std::string sacct = "sacct", scontrol = "scontrol";  // "" = not asked
+  std::string log_dir;
+  std::vector<std::string> known;
+};
+std::string FindSlurmJobOutput(const std::string& job_id, const OutputSearch& search);
+
 // What a Follower tells as it goes. The defaults ignore it.
 class FollowerEvents {
  public:

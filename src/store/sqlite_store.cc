@@ -1058,9 +1058,17 @@ class SqliteStore final : public Store {
   }
 
   Status PutDiagnosis(const StoredDiagnosis& d) override {
-    RS_ASSIGN_OR_RETURN(auto stmt, Prepare("INSERT OR REPLACE INTO diagnoses (cluster, job_id, "
-                                           "created_at, class, confidence, document) VALUES "
-                                           "(?1, ?2, ?3, ?4, ?5, ?6)"));
+    // A diagnosis never gives way to a weaker one: `rightsize diagnose` run where the job's
+    // output cannot be read must not replace what the follower read in it (issue 28). It is
+    // replaced by one at least as confident that names a class, or when it named none.
+    RS_ASSIGN_OR_RETURN(
+        auto stmt,
+        Prepare("INSERT INTO diagnoses (cluster, job_id, created_at, class, confidence, document) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (cluster, job_id) DO UPDATE SET "
+                "created_at = excluded.created_at, class = excluded.class, confidence = "
+                "excluded.confidence, document = excluded.document WHERE diagnoses.class = "
+                "'unknown' OR (excluded.class <> 'unknown' AND excluded.confidence >= "
+                "diagnoses.confidence)"));
     sqlite3_bind_text(stmt.get(), 1, d.cluster.c_str(), -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(stmt.get(), 2, d.job_id.c_str(), -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(stmt.get(), 3, d.created_at);

@@ -150,7 +150,9 @@ class Store {
   // The newest model's version, without reading the model; NotFound if none.
   virtual StatusOr<int64_t> LatestModelVersion(const std::string& cluster) = 0;
 
-  // Stores (replacing) the diagnosis of a job; the job need not be stored yet.
+  // Stores the diagnosis of a job (the job need not be stored yet). It replaces a stored one
+  // only if that one's class is "unknown", or if it names a class with at least its confidence:
+  // a weaker diagnosis never replaces a stronger one (OK, nothing written).
   virtual Status PutDiagnosis(const StoredDiagnosis& diagnosis) = 0;
   // The job's diagnosis; NotFound if it has none.
   virtual StatusOr<StoredDiagnosis> GetDiagnosis(const std::string& cluster,

@@ -7,8 +7,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
 
 #include "agent/cgroup.h"
+#include "agent/exits.h"
 #include "agent/monitor.h"
 #include "agent/proc.h"
 #include "agent/series.h"
@@ -400,6 +404,90 @@ TEST(AgentTest, DiscoversSlurmAndKubernetesJobsAndEndsThem) {
   EXPECT_EQ(ended[0].start_time, 1000);
   EXPECT_EQ(agent.jobs(), 2u);
   EXPECT_TRUE(agent.Cycle(6, 1006).empty());
+}
+
+// sacct names an array task "6_64"; its processes carry its own job id (SLURM_JOB_ID=70) too.
+// Recorded under the raw id, the report counted each task twice (issue 28: 136 jobs for 72).
+TEST(AgentTest, AnArrayTaskIsRecordedUnderItsArrayName) {
+  Tree t;
+  const std::string env70("SLURM_JOB_ID=70\0SLURM_ARRAY_JOB_ID=6\0SLURM_ARRAY_TASK_ID=64\0", 60);
+  const std::string env71("SLURM_JOB_ID=71\0SLURM_ARRAY_JOB_ID=6\0SLURM_ARRAY_TASK_ID=65\0", 60);
+  // Task 64 found by its environment (proctrack/linuxproc), task 65 by its cgroup.
+  t.Write("30/stat", StatLine(30, "python", 1, 100, 0, 300));
+  t.Write("30/cgroup", "0::/user.slice\n");
+  t.Write("30/environ", env70);
+  t.Write("31/stat", StatLine(31, "python", 1, 100, 0, 400));
+  t.Write("31/cgroup", "12:memory:/slurm/uid_1000/job_71/step_batch\n");
+  t.Write("31/environ", env71);
+  ProcFs proc(t.path(), 100, 4096);
+  Tree cg;
+  CgroupFs cgroups(cg.path());
+  Agent agent(&proc, &cgroups, nullptr, AgentOptions{"node1"});
+  EXPECT_TRUE(agent.Cycle(0, 1000).empty());
+  std::string metrics = agent.Metrics();
+  EXPECT_NE(metrics.find("rightsize_job_processes{job_id=\"6_64\",kind=\"slurm\"} 1"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("rightsize_job_processes{job_id=\"6_65\",kind=\"slurm\"} 1"),
+            std::string::npos)
+      << metrics;
+  fs::remove_all(t.path() + "/30");
+  fs::remove_all(t.path() + "/31");
+  auto ended = agent.Cycle(5, 1005);
+  ASSERT_EQ(ended.size(), 2u);
+  std::set<std::string> ids = {ended[0].job_id, ended[1].job_id};
+  EXPECT_EQ(ids, (std::set<std::string>{"6_64", "6_65"}));
+}
+
+// Without a word on how it ended (no exit watcher, no cgroup OOM kill), a job's state is not
+// made up: it ended, and accounting will say how (issue 28: the state was null with no marker).
+TEST(AgentTest, AJobWhoseEndIsUnknownWaitsForAccounting) {
+  Tree t;
+  t.Write("30/stat", StatLine(30, "python", 1, 100, 0, 300));
+  t.Write("30/cgroup", "0::/user.slice\n");
+  t.Write("30/environ", std::string("SLURM_JOB_ID=33\0", 16));
+  ProcFs proc(t.path(), 100, 4096);
+  Tree cg;
+  CgroupFs cgroups(cg.path());
+  Agent agent(&proc, &cgroups, nullptr, AgentOptions{"node1"});
+  EXPECT_TRUE(agent.Cycle(0, 1000).empty());
+  fs::remove_all(t.path() + "/30");
+  auto ended = agent.Cycle(5, 1005);
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].outcome.state, "");
+  EXPECT_FALSE(ended[0].outcome.exit_code);
+  nlohmann::json j = ended[0];
+  EXPECT_EQ(j["outcome"]["state_source"], "pending") << j.dump();
+  EXPECT_TRUE(agent.TakeDiagnoses().empty());
+}
+
+// The kernel's word on how a process that is not ours exited (taskstats).
+TEST(ExitWatcherTest, ReportsTheExitStatusOfAProcessItDidNotStart) {
+  auto watcher = ExitWatcher::Open();
+  ASSERT_TRUE(watcher.ok()) << "the agent's tests run as root: " << watcher.status().message();
+  pid_t exited = fork();
+  if (exited == 0) _exit(3);
+  pid_t killed = fork();
+  if (killed == 0) {
+    pause();
+    _exit(0);
+  }
+  kill(killed, SIGKILL);
+  waitpid(exited, nullptr, 0);
+  waitpid(killed, nullptr, 0);
+  std::map<int64_t, int> seen;
+  for (int i = 0; i < 200 && seen.size() < 2; ++i) {
+    (*watcher)->Drain([&](int64_t pid, int status) {
+      if (pid == exited || pid == killed) seen[pid] = status;
+    });
+    if (seen.size() < 2) usleep(10000);
+  }
+  ASSERT_EQ(seen.count(exited), 1u);
+  EXPECT_TRUE(WIFEXITED(seen[exited]));
+  EXPECT_EQ(WEXITSTATUS(seen[exited]), 3);
+  ASSERT_EQ(seen.count(killed), 1u);
+  EXPECT_TRUE(WIFSIGNALED(seen[killed]));
+  EXPECT_EQ(WTERMSIG(seen[killed]), SIGKILL);
 }
 
 TEST(SeriesTest, AWeekLongJobCostsBoundedMemory) {

@@ -1,5 +1,6 @@
 #include "store/sqlite_store.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
@@ -298,6 +299,26 @@ TEST_F(SqliteStoreTest, DiagnosisIsKeptWithTheJobAndReplaced) {
   EXPECT_EQ(got->created_at, 2000);
   EXPECT_EQ(got->document, R"({"class":"host_oom"})");
   EXPECT_FALSE((*store)->GetDiagnosis("c2", "7").ok());
+}
+
+// Issue 28: `rightsize diagnose` run where the job's output could not be read replaced the
+// follower's host_oom 1.0 with unknown 0.55. A weaker diagnosis never replaces a stronger one.
+TEST_F(SqliteStoreTest, AWeakerDiagnosisNeverReplacesAStrongerOne) {
+  auto store = OpenStore(path_);
+  ASSERT_TRUE(store.ok());
+  auto cls = [&] {
+    auto got = (*store)->GetDiagnosis("c1", "8");
+    return got.ok() ? fmt::format("{} {:.2f}", got->cls, got->confidence) : std::string("none");
+  };
+  ASSERT_TRUE((*store)->PutDiagnosis({"c1", "8", 1000, "unknown", 0.3, "{}"}).ok());
+  ASSERT_TRUE((*store)->PutDiagnosis({"c1", "8", 1100, "host_oom", 1.0, "{}"}).ok());
+  EXPECT_EQ(cls(), "host_oom 1.00") << "an unknown gives way to anything";
+  ASSERT_TRUE((*store)->PutDiagnosis({"c1", "8", 1200, "unknown", 0.55, "{}"}).ok());
+  EXPECT_EQ(cls(), "host_oom 1.00") << "unknown never replaces a class";
+  ASSERT_TRUE((*store)->PutDiagnosis({"c1", "8", 1300, "app_error", 0.6, "{}"}).ok());
+  EXPECT_EQ(cls(), "host_oom 1.00") << "nor does a less confident class";
+  ASSERT_TRUE((*store)->PutDiagnosis({"c1", "8", 1400, "gpu_oom", 1.0, "{}"}).ok());
+  EXPECT_EQ(cls(), "gpu_oom 1.00") << "one as confident replaces it";
 }
 
 // Schema 6 keeps the code each job ran; a version-5 file (no job_code table) upgrades in place,

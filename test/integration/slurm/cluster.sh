@@ -17,9 +17,19 @@
 #   RS_JOB_SUBMIT_LUA=FILE   copy FILE to /etc/slurm/job_submit.lua and set JobSubmitPlugins=lua.
 #                            Unset: no JobSubmitPlugins line.
 #   RS_SLURM_DIR             state dir: our pidfiles + daemon stdout (default /var/tmp/rightsize-slurm)
+#   RS_SLURM_OWNER=PID       the run that owns the cluster (default: the process that runs this
+#                            script, i.e. the test script that calls `up` and later `down`)
 #
 # `up` is idempotent: running daemons are left alone; if slurm.conf/cgroup.conf changed while
 # slurmctld/slurmd (ours) run, those two are restarted. Every step prints elapsed time.
+#
+# One run at a time (tests take `flock /tmp/rightsize-slurm.lock`). `up` refuses to drive SLURM
+# daemons another run still owns (its owner process, recorded in $RS_SLURM_DIR/owner with its
+# start time, is alive) or daemons cluster.sh did not start at all: it never rewrites the
+# slurm.conf of daemons under someone else's jobs. Daemons whose run was interrupted (its owner
+# is gone) are taken over: that run's jobs are cancelled and a node it left drained or down is
+# resumed, so the next `up` does not time out waiting for the node. `down` leaves the daemons
+# of another live run alone.
 # Pitfalls handled (see /work/shared/reference/slurm/NOTES.md): policy-rc.d blocks postinst
 # service starts, /run/* dirs do not exist without systemd, fresh slurmdbd gives root the
 # default account "root", node topology must match `slurmd -C`, MailProg must exist.
@@ -32,6 +42,17 @@ PKGS="munge mariadb-server slurm-wlm slurmdbd"
 DAEMONS="munged mariadbd slurmdbd slurmctld slurmd"   # start order
 NODE=$(hostname -s)
 T0=$(date +%s%N)
+# "PID STARTTIME" of a live process (its start time tells a reused pid apart); fails when gone.
+proc_id() {
+  local s PID_ARG=$1; s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  s=${s##*) }
+  # shellcheck disable=SC2086
+  set -- $s   # field 3 (state) is $1: field 22 (start time) is ${20}
+  [ "$1" != Z ] || return 1
+  echo "$PID_ARG ${20}"
+}
+PPID_OR_OWNER=${RS_SLURM_OWNER:-$PPID}
+ME=$(proc_id "$PPID_OR_OWNER" || echo "$PPID_OR_OWNER 0")
 
 log() { local ms=$((($(date +%s%N) - T0) / 1000000)); printf '[cluster.sh %3d.%03ds] %s\n' $((ms / 1000)) $((ms % 1000)) "$*"; }
 die() { log "ERROR: $*" >&2; exit 1; }
@@ -247,8 +268,66 @@ start_slurm() {
   start_daemon slurmctld /usr/sbin/slurmctld -D
   wait_for 60 "slurmctld" sh -c 'scontrol ping | grep -q UP'
   start_daemon slurmd /usr/sbin/slurmd -D
-  wait_for 90 "node $NODE idle" sh -c "sinfo -h -n $NODE -o %t | grep -qx idle"
+  recover_node
+  wait_for 90 "node $NODE idle" node_idle
   log "up: $(sinfo -h -o 'partition=%P avail=%a nodes=%D state=%t cpus=%c mem=%mM')"
+}
+
+# The run recorded as owning the daemons, if it is alive and is not this one ("" otherwise).
+other_owner() {
+  local owner; owner=$(cat "$STATE/owner" 2>/dev/null || true)
+  [ -n "$owner" ] && [ "$owner" != "$ME" ] || return 0
+  [ "$(proc_id "${owner%% *}" 2>/dev/null)" = "$owner" ] && echo "${owner%% *}"
+  return 0
+}
+describe_pid() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | cut -c1-160; }
+
+# Before touching the SLURM daemons: refuse those of another live run and those not ours.
+claim_cluster() {
+  local other d p
+  other=$(other_owner)
+  if [ -n "$other" ]; then
+    die "the SLURM daemons belong to another run (pid $other: $(describe_pid "$other")); refusing to drive them or rewrite their slurm.conf. Wait for it (tests hold flock /tmp/rightsize-slurm.lock) or stop it"
+  fi
+  for d in slurmdbd slurmctld slurmd; do
+    if p=$(live_pid "$d" "$(pidfile_of "$d")") && [ "$(cat "$STATE/$d.pid" 2>/dev/null)" != "$p" ]; then
+      die "$d (pid $p) is running but was not started by cluster.sh (state dir $STATE); refusing to drive it. Stop it, or set RS_SLURM_DIR to the state dir of the run that started it"
+    fi
+  done
+  if [ -s "$STATE/owner" ] && [ "$(cat "$STATE/owner")" != "$ME" ]; then
+    TAKEN_OVER=1
+    log "the run that owned the cluster (pid $(cut -d' ' -f1 "$STATE/owner")) is gone: taking it over"
+  fi
+  echo "$ME" >"$STATE/owner"
+}
+TAKEN_OVER=0
+RESUMED_AT=-10
+exec 9>&1
+
+# An interrupted run leaves its jobs behind ("launch failed requeued held") and the node
+# drained or down: cancel the jobs of a run taken over, resume the node.
+recover_node() {
+  if [ "$TAKEN_OVER" = 1 ]; then
+    local jobs; jobs=$(squeue -h -o %i 2>/dev/null | tr '\n' ' ')
+    if [ -n "${jobs// /}" ]; then
+      log "cancelling the jobs the interrupted run left: $jobs"
+      # shellcheck disable=SC2086
+      scancel $jobs 2>/dev/null || true
+    fi
+  fi
+}
+node_idle() { # true when idle; resumes a node left drained or down (not one still draining jobs)
+  local st; st=$(sinfo -h -n "$NODE" -o %t 2>/dev/null | tr -d '*~#!%$@^-')
+  case $st in
+    idle) return 0 ;;
+    drain|drained|down|fail)
+      if [ $((SECONDS - RESUMED_AT)) -ge 5 ]; then   # wait_for hides our output: fd 9 is stdout
+        log "node $NODE is $st ($(sinfo -h -n "$NODE" -o %E 2>/dev/null)): resuming it" >&9
+        scontrol update nodename="$NODE" state=resume >/dev/null 2>&1 || true
+        RESUMED_AT=$SECONDS
+      fi ;;
+  esac
+  return 1
 }
 
 rm_slurm_cgroups() { # cgroup-v1 mode leaves empty slurm_<node> trees behind
@@ -260,6 +339,7 @@ rm_slurm_cgroups() { # cgroup-v1 mode leaves empty slurm_<node> trees behind
 
 cmd_up() {
   mkdir -p "$STATE"
+  claim_cluster
   install_pkgs
   make_dirs
   start_munge_mariadb
@@ -269,8 +349,14 @@ cmd_up() {
 }
 
 cmd_down() {
-  local d
+  local d other
+  other=$(other_owner)
+  if [ -n "$other" ]; then
+    log "left running: the daemons belong to another run (pid $other: $(describe_pid "$other"))"
+    return 0
+  fi
   for d in slurmd slurmctld slurmdbd mariadbd munged; do stop_daemon "$d"; done
+  rm -f "$STATE/owner"
   rm_slurm_cgroups
   if pgrep -x slurmstepd >/dev/null; then log "warning: slurmstepd processes remain (jobs were running)"; fi
   log "down"
