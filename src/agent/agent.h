@@ -31,6 +31,7 @@
 #include "agent/kubelet.h"
 #include "agent/monitor.h"
 #include "agent/proc.h"
+#include "agent/rapl.h"
 #include "agent/stacks.h"
 #include "core/job.h"
 #include "core/telemetry.h"
@@ -105,6 +106,9 @@ class Agent {
   // DCGM's profiling fields for every job watched from now on (see JobMonitor::set_dcgm). May be
   // null; it must outlive the agent.
   void set_dcgm(DcgmSource* dcgm) { dcgm_ = dcgm; }
+  // The node's RAPL meter, read once a cycle and shared out to the jobs by their CPU time (see
+  // JobMonitor). May be null; it must outlive the agent.
+  void set_cpu_energy(CpuEnergyMeter* meter) { cpu_energy_ = meter; }
   // Names the containers with options.kubernetes. May be null (nothing is named, so nothing is
   // recorded); it must outlive the agent.
   void set_kubelet(Kubelet* kubelet) { kubelet_ = kubelet; }
@@ -184,6 +188,7 @@ class Agent {
   CgroupFs* cgroups_;
   GpuSource* gpu_;
   DcgmSource* dcgm_ = nullptr;
+  CpuEnergyMeter* cpu_energy_ = nullptr;
   AgentOptions options_;
   std::map<std::string, Watched> jobs_;
   DiscoveryCache cache_;

@@ -26,6 +26,7 @@
 #include "agent/gpu.h"
 #include "agent/kubelet.h"
 #include "agent/proc.h"
+#include "agent/rapl.h"
 #include "agent/shipper.h"
 #include "core/job.h"
 #include "core/mutex.h"
@@ -38,9 +39,10 @@ struct NodeAgentOptions {
   double ship_interval_s = 5;  // between telemetry batches (with a shipper)
   std::string proc_root = "/proc", cgroup_root = "/sys/fs/cgroup";
   std::string gpu_library = "libnvidia-ml.so.1";
-  std::string dcgm_library;  // "": libdcgm.so.4, then .so.3, then .so
-  AgentOptions agent;        // agent.ship is set from whether there is a shipper
-  KubeletOptions kubelet;    // with agent.kubernetes
+  std::string dcgm_library;                           // "": libdcgm.so.4, then .so.3, then .so
+  std::string powercap_root = "/sys/class/powercap";  // RAPL, for the jobs' CPU energy
+  AgentOptions agent;      // agent.ship is set from whether there is a shipper
+  KubeletOptions kubelet;  // with agent.kubernetes
 };
 
 class NodeAgent {
@@ -54,6 +56,8 @@ class NodeAgent {
   std::string gpu_status() const { return gpu_->status(); }
   bool dcgm_available() const { return dcgm_->available(); }
   std::string dcgm_status() const { return dcgm_->status(); }
+  bool rapl_available() const { return rapl_.available(); }
+  const std::string& rapl_status() const { return rapl_.status(); }
 
   // The live view, Prometheus text format. Thread-safe.
   std::string Metrics();
@@ -90,7 +94,8 @@ class NodeAgent {
   std::unique_ptr<GpuSource> gpu_;
   std::unique_ptr<DcgmSource> dcgm_;
   std::unique_ptr<Kubelet> kubelet_;  // with options.agent.kubernetes
-  Mutex mu_;                          // the sampling loop and the /metrics thread both use agent_
+  CpuEnergyMeter rapl_;
+  Mutex mu_;  // the sampling loop and the /metrics thread both use agent_
   Agent agent_ GUARDED_BY(mu_);
   bool stacks_warned_ = false;
   std::string kubelet_error_;  // the last one reported

@@ -173,7 +173,7 @@ struct JobAdd {
 class WasteAggregator {
  public:
   WasteAggregator(const ReportOptions& opts, const PriceTable& prices)
-      : opts_(opts), prices_(prices), by_(opts.by.empty() ? "user" : opts.by) {}
+      : opts_(opts), prices_(prices), by_(opts.by.empty() ? "user" : opts.by), energy_(prices) {}
 
   void Add(const JobRecord& job);
   WasteReport Finish();
@@ -209,6 +209,7 @@ class WasteAggregator {
   std::unordered_map<std::string, int32_t> history_keys_;
   std::vector<JobFacts> facts_;
   std::map<int64_t, DailyRow> daily_;
+  EnergyAccumulator energy_;
 };
 
 GroupAcc& WasteAggregator::Group(const JobRecord& job) {
@@ -276,6 +277,7 @@ void WasteAggregator::Add(const JobRecord& job) {
   AddCpu(job, a);
   AddMemory(job, a);
   AddGpus(job, a);
+  energy_.Add(job);
   // Time limit.
   if (job.request.time_limit_s && *job.request.time_limit_s > 0) {
     ++time_jobs_;
@@ -548,6 +550,7 @@ WasteReport WasteAggregator::Finish() {
   r.jobs_with_elapsed = jobs_with_elapsed_;
   r.jobs_implausible = jobs_implausible_;
   r.first_implausible = first_implausible_;
+  r.energy = energy_.Finish();
 
   cpu_.Fill(r.cpu, true);
   if (requested_cores_known_) r.cpu.requested_cores_total = requested_cores_;

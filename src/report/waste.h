@@ -81,6 +81,8 @@
 // the first to the last end is present when they are at most ten years apart, else only the
 // days with jobs (`daily_sparse`): the rows never outnumber the jobs plus ten years of days.
 //
+// Energy: report/energy.h states its rules (`energy`: kWh, CO2e, the unused GPU reservation's kWh).
+//
 // Implausible jobs. A stored job with a value outside core/plausible.h's ranges (a run time of
 // 1e30 s, an end time past 2200: written before the readers checked, or by another writer) is
 // left out of every figure and counted in `jobs_implausible`, with the first one named.
@@ -95,6 +97,7 @@
 
 #include "core/job.h"
 #include "core/status.h"
+#include "report/energy.h"
 #include "report/prices.h"
 #include "store/store.h"
 
@@ -249,6 +252,7 @@ struct WasteReport {
   std::vector<EfficiencyHistogram> efficiency_histogram;  // cpu, memory, gpu
   std::vector<DailyRow> daily;
   bool daily_sparse = false;  // only the days with jobs (the span is over ten years)
+  EnergySummary energy;
 };
 
 // Scans the store and builds the report. InvalidArgument for a bad `by` or top_n < 0 or

@@ -7,3 +7,5 @@ rightsize_add_test(report_render_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/render_t
                    DEPS rightsize::report)
 rightsize_add_test(report_job_card_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/job_card_test.cc
                    DEPS rightsize::report)
+rightsize_add_test(report_energy_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/energy_test.cc
+                   DEPS rightsize::report)
