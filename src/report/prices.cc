@@ -115,8 +115,9 @@ StatusOr<PriceTable> ParsePriceTable(std::string_view json_text, const std::stri
       value = &*v;
       path += ".value";
       if (auto src = grid->find("source"); src != grid->end()) {
-        if (!src->is_string())
+        if (!src->is_string()) {
           return FieldError(name, "grid_gco2e_per_kwh.source", "expected a string");
+        }
         table.sources["grid_gco2e_per_kwh"] = src->get<std::string>();
       }
     }

@@ -337,7 +337,8 @@ TEST(SacctParserTest, HeaderlessInputUsesThePrintFormat) {
                           "",
                           "",
                           "",
-                          "node1"};
+                          "node1",
+                          "7200000"};
   std::string line;
   for (const char* v : values) line += std::string(line.empty() ? "" : "|") + v;
   ASSERT_EQ(std::count(line.begin(), line.end(), '|') + 1,
@@ -348,6 +349,7 @@ TEST(SacctParserTest, HeaderlessInputUsesThePrintFormat) {
   EXPECT_EQ(r.jobs[0].cluster, "lab");
   EXPECT_EQ(r.jobs[0].request.user, "alice");
   EXPECT_DOUBLE_EQ(*r.jobs[0].usage.cpu_time_s, 7200);
+  EXPECT_EQ(r.jobs[0].usage.node_energy_j, 7200000.0);  // ConsumedEnergyRaw, the last column
 }
 
 // Issue 31: TotalCPU 99999999-00:00:00 gave a CPU efficiency of 6e10 % in the report.
