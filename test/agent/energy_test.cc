@@ -11,6 +11,8 @@
 #include <fstream>
 #include <string>
 
+#include "agent/agent.h"
+#include "agent/cgroup.h"
 #include "agent/gpu.h"
 #include "agent/monitor.h"
 #include "agent/proc.h"
@@ -148,6 +150,50 @@ TEST_F(EnergyTest, AJobOffTheGpusHasNoGpuEnergy) {
   m.Sample(5);
   EXPECT_FALSE(m.Usage(5, std::nullopt, std::nullopt).gpu_energy_j.has_value());
   EXPECT_EQ(m.SummaryJson(false)["energy"]["gpu_method"], "no GPU used");
+}
+
+// The node agent: one NVML and one RAPL reading a cycle for every job; the job's energy goes to
+// its record and to /metrics as a counter.
+TEST_F(EnergyTest, TheAgentExportsEachJobsEnergyAndRecordsIt) {
+  Zone(t_, "intel-rapl:0", "package-0", 1'000'000);
+  t_.Write("proc/stat", ProcStat(1000));
+  t_.Write("proc/30/stat", StatLine(30, 100));
+  t_.Write("proc/30/cgroup", "0::/user.slice\n");
+  t_.Write("proc/30/environ", std::string("SLURM_JOB_ID=33\0HOME=/root\0", 28));
+  t_.Write("cgroup/cgroup.controllers", "memory\n");
+  ProcFs proc(t_.path("proc"), 100, 4096);
+  CgroupFs cgroups(t_.path("cgroup"));
+  NvmlScript(
+      "gpu 0 uuid=GPU-a util=90 total=85899345920 used=1 power=700000 energy=1000000000\n"
+      "gpu 0 uuid=GPU-a util=90 total=85899345920 used=1 power=700000 energy=4600000000 "
+      "from_sample=3\n"
+      "proc 0 pid=30 used=1073741824\n");
+  auto nvml = OpenNvml(FAKE_NVML_PATH);
+  ASSERT_TRUE(nvml->available()) << nvml->status();
+  CpuEnergyMeter meter(t_.path("powercap"), t_.path("proc"), 100);
+  Agent agent(&proc, &cgroups, nvml.get(), AgentOptions{"node1", 10});
+  agent.set_cpu_energy(&meter);
+  EXPECT_TRUE(agent.Cycle(0, 1000).empty());
+  Zone(t_, "intel-rapl:0", "package-0", 9'000'000);  // 8 J
+  t_.Write("proc/stat", ProcStat(1400));             // the node: 4 CPU seconds
+  t_.Write("proc/30/stat", StatLine(30, 200));       // the job: 1 of them
+  EXPECT_TRUE(agent.Cycle(10, 1010).empty());
+  EXPECT_TRUE(agent.Cycle(20, 1020).empty());  // the counter has moved by 3.6e9 mJ
+  std::string metrics = agent.Metrics();
+  EXPECT_NE(metrics.find("# TYPE rightsize_job_energy_joules_total counter"), std::string::npos);
+  EXPECT_NE(metrics.find("rightsize_job_energy_joules_total{job_id=\"33\",kind=\"slurm\","
+                         "device=\"gpu\"} 3600000\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("rightsize_job_energy_joules_total{job_id=\"33\",kind=\"slurm\","
+                         "device=\"cpu\"} 2\n"),
+            std::string::npos)
+      << metrics;
+  fs::remove_all(t_.path("proc/30"));
+  auto ended = agent.Cycle(30, 1030);
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].usage.gpu_energy_j, 3'600'000.0);
+  EXPECT_EQ(ended[0].usage.cpu_energy_j, 2.0);
 }
 
 TEST(RaplTest, ReadsThePackageZonesAcrossAWrapAround) {
