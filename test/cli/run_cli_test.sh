@@ -56,7 +56,7 @@ if [ ! -e /sys/class/powercap ]; then
   cpu_j=$(json_get "$DOC" 'd["summary"]["energy"]["cpu_j"]')
   if [ "$rapl" = "RAPL absent: /sys/class/powercap does not exist" ] && [ "$cpu_j" = None ]; then
     pass "no RAPL here: '$rapl', cpu_j null"; else fail "RAPL '$rapl', cpu_j $cpu_j"; fi
-  if grep -q "CPU unknown (RAPL absent: /sys/class/powercap does not exist)" <<<"$(cd "$WORK" && "$RS" run -- true 2>&1)"; then
+  if grep -q "CPU unknown (RAPL absent: /sys/class/powercap does not exist)" <<<"$("$RS" run -- true 2>&1)"; then
     pass "text output says RAPL is absent"; else fail "text output does not say RAPL is absent"; fi
 fi
 mkdir -p "$WORK/powercap/intel-rapl:0"
