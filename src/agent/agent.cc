@@ -140,6 +140,7 @@ Agent::Watched Agent::Watch(const DiscoveredJob& job, double now_s, int64_t now_
   w.monitor->set_read_every(options_.kubernetes ? JobMonitor::kContainer : JobMonitor::kSparse);
   w.monitor->set_keep_new(options_.ship);
   w.monitor->set_dcgm(dcgm_);
+  w.monitor->set_cpu_energy(cpu_energy_);
   w.first_s = now_s;
   w.seen_s = now_s;
   w.first_unix = now_unix;
@@ -226,7 +227,11 @@ std::vector<JobRecord> Agent::Cycle(double now_s, int64_t now_unix) {
   std::optional<GpuSnapshot> nvml;
   std::optional<DcgmSnapshot> dcgm;
   SampleNodeGpus(!now.empty(), &nvml, &dcgm);
-  const JobMonitor::NodeGpu node{nvml ? &*nvml : nullptr, dcgm ? &*dcgm : nullptr};
+  // Every cycle, jobs or not, so an interval is always one cycle long.
+  std::optional<CpuEnergyMeter::Interval> cpu_energy;
+  if (cpu_energy_ != nullptr && cpu_energy_->available()) cpu_energy = cpu_energy_->Read();
+  const JobMonitor::NodeGpu node{nvml ? &*nvml : nullptr, dcgm ? &*dcgm : nullptr,
+                                 cpu_energy ? &*cpu_energy : nullptr};
   std::map<std::string, bool> seen;
   for (DiscoveredJob& job : now) {
     seen[job.key] = true;
@@ -481,7 +486,11 @@ std::vector<JobRecord> Agent::KubeCycle(double now_s, int64_t now_unix) {
   std::optional<GpuSnapshot> nvml;
   std::optional<DcgmSnapshot> dcgm;
   SampleNodeGpus(!now.empty(), &nvml, &dcgm);
-  const JobMonitor::NodeGpu node{nvml ? &*nvml : nullptr, dcgm ? &*dcgm : nullptr};
+  // Every cycle, jobs or not, so an interval is always one cycle long.
+  std::optional<CpuEnergyMeter::Interval> cpu_energy;
+  if (cpu_energy_ != nullptr && cpu_energy_->available()) cpu_energy = cpu_energy_->Read();
+  const JobMonitor::NodeGpu node{nvml ? &*nvml : nullptr, dcgm ? &*dcgm : nullptr,
+                                 cpu_energy ? &*cpu_energy : nullptr};
 
   auto name = [&](Watched& w) {
     const KubeContainer* k = kubelet_ != nullptr ? kubelet_->Find(w.container_id) : nullptr;
@@ -673,6 +682,24 @@ std::string Agent::Metrics() const {
       if (!m.contains(row.series) || w.job.job_id.empty()) continue;
       out += fmt::format("{}{{job_id=\"{}\",kind=\"{}\"}} {}\n", row.name, w.job.job_id, w.job.kind,
                          m[row.series]["last"].get<double>());
+    }
+  }
+  // Energy so far, per job and device kind (gpu: NVML; cpu: its share of RAPL's packages).
+  metric("rightsize_job_energy_joules_total", "Energy the job used so far, by device kind.",
+         "counter");
+  {
+    size_t n = 0;
+    for (const auto& [key, w] : jobs_) {
+      if (n >= exported) break;
+      const nlohmann::json& m = summaries[n++];
+      if (w.job.job_id.empty()) continue;
+      for (const char* device : {"gpu", "cpu"}) {
+        std::string series = fmt::format("{}_energy_j", device);
+        if (!m.contains(series)) continue;
+        out += fmt::format(
+            "rightsize_job_energy_joules_total{{job_id=\"{}\",kind=\"{}\",device=\"{}\"}} {}\n",
+            w.job.job_id, w.job.kind, device, m[series]["last"].get<double>());
+      }
     }
   }
   metric("rightsize_agent_jobs", "Jobs watched on this node.", "gauge");

@@ -41,6 +41,7 @@
 #include "agent/kubelet.h"
 #include "agent/monitor.h"
 #include "agent/proc.h"
+#include "agent/rapl.h"
 #include "agent/stacks.h"
 #include "core/job.h"
 #include "core/telemetry.h"
@@ -118,6 +119,9 @@ class Agent {
   // How the watched processes exit (SLURM jobs; see the file comment). May be null (their end
   // state is then left to accounting); it must outlive the agent.
   void set_exits(ExitWatcher* exits) { exits_ = exits; }
+  // The node's RAPL meter, read once a cycle and shared out to the jobs by their CPU time (see
+  // JobMonitor). May be null; it must outlive the agent.
+  void set_cpu_energy(CpuEnergyMeter* meter) { cpu_energy_ = meter; }
   // Names the containers with options.kubernetes. May be null (nothing is named, so nothing is
   // recorded); it must outlive the agent.
   void set_kubelet(Kubelet* kubelet) { kubelet_ = kubelet; }
@@ -212,6 +216,7 @@ class Agent {
   GpuSource* gpu_;
   DcgmSource* dcgm_ = nullptr;
   ExitWatcher* exits_ = nullptr;
+  CpuEnergyMeter* cpu_energy_ = nullptr;
   AgentOptions options_;
   std::map<std::string, Watched> jobs_;
   DiscoveryCache cache_;

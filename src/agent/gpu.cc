@@ -102,6 +102,7 @@ struct NvmlApi {
   nvmlReturn_t (*utilization)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
   nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
   nvmlReturn_t (*power_mw)(nvmlDevice_t, unsigned int*) = nullptr;
+  nvmlReturn_t (*energy_mj)(nvmlDevice_t, unsigned long long*) = nullptr;
   nvmlReturn_t (*clock_mhz)(nvmlDevice_t, unsigned int, unsigned int*) = nullptr;
   nvmlReturn_t (*temperature)(nvmlDevice_t, unsigned int, unsigned int*) = nullptr;
   nvmlReturn_t (*ecc_total)(nvmlDevice_t, unsigned int, unsigned int,
@@ -135,6 +136,7 @@ std::string BindApi(void* lib, NvmlApi* api) {
   Bind(lib, "nvmlDeviceGetUtilizationRates", api->utilization);
   Bind(lib, "nvmlDeviceGetMemoryInfo", api->memory);
   Bind(lib, "nvmlDeviceGetPowerUsage", api->power_mw);
+  Bind(lib, "nvmlDeviceGetTotalEnergyConsumption", api->energy_mj);
   Bind(lib, "nvmlDeviceGetClockInfo", api->clock_mhz);
   Bind(lib, "nvmlDeviceGetTemperature", api->temperature);
   Bind(lib, "nvmlDeviceGetTotalEccErrors", api->ecc_total);
@@ -480,6 +482,11 @@ GpuDeviceSample NvmlGpuSource::ReadDevice(int index, const Device& d) {
   }
   if (unsigned int mw = 0; api_.power_mw != nullptr && api_.power_mw(h, &mw) == kNvmlSuccess) {
     if (auto v = Plausible(mw, kMaxPowerMw)) s.power_w = static_cast<double>(*v) / 1000.0;
+  }
+  // NOT_SUPPORTED before Volta: the job's energy is then power x time (JobMonitor).
+  if (unsigned long long mj = 0;
+      api_.energy_mj != nullptr && api_.energy_mj(h, &mj) == kNvmlSuccess) {
+    if (auto v = Plausible(mj, kMaxInt64)) s.energy_mj = static_cast<uint64_t>(*v);
   }
   if (api_.clock_mhz != nullptr) {
     if (unsigned int mhz = 0; api_.clock_mhz(h, kNvmlClockSm, &mhz) == kNvmlSuccess) {

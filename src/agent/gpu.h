@@ -31,6 +31,9 @@ struct GpuDeviceSample {
   std::optional<double> util_pct, memory_util_pct;
   std::optional<int64_t> memory_used_bytes, memory_total_bytes;
   std::optional<double> power_w;
+  // nvmlDeviceGetTotalEnergyConsumption: millijoules since the driver last loaded (Volta and
+  // later; nullopt on older boards and where the library lacks the call).
+  std::optional<uint64_t> energy_mj;
   std::optional<int> sm_clock_mhz, memory_clock_mhz, temperature_c;
   std::optional<int64_t> ecc_uncorrected_volatile;  // since the driver last loaded
 };

@@ -339,6 +339,7 @@ StatusOr<JobRunResult> RunJob(const JobRunOptions& options) {
   dcgm_options.update_interval_s = options.interval_s;
   std::unique_ptr<DcgmSource> dcgm = gpu->available() ? OpenDcgm(options.dcgm_library, dcgm_options)
                                                       : NoDcgmSource("no GPU driver");
+  CpuEnergyMeter rapl(options.powercap_root, proc.root());
   JobCgroup cgroup(cgroups);
   if (options.use_cgroup) cgroup.Make(proc, fmt::format("rightsize_run_{}", getpid()));
   if (options.memory_limit_bytes) {
@@ -374,6 +375,7 @@ StatusOr<JobRunResult> RunJob(const JobRunOptions& options) {
   JobMonitor monitor(&proc, cgroup.path().empty() ? nullptr : &cgroups, gpu.get(), child,
                      cgroup.path());
   monitor.set_dcgm(dcgm.get());
+  monitor.set_cpu_energy(&rapl);
   RunningJob running(options, child, std::move(out.read), std::move(err.read), log.get(), monitor,
                      start);
   if (!options.stacks_path.empty()) running.StartStacks(&result.stacks_note);
@@ -399,6 +401,8 @@ StatusOr<JobRunResult> RunJob(const JobRunOptions& options) {
   result.gpu_status = gpu->status();
   result.dcgm_available = dcgm->available();
   result.dcgm_status = dcgm->status();
+  result.rapl_available = rapl.available();
+  result.rapl_status = rapl.status();
   return result;
 }
 
@@ -434,6 +438,7 @@ nlohmann::json JobRunJson(const JobRunResult& run, const std::vector<std::string
   j["summary"] = run.summary;
   j["gpu"] = {{"available", run.gpu_available}, {"status", run.gpu_status}};
   j["dcgm"] = {{"available", run.dcgm_available}, {"status", run.dcgm_status}};
+  j["rapl"] = {{"available", run.rapl_available}, {"status", run.rapl_status}};
   j["cgroup"] = run.cgroup.empty() ? nlohmann::json() : nlohmann::json(run.cgroup);
   j["diagnosis"] = diagnosis ? DiagnosisToJson(*diagnosis) : nlohmann::json();
   return j;

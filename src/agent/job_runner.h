@@ -44,7 +44,8 @@ struct JobRunOptions {
   std::string stacks_path;  // "": no stacks; else folded stacks ("a;b;c count") written here
   std::string log_path;     // "": a temporary file, removed with the result
   std::string gpu_library = "libnvidia-ml.so.1";
-  std::string dcgm_library;     // "": libdcgm.so.4, then .so.3, then .so
+  std::string dcgm_library;                           // "": libdcgm.so.4, then .so.3, then .so
+  std::string powercap_root = "/sys/class/powercap";  // RAPL, for the job's CPU energy
   bool summary_series = false;  // the summary holds every metric's time series
   bool forward_signals = true;
   int relay_stdout_fd = 1, relay_stderr_fd = 2;  // where the output goes (-1: nowhere)
@@ -74,6 +75,8 @@ struct JobRunResult {
   std::string cgroup;         // the job's cgroup path as /proc/PID/cgroup writes it; "" for none
   bool gpu_available = false, dcgm_available = false;
   std::string gpu_status, dcgm_status;
+  bool rapl_available = false;
+  std::string rapl_status;      // "RAPL: 1 package (intel-rapl:0)" or "RAPL absent: …"
   nlohmann::json summary;       // JobMonitor::SummaryJson: peaks, means, totals (and series)
   bool stacks_sampled = false;  // and written to options.stacks_path
   // Why no stacks were sampled, when they were asked for; when they were, what the sampler

@@ -87,11 +87,23 @@ void JobMonitor::Sample(double now_s, const std::vector<int64_t>* pids,
       }
     }
   }
+  // The CPU packages' energy since the last sample: the agent's reading for every job, or the
+  // meter's own (a first reading only sets the meter's baseline to this sample).
+  std::optional<CpuEnergyMeter::Interval> cpu_energy;
+  if (node != nullptr && node->cpu_energy != nullptr) {
+    cpu_energy = *node->cpu_energy;
+  } else if (node == nullptr && cpu_meter_ != nullptr && cpu_meter_->available()) {
+    cpu_energy = cpu_meter_->Read();
+  }
   if (first) {
     StartAt(now_s, tree, cpu_before);
   } else if (now_s > *last_t_) {
     cpu_total_ += cpu_delta;
     Add("cpu_cores", t, cpu_delta / (now_s - *last_t_));
+    if (cpu_energy) {
+      cpu_energy_j_ = cpu_energy_j_.value_or(0) + CpuEnergyMeter::JobShareJ(*cpu_energy, cpu_delta);
+      Add("cpu_energy_j", t, *cpu_energy_j_);
+    }
   }
   last_t_ = now_s;
   // The cgroup's figure includes the page cache; the processes' RSS is what they hold.
@@ -127,7 +139,7 @@ void JobMonitor::Sample(double now_s, const std::vector<int64_t>* pids,
   }
 
   if (node != nullptr) {
-    if (node->nvml != nullptr) SampleGpu(t, *node->nvml, node->dcgm);
+    if (node->nvml != nullptr) SampleGpu(now_s, *node->nvml, node->dcgm);
   } else if (gpu_ && gpu_->available()) {
     auto snap = gpu_->Sample();
     if (snap.ok()) {
@@ -136,12 +148,13 @@ void JobMonitor::Sample(double now_s, const std::vector<int64_t>* pids,
         // The host engine going away loses the DCGM metrics only.
         if (auto d = dcgm_->Sample(); d.ok()) dcgm = std::move(*d);
       }
-      SampleGpu(t, *snap, dcgm ? &*dcgm : nullptr);
+      SampleGpu(now_s, *snap, dcgm ? &*dcgm : nullptr);
     }
   }
 }
 
-void JobMonitor::SampleGpu(int64_t t, const GpuSnapshot& snap, const DcgmSnapshot* dcgm) {
+void JobMonitor::SampleGpu(double now_s, const GpuSnapshot& snap, const DcgmSnapshot* dcgm) {
+  auto t = static_cast<int64_t>(std::floor(now_s));
   int64_t job_gpu_memory = 0;
   bool on_gpu = false;
   for (const GpuProcessSample& p : snap.processes) {
@@ -180,6 +193,7 @@ void JobMonitor::SampleGpu(int64_t t, const GpuSnapshot& snap, const DcgmSnapsho
     if (total > 0) gpu_total_ = total;
     if (dcgm != nullptr) SampleDcgm(t, snap.devices, *dcgm);
   }
+  SampleGpuEnergy(now_s, snap);
   for (const GpuEvent& e : snap.events) {
     // An Xid on a device the job uses, or naming one of its processes.
     if (gpu_devices_.count(e.device_index) > 0 || (e.pid && pids_.count(*e.pid) > 0)) {
@@ -188,6 +202,43 @@ void JobMonitor::SampleGpu(int64_t t, const GpuSnapshot& snap, const DcgmSnapsho
       Add("gpu_xid", t, static_cast<double>(e.xid));
     }
   }
+}
+
+void JobMonitor::SampleGpuEnergy(double now_s, const GpuSnapshot& snap) {
+  double power_w = 0;
+  bool any_power = false;
+  for (const GpuDeviceSample& d : snap.devices) {
+    if (gpu_devices_.count(d.index) == 0) continue;
+    GpuEnergyState& st = gpu_energy_[d.index];
+    if (d.energy_mj) {
+      // A counter below the last reading: the driver was reloaded and the interval is lost.
+      if (st.last_mj && *d.energy_mj >= *st.last_mj) {
+        gpu_counter_mj_ += static_cast<int64_t>(*d.energy_mj - *st.last_mj);
+      }
+      gpu_energy_known_ = gpu_by_counter_ = true;
+      st.last_power_w.reset();
+    } else if (d.power_w) {
+      if (st.last_power_w && now_s > st.last_s) {
+        gpu_power_time_j_ += (*st.last_power_w + *d.power_w) / 2 * (now_s - st.last_s);
+      }
+      gpu_energy_known_ = gpu_by_power_ = true;
+    }
+    st.last_mj = d.energy_mj;
+    st.last_power_w = d.energy_mj ? std::nullopt : d.power_w;
+    st.last_s = now_s;
+    if (d.power_w) {
+      power_w += *d.power_w;
+      any_power = true;
+    }
+  }
+  auto t = static_cast<int64_t>(std::floor(now_s));
+  if (any_power) Add("gpu_power_w", t, power_w);
+  if (auto j = gpu_energy_j()) Add("gpu_energy_j", t, *j);
+}
+
+std::optional<double> JobMonitor::gpu_energy_j() const {
+  if (!gpu_energy_known_) return std::nullopt;
+  return static_cast<double>(gpu_counter_mj_) / 1000.0 + gpu_power_time_j_;
 }
 
 void JobMonitor::SampleDcgm(int64_t t_s, const std::vector<GpuDeviceSample>& nvml,
@@ -300,6 +351,8 @@ ResourceUsage JobMonitor::Usage(double elapsed_s, std::optional<double> cpu_time
   }
   u.io_read_bytes = io_read_;
   u.io_write_bytes = io_write_;
+  u.gpu_energy_j = gpu_energy_j();
+  u.cpu_energy_j = cpu_energy_j_;
   return u;
 }
 
@@ -328,6 +381,18 @@ nlohmann::json JobMonitor::SummaryJson(bool with_series) const {
   }
   j["gpu_events"] = events;
   j["gpu_devices"] = std::vector<int>(gpu_devices_.begin(), gpu_devices_.end());
+  // Energy, with how each figure was had: unknown is null with the reason, never 0.
+  nlohmann::json energy = nlohmann::json::object();
+  auto gpu_j = gpu_energy_j();
+  energy["gpu_j"] = gpu_j ? nlohmann::json(*gpu_j) : nlohmann::json();
+  energy["gpu_method"] = gpu_by_counter_ && gpu_by_power_ ? "counter and power x time"
+                         : gpu_by_counter_                ? "counter"
+                         : gpu_by_power_                  ? "power x time"
+                         : gpu_devices_.empty()           ? "no GPU used"
+                                                          : "no energy counter nor power reading";
+  energy["cpu_j"] = cpu_energy_j_ ? nlohmann::json(*cpu_energy_j_) : nlohmann::json();
+  energy["cpu_status"] = cpu_meter_ != nullptr ? cpu_meter_->status() : "not measured";
+  j["energy"] = energy;
   return j;
 }
 

@@ -6,8 +6,12 @@
 // kills, CPU throttling). GPU memory is the job's own: the NVML per-process memory of its pids,
 // so jobs sharing a GPU are told apart; GPU utilisation is the mean of the devices its
 // processes use, and so are DCGM's profiling ratios (SM, tensor, DRAM activity) when a DCGM
-// source is set, while its PCIe and NVLink rates are summed over those devices. Processes
-// vanishing mid-read are normal and skipped. Not thread-safe.
+// source is set, while its PCIe and NVLink rates are summed over those devices. Energy: the
+// job's GPUs' (every device it was ever seen on, from then on) by NVML's energy counter, or by
+// power x time (trapezoids between samples) on a GPU without one; NVML has no per-process
+// energy, so jobs sharing a GPU are each charged the device's whole energy. Its CPU energy is
+// its share of the RAPL packages' energy by its share of the node's CPU time, interval by
+// interval (agent/rapl.h). Processes vanishing mid-read are normal and skipped. Not thread-safe.
 #pragma once
 
 #include <algorithm>
@@ -24,6 +28,7 @@
 #include "agent/dcgm.h"
 #include "agent/gpu.h"
 #include "agent/proc.h"
+#include "agent/rapl.h"
 #include "agent/series.h"
 #include "core/job.h"
 
@@ -42,6 +47,8 @@ class JobMonitor {
   struct NodeGpu {
     const GpuSnapshot* nvml = nullptr;
     const DcgmSnapshot* dcgm = nullptr;
+    // The CPU packages' energy and the node's CPU time since the last cycle (RAPL present).
+    const CpuEnergyMeter::Interval* cpu_energy = nullptr;
   };
 
   // Reads everything once; `now_s` is the caller's clock (seconds since the job started).
@@ -85,6 +92,11 @@ class JobMonitor {
   // gpu_gr_engine_active_pct and gpu_{pcie,nvlink}_{tx,rx}_bytes_per_s. May be null or
   // unavailable; it must outlive the monitor.
   void set_dcgm(DcgmSource* dcgm) { dcgm_ = dcgm; }
+
+  // The node's RAPL meter: read by Sample() itself when no NodeGpu is given (`rightsize run`),
+  // and its status() is the summary's word on CPU energy ("RAPL absent: …"). May be null; it
+  // must outlive the monitor.
+  void set_cpu_energy(CpuEnergyMeter* meter) { cpu_meter_ = meter; }
 
   // The GPUs the job holds by UUID, as a device plugin assigned them (a Kubernetes container's
   // nvidia.com/gpu): they are the job's GPUs whether or not NVML lists its processes on them,
@@ -136,7 +148,10 @@ class JobMonitor {
   void StartAt(double now_s, const std::vector<ProcStat>& tree, double cpu_before);
   // The DCGM metrics of the job's GPUs; `nvml` is NVML's view, to match DCGM's GPUs with it.
   void SampleDcgm(int64_t t_s, const std::vector<GpuDeviceSample>& nvml, const DcgmSnapshot& snap);
-  void SampleGpu(int64_t t_s, const GpuSnapshot& snap, const DcgmSnapshot* dcgm);
+  void SampleGpu(double now_s, const GpuSnapshot& snap, const DcgmSnapshot* dcgm);
+  // The energy of the job's GPUs since the last sample (see the class comment).
+  void SampleGpuEnergy(double now_s, const GpuSnapshot& snap);
+  std::optional<double> gpu_energy_j() const;
   void Add(const std::string& metric, int64_t t_s, double v) {
     series_[metric].Add(t_s, v);
     if (keep_new_) {
@@ -174,6 +189,19 @@ class JobMonitor {
   int64_t samples_ = 0;
   std::optional<std::string> host_netns_;  // the agent's network namespace, read once
   int64_t fd_every_ = 1, io_every_ = 1, cgroup_all_every_ = 1;
+  // Energy. Per GPU of the job: the last counter reading (mJ) or, without a counter, the last
+  // power reading, and when it was taken.
+  struct GpuEnergyState {
+    std::optional<uint64_t> last_mj;
+    std::optional<double> last_power_w;
+    double last_s = 0;
+  };
+  std::map<int, GpuEnergyState> gpu_energy_;
+  int64_t gpu_counter_mj_ = 0;  // integer millijoules: the counters' differences, exactly
+  double gpu_power_time_j_ = 0;
+  bool gpu_energy_known_ = false, gpu_by_counter_ = false, gpu_by_power_ = false;
+  CpuEnergyMeter* cpu_meter_ = nullptr;
+  std::optional<double> cpu_energy_j_;
 };
 
 }  // namespace rightsize

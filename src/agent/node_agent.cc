@@ -38,10 +38,12 @@ NodeAgent::NodeAgent(NodeAgentOptions options, std::unique_ptr<Shipper> shipper)
       gpu_(OpenNvml(options_.gpu_library)),
       dcgm_(OpenDcgmFor(*gpu_, options_)),
       kubelet_(options_.agent.kubernetes ? std::make_unique<Kubelet>(options_.kubelet) : nullptr),
+      rapl_(options_.powercap_root, options_.proc_root),
       agent_(&proc_, &cgroups_, gpu_.get(), WithShip(options_.agent, shipper_ != nullptr)) {
   proc_.set_keep_stat_open(true);  // one pread per process per cycle, no open/close
   cgroups_.set_keep_open(true);    // likewise for the cgroups' counters
   agent_.set_dcgm(dcgm_.get());
+  agent_.set_cpu_energy(&rapl_);
   agent_.set_kubelet(kubelet_.get());
   // How SLURM jobs' processes exit (the kubelet says it for containers); only for the real
   // /proc, whose pids the kernel's notifications name.

@@ -27,6 +27,7 @@
 #include "agent/gpu.h"
 #include "agent/kubelet.h"
 #include "agent/proc.h"
+#include "agent/rapl.h"
 #include "agent/shipper.h"
 #include "core/job.h"
 #include "core/mutex.h"
@@ -39,9 +40,10 @@ struct NodeAgentOptions {
   double ship_interval_s = 5;  // between telemetry batches (with a shipper)
   std::string proc_root = "/proc", cgroup_root = "/sys/fs/cgroup";
   std::string gpu_library = "libnvidia-ml.so.1";
-  std::string dcgm_library;  // "": libdcgm.so.4, then .so.3, then .so
-  AgentOptions agent;        // agent.ship is set from whether there is a shipper
-  KubeletOptions kubelet;    // with agent.kubernetes
+  std::string dcgm_library;                           // "": libdcgm.so.4, then .so.3, then .so
+  std::string powercap_root = "/sys/class/powercap";  // RAPL, for the jobs' CPU energy
+  AgentOptions agent;      // agent.ship is set from whether there is a shipper
+  KubeletOptions kubelet;  // with agent.kubernetes
 };
 
 class NodeAgent {
@@ -58,6 +60,8 @@ class NodeAgent {
   // state then waits for accounting.
   const std::string& exits_status() const { return exits_status_; }
   std::string dcgm_status() const { return dcgm_->status(); }
+  bool rapl_available() const { return rapl_.available(); }
+  const std::string& rapl_status() const { return rapl_.status(); }
 
   // The live view, Prometheus text format. Thread-safe.
   std::string Metrics();
@@ -96,6 +100,7 @@ class NodeAgent {
   std::unique_ptr<Kubelet> kubelet_;    // with options.agent.kubernetes
   std::unique_ptr<ExitWatcher> exits_;  // null when unavailable (exits_status_ says why)
   std::string exits_status_;
+  CpuEnergyMeter rapl_;
   Mutex mu_;  // the sampling loop and the /metrics thread both use agent_
   Agent agent_ GUARDED_BY(mu_);
   bool stacks_warned_ = false;

@@ -28,6 +28,7 @@ struct AgentFlags {
   double interval_s = 1;
   std::string listen, cluster, proc_root = "/proc", cgroup_root = "/sys/fs/cgroup";
   std::string gpu_library = "libnvidia-ml.so.1";
+  std::string powercap = "/sys/class/powercap";
   std::string dcgm_library;  // "": libdcgm.so.4, then .so.3, then .so
   size_t max_jobs = 500;
   std::string server, token, token_file, spool;
@@ -71,6 +72,7 @@ NodeAgentOptions NodeOptions(const AgentFlags& f, const std::string& cluster) {
   o.cgroup_root = f.cgroup_root;
   o.gpu_library = f.gpu_library;
   o.dcgm_library = f.dcgm_library;
+  o.powercap_root = f.powercap;
   o.agent.cluster = cluster;
   o.agent.max_exported_jobs = f.max_jobs;
   o.agent.sample_stacks = f.stacks;
@@ -115,6 +117,9 @@ int RunAgent(Context& ctx, const AgentFlags& f) {
                "accounting): {}\n",
                node.exits_status());
   }
+  // The jobs' CPU energy is unknown without RAPL: said here, never reported as 0.
+  fmt::print(stderr, "rightsize agent: CPU energy {}: {}\n", node.rapl_available() ? "on" : "off",
+             node.rapl_status());
   MetricsEndpoint metrics([&node] { return node.Metrics(); });
   if (!f.listen.empty()) {
     auto bound = metrics.Start(f.listen);
@@ -197,6 +202,9 @@ void AddAgentCommand(CLI::App& app, Context& ctx, Action* action) {
                   "The DCGM library to load for SM, tensor and DRAM activity (default "
                   "libdcgm.so.4, then libdcgm.so.3, then libdcgm.so); it uses nv-hostengine on "
                   "127.0.0.1 when one runs, else an engine of its own");
+  cmd->add_option("--powercap", f->powercap,
+                  "Where RAPL's powercap zones are, for the jobs' CPU energy (default "
+                  "/sys/class/powercap; /host/sys/class/powercap in a container)");
   cmd->add_option("--server", f->server,
                   "Ship live samples, stacks and records to `rightsize serve` at this URL "
                   "(http://HOST:PORT) instead of writing records to the store");

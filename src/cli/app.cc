@@ -57,8 +57,9 @@ int RunCli(int argc, char** argv) {
   // Only a "--" among run's own options counts: one after the command word is the command's.
   for (int i = 1; i < argc; ++i) {
     if (std::string_view(argv[i]) != "run") continue;
-    static constexpr std::string_view kTakesValue[] = {
-        "--interval", "--stacks", "--log", "--name", "--mem", "--nvml", "--dcgm", "--script"};
+    static constexpr std::string_view kTakesValue[] = {"--interval", "--stacks", "--log",
+                                                       "--name",     "--mem",    "--nvml",
+                                                       "--dcgm",     "--script", "--powercap"};
     for (int j = i + 1; j < argc; ++j) {
       std::string_view word = argv[j];
       if (word == "--") {

@@ -19,6 +19,7 @@ namespace {
 struct RunFlags {
   double interval_s = 1;
   std::string stacks, log, gpu_library = "libnvidia-ml.so.1", dcgm_library, name, mem, script;
+  std::string powercap = "/sys/class/powercap";
   bool json = false, series = false, save = false, no_cgroup = false;
 };
 
@@ -41,6 +42,7 @@ StatusOr<JobRunOptions> RunOptions(const RunFlags& f, const std::vector<std::str
   o.log_path = f.log;
   o.gpu_library = f.gpu_library;
   o.dcgm_library = f.dcgm_library;
+  o.powercap_root = f.powercap;
   o.summary_series = f.series;
   return o;
 }
@@ -122,6 +124,11 @@ int Run(Context& ctx, const RunFlags& f, const std::vector<std::string>& argv) {
         job.usage.peak_gpu_memory_bytes
             ? fmt::format(", peak GPU memory {}", FormatMemory(*job.usage.peak_gpu_memory_bytes))
             : "");
+    fmt::print(stderr, "rightsize run: energy: GPU {}, CPU {}\n",
+               job.usage.gpu_energy_j ? fmt::format("{:.0f} J", *job.usage.gpu_energy_j)
+                                      : std::string("unknown"),
+               job.usage.cpu_energy_j ? fmt::format("{:.0f} J", *job.usage.cpu_energy_j)
+                                      : fmt::format("unknown ({})", run->rapl_status));
     if (diagnosis) fmt::print(stderr, "{}", RenderDiagnosisText(*diagnosis));
   }
   // Exit as the command did, so scripts see its status.
@@ -165,6 +172,9 @@ void AddRunCommand(CLI::App& app, Context& ctx, Action* action) {
   cmd->add_option("--dcgm", f->dcgm_library,
                   "The DCGM library to load for SM, tensor and DRAM activity (default "
                   "libdcgm.so.4, then libdcgm.so.3, then libdcgm.so)");
+  cmd->add_option("--powercap", f->powercap,
+                  "Where RAPL's powercap zones are, for the job's CPU energy (default "
+                  "/sys/class/powercap)");
   // Everything from the first word that is not one of ours is the command, in order.
   cmd->prefix_command();
   cmd->allow_extras();

@@ -76,7 +76,10 @@ void to_json(nlohmann::json& j, const JobRecord& job) {
         {"gpu_util_pct", OrNull(job.usage.gpu_util_pct)},
         {"peak_gpu_memory_bytes", OrNull(job.usage.peak_gpu_memory_bytes)},
         {"io_read_bytes", OrNull(job.usage.io_read_bytes)},
-        {"io_write_bytes", OrNull(job.usage.io_write_bytes)}}},
+        {"io_write_bytes", OrNull(job.usage.io_write_bytes)},
+        {"gpu_energy_j", OrNull(job.usage.gpu_energy_j)},
+        {"cpu_energy_j", OrNull(job.usage.cpu_energy_j)},
+        {"node_energy_j", OrNull(job.usage.node_energy_j)}}},
       {"outcome",
        {{"state", OrNull(job.outcome.state)},
         {"exit_code", OrNull(job.outcome.exit_code)},
@@ -228,6 +231,9 @@ StatusOr<JobRecord> JobRecordFromJson(const nlohmann::json& j) {
   u.Number("peak_gpu_memory_bytes", &job.usage.peak_gpu_memory_bytes);
   u.Number("io_read_bytes", &job.usage.io_read_bytes);
   u.Number("io_write_bytes", &job.usage.io_write_bytes);
+  u.Number("gpu_energy_j", &job.usage.gpu_energy_j);
+  u.Number("cpu_energy_j", &job.usage.cpu_energy_j);
+  u.Number("node_energy_j", &job.usage.node_energy_j);
   FieldReader o = r.Object("outcome");
   o.Text("state", &job.outcome.state);
   o.Number("exit_code", &job.outcome.exit_code);

@@ -60,6 +60,11 @@ struct ResourceUsage {
   std::optional<int64_t> peak_gpu_memory_bytes;  // per job, all its GPUs together
   std::optional<int64_t> io_read_bytes;
   std::optional<int64_t> io_write_bytes;
+  // Energy in joules, all nodes: the job's GPUs (NVML's energy counter, else power x time),
+  // its share of the CPU packages (RAPL, by its share of the node's CPU time), and what SLURM's
+  // accounting says the job's nodes consumed (ConsumedEnergyRaw; whole nodes, so not a sum of
+  // the other two). nullopt when not measured: RAPL absent, no NVML, no acct_gather_energy.
+  std::optional<double> gpu_energy_j, cpu_energy_j, node_energy_j;
 
   bool operator==(const ResourceUsage&) const = default;
 };

@@ -36,6 +36,8 @@ Range RangeOf(Plausible kind) {
       return {0, kMaxPlausibleMemoryBytes, "a memory size from 0 to 64 PiB"};
     case Plausible::kIoBytes:
       return {0, kMaxPlausibleIoBytes, "a byte count from 0 to 1 EiB"};
+    case Plausible::kEnergyJ:
+      return {0, kMaxPlausibleEnergyJ, "an energy from 0 to 1e17 J (28 TWh)"};
     case Plausible::kPercent:
       return {0, 100, "a percentage from 0 to 100"};
   }
@@ -101,6 +103,9 @@ Status CheckJobRecord(const JobRecord& job) {
            opt("usage.peak_gpu_memory_bytes", Plausible::kMemoryBytes, u.peak_gpu_memory_bytes),
            opt("usage.io_read_bytes", Plausible::kIoBytes, u.io_read_bytes),
            opt("usage.io_write_bytes", Plausible::kIoBytes, u.io_write_bytes),
+           opt("usage.gpu_energy_j", Plausible::kEnergyJ, u.gpu_energy_j),
+           opt("usage.cpu_energy_j", Plausible::kEnergyJ, u.cpu_energy_j),
+           opt("usage.node_energy_j", Plausible::kEnergyJ, u.node_energy_j),
        }) {
     if (!st.ok()) return st;
   }

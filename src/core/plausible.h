@@ -43,6 +43,9 @@ inline constexpr double kMaxPlausibleMemoryBytes = 64.0 * 1024 * 1024 * 1024 * 1
 // I/O per job: at most 1 EiB (2^60 bytes), a thousand times the largest parallel file
 // systems' daily traffic, and still 8x below int64's limit.
 inline constexpr double kMaxPlausibleIoBytes = 1024.0 * 1024 * 1024 * 1024 * 1024 * 1024;
+// Energy per job: at most 1e17 J (28 TWh). The largest machine draws about 30 MW; a
+// whole-machine job for the longest plausible run (10 years) uses 9.5e15 J.
+inline constexpr double kMaxPlausibleEnergyJ = 1e17;
 // CPU efficiency (CPU time / (CPUs x run time)): at most 10 (1,000%). SMT can run up to 8
 // hardware threads per allocated core (POWER); beyond that the CPU time is not real. Short jobs
 // get kCpuTimeSlackS on top, as accounting rounds run time to seconds and charges startup.
@@ -60,6 +63,7 @@ enum class Plausible {
   kGpus,
   kMemoryBytes,
   kIoBytes,
+  kEnergyJ,
   kPercent
 };
 

@@ -13,7 +13,8 @@ namespace rightsize {
 const char* const kSacctFormat =
     "JobID,JobIDRaw,Cluster,Partition,Account,User,Group,QOS,JobName,State,ExitCode,Submit,"
     "Start,End,Elapsed,Timelimit,NNodes,NCPUS,ReqCPUS,ReqMem,ReqTRES,AllocTRES,TotalCPU,"
-    "MaxRSS,AveRSS,NTasks,TRESUsageInMax,TRESUsageInTot,TRESUsageOutTot,NodeList";
+    "MaxRSS,AveRSS,NTasks,TRESUsageInMax,TRESUsageInTot,TRESUsageOutTot,NodeList,"
+    "ConsumedEnergyRaw";
 
 namespace {
 
@@ -55,10 +56,12 @@ enum Col {
   kTresUsageInTot,
   kTresUsageOutTot,
   kNodeList,
+  kConsumedEnergyRaw,
   kNumCols
 };
 
 // Canonical names, in Col order. Matching is case-insensitive, as sacct's --format is.
+// clang-format off
 const char* const kColNames[kNumCols] = {
     "JobID",     "JobIDRaw", "Cluster",   "Partition",      "Account",        "User",
     "Group",     "QOS",      "JobName",   "State",          "ExitCode",       "Submit",
@@ -66,7 +69,8 @@ const char* const kColNames[kNumCols] = {
     "NNodes",    "NCPUS",    "AllocCPUS", "ReqCPUS",        "ReqMem",         "ReqTRES",
     "AllocTRES", "ReqGRES",  "AllocGRES", "TotalCPU",       "UserCPU",        "SystemCPU",
     "MaxRSS",    "AveRSS",   "NTasks",    "TRESUsageInMax", "TRESUsageInTot", "TRESUsageOutTot",
-    "NodeList"};
+    "NodeList",  "ConsumedEnergyRaw"};
+// clang-format on
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -207,12 +211,14 @@ Status SacctParser::ParseLine(std::string_view line, std::vector<JobRecord>& out
     if (names.empty()) {
       std::string_view fmt_sv = kSacctFormat;
       for (auto f : Split(fmt_sv, ",")) names.emplace_back(f);
+      builtin_columns_ = true;
     }
     RS_RETURN_IF_ERROR(SetColumns(names));
   }
   Split(line, options_.delimiter, &fields_);
   // `sacct --parsable` (-p, unlike -P) ends every line with the delimiter.
   if (fields_.size() == column_ids_.size() + 1 && fields_.back().empty()) fields_.pop_back();
+  if (builtin_columns_ && fields_.size() + 1 == column_ids_.size()) fields_.emplace_back();
   if (fields_.size() != column_ids_.size()) {
     // A header repeated mid-file (concatenated sacct runs) is not an error.
     if (!fields_.empty() && ColumnId(fields_[0]) == column_ids_[0] && column_ids_[0] >= 0 &&
@@ -255,7 +261,25 @@ struct RowUsage {
   std::optional<double> cpu_s;
   std::optional<int64_t> peak, avg;  // memory, the largest task's times the tasks
   TresSummary max, in, out;          // TRESUsageInMax, TRESUsageInTot, TRESUsageOutTot
+  std::optional<double> energy_j;    // ConsumedEnergyRaw
 };
+
+// SLURM's NO_VAL64, which some versions print for a step whose energy was never gathered.
+constexpr std::string_view kSlurmNoVal64 = "18446744073709551614";
+
+// ConsumedEnergyRaw: joules as an integer. 0 and empty are unknown (no acct_gather_energy
+// plugin, or a node whose sensor read nothing), and so is NO_VAL64.
+Status ParseConsumedEnergy(std::string_view text, std::optional<double>* out) {
+  if (text.empty() || text == kSlurmNoVal64) return Status::Ok();
+  std::optional<double> j = ParseDouble(text);
+  if (!j) {
+    return Status::BadInput(
+        fmt::format("field ConsumedEnergyRaw: expected joules as a number, got {}", Quote(text)));
+  }
+  RS_RETURN_IF_ERROR(CheckPlausible("ConsumedEnergyRaw", Plausible::kEnergyJ, *j, text));
+  if (*j > 0) *out = *j;
+  return Status::Ok();
+}
 
 Status CheckMemory(const char* name, const std::optional<MemoryAmount>& m, std::string_view text) {
   if (!m) return Status::Ok();
@@ -281,6 +305,7 @@ Status CheckTres(const char* name, const TresSummary& t, std::string_view text) 
 
 Status ParseRowUsage(const std::string_view* v, RowUsage* u) {
   RS_RETURN_IF_ERROR(Field("ExitCode", ParseExitCode(v[kExitCode]), &u->exit));
+  RS_RETURN_IF_ERROR(ParseConsumedEnergy(v[kConsumedEnergyRaw], &u->energy_j));
   std::optional<MemoryAmount> max_rss, ave_rss;
   RS_RETURN_IF_ERROR(Field("MaxRSS", ParseSlurmMemory(v[kMaxRss], 1), &max_rss));
   RS_RETURN_IF_ERROR(Field("AveRSS", ParseSlurmMemory(v[kAveRss], 1), &ave_rss));
@@ -509,6 +534,9 @@ Status SacctParser::ParseRow(const std::vector<std::string_view>& f, std::vector
     KeepMax(open.steps_gpu_util, u.max.gpu_util_pct);
     AddTo(open.steps_read, u.in.disk_bytes);
     AddTo(open.steps_write, u.out.disk_bytes);
+    // Steps run on the same nodes at once (batch, extern, srun), each metered for its nodes:
+    // their sum would count a node's energy twice, so the largest stands in for the job.
+    KeepMax(open.steps_energy_j, u.energy_j);
     if (id.step == "batch") {
       open.batch_state = NormalizeState(v[kState]);
       open.batch_exit = u.exit.code;
@@ -552,6 +580,7 @@ Status SacctParser::ParseRow(const std::vector<std::string_view>& f, std::vector
   j.usage.cpu_time_s = u.cpu_s;
   j.usage.peak_rss_bytes = u.peak;
   j.usage.avg_rss_bytes = u.avg;
+  j.usage.node_energy_j = u.energy_j;
   j.outcome.state = NormalizeState(v[kState]);
   j.outcome.exit_code = u.exit.code;
   j.outcome.signal = u.exit.signal;
@@ -573,6 +602,7 @@ JobRecord SacctParser::Close(OpenJob&& open) {
   KeepMax(u.gpu_util_pct, open.steps_gpu_util);
   if (!u.io_read_bytes) u.io_read_bytes = open.steps_read;
   if (!u.io_write_bytes) u.io_write_bytes = open.steps_write;
+  if (!u.node_energy_j) u.node_energy_j = open.steps_energy_j;
   if (!open.have_job_line) {
     j.outcome.state = open.batch_state;
     j.outcome.exit_code = open.batch_exit;

@@ -8,8 +8,10 @@
 // Steps (123.batch, 123.extern, 123.0) are merged into their job: the job's peak memory is the
 // largest step peak (MaxRSS × NTasks), its CPU time the job line's TotalCPU or, when larger, the
 // sum over steps; GPU memory and utilisation come from the steps' TRESUsageInMax; I/O from
-// TRESUsageIn/OutTot. Steps follow their job in sacct's output; up to kOpenJobs jobs are held
-// open for steps that come later. Not thread-safe.
+// TRESUsageIn/OutTot; energy from the job line's ConsumedEnergyRaw (joules; 0 or empty is
+// unknown, as SLURM writes without an energy plugin), else the largest step's. Steps follow their
+// job in sacct's output; up to kOpenJobs jobs are held open for steps that come later. Not
+// thread-safe.
 #pragma once
 
 #include <deque>
@@ -57,6 +59,7 @@ class SacctParser final : public RecordParser {
     std::optional<int64_t> steps_gpu_mem;
     std::optional<double> steps_gpu_util;
     std::optional<int64_t> steps_read, steps_write;
+    std::optional<double> steps_energy_j;
     std::string batch_state;
     std::optional<int> batch_exit, batch_signal;
   };
@@ -68,6 +71,9 @@ class SacctParser final : public RecordParser {
 
   SacctOptions options_;
   bool columns_set_ = false;
+  // Headerless, with kSacctFormat: a line one field short is the format before
+  // ConsumedEnergyRaw was added to it, read with the energy unknown.
+  bool builtin_columns_ = false;
   std::vector<int> column_ids_;  // per field position: which known column (or -1)
   std::vector<std::string_view> fields_;
   std::unordered_map<std::string, OpenJob> open_;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/units.h"
+#include "report/energy.h"
 #include "report/render.h"
 
 namespace rightsize {
@@ -385,6 +386,7 @@ std::string RenderJobCardText(const JobRecord& job, const PriceTable& prices,
     if (c.wasted_usd) out += fmt::format(", {} of it unused", FormatDollars(*c.wasted_usd));
     out += ".\n";
   }
+  out += JobEnergyText(job, prices);
   if (!c.advice.empty()) {
     out += "\nAdvice\n";
     for (const auto& a : c.advice) out += "  - " + a + "\n";
@@ -433,6 +435,7 @@ json RenderJobCardJson(const JobRecord& job, const PriceTable& prices,
                {"allocated_dollars", Num(c.alloc_usd)},
                {"used_dollars", Num(c.used_usd)},
                {"wasted_dollars", Num(c.wasted_usd)}};
+  j["energy"] = JobEnergyJson(job, prices);
   j["advice"] = c.advice;
   j["stopped_at_limit"] = c.killed_by.empty() ? json(nullptr) : json(c.killed_by);
   j["unknown"] = c.unknown;

@@ -62,6 +62,12 @@ double PriceTable::GpuHourPrice(std::string_view gpu_type) const {
   return it == gpu_hour_by_type.end() ? default_gpu_hour : it->second;
 }
 
+std::optional<double> PriceTable::GpuIdleW(std::string_view gpu_type) const {
+  auto it = gpu_idle_w_by_type.find(LowerAscii(gpu_type));
+  if (it == gpu_idle_w_by_type.end()) return std::nullopt;
+  return it->second;
+}
+
 bool PriceTable::HasGpuPrice(std::string_view gpu_type) const {
   return gpu_hour_by_type.count(LowerAscii(gpu_type)) > 0;
 }
@@ -99,6 +105,31 @@ StatusOr<PriceTable> ParsePriceTable(std::string_view json_text, const std::stri
                                table, table.memory_gb_hour));
   RS_RETURN_IF_ERROR(ReadPrice(doc, "default_gpu_hour", "default_gpu_hour", "default_gpu_hour",
                                name, table, table.default_gpu_hour));
+  if (auto grid = doc.find("grid_gco2e_per_kwh"); grid != doc.end()) {
+    // {"value": N, "source": "..."} or a plain number.
+    const json* value = &*grid;
+    std::string path = "grid_gco2e_per_kwh";
+    if (grid->is_object()) {
+      auto v = grid->find("value");
+      if (v == grid->end()) return FieldError(name, path + ".value", "missing");
+      value = &*v;
+      path += ".value";
+      if (auto src = grid->find("source"); src != grid->end()) {
+        if (!src->is_string()) {
+          return FieldError(name, "grid_gco2e_per_kwh.source", "expected a string");
+        }
+        table.sources["grid_gco2e_per_kwh"] = src->get<std::string>();
+      }
+    }
+    // The dirtiest grids are near 1,000 g/kWh (coal); 5,000 is no grid.
+    if (!value->is_number() || !std::isfinite(value->get<double>()) || value->get<double>() < 0 ||
+        value->get<double>() > 5000) {
+      return FieldError(
+          name, path,
+          fmt::format("expected grams CO2e per kWh from 0 to 5000, got {}", value->dump()));
+    }
+    table.grid_gco2e_per_kwh = value->get<double>();
+  }
   if (auto gpus = doc.find("gpus"); gpus != doc.end()) {
     if (!gpus->is_object()) return FieldError(name, "gpus", "expected an object");
     for (const auto& [type, entry] : gpus->items()) {
@@ -124,6 +155,14 @@ StatusOr<PriceTable> ParsePriceTable(std::string_view json_text, const std::stri
           }
           std::sort(sizes.begin(), sizes.end());
           table.gpu_memory_gb_by_type[key] = sizes;
+        }
+        if (auto idle = entry.find("idle_w"); idle != entry.end()) {
+          if (!idle->is_number() || !std::isfinite(idle->get<double>()) ||
+              idle->get<double>() < 0 || idle->get<double>() > 10000) {
+            return FieldError(name, path + ".idle_w",
+                              fmt::format("expected watts from 0 to 10000, got {}", idle->dump()));
+          }
+          table.gpu_idle_w_by_type[key] = idle->get<double>();
         }
       }
     }

@@ -15,6 +15,11 @@
 //     "memory_gb_hour":   {"price": 0.00375, "source": "..."},
 //     "default_gpu_hour": {"price": 3.16,    "source": "..."},
 //     "gpus": { "a100": {"price": 3.16, "memory_gb": 40, "source": "..."}, ... } }
+// Energy (optional): "grid_gco2e_per_kwh": {"value": 350, "source": "..."} (or a plain number),
+// the site's grid carbon intensity, grams CO2-equivalent per kWh; absent (the built-in table),
+// CO2 is not shown. A GPU entry may give "idle_w": the type's idle power in watts, the site's
+// own NVML reading of an idle GPU (`nvidia-smi --query-gpu=power.draw`), for what an unused
+// reservation cost in energy; absent, that energy is unknown.
 // A price may also be given as a plain number ("cpu_core_hour": 0.04). GPU type keys are
 // matched case-insensitively; "memory_gb" is optional. Unknown keys are ignored.
 //
@@ -23,6 +28,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +46,8 @@ struct PriceTable {
   // GiB of memory per GPU, by type: each model's sizes, ascending. SLURM's GRES type often
   // names the model only ("v100" is sold with 16 and 32 GiB), so a type may have several.
   std::map<std::string, std::vector<double>> gpu_memory_gb_by_type;
+  std::optional<double> grid_gco2e_per_kwh;          // none: CO2 not shown
+  std::map<std::string, double> gpu_idle_w_by_type;  // lower-case keys, like the prices
   std::string source_note;  // the table's overall note: what the prices are and as of when
   // Where each price comes from: "cpu_core_hour", "memory_gb_hour", "default_gpu_hour",
   // "gpu:<type>" → a sentence naming provider, instance, region, date and derivation.
@@ -53,6 +61,8 @@ struct PriceTable {
   // GiB of memory per GPU of this type: the smallest size that holds `at_least_gb` (a job's
   // observed peak per GPU), or 0 when the type is unknown or no size of it is that large.
   double GpuMemoryGb(std::string_view gpu_type, double at_least_gb = 0) const;
+  // The type's idle power in watts (idle_w), or nullopt when the file gives none.
+  std::optional<double> GpuIdleW(std::string_view gpu_type) const;
   // Bytes of memory of `gpus` GPUs of this type ("80 GB" cards hold 80 GiB); 0 when unknown.
   double GpuMemoryBytes(std::string_view gpu_type, int gpus) const {
     return gpus > 0 ? gpus * GpuMemoryGb(gpu_type) * 1073741824.0 : 0;

@@ -878,6 +878,7 @@ json RenderJson(const WasteReport& r) {
                           {"used_gpu_hours", Num(d.used_gpu_hours)},
                           {"wasted_dollars", Num(d.wasted_dollars)}});
   }
+  j["energy"] = EnergyJson(r.energy);
   return j;
 }
 
@@ -950,6 +951,9 @@ std::string RenderText(const WasteReport& r) {
     hist.Add(std::move(row));
   }
   out += hist.Render();
+
+  out += "\nEnergy\n";
+  for (const auto& s : EnergySentences(r.energy)) out += Wrap(s, 96, "  ");
 
   out += fmt::format(
       "\nPrices ({}): {}/core-hour, {}/GB-hour, GPU-hours by type (default {}/GPU-hour).\n",
@@ -1082,6 +1086,9 @@ svg .grid{stroke:#e4e7ee;stroke-width:1}
     out += fmt::format("\n<h2>All groups by {}</h2>\n", HtmlEscape(ByTitle(r.by)));
     out += HtmlTable(group_header, GroupRows(r.groups));
   }
+
+  out += "\n<h2>Energy</h2>\n";
+  for (const auto& s : EnergySentences(r.energy)) out += "<p>" + HtmlEscape(s) + "</p>\n";
 
   out += "\n<h2>Prices</h2>\n";
   out +=

@@ -175,7 +175,7 @@ struct JobAdd {
 class WasteAggregator {
  public:
   WasteAggregator(const ReportOptions& opts, const PriceTable& prices)
-      : opts_(opts), prices_(prices), by_(opts.by.empty() ? "user" : opts.by) {}
+      : opts_(opts), prices_(prices), by_(opts.by.empty() ? "user" : opts.by), energy_(prices) {}
 
   void Add(const JobRecord& job);
   WasteReport Finish();
@@ -217,6 +217,7 @@ class WasteAggregator {
   std::vector<IdleGpuJob> idle_jobs_;
   std::unordered_map<std::string, int32_t> showback_ids_;
   std::vector<ShowbackAcc> showback_;
+  EnergyAccumulator energy_;
 };
 
 // Showback rows sum per job exactly what the totals sum, so that they add up to them.
@@ -305,6 +306,7 @@ void WasteAggregator::Add(const JobRecord& job) {
   AddCpu(job, a);
   AddMemory(job, a);
   AddGpus(job, a);
+  energy_.Add(job);
   // Time limit.
   if (job.request.time_limit_s && *job.request.time_limit_s > 0) {
     ++time_jobs_;
@@ -611,6 +613,7 @@ WasteReport WasteAggregator::Finish() {
   r.jobs_with_elapsed = jobs_with_elapsed_;
   r.jobs_implausible = jobs_implausible_;
   r.first_implausible = first_implausible_;
+  r.energy = energy_.Finish();
 
   cpu_.Fill(r.cpu, true);
   if (requested_cores_known_) r.cpu.requested_cores_total = requested_cores_;

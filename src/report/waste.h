@@ -101,6 +101,8 @@
 // the first to the last end is present when they are at most ten years apart, else only the
 // days with jobs (`daily_sparse`): the rows never outnumber the jobs plus ten years of days.
 //
+// Energy: report/energy.h states its rules (`energy`: kWh, CO2e, the unused GPU reservation's kWh).
+//
 // Implausible jobs. A stored job with a value outside core/plausible.h's ranges (a run time of
 // 1e30 s, an end time past 2200: written before the readers checked, or by another writer) is
 // left out of every figure and counted in `jobs_implausible`, with the first one named.
@@ -115,6 +117,7 @@
 
 #include "core/job.h"
 #include "core/status.h"
+#include "report/energy.h"
 #include "report/prices.h"
 #include "store/store.h"
 
@@ -326,6 +329,7 @@ struct WasteReport {
   ClusterChoice cluster_choice;
   std::string showback_by;            // "" unless asked
   std::vector<ShowbackAcc> showback;  // sorted by key
+  EnergySummary energy;
 };
 
 // Picks the cluster to report from per-cluster counts (see "One cluster per report"); "" when

@@ -17,6 +17,7 @@
 #include "core/units.h"
 #include "k8s/admission.h"
 #include "predict/predict.h"
+#include "report/energy.h"
 #include "report/job_card.h"
 #include "report/job_series.h"
 #include "report/live.h"
@@ -648,6 +649,7 @@ ApiServer::Reply ApiServer::Telemetry(const Caller& who, const std::string& body
   }
   samples_ += batch->samples;
   ++batches_;
+  CountEnergy(*batch);
   nlohmann::json rejected = nlohmann::json::array();
   for (const auto& r : batch->rejected) rejected.push_back({{"path", r.path}, {"error", r.error}});
   nlohmann::json out = {
@@ -755,6 +757,7 @@ ApiServer::Reply ApiServer::Job(const Caller& who, const std::string& cluster,
   // the stored diagnosis as `rightsize job` is (a MemoryError is a job that ran out of memory).
   out["card"] = RenderJobCardJson(*live, options_.prices, diag.ok() ? diag->cls : "");
   out["card"].erase("job");
+  out["energy"] = JobEnergyJson(*live, options_.prices);  // kWh and CO2e (report/energy.h)
   auto pred = store->GetPrediction(job->cluster, job->job_id);
   out["prediction"] = nullptr;
   if (pred.ok()) {
@@ -1163,6 +1166,29 @@ void ApiServer::CountRefused(const std::string& reason) {
   ++refused_[reason];
 }
 
+void ApiServer::CountEnergy(const TelemetryBatch& batch) {
+  MutexLock lock(metrics_mu_);
+  for (const JobTelemetry& t : batch.jobs) {
+    for (const char* device : {"gpu", "cpu"}) {
+      auto key = std::make_tuple(t.job.cluster, t.job.job_id, std::string(device));
+      auto it = t.samples.find(fmt::format("{}_energy_j", device));
+      // The agent's series is cumulative: what is new is the rise since the last batch.
+      if (it != t.samples.end() && !it->second.empty()) {
+        double now = it->second.back().value;
+        auto seen = energy_seen_j_.find(key);
+        double before = seen == energy_seen_j_.end() ? 0 : seen->second;
+        if (now > before) energy_j_[{t.job.cluster, device}] += now - before;
+        if (seen != energy_seen_j_.end()) {
+          seen->second = std::max(before, now);
+        } else if (energy_seen_j_.size() < kMaxEnergyJobs) {
+          energy_seen_j_.emplace(key, now);
+        }
+      }
+      if (t.job.end_time) energy_seen_j_.erase(key);
+    }
+  }
+}
+
 void ApiServer::Count(const std::string& route, int status, double seconds) {
   MutexLock lock(metrics_mu_);
   ++requests_[{route, status}];
@@ -1224,6 +1250,17 @@ std::string ApiServer::Metrics() {
       "decompression.\n# TYPE rightsize_telemetry_body_bytes_total counter\n"
       "rightsize_telemetry_body_bytes_total {}\n",
       samples_.load(), batches_.load(), internal_errors_.load(), telemetry_body_bytes_.load());
+  {
+    MutexLock lock(metrics_mu_);
+    out +=
+        "# HELP rightsize_energy_joules_total Energy of the jobs agents watched since the server "
+        "started, by cluster and device (gpu: NVML; cpu: the jobs' share of RAPL).\n"
+        "# TYPE rightsize_energy_joules_total counter\n";
+    for (const auto& [key, joules] : energy_j_) {
+      out += fmt::format("rightsize_energy_joules_total{{cluster=\"{}\",device=\"{}\"}} {}\n",
+                         LabelValue(key.first), key.second, joules);
+    }
+  }
   Caller admin;
   admin.admin = admin.known = true;
   Reply ov = OverviewOf(admin, false);

@@ -24,6 +24,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "core/mutex.h"
@@ -151,6 +152,8 @@ class ApiServer {
   StatusOr<JobRecord> VisibleJob(Store& store, const Caller& who, const std::string& cluster,
                                  const std::string& id);
   void Count(const std::string& route, int status, double seconds);
+  // Adds what a stored batch's jobs used since their last batch to rightsize_energy_joules_total.
+  void CountEnergy(const TelemetryBatch& batch);
   Reply OverviewOf(const Caller& who, bool with_waste);
   int64_t Now() const;
 
@@ -196,6 +199,12 @@ class ApiServer {
   std::atomic<int> admissions_in_flight_{0};
   // (mode, outcome: advised, enforced, unchanged, overload) -> count
   std::map<std::pair<std::string, std::string>, int64_t> admissions_ GUARDED_BY(metrics_mu_);
+  // Energy: (cluster, device "gpu"/"cpu") -> joules since start; and each running job's last
+  // cumulative figure ((cluster, job, device) -> joules), dropped when its record ends.
+  std::map<std::pair<std::string, std::string>, double> energy_j_ GUARDED_BY(metrics_mu_);
+  std::map<std::tuple<std::string, std::string, std::string>, double> energy_seen_j_
+      GUARDED_BY(metrics_mu_);
+  static constexpr size_t kMaxEnergyJobs = 100'000;  // agents that died mid-job leave entries
 };
 
 }  // namespace rightsize

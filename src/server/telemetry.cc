@@ -133,6 +133,9 @@ std::pair<std::string, std::string> ImplausibleField(const JobRecord& r,
        " bytes"},
       {"usage.io_read_bytes", d(r.usage.io_read_bytes), 0, kMaxIoBytes, " bytes"},
       {"usage.io_write_bytes", d(r.usage.io_write_bytes), 0, kMaxIoBytes, " bytes"},
+      {"usage.gpu_energy_j", r.usage.gpu_energy_j, 0, kMaxPlausibleEnergyJ, " J"},
+      {"usage.cpu_energy_j", r.usage.cpu_energy_j, 0, kMaxPlausibleEnergyJ, " J"},
+      {"usage.node_energy_j", r.usage.node_energy_j, 0, kMaxPlausibleEnergyJ, " J"},
   };
   for (const Check& c : checks) {
     if (!c.value) continue;

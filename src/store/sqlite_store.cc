@@ -137,6 +137,13 @@ CREATE TABLE job_code (
 CREATE TABLE history_generation (n INTEGER NOT NULL);
 INSERT INTO history_generation VALUES (0);
 )sql",
+    // 7 -> 8: energy per job, joules (usage.gpu_energy_j, cpu_energy_j, node_energy_j). Not in
+    // the history triggers: no prediction reads energy, so its arrival need not drop caches.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN gpu_energy_j REAL;
+ALTER TABLE jobs ADD COLUMN cpu_energy_j REAL;
+ALTER TABLE jobs ADD COLUMN node_energy_j REAL;
+)sql",
 };
 // The indexes `predict` reads a user's and a program's past by (created by migration 2;
 // dropped during a bulk load and rebuilt after it).
@@ -256,8 +263,8 @@ constexpr const char* kJobColumns =
     "req_gpu_type, time_limit_s, time_unlimited, req_nodes, alloc_cpus, alloc_mem_bytes, "
     "alloc_gpus, alloc_gpu_type, alloc_nodes, node_list, elapsed_s, cpu_time_s, peak_rss_bytes, "
     "avg_rss_bytes, gpu_util_pct, peak_gpu_mem_bytes, io_read_bytes, io_write_bytes, state, "
-    "exit_code, signal";
-constexpr int kNumJobColumns = 38;
+    "exit_code, signal, gpu_energy_j, cpu_energy_j, node_energy_j";
+constexpr int kNumJobColumns = 41;
 // What re-storing a stored job (ON CONFLICT) writes, column by column. A record replaces the
 // stored one, except that usage measured once is not lost to a record that lacks it:
 //   - the agent's record of a job the scheduler already described (sacct, SWF, …) keeps the
@@ -273,7 +280,8 @@ std::string MergeAssignments() {
       "((excluded.source IS 'agent') <> (jobs.source IS 'agent') OR jobs.start_time IS NULL OR "
       "excluded.start_time IS NULL OR abs(jobs.start_time - excluded.start_time) <= 60)";
   static const std::set<std::string> kFilled = {"elapsed_s",    "cpu_time_s",    "avg_rss_bytes",
-                                                "gpu_util_pct", "io_read_bytes", "io_write_bytes"};
+                                                "gpu_util_pct", "io_read_bytes", "io_write_bytes",
+                                                "gpu_energy_j", "cpu_energy_j",  "node_energy_j"};
   static const std::set<std::string> kPeaks = {"peak_rss_bytes", "peak_gpu_mem_bytes"};
   std::string out;
   std::string_view cols = kJobColumns;
@@ -310,7 +318,7 @@ constexpr const char* kLeanJobColumns =
     "req_gpu_type, time_limit_s, time_unlimited, NULL, alloc_cpus, alloc_mem_bytes, "
     "alloc_gpus, alloc_gpu_type, NULL, NULL, elapsed_s, cpu_time_s, peak_rss_bytes, "
     "avg_rss_bytes, gpu_util_pct, peak_gpu_mem_bytes, NULL, NULL, state, "
-    "NULL, NULL";
+    "NULL, NULL, gpu_energy_j, cpu_energy_j, node_energy_j";
 
 // The row id of a job. A unique index on (cluster, job_id) made every insert pay a random
 // descent into a second B-tree (ingest ran at ~110k records/s); a key that is the job itself
@@ -497,6 +505,9 @@ void BindJob(BindableStmt& s, const JobRecord& j, int offset) {
   b.Text(j.outcome.state);
   b.Int(j.outcome.exit_code);
   b.Int(j.outcome.signal);
+  b.Real(u.gpu_energy_j);
+  b.Real(u.cpu_energy_j);
+  b.Real(u.node_energy_j);
 }
 
 // Fills `j` in place, so a scan reuses one record's string buffers for every row.
@@ -543,6 +554,9 @@ void ReadJob(sqlite3_stmt* s, JobRecord& j) {
   rd.Text(j.outcome.state);
   j.outcome.exit_code = rd.SmallInt();
   j.outcome.signal = rd.SmallInt();
+  u.gpu_energy_j = rd.Real();
+  u.cpu_energy_j = rd.Real();
+  u.node_energy_j = rd.Real();
 }
 
 // A statement from SqliteStore's cache (reset when done, kept) or one of its own (finalised).

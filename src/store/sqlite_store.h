@@ -47,7 +47,7 @@ class SqliteStmt {
 };
 
 // The schema version this build writes.
-constexpr int kSqliteSchemaVersion = 7;
+constexpr int kSqliteSchemaVersion = 8;
 
 StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path);
 

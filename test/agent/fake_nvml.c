@@ -21,24 +21,25 @@
  *   count_error 15 from_sample=3      nvmlDeviceGetCount_v2 fails with this code from sample 3
  *   gpu 0 uuid=GPU-1 name=NVIDIA H100 80GB HBM3 bus=00000000:3B:00.0 util=87 memutil=40
  *         used=41943040000 total=85899345920 power=350000 sm=1980 mem=2619 temp=66 ecc=0
- *         [xid_events=na] [undercount=N] [from_sample=N]
- *       (one line; power in mW. The last gpu line for an index whose from_sample has been reached
- *       gives its values, so values can change over time. undercount=N makes the "how many
- *       processes?" query answer N, as if processes started before the list was read.)
- *   proc 1 pid=1234 used=1073741824 [from_sample=2] [until_sample=5] [repeat=K]
- *   proc 1 pidfile=/tmp/job.pid used=…   (the pid read from that file at every query)
- *       (a compute process on GPU 1 from sample 2 up to, not including, sample 5; used=na is
- *       NVML_VALUE_NOT_AVAILABLE; repeat=K adds K processes with pids pid, pid+1, ...)
- *   xid 0 79 at_sample=3              an Xid 79 on GPU 0, pending from sample 3, delivered once
- *   process_entry_bytes 32            nvmlDeviceGetComputeRunningProcesses_v3 writes entries this
- *                                     wide: 24 as nvml.h says (default), 32 as drivers 535.43 to
- *                                     535.86 did (usedGpuCcProtectedMemory), 16 (the v1 layout)
+ *         [energy=123456789] [xid_events=na] [undercount=N] [from_sample=N]
+ *       (one line; power in mW; energy is nvmlDeviceGetTotalEnergyConsumption's counter in mJ,
+ *       absent: NOT_SUPPORTED, as on GPUs before Volta. The last gpu line for an index whose
+ * from_sample has been reached gives its values, so values can change over time. undercount=N makes
+ * the "how many processes?" query answer N, as if processes started before the list was read.) proc
+ * 1 pid=1234 used=1073741824 [from_sample=2] [until_sample=5] [repeat=K] proc 1
+ * pidfile=/tmp/job.pid used=…   (the pid read from that file at every query) (a compute process on
+ * GPU 1 from sample 2 up to, not including, sample 5; used=na is NVML_VALUE_NOT_AVAILABLE; repeat=K
+ * adds K processes with pids pid, pid+1, ...) xid 0 79 at_sample=3              an Xid 79 on GPU 0,
+ * pending from sample 3, delivered once process_entry_bytes 32
+ * nvmlDeviceGetComputeRunningProcesses_v3 writes entries this wide: 24 as nvml.h says (default), 32
+ * as drivers 535.43 to 535.86 did (usedGpuCcProtectedMemory), 16 (the v1 layout)
  *
  * A line the fake does not understand makes nvmlInit_v2 fail with NVML_ERROR_UNKNOWN and a
  * message on stderr, so a typo in a test script cannot pass silently.
  *
  * Built with FAKE_NVML_MINIMAL, it plays an old or stripped-down library: no
- * nvmlDeviceGetClockInfo, nvmlDeviceGetTotalEccErrors or nvmlEventSetWait_v2, and the process
+ * nvmlDeviceGetClockInfo, nvmlDeviceGetTotalEccErrors, nvmlDeviceGetTotalEnergyConsumption or
+ * nvmlEventSetWait_v2, and the process
  * query only as nvmlDeviceGetComputeRunningProcesses_v2 (as on drivers before R510, and 535.98).
  *
  * For tests of the caller's cleanup, rightsize_fake_nvml_state() (not an NVML symbol) reports the
@@ -107,7 +108,7 @@ typedef struct {
   int index;
   long long from_sample;
   char uuid[96], name[96], bus[32];
-  num_t util, memutil, used, total, power, sm, mem, temp, ecc, undercount;
+  num_t util, memutil, used, total, power, sm, mem, temp, ecc, undercount, energy;
   int xid_events_unsupported;
 } gpu_line_t;
 
@@ -188,11 +189,12 @@ static num_t* gpu_num_field(gpu_line_t* g, const char* key) {
     const char* key;
     size_t offset;
   } kFields[] = {
-      {"util", offsetof(gpu_line_t, util)},   {"memutil", offsetof(gpu_line_t, memutil)},
-      {"used", offsetof(gpu_line_t, used)},   {"total", offsetof(gpu_line_t, total)},
-      {"power", offsetof(gpu_line_t, power)}, {"sm", offsetof(gpu_line_t, sm)},
-      {"mem", offsetof(gpu_line_t, mem)},     {"temp", offsetof(gpu_line_t, temp)},
-      {"ecc", offsetof(gpu_line_t, ecc)},     {"undercount", offsetof(gpu_line_t, undercount)},
+      {"util", offsetof(gpu_line_t, util)},     {"memutil", offsetof(gpu_line_t, memutil)},
+      {"used", offsetof(gpu_line_t, used)},     {"total", offsetof(gpu_line_t, total)},
+      {"power", offsetof(gpu_line_t, power)},   {"sm", offsetof(gpu_line_t, sm)},
+      {"mem", offsetof(gpu_line_t, mem)},       {"temp", offsetof(gpu_line_t, temp)},
+      {"ecc", offsetof(gpu_line_t, ecc)},       {"undercount", offsetof(gpu_line_t, undercount)},
+      {"energy", offsetof(gpu_line_t, energy)},
   };
   size_t i;
   for (i = 0; i < sizeof kFields / sizeof kFields[0]; ++i) {
@@ -554,6 +556,18 @@ nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, unsigned int type, unsi
   if (type == 1) return answer_uint(&g->sm, mhz);  /* NVML_CLOCK_SM */
   if (type == 2) return answer_uint(&g->mem, mhz); /* NVML_CLOCK_MEM */
   return NVML_ERROR_NOT_SUPPORTED;
+}
+#endif
+
+#ifndef FAKE_NVML_MINIMAL
+nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long* mj) {
+  const gpu_line_t* g = NULL;
+  nvmlReturn_t rc = lookup(device, &g);
+  if (rc != NVML_SUCCESS) return rc;
+  if (mj == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!g->energy.present) return NVML_ERROR_NOT_SUPPORTED;
+  *mj = (unsigned long long)g->energy.v;
+  return NVML_SUCCESS;
 }
 #endif
 

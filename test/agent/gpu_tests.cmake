@@ -42,3 +42,12 @@ target_compile_definitions(agent_dcgm_test PRIVATE
   FAKE_DCGM_PATH="$<TARGET_FILE:fake_dcgm>"
   FAKE_NVML_PATH="$<TARGET_FILE:fake_nvml>")
 add_dependencies(agent_dcgm_test fake_dcgm fake_nvml)
+
+# Energy per job: the fake NVML's energy counter (and the minimal fake without the call), RAPL
+# from fixture trees laid out like /sys/class/powercap, and this machine's real powercap folder.
+rightsize_add_test(agent_energy_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/energy_test.cc
+                   DEPS rightsize::agent rightsize::report)
+target_compile_definitions(agent_energy_test PRIVATE
+  FAKE_NVML_PATH="$<TARGET_FILE:fake_nvml>"
+  FAKE_NVML_MINIMAL_PATH="$<TARGET_FILE:fake_nvml_minimal>")
+add_dependencies(agent_energy_test fake_nvml fake_nvml_minimal)

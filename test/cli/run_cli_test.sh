@@ -49,6 +49,28 @@ cores=$(json_get "$DOC" 'd["usage"]["mean_cpu_cores"]')
 elapsed=$(json_get "$DOC" 'd["usage"]["elapsed_s"]')
 if within "$cores" "$(python3 -c "print($truth / $elapsed)")" 10; then pass "mean CPU cores $cores"; else fail "cores $cores"; fi
 
+# Energy: the real /sys/class/powercap (absent on this machine: the document says so, and the CPU
+# energy is null, not 0), then a fixture laid out like it (a RAPL package: read).
+if [ ! -e /sys/class/powercap ]; then
+  rapl=$(json_get "$DOC" 'd["rapl"]["status"]')
+  cpu_j=$(json_get "$DOC" 'd["summary"]["energy"]["cpu_j"]')
+  if [ "$rapl" = "RAPL absent: /sys/class/powercap does not exist" ] && [ "$cpu_j" = None ]; then
+    pass "no RAPL here: '$rapl', cpu_j null"; else fail "RAPL '$rapl', cpu_j $cpu_j"; fi
+  if grep -q "CPU unknown (RAPL absent: /sys/class/powercap does not exist)" <<<"$("$RS" run -- true 2>&1)"; then
+    pass "text output says RAPL is absent"; else fail "text output does not say RAPL is absent"; fi
+fi
+mkdir -p "$WORK/powercap/intel-rapl:0"
+echo package-0 >"$WORK/powercap/intel-rapl:0/name"
+echo 5000000 >"$WORK/powercap/intel-rapl:0/energy_uj"
+echo 262143328850 >"$WORK/powercap/intel-rapl:0/max_energy_range_uj"
+run_rs run --json --powercap "$WORK/powercap" -- python3 "$WORK/cpu.py"
+DOC=$(sed -n '/^{/,$p' <<<"$OUT")
+rapl=$(json_get "$DOC" 'd["rapl"]["status"]')
+cpu_j=$(json_get "$DOC" 'd["usage"]["cpu_energy_j"]')
+# The fixture's counter does not move: the job measured 0 J, which is known (0.0), not null.
+if [ "$rapl" = "RAPL: 1 package (intel-rapl:0)" ] && [ "$cpu_j" = 0.0 ]; then
+  pass "RAPL fixture read: '$rapl', cpu_energy_j $cpu_j"; else fail "RAPL fixture '$rapl', $cpu_j"; fi
+
 # stress-ng, when installed: its own report is the truth.
 if command -v stress-ng >/dev/null; then
   run_rs run --json -- stress-ng --vm 1 --vm-bytes 300M --vm-keep --vm-populate -t 3 --metrics-brief

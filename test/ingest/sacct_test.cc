@@ -337,7 +337,8 @@ TEST(SacctParserTest, HeaderlessInputUsesThePrintFormat) {
                           "",
                           "",
                           "",
-                          "node1"};
+                          "node1",
+                          "7200000"};
   std::string line;
   for (const char* v : values) line += std::string(line.empty() ? "" : "|") + v;
   ASSERT_EQ(std::count(line.begin(), line.end(), '|') + 1,
@@ -348,6 +349,7 @@ TEST(SacctParserTest, HeaderlessInputUsesThePrintFormat) {
   EXPECT_EQ(r.jobs[0].cluster, "lab");
   EXPECT_EQ(r.jobs[0].request.user, "alice");
   EXPECT_DOUBLE_EQ(*r.jobs[0].usage.cpu_time_s, 7200);
+  EXPECT_EQ(r.jobs[0].usage.node_energy_j, 7200000.0);  // ConsumedEnergyRaw, the last column
 }
 
 // Issue 31: TotalCPU 99999999-00:00:00 gave a CPU efficiency of 6e10 % in the report.
@@ -376,6 +378,55 @@ TEST(SacctParserTest, ImplausibleValuesAreBadLinesNamingTheColumn) {
             "6: field NCPUS: expected a CPU count from 0 to 100,000,000, got '99999999999'");
   ASSERT_EQ(r.jobs.size(), 1u);
   EXPECT_EQ(r.jobs[0].job_id, "6");
+}
+
+// ConsumedEnergyRaw (joules) where acct_gather_energy runs: the job line's figure; steps only
+// stand in when the job line has none; 0, empty and NO_VAL64 are unknown, never 0 J.
+TEST(SacctParserTest, ConsumedEnergyRawIsTheJobsNodeEnergy) {
+  SacctOptions opts;
+  opts.columns = {"JobID", "State", "Elapsed", "ConsumedEnergyRaw"};
+  SacctParser parser(opts);
+  auto r = ParseText(parser,
+                     "100|COMPLETED|01:00:00|3600000\n"
+                     "100.batch|COMPLETED|01:00:00|3500000\n"
+                     "101|COMPLETED|00:10:00|0\n"
+                     "102|COMPLETED|00:10:00|\n"
+                     "102.0|COMPLETED|00:10:00|52000\n"
+                     "102.batch|COMPLETED|00:10:00|18446744073709551614\n"
+                     "103|COMPLETED|00:10:00|18446744073709551614\n");
+  for (const auto& e : r.errors) ADD_FAILURE() << e;
+  const JobRecord* metered = FindJob(r.jobs, "100");
+  ASSERT_NE(metered, nullptr);
+  EXPECT_EQ(metered->usage.node_energy_j, 3600000.0);  // 1 kWh, from the job line
+  EXPECT_FALSE(FindJob(r.jobs, "101")->usage.node_energy_j.has_value());
+  EXPECT_EQ(FindJob(r.jobs, "102")->usage.node_energy_j, 52000.0);  // its step's
+  EXPECT_FALSE(FindJob(r.jobs, "103")->usage.node_energy_j.has_value());
+}
+
+TEST(SacctParserTest, ImplausibleConsumedEnergyIsRejectedByName) {
+  SacctOptions opts;
+  opts.columns = {"JobID", "State", "ConsumedEnergyRaw"};
+  SacctParser parser(opts);
+  auto r = ParseText(parser, "7|COMPLETED|1e30\n8|COMPLETED|-5\n9|COMPLETED|lots\n");
+  ASSERT_EQ(r.errors.size(), 3u);
+  for (const auto& e : r.errors) EXPECT_NE(e.find("ConsumedEnergyRaw"), std::string::npos) << e;
+  EXPECT_TRUE(r.jobs.empty());
+}
+
+// Files written with the built-in format before it asked for ConsumedEnergyRaw (one field
+// fewer) are still read, with the energy unknown.
+TEST(SacctParserTest, HeaderlessFilesOfTheFormatBeforeEnergyAreStillRead) {
+  std::string format = kSacctFormat;
+  ASSERT_EQ(format.substr(format.rfind(',') + 1), "ConsumedEnergyRaw");
+  const size_t old_fields = static_cast<size_t>(std::count(format.begin(), format.end(), ',')) - 1;
+  std::string line = "55";
+  for (size_t i = 0; i < old_fields; ++i) line += "|";
+  line += "\n";
+  SacctParser parser({});
+  auto r = ParseText(parser, line);
+  for (const auto& e : r.errors) ADD_FAILURE() << e;
+  ASSERT_EQ(r.jobs.size(), 1u);
+  EXPECT_FALSE(r.jobs[0].usage.node_energy_j.has_value());
 }
 
 }  // namespace

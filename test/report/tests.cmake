@@ -9,3 +9,5 @@ rightsize_add_test(report_job_card_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/job_ca
                    DEPS rightsize::report)
 rightsize_add_test(report_showback_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/showback_test.cc
                    DEPS rightsize::report)
+rightsize_add_test(report_energy_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/energy_test.cc
+                   DEPS rightsize::report)

@@ -267,6 +267,45 @@ int64_t Counter(const std::string& metrics, const std::string& name) {
   return std::stoll(metrics.substr(at + name.size() + 2));
 }
 
+// Energy: the agents' series are cumulative per job; the server's counter adds what is new in
+// each batch, per cluster and device, and forgets a job once its record has ended.
+TEST(TelemetryEnergy, TheClusterCounterAddsWhatEachBatchAdds) {
+  LiveServer server("energy", R"({"agent_tokens": ["real-token"]})");
+  httplib::Client client(server.url());
+  httplib::Headers h = {{"Authorization", "Bearer real-token"}};
+  const int64_t t0 = NowMs() - 60'000;
+  auto batch = [&](int64_t seq, const std::string& job_id, std::vector<double> gpu_j, bool ended) {
+    JobTelemetry t;
+    t.job.cluster = "c1";
+    t.job.job_id = job_id;
+    t.job.request.user = "alice";
+    t.job.outcome.state = ended ? "COMPLETED" : "RUNNING";
+    if (ended) t.job.end_time = t0 / 1000 + 50;
+    for (size_t i = 0; i < gpu_j.size(); ++i) {
+      t.samples["gpu_energy_j"].push_back({t0 + seq * 10'000 + static_cast<int64_t>(i), gpu_j[i]});
+    }
+    t.samples["cpu_energy_j"].push_back({t0 + seq * 10'000, 2.5 * static_cast<double>(seq)});
+    auto r =
+        client.Post("/api/v1/telemetry", h, JsonText(TelemetryBatchJson("c1/node1", t0 + seq, {t})),
+                    "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+  };
+  batch(1, "e1", {1000, 2000}, false);
+  batch(2, "e1", {4000}, false);
+  batch(3, "e1", {5000}, true);
+  batch(4, "e2", {100}, false);
+  std::string metrics = server.api().Metrics();
+  EXPECT_NE(metrics.find("# TYPE rightsize_energy_joules_total counter"), std::string::npos);
+  EXPECT_NE(metrics.find("rightsize_energy_joules_total{cluster=\"c1\",device=\"gpu\"} 5100\n"),
+            std::string::npos)
+      << metrics;
+  // e1: 2.5, 5, 7.5 cumulative (7.5 J); e2: 10 J.
+  EXPECT_NE(metrics.find("rightsize_energy_joules_total{cluster=\"c1\",device=\"cpu\"} 17.5\n"),
+            std::string::npos)
+      << metrics;
+}
+
 // Issue 31, defect 5: a 4 MB gzip bomb was inflated (~10 s of CPU) before the token was
 // checked, and answered 413 instead of 401.
 TEST(TelemetryBomb, RefusedBeforeInflatingAndCappedWhileInflating) {

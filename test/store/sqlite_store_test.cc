@@ -249,17 +249,21 @@ TEST_F(SqliteStoreTest, ModelsSurviveTheUpgradeFromSchemaFour) {
   // The file as schema 4 wrote it.
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "CREATE TABLE models_v4 (cluster TEXT NOT NULL, version INTEGER NOT NULL, "
-                         "trained_at INTEGER NOT NULL, jobs INTEGER NOT NULL, blob BLOB NOT NULL, "
-                         "PRIMARY KEY (cluster, version)) WITHOUT ROWID;"
-                         "INSERT INTO models_v4 SELECT * FROM models; DROP TABLE models;"
-                         "ALTER TABLE models_v4 RENAME TO models; DROP TABLE job_code;"
-                         "DROP TABLE history_generation; DROP TRIGGER jobs_history_insert;"
-                         "DROP TRIGGER jobs_history_update; DROP TRIGGER jobs_history_delete;"
-                         "PRAGMA user_version = 4;",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
+  ASSERT_EQ(
+      sqlite3_exec(
+          db,
+          "CREATE TABLE models_v4 (cluster TEXT NOT NULL, version INTEGER NOT NULL, "
+          "trained_at INTEGER NOT NULL, jobs INTEGER NOT NULL, blob BLOB NOT NULL, "
+          "PRIMARY KEY (cluster, version)) WITHOUT ROWID;"
+          "INSERT INTO models_v4 SELECT * FROM models; DROP TABLE models;"
+          "ALTER TABLE models_v4 RENAME TO models; DROP TABLE job_code;"
+          "DROP TABLE history_generation; DROP TRIGGER jobs_history_insert;"
+          "DROP TRIGGER jobs_history_update; DROP TRIGGER jobs_history_delete;"
+          "ALTER TABLE jobs DROP COLUMN gpu_energy_j; ALTER TABLE jobs DROP COLUMN cpu_energy_j; "
+          "ALTER TABLE jobs DROP COLUMN node_energy_j; "
+          "PRAGMA user_version = 4;",
+          nullptr, nullptr, nullptr),
+      SQLITE_OK);
   sqlite3_close(db);
   auto store = OpenStore(path_);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
@@ -323,7 +327,9 @@ TEST_F(SqliteStoreTest, AWeakerDiagnosisNeverReplacesAStrongerOne) {
 
 // Schema 6 keeps the code each job ran; a version-5 file (no job_code table) upgrades in place,
 // keeping its jobs, and then stores code.
-TEST_F(SqliteStoreTest, JobCodeIsKeptAndAVersionFiveFileUpgrades) {
+// Schema 8 added the jobs' energy: a version-7 file keeps its jobs, with the energy unknown, and
+// stores energy from then on.
+TEST_F(SqliteStoreTest, AVersionSevenFileGainsTheJobsEnergy) {
   {
     auto store = OpenStore(path_);
     ASSERT_TRUE(store.ok());
@@ -333,11 +339,50 @@ TEST_F(SqliteStoreTest, JobCodeIsKeptAndAVersionFiveFileUpgrades) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db,
-                         "DROP TABLE job_code; DROP TABLE history_generation; DROP TRIGGER "
-                         "jobs_history_insert; DROP TRIGGER jobs_history_update; DROP TRIGGER "
-                         "jobs_history_delete; PRAGMA user_version = 5;",
+                         "ALTER TABLE jobs DROP COLUMN gpu_energy_j; ALTER TABLE jobs DROP COLUMN "
+                         "cpu_energy_j; ALTER TABLE jobs DROP COLUMN node_energy_j; PRAGMA "
+                         "user_version = 7;",
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
+  sqlite3_close(db);
+  auto store = OpenStore(path_);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto old = (*store)->GetJob("c1", "1");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_FALSE(old->usage.gpu_energy_j.has_value());
+  EXPECT_FALSE(old->usage.node_energy_j.has_value());
+  JobRecord j = Job("2", 2000);
+  j.usage.gpu_energy_j = 3'600'000.125;
+  j.usage.cpu_energy_j = 12.5;
+  j.usage.node_energy_j = 4'000'000;
+  ASSERT_TRUE((*store)->UpsertJobs({&j, 1}).ok());
+  auto got = (*store)->GetJob("c1", "2");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->usage.gpu_energy_j, 3'600'000.125);
+  EXPECT_EQ(got->usage.cpu_energy_j, 12.5);
+  EXPECT_EQ(got->usage.node_energy_j, 4'000'000.0);
+}
+
+TEST_F(SqliteStoreTest, JobCodeIsKeptAndAVersionFiveFileUpgrades) {
+  {
+    auto store = OpenStore(path_);
+    ASSERT_TRUE(store.ok());
+    JobRecord j = Job("1", 1000);
+    ASSERT_TRUE((*store)->UpsertJobs({&j, 1}).ok());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(
+      sqlite3_exec(
+          db,
+          "DROP TABLE job_code; DROP TABLE history_generation; DROP TRIGGER "
+          "jobs_history_insert; DROP TRIGGER jobs_history_update; DROP TRIGGER "
+          "jobs_history_delete; "
+          "ALTER TABLE jobs DROP COLUMN gpu_energy_j; ALTER TABLE jobs DROP COLUMN cpu_energy_j; "
+          "ALTER TABLE jobs DROP COLUMN node_energy_j; "
+          "PRAGMA user_version = 5;",
+          nullptr, nullptr, nullptr),
+      SQLITE_OK);
   sqlite3_close(db);
   auto store = OpenStore(path_);
   ASSERT_TRUE(store.ok()) << store.status().ToString();

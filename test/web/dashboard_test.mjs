@@ -177,6 +177,11 @@ async function Main() {
     const shown_id = (await page.textContent('[data-testid="job-id"]')).trim();
     if (shown_id !== job_id) Fail(`job page: shows job "${shown_id}", expected "${job_id}"`);
     await WaitFor(page, '[data-testid="job-facts"]', 'job page header');
+    // Energy: kWh where measured, else "unknown" (this machine has no RAPL), never a made-up 0.
+    await WaitFor(page, '[data-testid="job-energy"]', 'job page energy row');
+    const energy = (await page.textContent('[data-testid="job-energy"]')).trim();
+    if (!/Energy.*(unknown|[0-9] kWh)/s.test(energy)) Fail(`job page: energy row reads "${energy}"`);
+    Log(`job page: energy row "${energy.replace(/\s+/g, ' ')}"`);
 
     const points = (metric) => page.$eval(`[data-testid="chart-${metric}"]`, (el) => Number(el.dataset.points || 0));
     for (const metric of ['cpu_cores', 'memory_bytes']) {

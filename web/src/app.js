@@ -759,6 +759,15 @@
     };
   }
 
+  // The job's energy (the server's "energy": kWh, CO2e at the price file's grid factor), or
+  // "unknown" when nothing measured it: never 0.
+  function EnergyRowHtml(e, so_far) {
+    if (!e) return '';
+    const kwh = Known(e.kwh) ? `${FmtNumber(e.kwh, e.kwh < 1 ? 4 : 2)} kWh${so_far}` : 'unknown';
+    const co2 = Known(e.co2e_kg) ? `, ${FmtNumber(e.co2e_kg, e.co2e_kg < 1 ? 3 : 1)} kg CO2e` : '';
+    return `<tr data-testid="job-energy"><th scope="row">Energy</th><td class="num">${kDash}</td><td class="num">${kDash}</td><td class="num">${kwh}${co2}</td><td class="num">${kDash}</td></tr>`;
+  }
+
   function JobHeadHtml(detail, job, act) {
     const eff = detail.efficiency || {};
     const live = act.running;
@@ -792,6 +801,7 @@
           <tr><th scope="row">GPU memory <span class="muted">(peak)</span></th><td class="num">${kDash}</td><td class="num">${FmtBytes(gpu_mem_cap)}</td><td class="num">${FmtBytes(act.gpu_memory)}${so_far}</td><td class="num">${EffBadge(Known(act.gpu_memory) && gpu_mem_cap > 0 ? act.gpu_memory / gpu_mem_cap : null)}</td></tr>` : ''}
           <tr><th scope="row">Time</th><td class="num">${job.time_limit_s ? FmtDuration(job.time_limit_s) : kDash}</td><td class="num">${job.time_limit_s ? FmtDuration(job.time_limit_s) : kDash}</td><td class="num">${FmtDuration(act.elapsed)}${so_far}</td><td class="num">${EffBadge(time_eff)}</td></tr>
           ${Known(job.io_read) || Known(job.io_write) ? `<tr><th scope="row">I/O</th><td class="num">${kDash}</td><td class="num">${kDash}</td><td class="num">read ${FmtBytes(job.io_read)}, written ${FmtBytes(job.io_write)}</td><td class="num">${kDash}</td></tr>` : ''}
+          ${EnergyRowHtml(detail.energy, so_far)}
         </tbody></table></div></div>`;
   }
 
