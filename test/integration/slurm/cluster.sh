@@ -317,9 +317,11 @@ recover_node() {
   fi
 }
 node_idle() { # true when idle; resumes a node left drained or down (not one still draining jobs)
-  local st; st=$(sinfo -h -n "$NODE" -o %t 2>/dev/null | tr -d '*~#!%$@^-')
+  local raw st; raw=$(sinfo -h -n "$NODE" -o %t 2>/dev/null)
+  st=$(tr -d '*~#!%$@^-' <<<"$raw")
   case $st in
-    idle) return 0 ;;
+    # "idle*": slurmctld has not heard from slurmd yet (just resumed or restarted): not ready.
+    idle) [ "$raw" = idle ] && return 0 ;;
     drain|drained|down|fail)
       if [ $((SECONDS - RESUMED_AT)) -ge 5 ]; then   # wait_for hides our output: fd 9 is stdout
         log "node $NODE is $st ($(sinfo -h -n "$NODE" -o %E 2>/dev/null)): resuming it" >&9
