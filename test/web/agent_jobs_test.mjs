@@ -9,27 +9,12 @@
 //
 // Screenshots: agent-failed-job.png, agent-array-jobs.png, agent-report.png. Exit 0 on success,
 // 1 naming the failed check.
-import { createRequire } from 'node:module';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
-import { fileURLToPath } from 'node:url';
+import { LoadPlaywright } from './playwright.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-function LoadPlaywright() {
-  const roots = [path.resolve(here, '../../web'),
-    process.env.RIGHTSIZE_WEB_BUILD || path.resolve(here, '../../build/web')];
-  for (const root of roots) {
-    try {
-      return createRequire(path.join(root, 'package.json'))('playwright-core');
-    } catch (e) {
-      if (e.code !== 'MODULE_NOT_FOUND') throw e;
-    }
-  }
-  console.error(`agent_jobs_test: playwright-core not found under ${roots.join(' or ')}/node_modules; run npm ci --prefix web`);
-  process.exit(1);
-}
-const { chromium } = LoadPlaywright();
+const { chromium } = LoadPlaywright('agent_jobs_test');
 
 const env = process.env;
 const base_url = (env.BASE_URL || '').replace(/\/+$/, '');

@@ -20,27 +20,14 @@
 // job's own record with new cpu_cores and memory_bytes samples every second (as agent
 // "dashboard-test-<pid>"; AGENT_TOKEN if the server wants one). USER_TOKEN, when set, is sent as
 // the people's bearer token on every browser request.
-import { createRequire } from 'node:module';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { LoadPlaywright } from './playwright.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-function LoadPlaywright() {
-  const roots = [path.resolve(here, '../../web'),
-    process.env.RIGHTSIZE_WEB_BUILD || path.resolve(here, '../../build/web')];
-  for (const root of roots) {
-    try {
-      return createRequire(path.join(root, 'package.json'))('playwright-core');
-    } catch (e) {
-      if (e.code !== 'MODULE_NOT_FOUND') throw e;
-    }
-  }
-  console.error(`dashboard_test: playwright-core not found under ${roots.join(' or ')}/node_modules; run npm ci --prefix web`);
-  process.exit(1);
-}
-const { chromium } = LoadPlaywright();
+const { chromium } = LoadPlaywright('dashboard_test');
 
 const env = process.env;
 const base_url = (env.BASE_URL || '').replace(/\/+$/, '');

@@ -17,27 +17,12 @@
 //     shows its 303 jobs.
 // Screenshots: overview.png, jobs.png, jobs-hpc2n.png, job-alex.png, job-live.png, report.png,
 // report-alex.png in SCREENSHOT_DIR. Exit 0 on success, 1 naming the failed check.
-import { createRequire } from 'node:module';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
-import { fileURLToPath } from 'node:url';
+import { LoadPlaywright } from './playwright.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-function LoadPlaywright() {
-  const roots = [path.resolve(here, '../../web'),
-    process.env.RIGHTSIZE_WEB_BUILD || path.resolve(here, '../../build/web')];
-  for (const root of roots) {
-    try {
-      return createRequire(path.join(root, 'package.json'))('playwright-core');
-    } catch (e) {
-      if (e.code !== 'MODULE_NOT_FOUND') throw e;
-    }
-  }
-  console.error(`demo_test: playwright-core not found under ${roots.join(' or ')}/node_modules; run npm ci --prefix web`);
-  process.exit(1);
-}
-const { chromium } = LoadPlaywright();
+const { chromium } = LoadPlaywright('demo_test');
 
 const env = process.env;
 const base_url = (env.BASE_URL || '').replace(/\/+$/, '');

@@ -12,27 +12,12 @@
 // the live job LIVE_JOB, every chart's legend shows values without a hover and no y axis
 // repeats a tick label (the processes axis ticks whole numbers only). Screenshots job-*.png go
 // to SCREENSHOT_DIR. Exit 0 on success, 1 with a message naming each failed check.
-import { createRequire } from 'node:module';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
-import { fileURLToPath } from 'node:url';
+import { LoadPlaywright } from './playwright.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-function LoadPlaywright() {
-  const roots = [path.resolve(here, '../../web'),
-    process.env.RIGHTSIZE_WEB_BUILD || path.resolve(here, '../../build/web')];
-  for (const root of roots) {
-    try {
-      return createRequire(path.join(root, 'package.json'))('playwright-core');
-    } catch (e) {
-      if (e.code !== 'MODULE_NOT_FOUND') throw e;
-    }
-  }
-  console.error(`job_page_test: playwright-core not found under ${roots.join(' or ')}/node_modules; run npm ci --prefix web`);
-  process.exit(1);
-}
-const { chromium } = LoadPlaywright();
+const { chromium } = LoadPlaywright('job_page_test');
 
 const env = process.env;
 const base_url = (env.BASE_URL || '').replace(/\/+$/, '');
