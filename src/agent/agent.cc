@@ -613,9 +613,10 @@ JobTelemetry Agent::TelemetryOf(Watched& w) {
   for (auto& [metric, points] : w.monitor->TakeNew()) {
     auto& out = t.samples[metric];
     out.reserve(points.size());
-    for (const auto& [t_s, v] : points) {
-      // The monitor's clock is the agent's (seconds since it started): map it to Unix time.
-      double unix_s = static_cast<double>(w.first_unix) + static_cast<double>(t_s) - w.first_s;
+    for (const auto& [t_ms, v] : points) {
+      // The monitor's clock is the agent's (milliseconds since it started): map it to Unix time.
+      double unix_s =
+          static_cast<double>(w.first_unix) + static_cast<double>(t_ms) / 1000 - w.first_s;
       out.push_back(Sample{static_cast<int64_t>(std::llround(unix_s * 1000)), v});
     }
   }

@@ -17,7 +17,7 @@ JobMonitor::JobMonitor(ProcFs* proc, CgroupFs* cgroups, GpuSource* gpu, int64_t 
 
 void JobMonitor::Sample(double now_s, const std::vector<int64_t>* pids,
                         const std::vector<ProcStat>* stats, const NodeGpu* node) {
-  auto t = static_cast<int64_t>(std::floor(now_s));
+  int64_t t = SetSampleTime(now_s);
   ++samples_;
   std::vector<ProcStat> tree;
   if (stats && pids && stats->size() == pids->size()) {
@@ -154,7 +154,7 @@ void JobMonitor::Sample(double now_s, const std::vector<int64_t>* pids,
 }
 
 void JobMonitor::SampleGpu(double now_s, const GpuSnapshot& snap, const DcgmSnapshot* dcgm) {
-  auto t = static_cast<int64_t>(std::floor(now_s));
+  int64_t t = SetSampleTime(now_s);
   int64_t job_gpu_memory = 0;
   bool on_gpu = false;
   for (const GpuProcessSample& p : snap.processes) {
@@ -231,7 +231,7 @@ void JobMonitor::SampleGpuEnergy(double now_s, const GpuSnapshot& snap) {
       any_power = true;
     }
   }
-  auto t = static_cast<int64_t>(std::floor(now_s));
+  int64_t t = SetSampleTime(now_s);
   if (any_power) Add("gpu_power_w", t, power_w);
   if (auto j = gpu_energy_j()) Add("gpu_energy_j", t, *j);
 }
@@ -297,7 +297,7 @@ void JobMonitor::StartAt(double now_s, const std::vector<ProcStat>& tree, double
   if (*age > kMaxBackfillS) return;
   double rate = cpu_before / *age;
   auto n = static_cast<int64_t>(std::llround(*age));
-  auto t = static_cast<int64_t>(std::floor(now_s));
+  int64_t t = SetSampleTime(now_s);
   for (int64_t i = std::max<int64_t>(n, 1) - 1; i >= 0; --i) Add("cpu_cores", t - i, rate);
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -79,8 +80,10 @@ class JobMonitor {
   }
 
   // Shipping to a server: with keep_new on, every sample is also kept until TakeNew() hands
-  // it over (per metric, (time on the caller's clock, value)); at most kMaxNew per metric are
-  // kept, the oldest dropped, so a server that is down for long costs bounded memory.
+  // it over (per metric, (time on the caller's clock in milliseconds, value)); at most kMaxNew
+  // per metric are kept, the oldest dropped, so a server that is down for long costs bounded
+  // memory. The series above bucket by whole seconds; a shipped sample keeps its millisecond,
+  // so two samples less than a second apart (--interval 0.5) stay two points on the server.
   void set_keep_new(bool keep) { keep_new_ = keep; }
   std::map<std::string, std::vector<std::pair<int64_t, double>>> TakeNew() {
     return std::exchange(new_, {});
@@ -152,13 +155,21 @@ class JobMonitor {
   // The energy of the job's GPUs since the last sample (see the class comment).
   void SampleGpuEnergy(double now_s, const GpuSnapshot& snap);
   std::optional<double> gpu_energy_j() const;
+  // `t_s` is floor(now_s) of the sample (or a second before it, for a backfilled point): the
+  // shipped time adds the millisecond within the second that SetSampleTime took.
   void Add(const std::string& metric, int64_t t_s, double v) {
     series_[metric].Add(t_s, v);
     if (keep_new_) {
       auto& pending = new_[metric];
       if (pending.size() >= kMaxNew) pending.erase(pending.begin());
-      pending.emplace_back(t_s, v);
+      pending.emplace_back(t_s * 1000 + sample_ms_, v);
     }
+  }
+  // The whole second of `now_s` (what the series bucket by); keeps its milliseconds for Add.
+  int64_t SetSampleTime(double now_s) {
+    double second = std::floor(now_s);
+    sample_ms_ = std::clamp<int64_t>(std::llround((now_s - second) * 1000), 0, 999);
+    return static_cast<int64_t>(second);
   }
 
   ProcFs* proc_;
@@ -169,6 +180,7 @@ class JobMonitor {
   std::string cgroup_path_;
   std::map<std::string, MetricSeries> series_;
   bool keep_new_ = false;
+  int64_t sample_ms_ = 0;  // the millisecond within the second of the sample being taken
   std::map<std::string, std::vector<std::pair<int64_t, double>>> new_;
   // CPU seconds per process at the last sample, keyed by (pid, start time).
   std::map<std::pair<int64_t, int64_t>, double> cpu_seen_;

@@ -1197,8 +1197,15 @@ class SqliteStore final : public Store {
     }
     if (!put_chunk_.get()) {
       RS_ASSIGN_OR_RETURN(put_chunk_,
-                          Prepare("INSERT OR REPLACE INTO series_chunks (cluster, job_id, metric, "
-                                  "t_start, t_end, n, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"));
+                          Prepare("INSERT INTO series_chunks (cluster, job_id, metric, t_start, "
+                                  "t_end, n, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON "
+                                  "CONFLICT (cluster, job_id, metric, t_start) DO NOTHING"));
+      RS_ASSIGN_OR_RETURN(get_chunk_,
+                          Prepare("SELECT data FROM series_chunks WHERE cluster = ?1 AND job_id = "
+                                  "?2 AND metric = ?3 AND t_start = ?4"));
+      RS_ASSIGN_OR_RETURN(set_chunk_,
+                          Prepare("UPDATE series_chunks SET t_end = ?5, n = ?6, data = ?7 WHERE "
+                                  "cluster = ?1 AND job_id = ?2 AND metric = ?3 AND t_start = ?4"));
       RS_ASSIGN_OR_RETURN(add_stack_,
                           Prepare("INSERT INTO stacks (cluster, job_id, stack, count) VALUES (?1, "
                                   "?2, ?3, ?4) ON CONFLICT (cluster, job_id, stack) DO UPDATE SET "
@@ -1234,17 +1241,7 @@ class SqliteStore final : public Store {
             ++j;
           }
           std::span<const Sample> part(samples.data() + i, j - i);
-          EncodeChunk(part, &blob);
-          sqlite3_stmt* s = put_chunk_.get();
-          sqlite3_reset(s);
-          sqlite3_bind_text(s, 1, jt.job.cluster.c_str(), -1, SQLITE_TRANSIENT);
-          sqlite3_bind_text(s, 2, jt.job.job_id.c_str(), -1, SQLITE_TRANSIENT);
-          sqlite3_bind_text(s, 3, metric.c_str(), -1, SQLITE_TRANSIENT);
-          sqlite3_bind_int64(s, 4, part.front().t_ms);
-          sqlite3_bind_int64(s, 5, part.back().t_ms);
-          sqlite3_bind_int64(s, 6, static_cast<int64_t>(part.size()));
-          sqlite3_bind_blob(s, 7, blob.data(), static_cast<int>(blob.size()), SQLITE_STATIC);
-          if (sqlite3_step(s) != SQLITE_DONE) return Error("storing samples");
+          RS_RETURN_IF_ERROR(PutChunk(jt.job.cluster, jt.job.job_id, metric, part, &blob));
           i = j;
         }
       }
@@ -1260,6 +1257,53 @@ class SqliteStore final : public Store {
     }
     RS_RETURN_IF_ERROR(UpsertInTransaction(records));
     return true;
+  }
+
+  // Stores one chunk of a series. A chunk stored before under the same start (another batch
+  // whose first sample has this time) is merged with it, never replaced: only a sample equal in
+  // time and value to a stored one (a batch the agent sent again) is dropped.
+  Status PutChunk(const std::string& cluster, const std::string& job_id, const std::string& metric,
+                  std::span<const Sample> part, std::string* blob) {
+    auto bind_key = [&](sqlite3_stmt* s) {
+      sqlite3_reset(s);
+      sqlite3_bind_text(s, 1, cluster.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(s, 2, job_id.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(s, 3, metric.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_int64(s, 4, part.front().t_ms);
+    };
+    auto write = [&](sqlite3_stmt* s, std::span<const Sample> samples) {
+      EncodeChunk(samples, blob);
+      bind_key(s);
+      sqlite3_bind_int64(s, 5, samples.back().t_ms);
+      sqlite3_bind_int64(s, 6, static_cast<int64_t>(samples.size()));
+      sqlite3_bind_blob(s, 7, blob->data(), static_cast<int>(blob->size()), SQLITE_STATIC);
+      return sqlite3_step(s) == SQLITE_DONE;
+    };
+    if (!write(put_chunk_.get(), part)) return Error("storing samples");
+    if (sqlite3_changes(db_.get()) > 0) return Status::Ok();
+    std::vector<Sample> merged(part.begin(), part.end());
+    sqlite3_stmt* g = get_chunk_.get();
+    bind_key(g);
+    if (sqlite3_step(g) == SQLITE_ROW) {
+      const auto* data = static_cast<const unsigned char*>(sqlite3_column_blob(g, 0));
+      DecodeChunk(data, static_cast<size_t>(sqlite3_column_bytes(g, 0)), part.front().t_ms,
+                  [&](const Sample& x) {
+                    merged.push_back(x);
+                    return true;
+                  });
+    }
+    sqlite3_reset(g);
+    auto before = [](const Sample& a, const Sample& b) {
+      return a.t_ms != b.t_ms ? a.t_ms < b.t_ms : a.value < b.value;
+    };
+    std::sort(merged.begin(), merged.end(), before);
+    merged.erase(std::unique(merged.begin(), merged.end(),
+                             [](const Sample& a, const Sample& b) {
+                               return a.t_ms == b.t_ms && a.value == b.value;
+                             }),
+                 merged.end());
+    if (!write(set_chunk_.get(), merged)) return Error("storing samples");
+    return Status::Ok();
   }
 
   // Inserts or replaces one job, probing past ids taken by other jobs (hash collisions).
@@ -1484,7 +1528,8 @@ class SqliteStore final : public Store {
   BindableStmt replace_many_;  // kRowsPerInsert rows, direct keys
   SqliteStmt add_cluster_;
   SqliteStmt find_;
-  SqliteStmt put_chunk_, add_stack_, read_chunks_, last_seq_, put_seq_;  // prepared on first use
+  SqliteStmt put_chunk_, get_chunk_, set_chunk_, add_stack_, read_chunks_, last_seq_,
+      put_seq_;  // prepared on first use
   std::unordered_map<std::string, int64_t> cluster_ids_;
   const std::pair<const std::string, int64_t>* last_cluster_ = nullptr;  // into cluster_ids_
   // What HistoryChangedSinceLastAsked saw last.

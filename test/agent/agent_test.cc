@@ -461,6 +461,33 @@ TEST(AgentTest, AJobWhoseEndIsUnknownWaitsForAccounting) {
   EXPECT_TRUE(agent.TakeDiagnoses().empty());
 }
 
+// At --interval 0.5 two samples fall in one second: each ships at its own millisecond (stamped
+// at whole seconds, the second batch's first sample had the first batch's last time, and the
+// server's store replaced one with the other).
+TEST(AgentTest, SamplesHalfASecondApartShipHalfASecondApart) {
+  Tree t;
+  t.Write("30/stat", StatLine(30, "python", 1, 100, 0, 300));
+  t.Write("30/cgroup", "0::/user.slice\n");
+  t.Write("30/environ", std::string("SLURM_JOB_ID=33\0", 16));
+  ProcFs proc(t.path(), 100, 4096);
+  Tree cg;
+  CgroupFs cgroups(cg.path());
+  AgentOptions options{"node1"};
+  options.ship = true;
+  Agent agent(&proc, &cgroups, nullptr, options);
+  agent.Cycle(10.0, 1000);
+  std::vector<JobTelemetry> first = agent.TakeTelemetry();
+  agent.Cycle(10.5, 1000);
+  std::vector<JobTelemetry> second = agent.TakeTelemetry();
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(second.size(), 1u);
+  const auto& a = first[0].samples["memory_bytes"];
+  const auto& b = second[0].samples["memory_bytes"];
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].t_ms - a[0].t_ms, 500);
+}
+
 // The kernel's word on how a process that is not ours exited (taskstats).
 TEST(ExitWatcherTest, ReportsTheExitStatusOfAProcessItDidNotStart) {
   auto watcher = ExitWatcher::Open();

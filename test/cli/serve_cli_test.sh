@@ -157,6 +157,10 @@ expect_eq "a bad time" "$CODE" 400
 SLURM_JOB_ID=9001 SLURM_JOB_USER=alice SLURM_JOB_NAME=spin SLURM_CPUS_ON_NODE=2 \
   "$HOT_LOOP" 6 >/dev/null &
 job=$!
+# A job that runs until the checks of a running job's card are done (job 9001 may end first on
+# a loaded machine: it spins for 6 s of CPU time).
+SLURM_JOB_ID=9004 SLURM_JOB_USER=alice SLURM_JOB_NAME=wait sleep 120 &
+waiting=$!
 "$RS" agent --server "$URL" --token-file "$WORK/agent.token" --cluster c1 --interval 0.5 \
   --ship-interval 1 --stacks --spool "$WORK/spool" 2>"$WORK/agent.err" &
 agent=$!
@@ -186,8 +190,9 @@ now_cores=$(json_get "$OUT" 'd["live"]["cores_last_minute"]')
 if python3 -c "import sys; sys.exit(0 if 0.1 < $eff <= 0.6 and $now_cores > 0.2 else 1)"; then
   pass "its CPU efficiency so far ($eff) and cores now ($now_cores)"
 else fail "running job card: efficiency $eff, cores now $now_cores"; fi
-run_rs --db "$WORK/serve.db" job 9001 --cluster c1
+run_rs --db "$WORK/serve.db" job 9004 --cluster c1
 expect_contains "the card says the figures are so far" "$OUT" "use so far, from the agent's samples"
+kill "$waiting"
 # A Python 3.11 job (started after the CPU checks above, not to compete with hot_loop): its
 # flame graph names the program's functions and lines (issue 28).
 SLURM_JOB_ID=9011 SLURM_JOB_USER=alice SLURM_JOB_NAME=pyspin \

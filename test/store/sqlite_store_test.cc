@@ -585,6 +585,35 @@ TEST_F(SqliteStoreTest, GetJobSaysWhatIsMissing) {
   EXPECT_NE(got.status().message().find("no job 404"), std::string::npos);
 }
 
+// Two batches whose samples of a series start at the same millisecond (the first batch of a
+// job holds one sample, the next one starts at that time again): both batches' samples are kept,
+// and a batch sent twice (renumbered after a lost answer) adds nothing.
+TEST_F(SqliteStoreTest, BatchesStartingAtTheSameTimeAreMergedNotReplaced) {
+  auto store = OpenSqliteStore(path_);
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  JobRecord job = Job("7", 2000);
+  job.end_time.reset();
+  auto batch = [&](std::vector<Sample> samples) {
+    JobTelemetry t;
+    t.job = job;
+    t.samples["memory_bytes"] = std::move(samples);
+    return std::vector<JobTelemetry>{t};
+  };
+  auto first = batch({{1'000'000, 5}});
+  auto second = batch({{1'000'000, 6}, {1'000'500, 7}, {1'001'000, 8}});
+  ASSERT_TRUE(*(*store)->WriteTelemetry("a", 1, first));
+  ASSERT_TRUE(*(*store)->WriteTelemetry("a", 2, second));
+  ASSERT_TRUE(*(*store)->WriteTelemetry("a", 3, second));  // the same samples again
+  std::vector<std::pair<int64_t, double>> got;
+  ASSERT_TRUE((*store)
+                  ->ReadSamples("c1", "7", "memory_bytes", 0, 2'000'000,
+                                [&](const Sample& x) { got.emplace_back(x.t_ms, x.value); })
+                  .ok());
+  std::vector<std::pair<int64_t, double>> want = {
+      {1'000'000, 5}, {1'000'000, 6}, {1'000'500, 7}, {1'001'000, 8}};
+  EXPECT_EQ(got, want);
+}
+
 TEST(DefaultStorePathTest, FollowsXdgAndOverrides) {
   auto env = [](std::map<std::string, std::string> m) {
     return [m](const char* k) -> std::optional<std::string> {
