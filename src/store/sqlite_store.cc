@@ -1,15 +1,20 @@
 #include "store/sqlite_store.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -590,6 +595,11 @@ class ReusedStmt {
 class SqliteStore final : public Store {
  public:
   SqliteStore(SqliteDb db, std::string path) : db_(std::move(db)), path_(std::move(path)) {}
+  ~SqliteStore() override {
+    for (const auto& [role, fd] : leads_) ::close(fd);  // releases the roles
+  }
+  SqliteStore(const SqliteStore&) = delete;
+  SqliteStore& operator=(const SqliteStore&) = delete;
 
   Status Init() {
     // 16 KiB pages (a new file only; must precede WAL): fewer page splits and headers per
@@ -1259,6 +1269,27 @@ class SqliteStore final : public Store {
     return true;
   }
 
+  StatusOr<bool> TryLead(const std::string& role) override {
+    if (path_ == ":memory:" || path_.empty()) return true;
+    if (auto it = leads_.find(role); it != leads_.end()) return true;
+    std::string name;
+    for (char c : role) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    std::string lock_path = path_ + ".lead-" + name;
+    int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      return Status::IoError(
+          fmt::format("cannot open {} (the {} role's lock): {}", lock_path, role, strerror(errno)));
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      int err = errno;
+      ::close(fd);
+      if (err == EWOULDBLOCK) return false;
+      return Status::IoError(fmt::format("cannot lock {}: {}", lock_path, strerror(err)));
+    }
+    leads_.emplace(role, fd);
+    return true;
+  }
+
   // Stores one chunk of a series. A chunk stored before under the same start (another batch
   // whose first sample has this time) is merged with it, never replaced: only a sample equal in
   // time and value to a stored one (a batch the agent sent again) is dropped.
@@ -1529,7 +1560,8 @@ class SqliteStore final : public Store {
   SqliteStmt add_cluster_;
   SqliteStmt find_;
   SqliteStmt put_chunk_, get_chunk_, set_chunk_, add_stack_, read_chunks_, last_seq_,
-      put_seq_;  // prepared on first use
+      put_seq_;                       // prepared on first use
+  std::map<std::string, int> leads_;  // role -> the locked file (TryLead)
   std::unordered_map<std::string, int64_t> cluster_ids_;
   const std::pair<const std::string, int64_t>* last_cluster_ = nullptr;  // into cluster_ids_
   // What HistoryChangedSinceLastAsked saw last.

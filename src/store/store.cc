@@ -4,10 +4,14 @@
 
 namespace rightsize {
 
-StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& location) {
+StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& location,
+                                           const StoreOptions& options) {
   if (location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0) {
     return Status::InvalidArgument(
         "this build of rightsize has no PostgreSQL backend; use an SQLite file path");
+  }
+  if (!options.tsdb_write_url.empty() || !options.tsdb_query_url.empty()) {
+    return Status::InvalidArgument("this build of rightsize cannot keep samples in a TSDB");
   }
   return OpenSqliteStore(location);
 }

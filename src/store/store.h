@@ -1,13 +1,14 @@
 // Store: where job records and cluster metadata live.
 //
 // One interface, two backends: SQLite (the embedded default, one file) and PostgreSQL (many
-// nodes; to follow). Callers only see this header and OpenStore(), so a new backend needs no
-// caller changes. Writes are atomic per call: UpsertJobs either stores the whole batch or
-// nothing, so a killed process never leaves half a batch and never loses what was committed.
-// Re-storing a job (same cluster + job id) replaces it; it never duplicates. Usage measured
-// once is not lost: a record that lacks a usage field keeps the stored one (when both describe
-// the same run), a peak is the larger of the two, and the agent's record of a job the
-// scheduler described (sacct, SWF) only adds usage to the scheduler's record.
+// nodes, several server replicas); per-job samples optionally in a Prometheus-compatible TSDB.
+// Callers only see this header and OpenStore(), so a new backend needs no caller changes. Writes
+// are atomic per call: UpsertJobs either stores the whole batch or nothing, so a killed process
+// never leaves half a batch and never loses what was committed. Re-storing a job (same cluster +
+// job id) replaces it; it never duplicates. Usage measured once is not lost: a record that lacks a
+// usage field keeps the stored one (when both describe the same run), a peak is the larger of the
+// two, and the agent's record of a job the scheduler described (sacct, SWF) only adds usage to the
+// scheduler's record.
 //
 // A Store object is not thread-safe: use one per thread (SQLite WAL lets several processes
 // and connections read while one writes).
@@ -197,15 +198,35 @@ class Store {
   virtual Status ScanJobCode(const std::string& cluster,
                              const std::function<bool(const StoredJobCode&)>& fn) = 0;
 
+  // Replicas of `rightsize serve` that share one store elect one of them for a role ("train",
+  // "follow"): true while this Store object holds the role, false while another does. The role
+  // is released when the Store is destroyed or its process dies, so another replica takes it at
+  // its next try. PostgreSQL: a session advisory lock; SQLite: an exclusive lock (flock) on a
+  // file beside the database (an in-memory store always leads). Calling again while holding
+  // the role returns true.
+  virtual StatusOr<bool> TryLead(const std::string& role) = 0;
+
   virtual Status PutPrediction(const StoredPrediction& prediction) = 0;
   // NotFound when none was stored for the job.
   virtual StatusOr<StoredPrediction> GetPrediction(const std::string& cluster,
                                                    const std::string& job_id) = 0;
 };
 
-// Opens (creating and migrating as needed) the store at `location`: a file path for SQLite.
-// (A "postgresql://" URL will select the PostgreSQL backend.)
-StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& location);
+// Where a store keeps what is not in `location`.
+struct StoreOptions {
+  // Per-job samples (WriteTelemetry's samples, ReadSamples, SampleMetrics) go to a
+  // Prometheus-compatible TSDB instead of the store's own tables: sent by Prometheus remote
+  // write to `tsdb_write_url` (e.g. http://vm:8428/api/v1/write) and read back with PromQL
+  // from `tsdb_query_url` (the base of /api/v1/query, e.g. http://vm:8428). Both empty: the
+  // samples stay in the store (the default, no configuration).
+  std::string tsdb_write_url;
+  std::string tsdb_query_url;
+};
+
+// Opens (creating and migrating as needed) the store at `location`: a file path for SQLite,
+// a "postgresql://" (or "postgres://") URL for PostgreSQL.
+StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& location,
+                                           const StoreOptions& options = {});
 
 // The default store file: $RIGHTSIZE_DB, else $XDG_DATA_HOME/rightsize/rightsize.db, else
 // ~/.local/share/rightsize/rightsize.db. `env` looks up an environment variable (so tests

@@ -614,6 +614,19 @@ TEST_F(SqliteStoreTest, BatchesStartingAtTheSameTimeAreMergedNotReplaced) {
   EXPECT_EQ(got, want);
 }
 
+// Two servers on one store file: one of them trains; when it goes, the other takes over.
+TEST_F(SqliteStoreTest, OneOfTwoStoresOnAFileLeadsARoleUntilItCloses) {
+  auto first = OpenSqliteStore(path_);
+  auto second = OpenSqliteStore(path_);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_TRUE(*(*first)->TryLead("train"));
+  EXPECT_TRUE(*(*first)->TryLead("train"));  // still its own
+  EXPECT_FALSE(*(*second)->TryLead("train"));
+  EXPECT_TRUE(*(*second)->TryLead("follow"));  // another role, another lock
+  first->reset();
+  EXPECT_TRUE(*(*second)->TryLead("train"));
+}
+
 TEST(DefaultStorePathTest, FollowsXdgAndOverrides) {
   auto env = [](std::map<std::string, std::string> m) {
     return [m](const char* k) -> std::optional<std::string> {
