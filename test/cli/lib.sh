@@ -25,6 +25,17 @@ run_rs() {
   OUT=$(cat "$WORK/out")
   ERR=$(cat "$WORK/err")
 }
+# listening_port FILE: the port a server printed as "listening on 127.0.0.1:PORT" into FILE,
+# waiting up to 10 s for it; empty when it did not start.
+listening_port() {
+  local port=""
+  for _ in $(seq 1 100); do
+    port=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$1" | cut -d: -f2 || true)
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  echo "$port"
+}
 # json_get FILE-CONTENT PY-EXPRESSION (d is the parsed document)
 json_get() { python3 -c "import json,sys; d=json.load(sys.stdin); print($2)" <<<"$1"; }
 finish() {

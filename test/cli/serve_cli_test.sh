@@ -20,12 +20,7 @@ start_server() {
   shift
   "$RS" --db "$WORK/serve.db" serve --listen 127.0.0.1:0 "$@" >"$log" 2>"$log.err" &
   SERVER=$!
-  PORT=""
-  for _ in $(seq 1 100); do
-    PORT=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$log" | cut -d: -f2 || true)
-    [ -n "$PORT" ] && break
-    sleep 0.1
-  done
+  PORT=$(listening_port "$log")
   [ -n "$PORT" ] || { fail "server did not start: $(cat "$log.err")"; finish; }
 }
 start_server "$WORK/serve.out" --config "$WORK/config.json"

@@ -26,12 +26,7 @@ scrape() { python3 -c "import sys, urllib.request; sys.stdout.write(urllib.reque
 
 "$RS" --db "$WORK/serve.db" serve --listen 127.0.0.1:0 >"$WORK/serve.out" 2>"$WORK/serve.err" &
 pids+=($!)
-sport=""
-for _ in $(seq 1 100); do
-  sport=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$WORK/serve.out" | cut -d: -f2 || true)
-  [ -n "$sport" ] && break
-  sleep 0.1
-done
+sport=$(listening_port "$WORK/serve.out")
 SLURM_JOB_ID=6160 SLURM_JOB_USER=dave python3 -c "
 import os, sys, time
 open(sys.argv[1], 'w').write(str(os.getpid()))

@@ -21,12 +21,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-port=""
-for _ in $(seq 1 100); do
-  port=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$WORK/serve.out" | cut -d: -f2 || true)
-  [ -n "$port" ] && break
-  sleep 0.1
-done
+port=$(listening_port "$WORK/serve.out")
 [ -n "$port" ] || { fail "server did not start: $(cat "$WORK/serve.err")"; finish; }
 
 # Long enough for the whole browser session; killed at the end.
