@@ -19,8 +19,9 @@
 //     "not_sent"). Refused batches are counted, not retried.
 //     Prints one JSON line: offered and accepted samples/s, samples acknowledged, batches by
 //     status, transport errors, batch latency p50/p99/max, how late batches left (lag), the CPU
-//     of this process and of the server (--server-pid, utime+stime from /proc/PID/stat), the load
-//     average before and after.
+//     of this process and of the server (--server-pid, utime+stime from /proc/PID/stat) and of
+//     the server's busiest thread (/proc/PID/task: under load, the store's one writer, whose CPU
+//     per sample bounds what a single writer can take), the load average before and after.
 //
 //   fleet_load pages --url URL [--jobs 100000] [--requests 200] [--cluster NAME] [--token T]
 //     Fills the store through the API (POST /api/v1/telemetry): --jobs ended jobs of 3 metrics x
@@ -42,6 +43,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -171,8 +173,10 @@ rightsize::JobRecord RunningJob(const std::string& cluster, const std::string& i
   return r;
 }
 
-double ProcCpuSeconds(int pid) {
-  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+// utime + stime of a process, or of one of its threads.
+double ProcCpuSeconds(int pid, const std::string& tid = "") {
+  std::ifstream in(tid.empty() ? fmt::format("/proc/{}/stat", pid)
+                               : fmt::format("/proc/{}/task/{}/stat", pid, tid));
   std::string line;
   std::getline(in, line);
   auto close = line.rfind(')');
@@ -188,6 +192,17 @@ double ProcCpuSeconds(int pid) {
     }
   }
   return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// CPU seconds of each of the process's threads, by thread id.
+std::map<std::string, double> ThreadCpuSeconds(int pid) {
+  std::map<std::string, double> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid), ec)) {
+    const std::string tid = e.path().filename().string();
+    out[tid] = ProcCpuSeconds(pid, tid);
+  }
+  return out;
 }
 
 double SelfCpuSeconds() {
@@ -354,6 +369,8 @@ int Ingest(const IngestOptions& opt) {
   std::vector<WorkerResult> results(static_cast<size_t>(connections));
   json load_before = LoadAverage();
   const double server_cpu0 = opt.server_pid > 0 ? ProcCpuSeconds(opt.server_pid) : 0;
+  const auto threads0 =
+      opt.server_pid > 0 ? ThreadCpuSeconds(opt.server_pid) : std::map<std::string, double>{};
   const double self_cpu0 = SelfCpuSeconds();
   const auto t0 = Clock::now();
   const int64_t wall0_ms = UnixMs();
@@ -366,6 +383,16 @@ int Ingest(const IngestOptions& opt) {
   const double wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
   const double server_cpu_s = opt.server_pid > 0 ? ProcCpuSeconds(opt.server_pid) - server_cpu0 : 0;
   const double self_cpu_s = SelfCpuSeconds() - self_cpu0;
+  // The busiest server thread: under load, the one that writes to the store (group commit),
+  // whose CPU per sample bounds what one writer can take.
+  double top_thread_cpu_s = 0;
+  if (opt.server_pid > 0) {
+    for (const auto& [tid, cpu] : ThreadCpuSeconds(opt.server_pid)) {
+      auto before = threads0.find(tid);
+      top_thread_cpu_s =
+          std::max(top_thread_cpu_s, cpu - (before == threads0.end() ? 0 : before->second));
+    }
+  }
 
   WorkerResult all;
   for (auto& r : results) {
@@ -423,6 +450,10 @@ int Ingest(const IngestOptions& opt) {
     out["server_cores"] = std::round(server_cpu_s / wall_s * 100) / 100;
     out["samples_per_server_cpu_s"] =
         server_cpu_s > 0 ? std::round(static_cast<double>(all.samples_acked) / server_cpu_s) : 0;
+    out["server_busiest_thread_cores"] = std::round(top_thread_cpu_s / wall_s * 100) / 100;
+    out["samples_per_busiest_thread_cpu_s"] =
+        top_thread_cpu_s > 0 ? std::round(static_cast<double>(all.samples_acked) / top_thread_cpu_s)
+                             : 0;
   }
   fmt::print("{}\n", rightsize::JsonText(out));
   bool failed = all.batches_acked == 0 || !all.errors.empty();
