@@ -19,3 +19,11 @@ target_link_libraries(admission_load PRIVATE rightsize::predict rightsize::store
 target_compile_definitions(admission_load PRIVATE
                            RIGHTSIZE_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/test")
 target_compile_options(admission_load PRIVATE ${RIGHTSIZE_WARNINGS})
+
+# fleet_load: issue 27's load test, a cluster of simulated agents (100 to 10,000 nodes of 8 GPUs,
+# the agent's real metric set and batch encoding) and the job page on a 100,000-job store; run
+# by bench/load_test.sh on any backend (docs/scale-load.md).
+add_executable(fleet_load server/fleet_load.cc)
+target_link_libraries(fleet_load PRIVATE rightsize::agent PkgConfig::HTTPLIB ZLIB::ZLIB fmt::fmt
+                      Threads::Threads)
+target_compile_options(fleet_load PRIVATE ${RIGHTSIZE_WARNINGS})
