@@ -22,54 +22,65 @@ namespace {
 
 // Each migration takes the schema from version i to i + 1. Never edit a released step: add one.
 // Version 1 is SQLite's version 8 (the same tables; `user` is user_name, a reserved word here).
+// Text compares bytewise (COLLATE "C"), as in SQLite, whatever the database's locale: the same
+// sort orders, and keys compared without the locale's strcoll.
 const char* const kMigrations[] = {
     R"sql(
 CREATE TABLE jobs (
   id BIGSERIAL PRIMARY KEY,  -- the job list's tie-break and a scan's page key
-  cluster TEXT NOT NULL, job_id TEXT NOT NULL, source TEXT,
+  cluster TEXT COLLATE "C" NOT NULL, job_id TEXT COLLATE "C" NOT NULL, source TEXT COLLATE "C",
   submit_time BIGINT, start_time BIGINT, end_time BIGINT,
-  user_name TEXT, grp TEXT, account TEXT, partition TEXT, qos TEXT, job_name TEXT,
+  user_name TEXT COLLATE "C", grp TEXT COLLATE "C", account TEXT COLLATE "C",
+  partition TEXT COLLATE "C", qos TEXT COLLATE "C", job_name TEXT COLLATE "C",
   req_cpus DOUBLE PRECISION, req_mem_bytes BIGINT, req_mem_per_unit_bytes BIGINT,
-  req_mem_scope BIGINT, req_gpus BIGINT, req_gpu_type TEXT, time_limit_s BIGINT,
+  req_mem_scope BIGINT, req_gpus BIGINT, req_gpu_type TEXT COLLATE "C", time_limit_s BIGINT,
   time_unlimited BIGINT, req_nodes BIGINT,
-  alloc_cpus DOUBLE PRECISION, alloc_mem_bytes BIGINT, alloc_gpus BIGINT, alloc_gpu_type TEXT,
-  alloc_nodes BIGINT, node_list TEXT,
+  alloc_cpus DOUBLE PRECISION, alloc_mem_bytes BIGINT, alloc_gpus BIGINT,
+  alloc_gpu_type TEXT COLLATE "C",
+  alloc_nodes BIGINT, node_list TEXT COLLATE "C",
   elapsed_s DOUBLE PRECISION, cpu_time_s DOUBLE PRECISION, peak_rss_bytes BIGINT,
   avg_rss_bytes BIGINT, gpu_util_pct DOUBLE PRECISION, peak_gpu_mem_bytes BIGINT,
-  io_read_bytes BIGINT, io_write_bytes BIGINT, state TEXT, exit_code BIGINT, signal BIGINT,
+  io_read_bytes BIGINT, io_write_bytes BIGINT, state TEXT COLLATE "C", exit_code BIGINT,
+  signal BIGINT,
   gpu_energy_j DOUBLE PRECISION, cpu_energy_j DOUBLE PRECISION, node_energy_j DOUBLE PRECISION,
   UNIQUE (cluster, job_id)
 );
-CREATE TABLE clusters (name TEXT PRIMARY KEY);
+CREATE TABLE clusters (name TEXT COLLATE "C" PRIMARY KEY);
 CREATE TABLE cluster_meta (
-  cluster TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (cluster, key)
+  cluster TEXT COLLATE "C" NOT NULL, key TEXT COLLATE "C" NOT NULL,
+  value TEXT COLLATE "C" NOT NULL, PRIMARY KEY (cluster, key)
 );
 CREATE TABLE models (
-  cluster TEXT NOT NULL, version BIGINT NOT NULL, trained_at BIGINT NOT NULL,
+  cluster TEXT COLLATE "C" NOT NULL, version BIGINT NOT NULL, trained_at BIGINT NOT NULL,
   jobs BIGINT NOT NULL, blob BYTEA NOT NULL, PRIMARY KEY (cluster, version)
 );
 CREATE TABLE diagnoses (
-  cluster TEXT NOT NULL, job_id TEXT NOT NULL, created_at BIGINT NOT NULL,
-  class TEXT NOT NULL, confidence DOUBLE PRECISION NOT NULL, document TEXT NOT NULL,
+  cluster TEXT COLLATE "C" NOT NULL, job_id TEXT COLLATE "C" NOT NULL, created_at BIGINT NOT NULL,
+  class TEXT COLLATE "C" NOT NULL, confidence DOUBLE PRECISION NOT NULL,
+  document TEXT COLLATE "C" NOT NULL,
   PRIMARY KEY (cluster, job_id)
 );
 CREATE TABLE series_chunks (
-  cluster TEXT NOT NULL, job_id TEXT NOT NULL, metric TEXT NOT NULL,
+  cluster TEXT COLLATE "C" NOT NULL, job_id TEXT COLLATE "C" NOT NULL,
+  metric TEXT COLLATE "C" NOT NULL,
   t_start BIGINT NOT NULL, t_end BIGINT NOT NULL, n BIGINT NOT NULL, data BYTEA NOT NULL,
   PRIMARY KEY (cluster, job_id, metric, t_start)
 );
 CREATE TABLE stacks (
-  cluster TEXT NOT NULL, job_id TEXT NOT NULL, stack TEXT NOT NULL, count BIGINT NOT NULL,
+  cluster TEXT COLLATE "C" NOT NULL, job_id TEXT COLLATE "C" NOT NULL,
+  stack TEXT COLLATE "C" NOT NULL, count BIGINT NOT NULL,
   PRIMARY KEY (cluster, job_id, stack)
 );
-CREATE TABLE agents (agent TEXT PRIMARY KEY, last_seq BIGINT NOT NULL);
+CREATE TABLE agents (agent TEXT COLLATE "C" PRIMARY KEY, last_seq BIGINT NOT NULL);
 CREATE TABLE predictions (
-  cluster TEXT NOT NULL, job_id TEXT NOT NULL, created_at BIGINT NOT NULL, document TEXT NOT NULL,
+  cluster TEXT COLLATE "C" NOT NULL, job_id TEXT COLLATE "C" NOT NULL, created_at BIGINT NOT NULL,
+  document TEXT COLLATE "C" NOT NULL,
   PRIMARY KEY (cluster, job_id)
 );
 CREATE TABLE job_code (
-  cluster TEXT NOT NULL, job_id TEXT NOT NULL, created_at BIGINT NOT NULL,
-  code_hash TEXT NOT NULL, program TEXT NOT NULL, facts TEXT NOT NULL, estimate TEXT NOT NULL,
+  cluster TEXT COLLATE "C" NOT NULL, job_id TEXT COLLATE "C" NOT NULL, created_at BIGINT NOT NULL,
+  code_hash TEXT COLLATE "C" NOT NULL, program TEXT COLLATE "C" NOT NULL,
+  facts TEXT COLLATE "C" NOT NULL, estimate TEXT COLLATE "C" NOT NULL,
   PRIMARY KEY (cluster, job_id)
 );
 CREATE TABLE history_generation (n BIGINT NOT NULL);
@@ -502,10 +513,7 @@ class PostgresStore final : public Store {
   Status Init() {
     RS_RETURN_IF_ERROR(Exec("SET client_min_messages = warning"));
     RS_RETURN_IF_ERROR(Migrate());
-    RS_RETURN_IF_ERROR(
-        Exec(fmt::format("CREATE TEMP TABLE jobs_in ON COMMIT DELETE ROWS AS SELECT {} FROM jobs "
-                         "WITH NO DATA",
-                         kJobColumns)));
+    RS_RETURN_IF_ERROR(Session());
     merge_sql_ = fmt::format(
         "INSERT INTO jobs ({0}) SELECT {0} FROM jobs_in ON CONFLICT (cluster, job_id) DO UPDATE "
         "SET {1}",
@@ -1174,8 +1182,9 @@ class PostgresStore final : public Store {
       }
       for (int v = version; v < kPostgresSchemaVersion; ++v) {
         Status st = Exec(kMigrations[v]);
-        if (!st.ok())
+        if (!st.ok()) {
           return st.WithContext(fmt::format("migrating the schema to version {}", v + 1));
+        }
       }
       if (version < kPostgresSchemaVersion) {
         RS_RETURN_IF_ERROR(Exec("DELETE FROM rightsize_schema"));
@@ -1213,9 +1222,59 @@ class PostgresStore final : public Store {
     return Status::IoError(fmt::format("{}: {}: {}", url_, what, msg));
   }
 
+  // A connection the server dropped (a restart, a failover, an idle timeout) is opened again
+  // before the next statement, except inside a transaction: what it wrote is gone with it, so
+  // the call fails (and the caller's ROLLBACK ends it). The roles it held are freed by the server.
+  Status EnsureConnected() {
+    if (PQstatus(conn_.get()) == CONNECTION_OK) return Status::Ok();
+    if (in_transaction_) return Error("the connection to the database was lost");
+    PQreset(conn_.get());
+    if (PQstatus(conn_.get()) != CONNECTION_OK) return Error("reconnecting");
+    leads_.clear();
+    known_clusters_.clear();
+    return Session();
+  }
+
+  // What every new connection needs: quiet notices, the temporary table COPY fills.
+  Status Session() {
+    RS_RETURN_IF_ERROR(Exec("SET client_min_messages = warning"));
+    return Exec(fmt::format(
+        "CREATE TEMP TABLE IF NOT EXISTS jobs_in ON COMMIT DELETE ROWS AS SELECT {} FROM jobs "
+        "WITH NO DATA",
+        kJobColumns));
+  }
+
+  static bool Failed(const PGresult* r) {
+    auto status = PQresultStatus(r);
+    return status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK;
+  }
+
+  // After a failed statement: true when the server had dropped the connection outside a
+  // transaction (or at its BEGIN) and it is open again, so the statement can run once more.
+  bool Dropped(bool beginning) {
+    if (PQstatus(conn_.get()) == CONNECTION_OK || (in_transaction_ && !beginning)) return false;
+    bool was = in_transaction_;
+    in_transaction_ = false;
+    bool ok = EnsureConnected().ok();
+    in_transaction_ = was;
+    return ok;
+  }
+
   // Runs SQL without parameters (several statements allowed).
   Status Exec(const std::string& sql) {
+    if (sql == "BEGIN") {
+      RS_RETURN_IF_ERROR(EnsureConnected());
+      in_transaction_ = true;
+    } else if (sql == "COMMIT" || sql == "ROLLBACK") {
+      in_transaction_ = false;
+      if (PQstatus(conn_.get()) != CONNECTION_OK) {
+        return sql == "ROLLBACK" ? Status::Ok() : Error("the connection to the database was lost");
+      }
+    } else {
+      RS_RETURN_IF_ERROR(EnsureConnected());
+    }
     Result r(PQexec(conn_.get(), sql.c_str()));
+    if (Failed(r.get()) && Dropped(sql == "BEGIN")) r.reset(PQexec(conn_.get(), sql.c_str()));
     auto status = PQresultStatus(r.get());
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
       return Error("running " + sql.substr(0, sql.find_first_of(" \n")), r.get());
@@ -1224,9 +1283,14 @@ class PostgresStore final : public Store {
   }
 
   StatusOr<Result> Query(const std::string& sql, Params p, const std::string& what) {
+    RS_RETURN_IF_ERROR(EnsureConnected());
     const char* const* values = p.values();
     Result r(PQexecParams(conn_.get(), sql.c_str(), p.size(), nullptr, values, p.lengths(),
                           p.formats(), 0));
+    if (Failed(r.get()) && Dropped(false)) {
+      r.reset(PQexecParams(conn_.get(), sql.c_str(), p.size(), nullptr, values, p.lengths(),
+                           p.formats(), 0));
+    }
     auto status = PQresultStatus(r.get());
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) return Error(what, r.get());
     return r;
@@ -1235,7 +1299,7 @@ class PostgresStore final : public Store {
   Status CopyIn(const std::string& sql, const std::string& data, const std::string& what) {
     Result start(PQexec(conn_.get(), sql.c_str()));
     if (PQresultStatus(start.get()) != PGRES_COPY_IN) return Error(what, start.get());
-    constexpr size_t kChunk = 512 * 1024;
+    constexpr size_t kChunk = size_t{512} * 1024;
     bool ok = true;
     for (size_t off = 0; ok && off < data.size(); off += kChunk) {
       size_t n = std::min(kChunk, data.size() - off);
@@ -1255,6 +1319,7 @@ class PostgresStore final : public Store {
   std::string merge_sql_;
   std::set<std::string> leads_;                     // roles held (TryLead)
   std::unordered_set<std::string> known_clusters_;  // in the clusters table
+  bool in_transaction_ = false;                     // between BEGIN and COMMIT / ROLLBACK
   // What HistoryChangedSinceLastAsked saw last.
   bool asked_ = false;
   int64_t seen_generation_ = 0;

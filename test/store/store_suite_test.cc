@@ -3,6 +3,7 @@
 // SQLite's file-format tests (upgrades of old files, its indexes) stay in sqlite_store_test.cc.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <libpq-fe.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -454,8 +455,9 @@ TEST_P(StoreSuite, TheJobListPagesNewestFirstWithoutGapsOrRepeats) {
   auto store = Open();
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   std::vector<JobRecord> jobs;
-  for (int i = 1; i <= 25; ++i)
+  for (int i = 1; i <= 25; ++i) {
     jobs.push_back(Job(std::to_string(i), 1000 + 10 * (i % 7), i % 5 == 0 ? "bob" : "alice"));
+  }
   JobRecord running = Job("run", 0);
   running.end_time.reset();
   jobs.push_back(running);
@@ -597,7 +599,7 @@ TEST_P(StoreSuite, ModelsAreVersionedAndTheLastFewKept) {
             std::string::npos);
   std::string blob("\0\x01\xff model \\x00 bytes", 20);
   for (int v = 1; v <= 7; ++v) {
-    auto put = (*store)->PutModel("c1", 1000 + v, 10 * v, blob + std::to_string(v));
+    auto put = (*store)->PutModel("c1", 1000 + v, int64_t{10} * v, blob + std::to_string(v));
     ASSERT_TRUE(put.ok()) << put.status().ToString();
     EXPECT_EQ(*put, v);
   }
@@ -748,6 +750,33 @@ TEST_P(StoreSuite, APredictionIsKeptWithItsJobAndReplaced) {
   EXPECT_EQ(got->created_at, 200);
   EXPECT_EQ(got->document, R"({"v":2})");
   EXPECT_FALSE((*again)->GetPrediction("c2", "5").ok());
+}
+
+// The database server dropped the store's connection (a restart, a failover): the next call
+// connects again instead of failing for the rest of the server's life.
+class PostgresStoreTest : public StoreSuite {};
+INSTANTIATE_TEST_SUITE_P(Backends, PostgresStoreTest, ::testing::Values("postgresql"),
+                         [](const auto& info) { return info.param; });
+
+TEST_P(PostgresStoreTest, AStoreOutlivesADroppedConnection) {
+  auto store = Open();
+  ASSERT_TRUE(store.ok());
+  JobRecord j = Job("1", 100);
+  ASSERT_TRUE((*store)->UpsertJobs({&j, 1}).ok());
+  ASSERT_TRUE(*(*store)->TryLead("train"));
+  PGconn* admin = PQconnectdb(location_.c_str());
+  PGresult* r = PQexec(admin,
+                       "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
+                       "current_database() AND pid <> pg_backend_pid()");
+  EXPECT_EQ(PQresultStatus(r), PGRES_TUPLES_OK) << PQerrorMessage(admin);
+  PQclear(r);
+  PQfinish(admin);
+  auto got = (*store)->GetJob("c1", "1");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  JobRecord k = Job("2", 200);
+  ASSERT_TRUE((*store)->UpsertJobs({&k, 1}).ok());
+  EXPECT_EQ(*(*store)->CountJobs({}), 2);
+  EXPECT_TRUE(*(*store)->TryLead("train")) << "the role is taken again on the new connection";
 }
 
 }  // namespace
