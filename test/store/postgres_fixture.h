@@ -1,6 +1,7 @@
-// A real PostgreSQL 15 server for tests: started once per test binary on first use (initdb in a
-// temporary folder, pg_ctl on a free port of 127.0.0.1, no fsync), stopped and deleted when the
-// binary's tests end; each test gets a database of its own (FreshPostgresDatabase).
+// A real PostgreSQL 15 server for tests: started once per test process on first use (a copy of a
+// cluster initdb made once per machine, pg_ctl on a free port of 127.0.0.1, no fsync) in a
+// temporary folder, stopped and deleted when the process ends; each test gets a database of its
+// own (FreshPostgresDatabase).
 //
 // Run as root, initdb and the server run as the postgres user (initdb refuses root). Where
 // Debian's postgresql-15 is not installed (scripts/install-deps.sh installs it),
@@ -113,12 +114,27 @@ class PostgresServer {
       (void)::chown(s->root_.c_str(), pw->pw_uid, pw->pw_gid);
       s->as_postgres_ = "runuser -u postgres --";
     }
+    // initdb once per machine (a second or several on a loaded one): later test processes
+    // copy the cluster it made (/tmp/rightsize-pg-template-UID-VERSION, complete or absent:
+    // it appears by rename).
     std::string log = s->root_ + "/initdb.log";
-    std::string initdb = fmt::format(
-        "cd / && {} {}/initdb -D {}/data -U postgres -A trust -N --locale=C -E UTF8 >{} 2>&1",
-        s->as_postgres_, s->bin_, s->root_, log);
-    if (std::system(initdb.c_str()) != 0) {
-      *why = "initdb failed: " + ReadFile(log);
+    std::string templ =
+        fmt::format("/tmp/rightsize-pg-template-{}-{}", ::geteuid(),
+                    std::filesystem::path(s->bin_).parent_path().filename().string());
+    if (!std::filesystem::exists(templ + "/PG_VERSION")) {
+      std::string initdb = fmt::format(
+          "cd / && {} {}/initdb -D {}/template -U postgres -A trust -N --locale=C -E UTF8 >{} 2>&1",
+          s->as_postgres_, s->bin_, s->root_, log);
+      if (std::system(initdb.c_str()) != 0) {
+        *why = "initdb failed: " + ReadFile(log);
+        return nullptr;
+      }
+      std::error_code ec;
+      std::filesystem::rename(s->root_ + "/template", templ, ec);  // another process's is as good
+    }
+    std::string copy = fmt::format("cd / && {} cp -a {} {}/data", s->as_postgres_, templ, s->root_);
+    if (std::system(copy.c_str()) != 0) {
+      *why = "cannot copy the PostgreSQL template " + templ;
       return nullptr;
     }
     for (int attempt = 0; attempt < 5; ++attempt) {
