@@ -118,15 +118,12 @@ constexpr int kNumMigrations = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kNumMigrations == kPostgresSchemaVersion);
 
 // The indexes `predict` reads a user's and a program's past by, and the one the job list pages
-// by (dropped during a bulk load and rebuilt after it).
+// by.
 constexpr const char* kSecondaryIndexes =
     "CREATE INDEX IF NOT EXISTS jobs_by_user ON jobs (cluster, user_name, end_time);"
     "CREATE INDEX IF NOT EXISTS jobs_by_name ON jobs (cluster, job_name, end_time);"
     "CREATE INDEX IF NOT EXISTS jobs_by_end ON jobs "
     "((coalesce(end_time, 9223372036854775807)), id);";
-constexpr const char* kDropSecondaryIndexes =
-    "DROP INDEX IF EXISTS jobs_by_user; DROP INDEX IF EXISTS jobs_by_name; "
-    "DROP INDEX IF EXISTS jobs_by_end;";
 constexpr const char* kHistoryTriggers = R"sql(
 CREATE TRIGGER jobs_history_insert AFTER INSERT ON jobs REFERENCING NEW TABLE AS new_rows
   FOR EACH STATEMENT EXECUTE FUNCTION rightsize_jobs_history_insert();
@@ -668,11 +665,12 @@ class PostgresStore final : public Store {
     return out;
   }
 
+  // Only the history triggers go (the generation is bumped once, at the end). The secondary
+  // indexes stay: kept up to date in the merge they cost what one rebuild costs on an empty
+  // table, much less than rebuilding a large one after each day's ingest, and other replicas'
+  // `predict` keeps them meanwhile.
   Status SetBulkLoad(bool on) override {
-    if (on) {
-      RS_RETURN_IF_ERROR(Exec(kDropHistoryTriggers));
-      return Exec(kDropSecondaryIndexes);
-    }
+    if (on) return Exec(kDropHistoryTriggers);
     return InTransaction([&]() -> Status {
       RS_RETURN_IF_ERROR(Exec(kSecondaryIndexes));
       RS_RETURN_IF_ERROR(Exec(kDropHistoryTriggers));

@@ -6,8 +6,9 @@
 // replicas opening at once migrate once; a database written by a newer rightsize is refused.
 // Statements are parameterised (no SQL is built from user strings). Large UpsertJobs batches go
 // through COPY into a temporary table and one INSERT … ON CONFLICT merge with the same usage
-// rules as SQLite (store.h). TryLead holds a session advisory lock per role, released when the
-// connection closes. Errors name the URL without its password.
+// rules as SQLite (store.h); SetBulkLoad keeps the secondary indexes (see there). TryLead holds a
+// session advisory lock per role, released when the connection closes. Errors name the URL without
+// its password.
 #pragma once
 
 #include <memory>
