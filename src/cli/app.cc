@@ -34,9 +34,10 @@ int RunCli(int argc, char** argv) {
   app.set_version_flag("--version", std::string("rightsize ") + RIGHTSIZE_VERSION);
   Context ctx;
   app.add_option("--db", ctx.db_path,
-                 "Store file (default: $RIGHTSIZE_DB, else "
-                 "$XDG_DATA_HOME/rightsize/rightsize.db or ~/.local/share/rightsize/rightsize.db)")
-      ->type_name("PATH");
+                 "Store: an SQLite file, or a PostgreSQL database as a postgresql://user@host/db "
+                 "URL (default: $RIGHTSIZE_DB, else $XDG_DATA_HOME/rightsize/rightsize.db or "
+                 "~/.local/share/rightsize/rightsize.db)")
+      ->type_name("PATH|URL");
 
   Action action;
   AddIngestCommands(app, ctx, &action);

@@ -22,6 +22,7 @@
 #include <unordered_map>
 
 #include "store/changes.h"
+#include "store/postgres_store.h"
 
 namespace rightsize {
 
@@ -1572,8 +1573,9 @@ class SqliteStore final : public Store {
 }  // namespace
 
 bool HistoryChangedSinceLastAsked(Store& store) {
-  auto* sqlite = dynamic_cast<SqliteStore*>(&store);
-  return sqlite == nullptr || sqlite->HistoryChangedSinceLastAsked();
+  if (auto* sqlite = dynamic_cast<SqliteStore*>(&store))
+    return sqlite->HistoryChangedSinceLastAsked();
+  return PostgresHistoryChangedSinceLastAsked(store).value_or(true);
 }
 
 StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path) {

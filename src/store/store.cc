@@ -1,5 +1,6 @@
 #include "store/store.h"
 
+#include "store/postgres_store.h"
 #include "store/sqlite_store.h"
 
 namespace rightsize {
@@ -7,8 +8,7 @@ namespace rightsize {
 StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& location,
                                            const StoreOptions& options) {
   if (location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0) {
-    return Status::InvalidArgument(
-        "this build of rightsize has no PostgreSQL backend; use an SQLite file path");
+    return OpenPostgresStore(location);
   }
   if (!options.tsdb_write_url.empty() || !options.tsdb_query_url.empty()) {
     return Status::InvalidArgument("this build of rightsize cannot keep samples in a TSDB");

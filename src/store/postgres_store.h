@@ -1,0 +1,32 @@
+// PostgresStore: the Store backend for many nodes and several server replicas, one PostgreSQL
+// database reached by a postgresql:// (or postgres://) URL through libpq.
+//
+// One connection per Store object (not thread-safe, as every Store). The schema is versioned in
+// the table rightsize_schema and migrated forward on open, under an advisory lock so that
+// replicas opening at once migrate once; a database written by a newer rightsize is refused.
+// Statements are parameterised (no SQL is built from user strings). Large UpsertJobs batches go
+// through COPY into a temporary table and one INSERT … ON CONFLICT merge with the same usage
+// rules as SQLite (store.h); SetBulkLoad keeps the secondary indexes (see there). TryLead holds a
+// session advisory lock per role, released when the connection closes. Errors name the URL without
+// its password.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "store/store.h"
+
+namespace rightsize {
+
+// The schema version this build writes.
+constexpr int kPostgresSchemaVersion = 1;
+
+StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const std::string& url);
+
+// `url` with its password (user:password@, password=…) replaced by "***", for messages.
+std::string RedactPostgresUrl(const std::string& url);
+
+// store/changes.h for a PostgreSQL store: nullopt when `store` is not one.
+std::optional<bool> PostgresHistoryChangedSinceLastAsked(Store& store);
+
+}  // namespace rightsize
