@@ -1,6 +1,7 @@
 #include "store/store.h"
 
 #include "store/sqlite_store.h"
+#include "store/tsdb_store.h"
 
 namespace rightsize {
 
@@ -10,10 +11,11 @@ StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& location,
     return Status::InvalidArgument(
         "this build of rightsize has no PostgreSQL backend; use an SQLite file path");
   }
+  RS_ASSIGN_OR_RETURN(auto store, OpenSqliteStore(location));
   if (!options.tsdb_write_url.empty() || !options.tsdb_query_url.empty()) {
-    return Status::InvalidArgument("this build of rightsize cannot keep samples in a TSDB");
+    return OpenTsdbStore(std::move(store), options);
   }
-  return OpenSqliteStore(location);
+  return store;
 }
 
 std::string DefaultStorePath(const std::function<std::optional<std::string>(const char*)>& env) {
