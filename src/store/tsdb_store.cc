@@ -134,6 +134,9 @@ class TsdbStore final : public Store {
       c->set_read_timeout(std::chrono::seconds(30));
       c->set_write_timeout(std::chrono::seconds(30));
       c->set_keep_alive(true);
+      // Headers and body go in two writes: without it the second waits for a delayed ACK
+      // (40 ms a request).
+      c->set_tcp_nodelay(true);
     }
   }
 
