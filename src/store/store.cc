@@ -12,6 +12,7 @@ StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& location,
         "this build of rightsize has no PostgreSQL backend; use an SQLite file path");
   }
   RS_ASSIGN_OR_RETURN(auto store, OpenSqliteStore(location));
+  // Samples in a TSDB: a decorator over whichever backend opened (store/tsdb_store.h).
   if (!options.tsdb_write_url.empty() || !options.tsdb_query_url.empty()) {
     return OpenTsdbStore(std::move(store), options);
   }
