@@ -12,7 +12,7 @@ PKGS=(
   libtree-sitter-dev libyaml-cpp-dev
   clang libclang-rt-dev chromium openssl curl prometheus
   dpkg-dev file man-db zsh adduser
-  lua5.1 lua-socket
+  lua5.1 lua-socket victoria-metrics libsnappy-dev
   protobuf-compiler protobuf-compiler-grpc libgrpc++-dev libprotobuf-dev
   postgresql-15 libpq-dev
 )

@@ -18,9 +18,19 @@ std::string Context::StorePath() const {
   });
 }
 
+StoreOptions Context::StoreOpts() const {
+  auto flag_or_env = [](const std::string& flag, const char* env) {
+    if (!flag.empty()) return flag;
+    const char* v = std::getenv(env);
+    return std::string(v != nullptr ? v : "");
+  };
+  return {flag_or_env(tsdb_write_url, "RIGHTSIZE_TSDB_WRITE_URL"),
+          flag_or_env(tsdb_query_url, "RIGHTSIZE_TSDB_QUERY_URL")};
+}
+
 StatusOr<Store*> Context::OpenedStore() {
   if (!store_) {
-    RS_ASSIGN_OR_RETURN(store_, OpenStore(StorePath()));
+    RS_ASSIGN_OR_RETURN(store_, OpenStore(StorePath(), StoreOpts()));
   }
   return store_.get();
 }
@@ -38,6 +48,15 @@ int RunCli(int argc, char** argv) {
                  "URL (default: $RIGHTSIZE_DB, else $XDG_DATA_HOME/rightsize/rightsize.db or "
                  "~/.local/share/rightsize/rightsize.db)")
       ->type_name("PATH|URL");
+  app.add_option("--tsdb-write-url", ctx.tsdb_write_url,
+                 "Keep jobs' samples in a Prometheus-compatible TSDB: its remote-write URL, e.g. "
+                 "http://vm:8428/api/v1/write (default: $RIGHTSIZE_TSDB_WRITE_URL; with "
+                 "--tsdb-query-url; see docs/scale-tsdb.md)")
+      ->type_name("URL");
+  app.add_option("--tsdb-query-url", ctx.tsdb_query_url,
+                 "The same TSDB's query API base, e.g. http://vm:8428 (default: "
+                 "$RIGHTSIZE_TSDB_QUERY_URL)")
+      ->type_name("URL");
 
   Action action;
   AddIngestCommands(app, ctx, &action);

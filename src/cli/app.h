@@ -23,11 +23,15 @@ namespace rightsize::cli {
 class Context {
  public:
   std::string db_path;  // --db; empty = the default path
+  // --tsdb-write-url / --tsdb-query-url, else $RIGHTSIZE_TSDB_WRITE_URL / _QUERY_URL: samples in
+  // a Prometheus-compatible TSDB (store/store.h's StoreOptions).
+  std::string tsdb_write_url, tsdb_query_url;
   // `rightsize run [OPTIONS] -- CMD…`: the words after "--", split off before parsing so that
   // CLI11 never sees the command's own options.
   std::vector<std::string> run_command;
   StatusOr<Store*> OpenedStore();
   std::string StorePath() const;
+  StoreOptions StoreOpts() const;
 
  private:
   std::unique_ptr<Store> store_;

@@ -676,6 +676,7 @@ int IngestSlurm(Context& ctx, const SlurmIngestOptions& o, int64_t from, int64_t
   slurm::FollowerOptions options = o;
   auto prices = PricesFor("");
   if (prices.ok()) options.prices = &*prices;
+  options.store = ctx.StoreOpts();  // the diagnoses read the samples where they are
   FollowerPrinter printer(o.json, ctx.StorePath());
   slurm::Follower follower([&ctx] { return ctx.OpenedStore(); }, ctx.StorePath(), options, printer);
   return ExitCodeFor(follower.Run(from, to, stop));

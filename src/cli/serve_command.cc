@@ -43,8 +43,9 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
   cmd->add_option("--tls-key", f->tls_key, "PEM private key of --tls-cert");
   cmd->add_option("--config", f->config,
                   "JSON access config: agent_tokens, user_tokens, admins, user_header, "
-                  "trusted_proxies, max_batch_bytes (docs/api.md). Without it the server is open "
-                  "to anyone who can reach it");
+                  "trusted_proxies, max_batch_bytes (docs/api.md), tsdb_write_url, "
+                  "tsdb_query_url (docs/scale-tsdb.md). Without it the server is open to anyone "
+                  "who can reach it");
   cmd->add_option("--prices", f->prices, "Price table JSON (default: the built-in one)");
   cmd->add_option("--threads", f->threads,
                   "Worker threads kept when idle (default 32); they start on demand, one per open "
@@ -106,7 +107,9 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
                   "Kubernetes admission: the cluster whose model and history the webhook uses "
                   "(default: the store's only cluster)");
   cmd->footer(
-      "The store is --db (or $RIGHTSIZE_DB or the default store). Endpoints: /healthz, /metrics, "
+      "The store is --db (or $RIGHTSIZE_DB or the default store); jobs' samples go to the "
+      "TSDB of --tsdb-write-url/--tsdb-query-url or the config file's tsdb_write_url/"
+      "tsdb_query_url when set. Endpoints: /healthz, /metrics, "
       "/api/v1/{telemetry,jobs,predict,report,overview}, the Kubernetes admission webhook "
       "POST /k8s/admit/{advise,enforce}; see docs/api.md. SIGINT or SIGTERM "
       "stops the server after the requests in flight.");
@@ -119,6 +122,12 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
         if (!cfg.ok()) return Fail(cfg.status());
         opts.config = std::move(*cfg);
       }
+      // The TSDB for samples: the global flags (or their environment), else the config file.
+      StoreOptions tsdb = ctx.StoreOpts();
+      if (tsdb.tsdb_write_url.empty() && tsdb.tsdb_query_url.empty()) tsdb = opts.config.store;
+      opts.store = tsdb;
+      ctx.tsdb_write_url = tsdb.tsdb_write_url;  // the sacct follower's store too
+      ctx.tsdb_query_url = tsdb.tsdb_query_url;
       const ServerConfig opts_config = opts.config;
       auto follow_from = ParseTimeSpec(f->follow_since, std::time(nullptr));
       if (!follow_from.ok()) return Fail(follow_from.status().WithContext("--follow-since"));
@@ -155,8 +164,9 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
                    "rightsize serve: no --config: open to anyone who can connect (everyone is an "
                    "admin, agents need no token)\n");
       }
-      fmt::print(stderr, "rightsize serve: {}://{}:{}/ (store {})\n", http.tls() ? "https" : "http",
-                 http.host(), http.port(), ctx.StorePath());
+      fmt::print(stderr, "rightsize serve: {}://{}:{}/ (store {}{})\n",
+                 http.tls() ? "https" : "http", http.host(), http.port(), ctx.StorePath(),
+                 tsdb.tsdb_write_url.empty() ? "" : ", samples to " + tsdb.tsdb_write_url);
       fmt::print("listening on {}:{}\n", http.host(), http.port());
       std::fflush(stdout);
       // The handler only sets a flag (Stop() is not async-signal-safe); a watcher acts on it.

@@ -352,14 +352,25 @@ StatusOr<ServerConfig> LoadServerConfig(const std::string& path) {
     }
     c.max_batch_bytes = it->get<size_t>();
   }
+  for (auto [key, field] : {std::pair{"tsdb_write_url", &c.store.tsdb_write_url},
+                            std::pair{"tsdb_query_url", &c.store.tsdb_query_url}}) {
+    if (auto it = j.find(key); it != j.end()) {
+      if (!it->is_string() || it->get<std::string>().empty()) {
+        return Status::BadInput(
+            fmt::format("{}: {}: expected a URL (docs/scale-tsdb.md)", path, key));
+      }
+      *field = it->get<std::string>();
+    }
+  }
   for (const auto& [key, value] : j.items()) {
-    static const std::set<std::string> kKnown = {"agent_tokens",    "user_tokens",
-                                                 "admins",          "user_header",
-                                                 "trusted_proxies", "max_batch_bytes"};
+    static const std::set<std::string> kKnown = {
+        "agent_tokens",    "user_tokens",     "admins",         "user_header",
+        "trusted_proxies", "max_batch_bytes", "tsdb_write_url", "tsdb_query_url"};
     if (!kKnown.count(key)) {
       return Status::BadInput(
           fmt::format("{}: unknown setting '{}' (known: agent_tokens, user_tokens, admins, "
-                      "user_header, trusted_proxies, max_batch_bytes)",
+                      "user_header, trusted_proxies, max_batch_bytes, tsdb_write_url, "
+                      "tsdb_query_url)",
                       path, key));
     }
   }
@@ -447,7 +458,7 @@ ApiServer::~ApiServer() {
 }
 
 Status ApiServer::Init() {
-  RS_ASSIGN_OR_RETURN(auto store, OpenStore(options_.db));
+  RS_ASSIGN_OR_RETURN(auto store, OpenStore(options_.db, options_.store));
   Release(std::move(store));
   writer_ = std::thread([this] { WriterLoop(); });
   return Status::Ok();
@@ -486,7 +497,7 @@ void ApiServer::WriterLoop() {
     for (PendingWrite* w : group) batch.push_back({w->batch->agent, w->batch->seq, w->batch->jobs});
     StatusOr<std::vector<bool>> stored = Status::Internal("no store");
     if (!store) {
-      auto opened = OpenStore(options_.db);
+      auto opened = OpenStore(options_.db, options_.store);
       if (opened.ok()) {
         store = std::move(*opened);
       } else {
@@ -514,7 +525,7 @@ StatusOr<std::unique_ptr<Store>> ApiServer::Acquire() {
       return s;
     }
   }
-  return OpenStore(options_.db);
+  return OpenStore(options_.db, options_.store);
 }
 
 void ApiServer::Release(std::unique_ptr<Store> store) {
@@ -638,7 +649,9 @@ ApiServer::Reply ApiServer::Telemetry(const Caller& who, const std::string& body
       MutexLock lock(metrics_mu_);
       ++rejected_["busy"];
     }
-    return Error(busy ? 503 : 500, stored.status().message());
+    // A store or TSDB that is down or refuses (IoError) is unavailable too: 503, not a bug.
+    bool unavailable = busy || stored.status().code() == Status::Code::kIoError;
+    return Error(unavailable ? 503 : 500, stored.status().message());
   }
   if (!*stored) {
     return refuse_seq("replayed",

@@ -58,6 +58,9 @@ struct ServerConfig {
   // anyone's (with a warning at start, ConfigWarnings).
   std::vector<std::string> trusted_proxies;
   size_t max_batch_bytes = size_t{16} << 20;
+  // tsdb_write_url, tsdb_query_url: samples in a Prometheus-compatible TSDB (StoreOptions);
+  // `serve`'s --tsdb-*-url flags win over them.
+  StoreOptions store;
 };
 
 // Reads the JSON config file (docs/api.md, "Access"). BadInput naming the field.
@@ -78,7 +81,8 @@ struct AdmissionSettings {
 };
 
 struct ServerOptions {
-  std::string db;  // the store's location
+  std::string db;      // the store's location
+  StoreOptions store;  // passed to every OpenStore (the TSDB for samples, if any)
   ServerConfig config;
   PriceTable prices;
   std::function<int64_t()> now_s;  // the clock (tests set it); default: the system clock

@@ -210,7 +210,7 @@ Status Follower::Run(int64_t from, int64_t to, const std::atomic<bool>& stop) {
     Status pass = Pass(win_from, win_to);
     // A failing pass (sacct down, slurmdbd busy) is reported and retried next time.
     if (pass.ok()) {
-      auto store = OpenStore(store_path_);
+      auto store = OpenStore(store_path_, options_.store);
       if (!store.ok()) {
         events_.OnError(store.status());
         return store.status();

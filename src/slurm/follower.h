@@ -45,6 +45,8 @@ struct FollowerOptions {
   int passes = 0;  // following: stop after this many passes; 0 = never
   // The GPUs' memory by model, for a diagnosis's GPU memory capacity; nullptr: unknown.
   const PriceTable* prices = nullptr;
+  // How the follower's own store connection (the diagnoses') is opened: the samples' TSDB.
+  StoreOptions store;
 };
 
 // A diagnosis made and stored.

@@ -944,7 +944,7 @@ class PostgresStore final : public Store {
   }
 
   // store/changes.h.
-  bool HistoryChangedSinceLastAsked() {
+  bool HistoryChangedSinceLastAsked() override {
     auto r = Query("SELECT n FROM history_generation", Params(), "reading the history");
     if (!r.ok() || PQntuples(r->get()) == 0) return true;
     int64_t generation = Int(r->get(), 0, 0).value_or(0);
@@ -1347,12 +1347,6 @@ std::string RedactPostgresUrl(const std::string& url) {
     out.replace(start, end - start, "***");
   }
   return out;
-}
-
-std::optional<bool> PostgresHistoryChangedSinceLastAsked(Store& store) {
-  auto* pg = dynamic_cast<PostgresStore*>(&store);
-  if (pg == nullptr) return std::nullopt;
-  return pg->HistoryChangedSinceLastAsked();
 }
 
 StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const std::string& url) {

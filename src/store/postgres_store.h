@@ -26,7 +26,4 @@ StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const std::string& url);
 // `url` with its password (user:password@, password=…) replaced by "***", for messages.
 std::string RedactPostgresUrl(const std::string& url);
 
-// store/changes.h for a PostgreSQL store: nullopt when `store` is not one.
-std::optional<bool> PostgresHistoryChangedSinceLastAsked(Store& store);
-
 }  // namespace rightsize

@@ -22,7 +22,6 @@
 #include <unordered_map>
 
 #include "store/changes.h"
-#include "store/postgres_store.h"
 
 namespace rightsize {
 
@@ -1060,7 +1059,7 @@ class SqliteStore final : public Store {
   }
 
   // store/changes.h.
-  bool HistoryChangedSinceLastAsked() {
+  bool HistoryChangedSinceLastAsked() override {
     auto stmt = PrepareCached("SELECT n FROM history_generation");
     if (!stmt.ok() || sqlite3_step(stmt->get()) != SQLITE_ROW) return true;
     int64_t generation = sqlite3_column_int64(stmt->get(), 0);
@@ -1572,11 +1571,7 @@ class SqliteStore final : public Store {
 
 }  // namespace
 
-bool HistoryChangedSinceLastAsked(Store& store) {
-  if (auto* sqlite = dynamic_cast<SqliteStore*>(&store))
-    return sqlite->HistoryChangedSinceLastAsked();
-  return PostgresHistoryChangedSinceLastAsked(store).value_or(true);
-}
+bool HistoryChangedSinceLastAsked(Store& store) { return store.HistoryChangedSinceLastAsked(); }
 
 StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path) {
   std::error_code ec;

@@ -2,18 +2,23 @@
 
 #include "store/postgres_store.h"
 #include "store/sqlite_store.h"
+#include "store/tsdb_store.h"
 
 namespace rightsize {
 
 StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& location,
                                            const StoreOptions& options) {
+  std::unique_ptr<Store> store;
   if (location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0) {
-    return OpenPostgresStore(location);
+    RS_ASSIGN_OR_RETURN(store, OpenPostgresStore(location));
+  } else {
+    RS_ASSIGN_OR_RETURN(store, OpenSqliteStore(location));
   }
+  // Samples in a TSDB: a decorator over whichever backend opened (store/tsdb_store.h).
   if (!options.tsdb_write_url.empty() || !options.tsdb_query_url.empty()) {
-    return Status::InvalidArgument("this build of rightsize cannot keep samples in a TSDB");
+    return OpenTsdbStore(std::move(store), options);
   }
-  return OpenSqliteStore(location);
+  return store;
 }
 
 std::string DefaultStorePath(const std::function<std::optional<std::string>(const char*)>& env) {

@@ -133,6 +133,10 @@ class Store {
   virtual StatusOr<std::map<std::string, std::string>> GetClusterMeta(
       const std::string& cluster) = 0;
 
+  // Whether a finished job or a job's code may have been written since the last call on this
+  // object: the contract is store/changes.h's. A backend that cannot tell answers true.
+  virtual bool HistoryChangedSinceLastAsked() { return true; }
+
   // Bulk loading: while on, the secondary indexes (a user's and a program's past, which
   // `predict` reads) are dropped, and turning it off rebuilds them in one sorted pass. Keeping
   // them up to date row by row made a 3M-record ingest 10x slower. If the process dies in

@@ -620,5 +620,22 @@ TEST(ApiServer, TheUserHeaderIsBelievedOnlyFromTrustedProxies) {
   std::filesystem::remove(path);
 }
 
+TEST(ServerConfigTest, NamesTheTsdbOfTheSamples) {
+  auto path = std::filesystem::temp_directory_path() /
+              ("rightsize-tsdb-config-" + std::to_string(getpid()) + ".json");
+  std::ofstream(path) << R"({"tsdb_write_url": "http://vm:8428/api/v1/write",
+                             "tsdb_query_url": "http://vm:8428"})";
+  auto good = LoadServerConfig(path.string());
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_EQ(good->store.tsdb_write_url, "http://vm:8428/api/v1/write");
+  EXPECT_EQ(good->store.tsdb_query_url, "http://vm:8428");
+  std::ofstream(path) << R"({"tsdb_query_url": 8428})";
+  auto bad = LoadServerConfig(path.string());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("tsdb_query_url: expected a URL"), std::string::npos)
+      << bad.status().message();
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace rightsize

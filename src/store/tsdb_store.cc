@@ -1,0 +1,477 @@
+#include "store/tsdb_store.h"
+
+#include <fmt/format.h>
+#include <google/protobuf/arena.h>
+#include <httplib.h>
+#include <snappy.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
+
+#include "prompb/remote_write.pb.h"
+
+namespace rightsize {
+namespace {
+
+constexpr std::string_view kPrefix = "rightsize_job_";
+// A request's samples at most: VictoriaMetrics refuses bodies over 32 MB by default.
+constexpr size_t kMaxSamplesPerRequest = 200000;
+// The latest time a query is evaluated at (2200-01-01): ReadSamples' "up to now" is INT64_MAX.
+constexpr int64_t kMaxQueryMs = 7258118400000;
+
+// "http://host:port" and the path after it ("" or "/api/v1/write").
+struct Url {
+  std::string scheme_host_port;
+  std::string path;
+};
+
+StatusOr<Url> ParseUrl(std::string_view what, const std::string& url) {
+  std::string_view rest = url;
+  std::string_view scheme;
+  if (rest.starts_with("http://")) {
+    scheme = "http://";
+  } else if (rest.starts_with("https://")) {
+    scheme = "https://";
+  } else {
+    return Status::InvalidArgument(
+        fmt::format("{}: expected http://HOST:PORT/… or https://HOST:PORT/…, got '{}'", what, url));
+  }
+  rest.remove_prefix(scheme.size());
+  size_t slash = rest.find('/');
+  std::string_view host = rest.substr(0, slash);
+  if (host.empty()) return Status::InvalidArgument(fmt::format("{}: no host in '{}'", what, url));
+  Url u{std::string(scheme) + std::string(host), ""};
+  if (slash != std::string_view::npos) u.path = std::string(rest.substr(slash));
+  while (!u.path.empty() && u.path.back() == '/') u.path.pop_back();
+  return u;
+}
+
+bool NameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// A PromQL string literal (double quotes, Go escapes).
+std::string Quoted(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '\\':
+        out += "\\\\";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string Selector(const std::string& name, const std::string& cluster,
+                     const std::string& job_id) {
+  return fmt::format("{}{{cluster={},job_id={}}}", name, Quoted(cluster), Quoted(job_id));
+}
+
+std::string Excerpt(const std::string& body) {
+  std::string s = body.substr(0, 300);
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  return s;
+}
+
+// Prometheus' JSON numbers are strings ("1.5", "NaN", "+Inf").
+bool ParseValue(const nlohmann::json& v, double* out) {
+  if (v.is_number()) {
+    *out = v.get<double>();
+    return true;
+  }
+  if (!v.is_string()) return false;
+  const std::string& s = v.get_ref<const std::string&>();
+  if (s == "NaN") {
+    *out = std::numeric_limits<double>::quiet_NaN();
+  } else if (s == "+Inf" || s == "Inf") {
+    *out = std::numeric_limits<double>::infinity();
+  } else if (s == "-Inf") {
+    *out = -std::numeric_limits<double>::infinity();
+  } else {
+    char* end = nullptr;
+    *out = std::strtod(s.c_str(), &end);
+    if (end == s.c_str() || *end != '\0') return false;
+  }
+  return true;
+}
+
+class TsdbStore final : public Store {
+ public:
+  TsdbStore(std::unique_ptr<Store> inner, const StoreOptions& options, Url write, Url query)
+      : inner_(std::move(inner)),
+        write_url_(options.tsdb_write_url),
+        query_url_(options.tsdb_query_url),
+        write_path_(std::move(write.path)),
+        query_prefix_(std::move(query.path)),
+        writer_(write.scheme_host_port),
+        reader_(query.scheme_host_port) {
+    for (httplib::Client* c : {&writer_, &reader_}) {
+      c->set_connection_timeout(std::chrono::seconds(5));
+      c->set_read_timeout(std::chrono::seconds(30));
+      c->set_write_timeout(std::chrono::seconds(30));
+      c->set_keep_alive(true);
+      // Headers and body go in two writes: without it the second waits for a delayed ACK
+      // (40 ms a request).
+      c->set_tcp_nodelay(true);
+    }
+  }
+
+  Status UpsertJobs(std::span<const JobRecord> jobs) override { return inner_->UpsertJobs(jobs); }
+  Status ScanJobs(const JobFilter& filter,
+                  const std::function<bool(const JobRecord&)>& fn) override {
+    return inner_->ScanJobs(filter, fn);
+  }
+  StatusOr<JobRecord> GetJob(const std::string& cluster, const std::string& job_id) override {
+    return inner_->GetJob(cluster, job_id);
+  }
+  StatusOr<int64_t> CountJobs(const JobFilter& filter) override {
+    return inner_->CountJobs(filter);
+  }
+  StatusOr<JobList> ListJobs(const JobFilter& filter, const JobPage& page) override {
+    return inner_->ListJobs(filter, page);
+  }
+  StatusOr<std::vector<std::string>> Clusters() override { return inner_->Clusters(); }
+  Status PutClusterMeta(const std::string& cluster,
+                        const std::map<std::string, std::string>& meta) override {
+    return inner_->PutClusterMeta(cluster, meta);
+  }
+  StatusOr<std::map<std::string, std::string>> GetClusterMeta(const std::string& cluster) override {
+    return inner_->GetClusterMeta(cluster);
+  }
+  Status SetBulkLoad(bool on) override { return inner_->SetBulkLoad(on); }
+  bool HistoryChangedSinceLastAsked() override { return inner_->HistoryChangedSinceLastAsked(); }
+  StatusOr<int64_t> PutModel(const std::string& cluster, int64_t trained_at, int64_t jobs,
+                             const std::string& blob) override {
+    return inner_->PutModel(cluster, trained_at, jobs, blob);
+  }
+  StatusOr<StoredModel> GetModel(const std::string& cluster, int64_t version) override {
+    return inner_->GetModel(cluster, version);
+  }
+  StatusOr<int64_t> LatestModelVersion(const std::string& cluster) override {
+    return inner_->LatestModelVersion(cluster);
+  }
+  Status PutDiagnosis(const StoredDiagnosis& diagnosis) override {
+    return inner_->PutDiagnosis(diagnosis);
+  }
+  StatusOr<StoredDiagnosis> GetDiagnosis(const std::string& cluster,
+                                         const std::string& job_id) override {
+    return inner_->GetDiagnosis(cluster, job_id);
+  }
+  StatusOr<int64_t> LastTelemetrySeq(const std::string& agent) override {
+    return inner_->LastTelemetrySeq(agent);
+  }
+  StatusOr<std::map<std::string, int64_t>> GetStacks(const std::string& cluster,
+                                                     const std::string& job_id) override {
+    return inner_->GetStacks(cluster, job_id);
+  }
+  Status PutJobCode(const StoredJobCode& code) override { return inner_->PutJobCode(code); }
+  StatusOr<StoredJobCode> GetJobCode(const std::string& cluster,
+                                     const std::string& job_id) override {
+    return inner_->GetJobCode(cluster, job_id);
+  }
+  Status ScanJobCode(const std::string& cluster,
+                     const std::function<bool(const StoredJobCode&)>& fn) override {
+    return inner_->ScanJobCode(cluster, fn);
+  }
+  StatusOr<bool> TryLead(const std::string& role) override { return inner_->TryLead(role); }
+  Status PutPrediction(const StoredPrediction& prediction) override {
+    return inner_->PutPrediction(prediction);
+  }
+  StatusOr<StoredPrediction> GetPrediction(const std::string& cluster,
+                                           const std::string& job_id) override {
+    return inner_->GetPrediction(cluster, job_id);
+  }
+
+  StatusOr<bool> WriteTelemetry(const std::string& agent, int64_t seq,
+                                std::span<const JobTelemetry> jobs) override {
+    TelemetryWrite w{agent, seq, jobs};
+    RS_ASSIGN_OR_RETURN(auto stored, WriteTelemetryGroup(std::span(&w, 1)));
+    return static_cast<bool>(stored.at(0));
+  }
+
+  StatusOr<std::vector<bool>> WriteTelemetryGroup(std::span<const TelemetryWrite> writes) override {
+    // Which batches are new: the inner store's last seq per agent, and the group's own (an
+    // agent's second batch in one group is new only above its first).
+    std::map<std::string, int64_t> last_seq;
+    std::vector<bool> fresh(writes.size(), false);
+    for (size_t i = 0; i < writes.size(); ++i) {
+      auto it = last_seq.find(writes[i].agent);
+      if (it == last_seq.end()) {
+        RS_ASSIGN_OR_RETURN(int64_t last, inner_->LastTelemetrySeq(writes[i].agent));
+        it = last_seq.emplace(writes[i].agent, last).first;
+      }
+      if (writes[i].seq > it->second) {
+        fresh[i] = true;
+        it->second = writes[i].seq;
+      }
+    }
+    RS_RETURN_IF_ERROR(RemoteWrite(writes, fresh));
+    // The rest, without samples, in one transaction of the inner store (which decides replays
+    // for good: another replica may have stored one meanwhile, and then the TSDB merely got
+    // the same samples twice).
+    std::vector<std::vector<JobTelemetry>> stripped(writes.size());
+    std::vector<TelemetryWrite> inner_writes;
+    inner_writes.reserve(writes.size());
+    for (size_t i = 0; i < writes.size(); ++i) {
+      if (fresh[i]) {
+        stripped[i].reserve(writes[i].jobs.size());
+        for (const JobTelemetry& jt : writes[i].jobs) {
+          JobTelemetry& s = stripped[i].emplace_back();
+          s.job = jt.job;
+          s.stacks = jt.stacks;
+          s.diagnosis = jt.diagnosis;
+        }
+      }
+      inner_writes.push_back({writes[i].agent, writes[i].seq, stripped[i]});
+    }
+    return inner_->WriteTelemetryGroup(inner_writes);
+  }
+
+  Status ReadSamples(const std::string& cluster, const std::string& job_id,
+                     const std::string& metric, int64_t from_ms, int64_t to_ms,
+                     const std::function<void(const Sample&)>& fn) override {
+    from_ms = std::max<int64_t>(from_ms, 0);
+    int64_t at_ms = std::min(to_ms, kMaxQueryMs);
+    if (at_ms < from_ms) return Status::Ok();
+    // A raw range selector evaluated at `to` gives the stored samples themselves on every
+    // engine (Prometheus: [at - range, at]; VictoriaMetrics: (at - range, at]).
+    std::string query = fmt::format("{}[{}ms]", Selector(TsdbMetricName(metric), cluster, job_id),
+                                    at_ms - from_ms + 1);
+    httplib::Params params{{"query", query},
+                           {"time", fmt::format("{}.{:03}", at_ms / 1000, at_ms % 1000)},
+                           // VictoriaMetrics hides the last 30 s (-search.latencyOffset) of a
+                           // query at "now" unless told not to; Prometheus ignores both.
+                           {"nocache", "1"},
+                           {"latency_offset", "0s"}};
+    RS_ASSIGN_OR_RETURN(nlohmann::json data, Get("/api/v1/query", params, "samples"));
+    std::vector<Sample> samples;
+    auto shape = [&] {
+      return Status::IoError(
+          fmt::format("{}/api/v1/query answered an unexpected shape for {}", query_url_, query));
+    };
+    if (!data.is_object() || data.value("resultType", "") != "matrix") return shape();
+    const nlohmann::json& result = data["result"];
+    if (!result.is_array()) return shape();
+    // Several series (the same one through replicas, or with labels a receiver added) merge.
+    for (const auto& series : result) {
+      auto values = series.find("values");
+      if (values == series.end() || !values->is_array()) return shape();
+      for (const auto& p : *values) {
+        double t_s = 0, v = 0;
+        if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !ParseValue(p[1], &v)) {
+          return shape();
+        }
+        t_s = p[0].get<double>();
+        auto t_ms = static_cast<int64_t>(std::llround(t_s * 1000));
+        if (t_ms >= from_ms && t_ms <= to_ms) samples.push_back({t_ms, v});
+      }
+    }
+    if (result.size() > 1) {
+      std::stable_sort(samples.begin(), samples.end(),
+                       [](const Sample& a, const Sample& b) { return a.t_ms < b.t_ms; });
+    }
+    int64_t last = std::numeric_limits<int64_t>::min();
+    for (const Sample& s : samples) {
+      if (s.t_ms == last) continue;  // sent twice (a retried batch) or through two replicas
+      last = s.t_ms;
+      fn(s);
+    }
+    return Status::Ok();
+  }
+
+  StatusOr<std::vector<std::string>> SampleMetrics(const std::string& cluster,
+                                                   const std::string& job_id) override {
+    std::string match = fmt::format("{{__name__=~\"{}.+\",cluster={},job_id={}}}", kPrefix,
+                                    Quoted(cluster), Quoted(job_id));
+    // start=0: VictoriaMetrics' default is the last day only (Prometheus': all time).
+    httplib::Params params{{"match[]", match}, {"start", "0"}};
+    RS_ASSIGN_OR_RETURN(nlohmann::json data, Get("/api/v1/series", params, "a job's metrics"));
+    if (!data.is_array()) {
+      return Status::IoError(
+          fmt::format("{}/api/v1/series answered an unexpected shape for {}", query_url_, match));
+    }
+    std::vector<std::string> out;
+    for (const auto& labels : data) {
+      if (!labels.is_object() || !labels.contains("__name__")) continue;
+      const auto& name = labels["__name__"];
+      if (!name.is_string()) continue;
+      if (auto m = MetricOfTsdbName(name.get<std::string>())) out.push_back(std::move(*m));
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+
+ private:
+  // Sends the samples of the `fresh` batches, in requests of at most kMaxSamplesPerRequest.
+  Status RemoteWrite(std::span<const TelemetryWrite> writes, const std::vector<bool>& fresh) {
+    google::protobuf::Arena arena;
+    auto* request = google::protobuf::Arena::CreateMessage<prometheus::WriteRequest>(&arena);
+    size_t pending = 0;
+    for (size_t i = 0; i < writes.size(); ++i) {
+      if (!fresh[i]) continue;
+      for (const JobTelemetry& jt : writes[i].jobs) {
+        for (const auto& [metric, samples] : jt.samples) {
+          if (samples.empty()) continue;
+          prometheus::TimeSeries* ts = request->add_timeseries();
+          // Sorted by name: __name__ < cluster < job_id.
+          auto* l = ts->add_labels();
+          l->set_name("__name__");
+          l->set_value(TsdbMetricName(metric));
+          l = ts->add_labels();
+          l->set_name("cluster");
+          l->set_value(jt.job.cluster);
+          l = ts->add_labels();
+          l->set_name("job_id");
+          l->set_value(jt.job.job_id);
+          ts->mutable_samples()->Reserve(static_cast<int>(samples.size()));
+          for (const Sample& s : samples) {
+            auto* p = ts->add_samples();
+            p->set_timestamp(s.t_ms);
+            p->set_value(s.value);
+          }
+          pending += samples.size();
+          if (pending >= kMaxSamplesPerRequest) {
+            RS_RETURN_IF_ERROR(Post(*request, pending));
+            request->Clear();
+            pending = 0;
+          }
+        }
+      }
+    }
+    if (pending > 0) RS_RETURN_IF_ERROR(Post(*request, pending));
+    return Status::Ok();
+  }
+
+  Status Post(const prometheus::WriteRequest& request, size_t samples) {
+    if (!request.SerializeToString(&raw_)) {
+      return Status::Internal("cannot encode a remote-write request");
+    }
+    compressed_.clear();
+    snappy::Compress(raw_.data(), raw_.size(), &compressed_);
+    httplib::Headers headers{{"Content-Encoding", "snappy"},
+                             {"X-Prometheus-Remote-Write-Version", "0.1.0"},
+                             {"User-Agent", "rightsize"}};
+    auto res = writer_.Post(write_path_, headers, compressed_, "application/x-protobuf");
+    if (!res) {
+      return Status::IoError(fmt::format("cannot send {} samples to the TSDB at {}: {}", samples,
+                                         write_url_, httplib::to_string(res.error())));
+    }
+    if (res->status < 200 || res->status >= 300) {
+      return Status::IoError(fmt::format("the TSDB at {} refused {} samples: HTTP {}: {}",
+                                         write_url_, samples, res->status, Excerpt(res->body)));
+    }
+    return Status::Ok();
+  }
+
+  // GET the query API; its "data" on success.
+  StatusOr<nlohmann::json> Get(const std::string& api, const httplib::Params& params,
+                               const std::string& what) {
+    std::string where = query_url_ + api;
+    auto res = reader_.Get(query_prefix_ + api, params, httplib::Headers{});
+    if (!res) {
+      return Status::IoError(fmt::format("cannot read {} from the TSDB at {}: {}", what, where,
+                                         httplib::to_string(res.error())));
+    }
+    nlohmann::json doc = nlohmann::json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+    if (!doc.is_object() || !doc.contains("status")) {
+      return Status::IoError(
+          fmt::format("cannot read {}: {} answered HTTP {} and not the Prometheus API's JSON: {}",
+                      what, where, res->status, Excerpt(res->body)));
+    }
+    if (doc["status"] != "success" || !doc.contains("data")) {
+      std::string error = doc.contains("error") && doc["error"].is_string()
+                              ? doc["error"].get<std::string>()
+                              : Excerpt(res->body);
+      return Status::IoError(
+          fmt::format("cannot read {}: {} answered HTTP {}: {}", what, where, res->status, error));
+    }
+    return std::move(doc["data"]);
+  }
+
+  std::unique_ptr<Store> inner_;
+  std::string write_url_, query_url_;
+  std::string write_path_, query_prefix_;
+  httplib::Client writer_, reader_;
+  std::string raw_, compressed_;  // reused between requests
+};
+
+}  // namespace
+
+std::string TsdbMetricName(std::string_view metric) {
+  std::string out(kPrefix);
+  for (char c : metric) {
+    if (NameChar(c)) {
+      out += c;
+    } else {
+      out += fmt::format(":{:02x}", static_cast<unsigned char>(c));
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> MetricOfTsdbName(std::string_view name) {
+  if (!name.starts_with(kPrefix) || name.size() == kPrefix.size()) return std::nullopt;
+  name.remove_prefix(kPrefix.size());
+  std::string out;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (NameChar(name[i])) {
+      out += name[i];
+      continue;
+    }
+    if (name[i] != ':' || i + 2 >= name.size()) return std::nullopt;
+    auto hex = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      return -1;
+    };
+    int hi = hex(name[i + 1]), lo = hex(name[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
+
+StatusOr<std::unique_ptr<Store>> OpenTsdbStore(std::unique_ptr<Store> inner,
+                                               const StoreOptions& options) {
+  if (options.tsdb_write_url.empty() || options.tsdb_query_url.empty()) {
+    return Status::InvalidArgument(
+        "a TSDB for samples needs both its remote-write URL and its query URL");
+  }
+  RS_ASSIGN_OR_RETURN(Url write, ParseUrl("the TSDB's remote-write URL", options.tsdb_write_url));
+  RS_ASSIGN_OR_RETURN(Url query, ParseUrl("the TSDB's query URL", options.tsdb_query_url));
+  if (write.path.empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "the TSDB's remote-write URL '{}' has no path (e.g. http://vm:8428/api/v1/write)",
+        options.tsdb_write_url));
+  }
+  return std::unique_ptr<Store>(
+      std::make_unique<TsdbStore>(std::move(inner), options, std::move(write), std::move(query)));
+}
+
+}  // namespace rightsize
