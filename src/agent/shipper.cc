@@ -18,10 +18,12 @@
 
 namespace rightsize {
 
-nlohmann::json TelemetryBatchJson(const std::string& agent, int64_t seq,
-                                  const std::vector<JobTelemetry>& jobs) {
+nlohmann::json TelemetryBatchJson(
+    const std::string& agent, int64_t seq, const std::vector<JobTelemetry>& jobs,
+    const std::vector<std::map<std::string, double>>& energy_before_j) {
   nlohmann::json entries = nlohmann::json::array();
-  for (const auto& t : jobs) {
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const JobTelemetry& t = jobs[i];
     nlohmann::json samples = nlohmann::json::object();
     for (const auto& [metric, points] : t.samples) {
       nlohmann::json arr = nlohmann::json::array();
@@ -32,6 +34,9 @@ nlohmann::json TelemetryBatchJson(const std::string& agent, int64_t seq,
     }
     nlohmann::json e = {{"job", t.job}, {"samples", std::move(samples)}};
     if (!t.stacks.empty()) e["stacks"] = t.stacks;
+    if (i < energy_before_j.size() && !energy_before_j[i].empty()) {
+      e["energy_before_j"] = energy_before_j[i];
+    }
     if (t.diagnosis) {
       auto doc = nlohmann::json::parse(t.diagnosis->document, nullptr, /*allow_exceptions=*/false);
       if (!doc.is_discarded()) e["diagnosis"] = std::move(doc);
@@ -77,7 +82,22 @@ void Shipper::Enqueue(std::vector<JobTelemetry> jobs, int64_t now_ms) {
   MutexLock lock(mu_);
   // Strictly increasing across restarts too (the server keeps each agent's last one).
   last_seq_ = std::max(last_seq_ + 1, now_ms);
-  Batch b{last_seq_, JsonText(TelemetryBatchJson(options_.agent, last_seq_, jobs)), ""};
+  std::vector<std::map<std::string, double>> energy_before_j(jobs.size());
+  if (energy_sent_.size() > kMaxEnergyJobs) energy_sent_.clear();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const JobTelemetry& t = jobs[i];
+    std::pair<std::string, std::string> key{t.job.cluster, t.job.job_id};
+    auto sent = energy_sent_.find(key);
+    if (sent != energy_sent_.end()) energy_before_j[i] = sent->second;
+    for (const auto& [metric, points] : t.samples) {
+      if (!metric.ends_with("_energy_j") || points.empty()) continue;
+      if (!std::isfinite(points.back().value)) continue;
+      energy_sent_[key][metric] = points.back().value;
+    }
+    if (t.job.end_time) energy_sent_.erase(key);
+  }
+  Batch b{last_seq_, JsonText(TelemetryBatchJson(options_.agent, last_seq_, jobs, energy_before_j)),
+          ""};
   for (const auto& t : jobs) {
     for (const auto& [metric, points] : t.samples) {
       b.samples += std::count_if(points.begin(), points.end(),

@@ -31,6 +31,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -44,9 +45,12 @@
 
 namespace rightsize {
 
-// The rightsize.telemetry/v1 document of one batch (docs/api.md).
-nlohmann::json TelemetryBatchJson(const std::string& agent, int64_t seq,
-                                  const std::vector<JobTelemetry>& jobs);
+// The rightsize.telemetry/v1 document of one batch (docs/api.md). `energy_before_j`, when not
+// empty, is parallel to `jobs`: each job's cumulative *_energy_j values at the end of its
+// previous batch (its entry's "energy_before_j", left out when empty).
+nlohmann::json TelemetryBatchJson(
+    const std::string& agent, int64_t seq, const std::vector<JobTelemetry>& jobs,
+    const std::vector<std::map<std::string, double>>& energy_before_j = {});
 
 struct ShipperOptions {
   std::string url;  // "http://host:8080" or "https://…"
@@ -112,6 +116,12 @@ class Shipper {
   bool stop_ GUARDED_BY(mu_) = false;
   bool in_flight_ GUARDED_BY(mu_) = false;
   int64_t last_seq_ GUARDED_BY(mu_) = 0;
+  // (cluster, job id) -> its *_energy_j values at the end of its last batch: what the next
+  // batch says as energy_before_j (the server counts each batch's own rise, whichever replica
+  // stores it). Dropped when the job ends; emptied beyond kMaxEnergyJobs (jobs never seen to end).
+  static constexpr size_t kMaxEnergyJobs = 100'000;
+  std::map<std::pair<std::string, std::string>, std::map<std::string, double>> energy_sent_
+      GUARDED_BY(mu_);
   Stats stats_ GUARDED_BY(mu_);
   std::thread thread_;
 };
