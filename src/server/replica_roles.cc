@@ -91,6 +91,13 @@ StatusOr<std::vector<TrainOutcome>> TrainDueClusters(Store& store, int64_t min_n
     auto seen = meta.find(kTrainedOnFinishedJobsMeta);
     std::optional<int64_t> before;
     if (seen != meta.end()) before = ParseInt(seen->second);
+    if (!before && store.LatestModelVersion(cluster).ok()) {
+      // Trained before any pass looked (`rightsize train`): that model is where passes start,
+      // so a server started on a trained store does not train it all again at once.
+      RS_RETURN_IF_ERROR(
+          store.PutClusterMeta(cluster, {{kTrainedOnFinishedJobsMeta, std::to_string(ended)}}));
+      continue;
+    }
     if (before && ended - *before < min_new_jobs) continue;
     TrainOutcome o;
     o.cluster = cluster;

@@ -44,8 +44,9 @@ void RunElected(const ElectedOptions& options, const std::atomic<bool>& stop,
                 const std::function<void(const std::string& line)>& say);
 
 // One training pass over the store's clusters: each cluster with at least `min_new_jobs`
-// finished jobs more than when the last pass looked at it (or that no pass has looked at) is
-// trained (predict/train.h) and gets a new model version. What a pass saw is kept in the
+// finished jobs more than when the last pass looked at it, or without a model that no pass has
+// looked at, is trained (predict/train.h) and gets a new model version; a cluster trained before
+// any pass looked (`rightsize train`) starts from that model. What a pass saw is kept in the
 // cluster's metadata (kTrainedOnFinishedJobsMeta), so the replica that takes the role over goes
 // on from there. A cluster without enough measured jobs to train is remembered the same way:
 // it is tried again once `min_new_jobs` more have ended.

@@ -115,6 +115,7 @@ def main():
     args = ap.parse_args()
     rs = args.rightsize
 
+    started = time.monotonic()
     work = tempfile.mkdtemp(prefix="rightsize-replicas.")
     STORE = args.store or os.path.join(work, "store.db")
     procs = []
@@ -242,12 +243,17 @@ def main():
         # A dies. The agent moves to B; B takes the roles over.
         a.send_signal(signal.SIGKILL)
         a.wait(10)
+        killed = time.monotonic()
         killed_at = delivered()
         check("the agent moves to B", wait_for(
             lambda: f"sending to {b_url}" in read(agent_err) and delivered() > killed_at, 30),
             read(agent_err)[-600:])
+        moved_s = time.monotonic() - killed
         check("B takes the 'train' and 'follow' roles", wait_for(
             lambda: read(b_err).count("this replica holds the") == 2, 30), read(b_err)[-800:])
+        print(f"after SIGKILL: the agent's batches stored by B within {moved_s:.1f} s, both "
+              f"roles on B within {time.monotonic() - killed:.1f} s (--lead-retry 0.5, "
+              f"--ship-interval 1)")
         check("B runs the SLURM follower", wait_for(lambda: json_lines(read(b_out)) >= 1, 30),
               read(b_out)[-400:] + read(b_err)[-400:])
         ingest(2)
@@ -294,7 +300,7 @@ def main():
             for name in ("A", "B", "agent"):
                 print(f"--- {name}.err (tail)\n" + read(os.path.join(work, name + ".err"))[-1500:])
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{len(FAILED)} failed")
+    print(f"{len(FAILED)} failed ({time.monotonic() - started:.0f} s)")
     return 1 if FAILED else 0
 
 
