@@ -175,7 +175,7 @@ def main():
 
         a, a_out, a_err, a_url = serve("A")
         check("A takes the 'train' role and trains the first model",
-              wait_for(lambda: trained(read(a_err), "hpc2n") == [1], 60), read(a_err)[-800:])
+              wait_for(lambda: trained(read(a_err), "hpc2n") == [1], 120), read(a_err)[-800:])
         b, b_out, b_err, b_url = serve("B")
         check("B finds both roles held",
               wait_for(lambda: read(b_err).count("another replica holds the") == 2, 30),
@@ -216,7 +216,7 @@ def main():
         # New history while both run: trained once, by A; B predicts with it.
         ingest(1)
         check("A trains the new history: version 2",
-              wait_for(lambda: trained(read(a_err), "hpc2n") == [1, 2], 30), read(a_err)[-800:])
+              wait_for(lambda: trained(read(a_err), "hpc2n") == [1, 2], 120), read(a_err)[-800:])
         time.sleep(3)  # more periods, without new history
         check("only A trained, once per new history", trained(read(a_err), "hpc2n") == [1, 2]
               and trained(read(b_err), "hpc2n") == [], read(b_err)[-800:])
@@ -258,7 +258,7 @@ def main():
               read(b_out)[-400:] + read(b_err)[-400:])
         ingest(2)
         check("B trains the next new history: version 3",
-              wait_for(lambda: trained(read(b_err), "hpc2n") == [3], 60), read(b_err)[-800:])
+              wait_for(lambda: trained(read(b_err), "hpc2n") == [3], 120), read(b_err)[-800:])
         check("B predicts with version 3", version(b_url) == 3, version(b_url))
 
         # The job ends; the agent delivers what it has and stops.
