@@ -83,8 +83,12 @@ std::string NodeAgent::Metrics() {
         "rightsize_agent_samples_made_total {}\n"
         "# HELP rightsize_agent_samples_delivered_total Samples in batches the server has taken.\n"
         "# TYPE rightsize_agent_samples_delivered_total counter\n"
-        "rightsize_agent_samples_delivered_total {}\n",
-        s.sent, s.dropped, s.resynced, s.queued, s.samples_made, s.samples_delivered);
+        "rightsize_agent_samples_delivered_total {}\n"
+        "# HELP rightsize_agent_server_failovers_total Moves to the next --server after one "
+        "could not be reached or answered 5xx.\n"
+        "# TYPE rightsize_agent_server_failovers_total counter\n"
+        "rightsize_agent_server_failovers_total {}\n",
+        s.sent, s.dropped, s.resynced, s.queued, s.samples_made, s.samples_delivered, s.failovers);
   }
   return out;
 }
@@ -152,6 +156,7 @@ bool NodeAgent::FinishShipping(double timeout_s) {
 StatusOr<ShipperOptions> AgentShipperOptions(const AgentShipSettings& s) {
   ShipperOptions so;
   so.url = s.url;
+  so.more_urls = s.more_urls;
   so.agent = s.agent_name;
   if (!s.token.empty()) {
     so.token = s.token;

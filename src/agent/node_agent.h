@@ -110,8 +110,9 @@ class NodeAgent {
 // What `agent --server` was told about shipping, for AgentShipperOptions. The environment and
 // the user are the caller's to read (STYLE.md rule 9).
 struct AgentShipSettings {
-  std::string url;         // the server
-  std::string agent_name;  // "<cluster>/<host>"
+  std::string url;                     // the server
+  std::vector<std::string> more_urls;  // its other replicas (ShipperOptions::more_urls)
+  std::string agent_name;              // "<cluster>/<host>"
   std::string token, token_file;
   std::string env_token;  // $RIGHTSIZE_AGENT_TOKEN, "" when unset
   std::string spool;      // "" = the default folder

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <sstream>
 
@@ -17,10 +18,12 @@
 
 namespace rightsize {
 
-nlohmann::json TelemetryBatchJson(const std::string& agent, int64_t seq,
-                                  const std::vector<JobTelemetry>& jobs) {
+nlohmann::json TelemetryBatchJson(
+    const std::string& agent, int64_t seq, const std::vector<JobTelemetry>& jobs,
+    const std::vector<std::map<std::string, double>>& energy_before_j) {
   nlohmann::json entries = nlohmann::json::array();
-  for (const auto& t : jobs) {
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const JobTelemetry& t = jobs[i];
     nlohmann::json samples = nlohmann::json::object();
     for (const auto& [metric, points] : t.samples) {
       nlohmann::json arr = nlohmann::json::array();
@@ -31,6 +34,9 @@ nlohmann::json TelemetryBatchJson(const std::string& agent, int64_t seq,
     }
     nlohmann::json e = {{"job", t.job}, {"samples", std::move(samples)}};
     if (!t.stacks.empty()) e["stacks"] = t.stacks;
+    if (i < energy_before_j.size() && !energy_before_j[i].empty()) {
+      e["energy_before_j"] = energy_before_j[i];
+    }
     if (t.diagnosis) {
       auto doc = nlohmann::json::parse(t.diagnosis->document, nullptr, /*allow_exceptions=*/false);
       if (!doc.is_discarded()) e["diagnosis"] = std::move(doc);
@@ -41,11 +47,16 @@ nlohmann::json TelemetryBatchJson(const std::string& agent, int64_t seq,
 }
 
 StatusOr<std::unique_ptr<Shipper>> Shipper::Create(ShipperOptions options) {
-  if (options.url.rfind("http://", 0) != 0 && options.url.rfind("https://", 0) != 0) {
-    return Status::InvalidArgument(
-        "--server: expected http://HOST:PORT or https://HOST:PORT, got " + options.url);
-  }
-  while (!options.url.empty() && options.url.back() == '/') options.url.pop_back();
+  auto check = [](std::string& url) -> Status {
+    if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
+      return Status::InvalidArgument(
+          "--server: expected http://HOST:PORT or https://HOST:PORT, got " + url);
+    }
+    while (!url.empty() && url.back() == '/') url.pop_back();
+    return Status::Ok();
+  };
+  RS_RETURN_IF_ERROR(check(options.url));
+  for (auto& url : options.more_urls) RS_RETURN_IF_ERROR(check(url));
   std::unique_ptr<Shipper> s(new Shipper(std::move(options)));
   if (!s->options_.spool_dir.empty()) {
     MutexLock lock(s->mu_);
@@ -71,7 +82,22 @@ void Shipper::Enqueue(std::vector<JobTelemetry> jobs, int64_t now_ms) {
   MutexLock lock(mu_);
   // Strictly increasing across restarts too (the server keeps each agent's last one).
   last_seq_ = std::max(last_seq_ + 1, now_ms);
-  Batch b{last_seq_, JsonText(TelemetryBatchJson(options_.agent, last_seq_, jobs)), ""};
+  std::vector<std::map<std::string, double>> energy_before_j(jobs.size());
+  if (energy_sent_.size() > kMaxEnergyJobs) energy_sent_.clear();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const JobTelemetry& t = jobs[i];
+    std::pair<std::string, std::string> key{t.job.cluster, t.job.job_id};
+    auto sent = energy_sent_.find(key);
+    if (sent != energy_sent_.end()) energy_before_j[i] = sent->second;
+    for (const auto& [metric, points] : t.samples) {
+      if (!metric.ends_with("_energy_j") || points.empty()) continue;
+      if (!std::isfinite(points.back().value)) continue;
+      energy_sent_[key][metric] = points.back().value;
+    }
+    if (t.job.end_time) energy_sent_.erase(key);
+  }
+  Batch b{last_seq_, JsonText(TelemetryBatchJson(options_.agent, last_seq_, jobs, energy_before_j)),
+          ""};
   for (const auto& t : jobs) {
     for (const auto& [metric, points] : t.samples) {
       b.samples += std::count_if(points.begin(), points.end(),
@@ -108,17 +134,26 @@ bool Shipper::Flush(double timeout_s) {
 }
 
 void Shipper::Run() {
-  httplib::Client client(options_.url);
-  client.set_compress(true);  // gzip request bodies (Content-Encoding: gzip)
-  auto timeout = std::chrono::duration<double>(options_.timeout_s);
-  client.set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
-  client.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
-  client.set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
-  client.set_keep_alive(true);
-  client.set_tcp_nodelay(true);  // else each batch on a kept-alive connection waits for an ACK
+  std::vector<std::string> urls = {options_.url};
+  urls.insert(urls.end(), options_.more_urls.begin(), options_.more_urls.end());
+  std::vector<std::unique_ptr<httplib::Client>> clients;
+  auto timeout = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::duration<double>(options_.timeout_s));
+  for (const auto& url : urls) {
+    auto client = std::make_unique<httplib::Client>(url);
+    client->set_compress(true);  // gzip request bodies (Content-Encoding: gzip)
+    client->set_connection_timeout(timeout);
+    client->set_read_timeout(timeout);
+    client->set_write_timeout(timeout);
+    client->set_keep_alive(true);
+    client->set_tcp_nodelay(true);  // else each batch on a kept-alive connection waits for an ACK
+    clients.push_back(std::move(client));
+  }
   httplib::Headers headers;
   if (!options_.token.empty()) headers.emplace("Authorization", "Bearer " + options_.token);
   double backoff_s = 1;
+  size_t current = 0;         // the server the batches go to
+  size_t failed_in_turn = 0;  // servers that failed one after the other (all: back off)
   MutexLock lock(mu_);
   while (true) {
     while (!stop_ && queue_.empty()) cv_.Wait(lock);
@@ -126,13 +161,13 @@ void Shipper::Run() {
     Batch batch = queue_.front();
     in_flight_ = true;
     lock.Unlock();
-    auto res = client.Post("/api/v1/telemetry", headers, batch.body, "application/json");
+    auto res = clients[current]->Post("/api/v1/telemetry", headers, batch.body, "application/json");
     lock.Lock();
     in_flight_ = false;
     bool done = false;
     if (!res) {
       stats_.last_error =
-          fmt::format("cannot reach {}: {}", options_.url, httplib::to_string(res.error()));
+          fmt::format("cannot reach {}: {}", urls[current], httplib::to_string(res.error()));
     } else if (res->status == 409) {
       // Refused for its number. Either the batch had arrived before (a retry after a lost
       // answer) or the agent's number is behind the server's (another agent with this name, a
@@ -161,8 +196,22 @@ void Shipper::Run() {
       stats_.last_error = fmt::format("server refused a batch ({}): {}", res->status, res->body);
       fmt::print(stderr, "rightsize agent: {}\n", stats_.last_error);
     } else {
-      stats_.last_error = fmt::format("server error {}: {}", res->status, res->body);
+      stats_.last_error =
+          fmt::format("server error {} from {}: {}", res->status, urls[current], res->body);
     }
+    bool unavailable = !done && (!res || res->status >= 500);
+    if (unavailable && urls.size() > 1) {
+      // Another replica may take it at once; the backoff waits for the whole round.
+      size_t next = (current + 1) % urls.size();
+      fmt::print(stderr, "rightsize agent: {}; sending to {}\n", stats_.last_error, urls[next]);
+      current = next;
+      ++stats_.failovers;
+      if (++failed_in_turn < urls.size()) {
+        ++stats_.failed_attempts;
+        continue;
+      }
+    }
+    if (!unavailable) failed_in_turn = 0;
     if (done) {
       if (!queue_.empty() && queue_.front().seq == batch.seq) {
         Forget(queue_.front());
@@ -177,6 +226,7 @@ void Shipper::Run() {
       while (!stop_ && cv_.WaitUntil(lock, until)) {
       }
       backoff_s = std::min(backoff_s * 2, 60.0);
+      failed_in_turn = 0;
     }
     stats_.queued = static_cast<int64_t>(queue_.size());
     cv_.NotifyAll();

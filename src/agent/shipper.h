@@ -19,11 +19,19 @@
 // bytes (the oldest batches dropped and counted), so a full disk or a week-long outage cannot
 // grow it without bound. A spool that cannot be written (disk full, permissions) is counted and
 // the batch stays in memory.
+//
+// Several servers (replicas of `rightsize serve` on one store, docs/scale-replicas.md): the
+// batches go to one at a time; when it cannot be reached or answers 5xx, the same batch goes at
+// once to the next one, in turn, and the backoff starts only once every server has failed. The
+// queue, the spool and the numbering are the agent's, not a server's: the replicas share the
+// store's last seq of each agent, so a batch a killed replica had stored is answered 409 by the
+// next one and dropped, and one it had not is stored there, once.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -37,12 +45,17 @@
 
 namespace rightsize {
 
-// The rightsize.telemetry/v1 document of one batch (docs/api.md).
-nlohmann::json TelemetryBatchJson(const std::string& agent, int64_t seq,
-                                  const std::vector<JobTelemetry>& jobs);
+// The rightsize.telemetry/v1 document of one batch (docs/api.md). `energy_before_j`, when not
+// empty, is parallel to `jobs`: each job's cumulative *_energy_j values at the end of its
+// previous batch (its entry's "energy_before_j", left out when empty).
+nlohmann::json TelemetryBatchJson(
+    const std::string& agent, int64_t seq, const std::vector<JobTelemetry>& jobs,
+    const std::vector<std::map<std::string, double>>& energy_before_j = {});
 
 struct ShipperOptions {
-  std::string url;    // "http://host:8080" or "https://…"
+  std::string url;  // "http://host:8080" or "https://…"
+  // Other replicas of the same server (same store), tried in turn after `url` fails.
+  std::vector<std::string> more_urls;
   std::string token;  // agent token ("" for an open server)
   std::string agent;  // this agent's name (the node's host name)
   size_t max_queued = 720;
@@ -66,6 +79,7 @@ class Shipper {
     int64_t recovered = 0;     // batches a previous agent left in the spool
     int64_t spool_errors = 0;  // batches that could not be written to the spool
     int64_t resynced = 0;      // 409s answered by renumbering above the server's last seq
+    int64_t failovers = 0;     // moves to the next server after one failed
     // Samples in the batches made (Enqueue) and in those the server has taken.
     int64_t samples_made = 0, samples_delivered = 0;
     std::string last_error;
@@ -102,6 +116,12 @@ class Shipper {
   bool stop_ GUARDED_BY(mu_) = false;
   bool in_flight_ GUARDED_BY(mu_) = false;
   int64_t last_seq_ GUARDED_BY(mu_) = 0;
+  // (cluster, job id) -> its *_energy_j values at the end of its last batch: what the next
+  // batch says as energy_before_j (the server counts each batch's own rise, whichever replica
+  // stores it). Dropped when the job ends; emptied beyond kMaxEnergyJobs (jobs never seen to end).
+  static constexpr size_t kMaxEnergyJobs = 100'000;
+  std::map<std::pair<std::string, std::string>, std::map<std::string, double>> energy_sent_
+      GUARDED_BY(mu_);
   Stats stats_ GUARDED_BY(mu_);
   std::thread thread_;
 };

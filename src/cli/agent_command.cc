@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <ctime>
+#include <vector>
 
 #include "agent/node_agent.h"
 #include "agent/shipper.h"
@@ -31,7 +32,8 @@ struct AgentFlags {
   std::string powercap = "/sys/class/powercap";
   std::string dcgm_library;  // "": libdcgm.so.4, then .so.3, then .so
   size_t max_jobs = 500;
-  std::string server, token, token_file, spool;
+  std::vector<std::string> servers;  // --server: the server, then its other replicas
+  std::string token, token_file, spool;
   bool no_spool = false;
   double ship_interval_s = 5;
   bool stacks = false;
@@ -46,7 +48,8 @@ struct AgentFlags {
 StatusOr<std::unique_ptr<Shipper>> OpenShipper(const AgentFlags& f, const std::string& cluster,
                                                const std::string& node) {
   AgentShipSettings settings;
-  settings.url = f.server;
+  settings.url = f.servers.front();
+  settings.more_urls.assign(f.servers.begin() + 1, f.servers.end());
   settings.agent_name = cluster + "/" + node;
   settings.token = f.token;
   settings.token_file = f.token_file;
@@ -95,7 +98,7 @@ int RunAgent(Context& ctx, const AgentFlags& f) {
   // With --server the records go there; the local store is only opened without it.
   Store* local = nullptr;
   std::unique_ptr<Shipper> shipper;
-  if (f.server.empty()) {
+  if (f.servers.empty()) {
     auto store = ctx.OpenedStore();
     if (!store.ok()) return Fail(store.status());
     local = *store;
@@ -175,6 +178,9 @@ int RunAgent(Context& ctx, const AgentFlags& f) {
                "rightsize agent: shipped {} of {} samples in {} batches ({} renumbered after a "
                "409, {} dropped)\n",
                s.samples_delivered, s.samples_made, s.sent, s.resynced, s.dropped);
+    if (s.failovers > 0) {
+      fmt::print(stderr, "rightsize agent: moved to the next --server {} times\n", s.failovers);
+    }
   }
   return kExitOk;
 }
@@ -205,9 +211,13 @@ void AddAgentCommand(CLI::App& app, Context& ctx, Action* action) {
   cmd->add_option("--powercap", f->powercap,
                   "Where RAPL's powercap zones are, for the jobs' CPU energy (default "
                   "/sys/class/powercap; /host/sys/class/powercap in a container)");
-  cmd->add_option("--server", f->server,
+  cmd->add_option("--server", f->servers,
                   "Ship live samples, stacks and records to `rightsize serve` at this URL "
-                  "(http://HOST:PORT) instead of writing records to the store");
+                  "(http://HOST:PORT) instead of writing records to the store. Replicas of one "
+                  "server (one store): give it several times or as a comma list; when one "
+                  "cannot be reached or answers 5xx, batches go to the next one, with the same "
+                  "spool and numbering (docs/scale-replicas.md)")
+      ->delimiter(',');
   cmd->add_option("--token", f->token,
                   "Agent token for --server (one of the server's agent_tokens); default "
                   "$RIGHTSIZE_AGENT_TOKEN. Prefer --token-file: arguments are visible in ps");

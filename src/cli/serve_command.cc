@@ -15,11 +15,29 @@
 #include "jobscript/k8s_workload.h"
 #include "report/prices.h"
 #include "server/http_server.h"
+#include "server/replica_roles.h"
 #include "server/server.h"
 
 namespace rightsize::cli {
 
-namespace {}  // namespace
+namespace {
+
+// --train-every: "0" (off), seconds, or an age as --since takes it ("1h", "30m", "90s", "1d").
+StatusOr<double> ParsePeriod(const std::string& text) {
+  if (auto n = ParseDouble(text); n && *n >= 0) return *n;
+  constexpr int64_t kNow = int64_t{1} << 40;
+  auto t = text.find_first_of("-:T") == std::string::npos ? ParseTimeSpec(text, kNow)
+                                                          : Status::BadInput("");
+  if (!t.ok() || *t > kNow) {
+    return Status::BadInput(
+        fmt::format("expected a duration like 1h, 30m, 90s or 0 (off), got '{}'", text));
+  }
+  return static_cast<double>(kNow - *t);
+}
+
+void SayServe(const std::string& line) { fmt::print(stderr, "rightsize serve: {}\n", line); }
+
+}  // namespace
 
 void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
   auto* cmd = app.add_subcommand(
@@ -34,6 +52,9 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
     std::string follow_since = "1d";
     AdmissionSettings admission;
     std::string floor_memory = "256Mi";
+    std::string train_every = "1h";
+    int64_t train_min_new_jobs = 20;
+    double lead_retry_s = 30;
   };
   auto f = std::make_shared<Flags>();
   cmd->add_option(
@@ -62,10 +83,29 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
                   "sends at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
+  cmd->add_option("--train-every", f->train_every,
+                  "Train each cluster's model this often (1h, 30m, 90s; 0: never), when at least "
+                  "--train-min-new-jobs more jobs have ended since the last training. Of several "
+                  "replicas on one store only the one holding the 'train' role trains; every "
+                  "replica predicts with the newest model in the store")
+      ->capture_default_str();
+  cmd->add_option("--train-min-new-jobs", f->train_min_new_jobs,
+                  "Finished jobs a cluster needs beyond those of its last training to be trained "
+                  "again (--train-every)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  cmd->add_option("--lead-retry", f->lead_retry_s,
+                  "Seconds between a replica's tries to take the 'train' or 'follow' role while "
+                  "another replica holds it: the longest a role stays without a replica after "
+                  "its holder dies")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0));
   cmd->add_flag("--follow-slurm", f->follow_slurm,
                 "Also run `rightsize ingest slurm --follow` in the server: ingest the jobs that "
                 "end from sacct and diagnose the failed ones (instead of a separate service); "
-                "each pass and diagnosis is a JSON line on stdout");
+                "each pass and diagnosis is a JSON line on stdout. Of several replicas on one "
+                "store given --follow-slurm, only the one holding the 'follow' role follows; "
+                "another takes over when it stops");
   cmd->add_option("--follow-since", f->follow_since,
                   "How far back the first sacct pass reaches (--follow-slurm; a restarted server "
                   "catches up; nothing is stored twice)")
@@ -111,8 +151,10 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
       "TSDB of --tsdb-write-url/--tsdb-query-url or the config file's tsdb_write_url/"
       "tsdb_query_url when set. Endpoints: /healthz, /metrics, "
       "/api/v1/{telemetry,jobs,predict,report,overview}, the Kubernetes admission webhook "
-      "POST /k8s/admit/{advise,enforce}; see docs/api.md. SIGINT or SIGTERM "
-      "stops the server after the requests in flight.");
+      "POST /k8s/admit/{advise,enforce}; see docs/api.md. Several replicas may serve one "
+      "store behind a load balancer (docs/scale-replicas.md): any replica answers any request; "
+      "training and the SLURM follower run on one of them, elected through the store. SIGINT or "
+      "SIGTERM stops the server after the requests in flight.");
   cmd->callback([&ctx, action, f] {
     *action = [&ctx, f]() -> int {
       ServerOptions opts;
@@ -131,6 +173,8 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
       const ServerConfig opts_config = opts.config;
       auto follow_from = ParseTimeSpec(f->follow_since, std::time(nullptr));
       if (!follow_from.ok()) return Fail(follow_from.status().WithContext("--follow-since"));
+      auto train_every_s = ParsePeriod(f->train_every);
+      if (!train_every_s.ok()) return Fail(train_every_s.status().WithContext("--train-every"));
       auto prices = PricesFor(f->prices);
       if (!prices.ok()) return Fail(prices.status());
       opts.prices = std::move(*prices);
@@ -182,13 +226,44 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
       });
-      std::thread follower;
+      std::thread follower, trainer;
       if (f->follow_slurm) {
         f->slurm.follow = true;
         f->slurm.json = true;  // one JSON line per pass and per diagnosis, after "listening on"
-        follower = std::thread([&ctx, &stop, f, from = *follow_from] {
-          int code = IngestSlurm(ctx, f->slurm, from, 0, stop);
-          if (code != kExitOk) fmt::print(stderr, "rightsize serve: the sacct follower stopped\n");
+        follower = std::thread([&ctx, &stop, f] {
+          ElectedOptions elected{ctx.StorePath(), "follow", f->lead_retry_s, f->lead_retry_s};
+          RunElected(
+              elected, stop,
+              [&](Store&) {
+                // From --follow-since before now: a replica that takes over catches up on what
+                // ended while the role had no holder (nothing is stored twice).
+                auto from = ParseTimeSpec(f->follow_since, std::time(nullptr));
+                SayServe("this replica runs the SLURM follower");
+                int code = from.ok() ? IngestSlurm(ctx, f->slurm, *from, 0, stop) : kExitOk;
+                if (code != kExitOk && !stop) {
+                  SayServe(
+                      "the sacct follower stopped; it starts again while this replica "
+                      "holds the 'follow' role");
+                }
+              },
+              SayServe);
+        });
+      }
+      if (*train_every_s > 0) {
+        trainer = std::thread([&ctx, &stop, f, every_s = *train_every_s] {
+          ElectedOptions elected{ctx.StorePath(), "train", every_s, f->lead_retry_s};
+          RunElected(
+              elected, stop,
+              [&](Store& store) {
+                auto trained = TrainDueClusters(store, f->train_min_new_jobs);
+                if (!trained.ok()) {
+                  SayServe(fmt::format("training failed (tried again in {:g} s): {}", every_s,
+                                       trained.status().ToString()));
+                  return;
+                }
+                for (const auto& t : *trained) SayServe(t.line);
+              },
+              SayServe);
         });
       }
       bool ok = http.Serve();
@@ -196,6 +271,7 @@ void AddServeCommand(CLI::App& app, Context& ctx, Action* action) {
       stop = true;  // the follower too, when the server stopped on its own
       watcher.join();
       if (follower.joinable()) follower.join();
+      if (trainer.joinable()) trainer.join();
       return ok ? kExitOk : Fail(Status::IoError("the server stopped with an error"));
     };
   });

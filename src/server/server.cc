@@ -1181,18 +1181,28 @@ void ApiServer::CountRefused(const std::string& reason) {
 
 void ApiServer::CountEnergy(const TelemetryBatch& batch) {
   MutexLock lock(metrics_mu_);
-  for (const JobTelemetry& t : batch.jobs) {
+  for (size_t i = 0; i < batch.jobs.size(); ++i) {
+    const JobTelemetry& t = batch.jobs[i];
     for (const char* device : {"gpu", "cpu"}) {
       auto key = std::make_tuple(t.job.cluster, t.job.job_id, std::string(device));
-      auto it = t.samples.find(fmt::format("{}_energy_j", device));
-      // The agent's series is cumulative: what is new is the rise since the last batch.
+      std::string metric = fmt::format("{}_energy_j", device);
+      auto it = t.samples.find(metric);
+      // The agent's series is cumulative: what is new is the rise since its last batch. The
+      // agent says where that batch ended (energy_before_j), so that a batch counts once among
+      // replicas that take turns storing a job's batches; from an agent that does not, the
+      // rise since the last batch this server saw.
       if (it != t.samples.end() && !it->second.empty()) {
         double now = it->second.back().value;
         auto seen = energy_seen_j_.find(key);
         double before = seen == energy_seen_j_.end() ? 0 : seen->second;
+        if (i < batch.energy_before_j.size()) {
+          if (auto b = batch.energy_before_j[i].find(metric); b != batch.energy_before_j[i].end()) {
+            before = b->second;
+          }
+        }
         if (now > before) energy_j_[{t.job.cluster, device}] += now - before;
         if (seen != energy_seen_j_.end()) {
-          seen->second = std::max(before, now);
+          seen->second = std::max(seen->second, now);
         } else if (energy_seen_j_.size() < kMaxEnergyJobs) {
           energy_seen_j_.emplace(key, now);
         }

@@ -158,7 +158,8 @@ std::pair<std::string, std::string> ImplausibleField(const JobRecord& r,
 
 // One job entry; on failure `rejected` says where and nothing of the entry is kept.
 bool DecodeEntry(const nlohmann::json& e, const std::string& path, const TelemetryLimits& limits,
-                 JobTelemetry* out, RejectedEntry* rejected) {
+                 JobTelemetry* out, std::map<std::string, double>* energy_before_j,
+                 RejectedEntry* rejected) {
   auto fail = [&](std::string where, std::string error) {
     rejected->path = path + where;
     rejected->error = std::move(error);
@@ -267,6 +268,23 @@ bool DecodeEntry(const nlohmann::json& e, const std::string& path, const Telemet
     out->diagnosis =
         ShippedDiagnosis{cls->get<std::string>(), confidence->get<double>(), std::move(document)};
   }
+  if (auto b = e.find("energy_before_j"); b != e.end() && !b->is_null()) {
+    if (!b->is_object() || b->size() > limits.max_metrics) {
+      return fail(".energy_before_j",
+                  "expected an object of energy metric -> joules (\"gpu_energy_j\": 1200.5)");
+    }
+    for (const auto& [metric, joules] : b->items()) {
+      bool energy = metric.size() > 9 && metric.ends_with("_energy_j") &&
+                    ValidName(metric, limits.max_name_bytes);
+      if (!energy || !joules.is_number() || !(joules.get<double>() >= 0) ||
+          !(joules.get<double>() <= 1e15)) {
+        return fail(".energy_before_j." + metric,
+                    "expected an energy metric (…_energy_j) -> joules from 0 to 1e15, got " +
+                        Shown(joules));
+      }
+      (*energy_before_j)[metric] = joules.get<double>();
+    }
+  }
   return true;
 }
 
@@ -311,13 +329,16 @@ StatusOr<TelemetryBatch> DecodeTelemetry(std::string_view body, const TelemetryL
   }
   for (size_t i = 0; i < jobs->size(); ++i) {
     JobTelemetry entry;
+    std::map<std::string, double> energy_before_j;
     RejectedEntry rejected;
-    if (DecodeEntry((*jobs)[i], fmt::format("jobs[{}]", i), limits, &entry, &rejected)) {
+    if (DecodeEntry((*jobs)[i], fmt::format("jobs[{}]", i), limits, &entry, &energy_before_j,
+                    &rejected)) {
       for (const auto& [metric, samples] : entry.samples) {
         batch.samples += static_cast<int64_t>(samples.size());
       }
       batch.stacks += static_cast<int64_t>(entry.stacks.size());
       batch.jobs.push_back(std::move(entry));
+      batch.energy_before_j.push_back(std::move(energy_before_j));
     } else {
       batch.rejected.push_back(std::move(rejected));
     }

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +56,11 @@ struct TelemetryBatch {
   std::string agent;
   int64_t seq = 0;
   std::vector<JobTelemetry> jobs;  // the valid entries, samples sorted by time
+  // Parallel to `jobs`: the entry's "energy_before_j", the job's cumulative *_energy_j series
+  // at the end of the agent's previous batch of it, by metric (empty when the agent did not
+  // say). What a batch adds to the energy counter is then its own, whichever replica stored
+  // the batch before.
+  std::vector<std::map<std::string, double>> energy_before_j;
   std::vector<RejectedEntry> rejected;
   int64_t samples = 0;  // in the valid entries
   int64_t stacks = 0;

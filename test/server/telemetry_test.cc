@@ -47,14 +47,16 @@ int64_t NowMs() {
 // A real server on 127.0.0.1 (any port), with the access config `config_json`.
 class LiveServer {
  public:
-  LiveServer(const std::string& name, const std::string& config_json, size_t max_batch = 0) {
+  // `shared_db`: the store of another LiveServer (a second replica); else a new one.
+  LiveServer(const std::string& name, const std::string& config_json, size_t max_batch = 0,
+             const std::string& shared_db = "") {
     std::string config = TempPath(name + ".json");
     std::ofstream(config) << config_json;
     auto cfg = LoadServerConfig(config);
     EXPECT_TRUE(cfg.ok()) << cfg.status().ToString();
     ServerOptions o;
-    o.db = TempPath(name + ".db");
-    std::filesystem::remove(o.db);
+    o.db = shared_db.empty() ? TempPath(name + ".db") : shared_db;
+    if (shared_db.empty()) std::filesystem::remove(o.db);
     if (cfg.ok()) o.config = *cfg;
     if (max_batch) o.config.max_batch_bytes = max_batch;
     db_ = o.db;
@@ -304,6 +306,60 @@ TEST(TelemetryEnergy, TheClusterCounterAddsWhatEachBatchAdds) {
   EXPECT_NE(metrics.find("rightsize_energy_joules_total{cluster=\"c1\",device=\"cpu\"} 17.5\n"),
             std::string::npos)
       << metrics;
+}
+
+// Issue 27: two replicas on one store. The agent's shipper moves to the second when the first
+// stops, and the energy counters of the two add up to what the job used: the second replica,
+// which never saw the job's earlier batches, counts only what its batches added (the agent says
+// where its previous batch ended), not the job's whole cumulative figure again.
+TEST(TelemetryEnergy, ReplicasTakingTurnsCountEachJouleOnce) {
+  auto first = std::make_unique<LiveServer>("energy-a", R"({"agent_tokens": ["real-token"]})");
+  LiveServer second("energy-b", R"({"agent_tokens": ["real-token"]})", 0, first->db());
+  ShipperOptions so;
+  so.url = first->url();
+  so.more_urls = {second.url()};
+  so.token = "real-token";
+  so.agent = "c1/node1";
+  so.timeout_s = 10;
+  auto shipper = Shipper::Create(so);
+  ASSERT_TRUE(shipper.ok()) << shipper.status().ToString();
+  const int64_t t0 = NowMs() - 60'000;
+  auto batch = [&](int i, double gpu_j) {
+    JobTelemetry t;
+    t.job.cluster = "c1";
+    t.job.job_id = "e1";
+    t.job.request.user = "alice";
+    t.job.outcome.state = "RUNNING";
+    t.samples["gpu_energy_j"].push_back({t0 + i * 1000, gpu_j});
+    (*shipper)->Enqueue({t}, t0 + i);
+    EXPECT_TRUE((*shipper)->Flush(30));
+  };
+  batch(0, 1000);
+  batch(1, 1500);
+  std::string first_metrics = first->api().Metrics();
+  first.reset();  // the first replica goes away; the agent moves to the second
+  batch(2, 2100);
+  batch(3, 2400);
+  auto counted = [](const std::string& metrics) {
+    const std::string name = "rightsize_energy_joules_total{cluster=\"c1\",device=\"gpu\"} ";
+    size_t at = metrics.find(name);
+    return at == std::string::npos ? 0.0 : std::stod(metrics.substr(at + name.size()));
+  };
+  EXPECT_EQ(counted(first_metrics), 1500) << first_metrics;
+  std::string second_metrics = second.api().Metrics();
+  EXPECT_EQ(counted(second_metrics), 900) << second_metrics;  // 2400 - 1500, not 2400
+  Shipper::Stats stats = (*shipper)->stats();
+  EXPECT_EQ(stats.sent, 4);
+  EXPECT_GE(stats.failovers, 1);
+  EXPECT_EQ(stats.dropped, 0);
+  auto store = OpenStore(second.db());
+  ASSERT_TRUE(store.ok());
+  int64_t stored = 0;
+  ASSERT_TRUE((*store)
+                  ->ReadSamples("c1", "e1", "gpu_energy_j", 0, std::numeric_limits<int64_t>::max(),
+                                [&](const Sample&) { ++stored; })
+                  .ok());
+  EXPECT_EQ(stored, 4);
 }
 
 // Issue 31, defect 5: a 4 MB gzip bomb was inflated (~10 s of CPU) before the token was
