@@ -383,6 +383,17 @@ bool NothingElseExplains(const std::array<ClassScore, kFailureClassCount>& class
                       [](const Traceback& tb) { return !tb.exception.empty(); });
 }
 
+// Whether any log printed an exception line ("ValueError: bad mesh"), in a traceback or not.
+bool AnyExceptionLine(const std::vector<LogScan>& scans) {
+  auto sigs = AllSignatures();
+  for (const LogScan& scan : scans) {
+    for (const SignatureHit& hit : scan.hits) {
+      if (sigs[static_cast<size_t>(hit.signature)].kind == SignatureKind::kException) return true;
+    }
+  }
+  return false;
+}
+
 bool OnlyWarningsExplain(const std::array<ClassScore, kFailureClassCount>& classes,
                          const std::vector<Item>& items, const std::vector<Traceback>& tbs) {
   if (std::none_of(items.begin(), items.end(), [](const Item& i) { return i.halved; })) {
@@ -1506,7 +1517,9 @@ Diagnosis DiagnoseParsed(std::vector<LogScan> scans, const DiagnoseInput& input,
   // The same for a lone symptom: an MPI launcher's report that a rank exited non-zero, with no
   // exception and nothing else in the log, is the rank's own abort (weakly, 0.55); next to an
   // exception no signature knows it stays capped and the exception is shown.
-  if (NothingElseExplains(classes, tracebacks)) classes = Score(items, true);
+  if (NothingElseExplains(classes, tracebacks) && !AnyExceptionLine(scans)) {
+    classes = Score(items, true);
+  }
   const Traceback* earlier = EarlierError(tracebacks, items, &classes);
   std::vector<int> order = RankCauses(classes, d);
   bool known = NameRootCause(classes, order, d);

@@ -133,7 +133,7 @@ constexpr Signature
             // duration"), SGE (h_rt), PBS cput, LSF CPU limits, Kubernetes deadlines, Cobalt
             // and Moab wall-clock messages, ulimit -t (SIGXCPU).
             {"time_limit_exceeded", C::kTimeout, K::kCause, 0.93,
-             R"re((?i)\b(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|cpu[- ]?time|time|job duration)[- ]limit (?:was |has been )?(?:exceeded|reached|expired|hit)\b|\bexceed(?:ed|s|ing) (?:its |the |their |allowed |maximum |max |hard |soft |requested |job |his |her |running |process )*(?:wall[- ]?(?:clock[- ]?)?(?:time)?|walltime|run[- ]?time|time[- ]?limit|(?:job )?duration|execution time|cpu[- ]?time)\b|resource allocation expired|\btype=timeout\b|TERM_(?:RUN|CPU)LIMIT|job killed: (?:walltime|cput)|active (?:on the node )?longer than (?:the )?specified deadline|execution took longer than \S+|No output has been received in the last \S+|reached (?:its |the )?(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|time)[- ]?limit|CPU time limit exceeded|\b(?:due to|because of|by|over) (?:the |its |a |their )?(?:job'?s? )?(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|time) limit\b|enforced h_rt|\bh_rt\b.{0,30}\b(?:exceeded|limit reached))re", R"re((?i)duration of (?P<limit>[\d+:]+))re"},
+             R"re((?i)\b(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|cpu[- ]?time|time|job duration)[- ]limit (?:was |has been )?(?:exceeded|reached|expired|hit)\b|\bexceed(?:ed|s|ing) (?:its |the |their |allowed |maximum |max |hard |soft |requested |job |his |her |running |process )*(?:wall[- ]?(?:clock[- ]?)?(?:time)?|walltime|run[- ]?time|time[- ]?limit|(?:job )?duration|execution time|cpu[- ]?time)\b|resource allocation expired|\btype=timeout\b|TERM_(?:RUN|CPU)LIMIT|job killed: (?:walltime|cput)|active (?:on the node )?longer than (?:the )?specified deadline|execution took longer than \S+|No output has been received in the last \S+|reached (?:its |the )?(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|time)[- ]?limit|CPU time limit exceeded|(?-i:\b(?:[Dd]ue to|[Bb]ecause of|by|over) (?:the |its |a |their )?(?:job'?s? )?(?:[Ww]all[- ]?(?:[Cc]lock[- ]?)?(?:time)?|[Rr]un[- ]?time|time) limit\b)|enforced h_rt|\bh_rt\b.{0,30}\b(?:exceeded|limit reached))re", R"re((?i)duration of (?P<limit>[\d+:]+))re"},
 
             // Exit 140 = 128 + SIGUSR2, what LSF sends at TERM_RUNLIMIT and what Nextflow and
             // other workflow managers report for a task the scheduler stopped at its time limit.
@@ -475,7 +475,8 @@ constexpr Signature
 
             // ---- Python tracebacks (context, no class)
             // ---------------------------------------------
-            // Python's own tracebacks, and faulthandler's dumps (most recent call first).
+            // Python's own tracebacks, and faulthandler's dumps (most recent call first). Lines may
+            // carry a rank prefix ("[1,0]<stderr>:" from mpirun --tag-output, "[rank3]:", "0: ").
             {"traceback", C::kUnknown, K::kTraceback, 0,
              R"re(Traceback \(most recent call last\)|(?:Current thread|Thread) 0x[0-9a-f]+ (?:\[[^\]]*\] )?\(most recent call first\))re",
              ""},
@@ -483,7 +484,7 @@ constexpr Signature
              R"re(^(?:\d+: ?)?\W{0,3}(?:\[[^\]]*\]:?\s*)?\s*File ")re",
              R"re(File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<func>\S+))re"},
             {"python_exception", C::kUnknown, K::kException, 0,
-             R"re(^(?:\d+: ?)?(?:\[[^\]]*\]:?\s*)?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)(?::\s|$))re",
+             R"re(^(?:\d+: ?)?(?:\[[^\]]*\](?:<std(?:out|err)>)?:?\s*)?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)(?::\s|$))re",
              R"re((?P<exception>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning))(?::\s*(?P<message>.*))?$)re"},
 };
 // clang-format on
