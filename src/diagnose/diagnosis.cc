@@ -204,7 +204,7 @@ bool IsWarningLine(std::string_view text) {
 int CudaErrorCode(std::string_view text) {
   static const RE2 vs(R"re(\((\d+) vs\. (\d+)\))re");
   static const RE2 other(
-      R"re((?:[Ee]rror(?:_t)?|[Ff]ailure|error=|code=|returned(?: error)?) ?[:(#]? ?(\d+))re");
+      R"re((?:[Ee]rror(?:_t)?|[Ff]ailure|error=|code=|returned(?: error)?|[Ee]rror code) ?[:(#]? ?(\d+))re");
   int a = 0, b = 0;
   if (RE2::PartialMatch(text, vs, &a, &b)) return a != 0 ? a : b;
   if (RE2::PartialMatch(text, other, &a)) return a;
@@ -313,7 +313,10 @@ double Combine(std::map<std::string, double> by_signature) {
   return std::min(0.995, 1 - miss);
 }
 
-std::array<ClassScore, kFailureClassCount> Score(const std::vector<Item>& items) {
+// `lone_symptoms_count`: nothing else in the log explains the end (see NothingElseExplains), so a
+// single symptom seen in the log counts at its own strength instead of kSymptomAloneMax.
+std::array<ClassScore, kFailureClassCount> Score(const std::vector<Item>& items,
+                                                 bool lone_symptoms_count = false) {
   std::array<ClassScore, kFailureClassCount> classes;
   std::array<std::map<std::string, double>, kFailureClassCount> causes, symptoms;
   for (const Item& item : items) {
@@ -341,7 +344,9 @@ std::array<ClassScore, kFailureClassCount> Score(const std::vector<Item>& items)
     // One kind of symptom alone says that the job died, not why (a BAD TERMINATION banner, a
     // bare "Killed"): it stays under kMinScore. Two independent ones (the shell's "Killed" and
     // exit 137) may name the class.
-    if (causes[c].empty() && symptoms[c].size() == 1) {
+    bool from_log = std::all_of(classes[c].items.begin(), classes[c].items.end(),
+                                [](const Item* i) { return i->evidence.line > 0; });
+    if (causes[c].empty() && symptoms[c].size() == 1 && !(lone_symptoms_count && from_log)) {
       classes[c].score = std::min(classes[c].score, kSymptomAloneMax);
     }
   }
@@ -369,16 +374,32 @@ std::array<ClassScore, kFailureClassCount> Score(const std::vector<Item>& items)
 // else does (no class reaches kMinScore and no exception was raised), the warning is the best
 // account of the failure there is and counts in full: a lone "UserWarning: CUDA
 // initialization: The NVIDIA driver on your system is too old" is the whole cause.
-bool OnlyWarningsExplain(const std::array<ClassScore, kFailureClassCount>& classes,
-                         const std::vector<Item>& items, const std::vector<Traceback>& tbs) {
-  if (std::none_of(items.begin(), items.end(), [](const Item& i) { return i.halved; })) {
-    return false;
-  }
+bool NothingElseExplains(const std::array<ClassScore, kFailureClassCount>& classes,
+                         const std::vector<Traceback>& tbs) {
   for (const ClassScore& c : classes) {
     if (c.score >= kMinScore) return false;
   }
   return std::none_of(tbs.begin(), tbs.end(),
                       [](const Traceback& tb) { return !tb.exception.empty(); });
+}
+
+// Whether any log printed an exception line ("ValueError: bad mesh"), in a traceback or not.
+bool AnyExceptionLine(const std::vector<LogScan>& scans) {
+  auto sigs = AllSignatures();
+  for (const LogScan& scan : scans) {
+    for (const SignatureHit& hit : scan.hits) {
+      if (sigs[static_cast<size_t>(hit.signature)].kind == SignatureKind::kException) return true;
+    }
+  }
+  return false;
+}
+
+bool OnlyWarningsExplain(const std::array<ClassScore, kFailureClassCount>& classes,
+                         const std::vector<Item>& items, const std::vector<Traceback>& tbs) {
+  if (std::none_of(items.begin(), items.end(), [](const Item& i) { return i.halved; })) {
+    return false;
+  }
+  return NothingElseExplains(classes, tbs);
 }
 
 // Collective errors (NCCL timeouts and failures) are what the other ranks see when one rank
@@ -1492,6 +1513,12 @@ Diagnosis DiagnoseParsed(std::vector<LogScan> scans, const DiagnoseInput& input,
       if (item.halved) item.strength *= 2;
     }
     classes = Score(items);
+  }
+  // The same for a lone symptom: an MPI launcher's report that a rank exited non-zero, with no
+  // exception and nothing else in the log, is the rank's own abort (weakly, 0.55); next to an
+  // exception no signature knows it stays capped and the exception is shown.
+  if (NothingElseExplains(classes, tracebacks) && !AnyExceptionLine(scans)) {
+    classes = Score(items, true);
   }
   const Traceback* earlier = EarlierError(tracebacks, items, &classes);
   std::vector<int> order = RankCauses(classes, d);

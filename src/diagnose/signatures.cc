@@ -10,6 +10,9 @@ using K = SignatureKind;
 
 // Sizes as printed by the frameworks: "2.00 GiB", "20.00 MiB", "512 bytes".
 #define RS_SIZE R"re([0-9][0-9.]*\s?(?:[KMGTP]i?B|bytes|[KMGTP]))re"
+// An exit code as schedulers, shells and workflow managers print it, up to the number: "exit
+// code 140", "Exited with exit code 127", "exit status (140)", "exitCode": 50001.
+#define RS_EXIT R"re((?i)\bexit(?:ed with)?(?:_| )?(?:code|status)"?[:= ]+\(?)re"
 
 // Ordered by class; within a class the most specific first (the first match names the fact).
 // The table is data, one row per wording family: clang-format would re-wrap it differently on
@@ -43,9 +46,9 @@ constexpr Signature
              R"re())?)re", true},
             // TensorFlow raises it for a full disk too: weak alone.
             {"tensorflow_resource_exhausted", C::kGpuOom, K::kCause, 0.6,
-             R"re(ResourceExhaustedError)re", ""},
+             R"re(ResourceExhaustedError(?:$|[^:]|:\s*$|: [^/\s]+(?:\s|$)))re", ""},
             {"xla_oom", C::kGpuOom, K::kCause, 0.95,
-             R"re(RESOURCE_EXHAUSTED: (?:Out of memory|Failed to allocate)|Out of memory while trying to allocate)re",
+             R"re((?i:RESOURCE_EXHAUSTED|Resource exhausted): (?:Out of memory|Failed to allocate|Out\s*$)|(?:^|Out )of memory while trying to allocate)re",
              R"re(allocate (?P<tried>)re" RS_SIZE R"re())re"},
             {"cublas_alloc_failed", C::kGpuOom, K::kCause, 0.8,
              R"re(CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUFFT_ALLOC_FAILED)re",
@@ -124,13 +127,24 @@ constexpr Signature
              R"re(walltime \d+ exceeded limit|TERM_RUNLIMIT|DeadlineExceeded|job killed: walltime)re",
              ""},
             {"slurm_state_timeout", C::kTimeout, K::kCause, 0.8,
-             R"re(State=TIMEOUT|\bTIMEOUT\b.*\bTime ?limit)re", ""},
+             R"re(State=TIMEOUT|\bTIMEOUT\b.*\bTime ?limit|(?i:status|state)(?: is)?[:= ]+['"]?TIMEOUT\b|['"]TIMEOUT['"]|\bTIMEOUT +\d+:\d+\b)re", ""},
             // Every scheduler's way of saying the time ran out: Flux ("job.exception
             // type=timeout … resource allocation expired"), HTCondor ("exceeded allowed job
             // duration"), SGE (h_rt), PBS cput, LSF CPU limits, Kubernetes deadlines, Cobalt
             // and Moab wall-clock messages, ulimit -t (SIGXCPU).
             {"time_limit_exceeded", C::kTimeout, K::kCause, 0.93,
-             R"re((?i)\b(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|cpu[- ]?time|time|job duration)[- ]limit (?:was |has been )?(?:exceeded|reached|expired|hit)\b|\bexceed(?:ed|s|ing) (?:its |the |their |allowed |maximum |max |hard |soft |requested |job |his |her )*(?:wall[- ]?(?:clock[- ]?)?(?:time)?|walltime|run[- ]?time|time[- ]?limit|(?:job )?duration|execution time|cpu[- ]?time)\b|resource allocation expired|\btype=timeout\b|TERM_(?:RUN|CPU)LIMIT|job killed: (?:walltime|cput)|active (?:on the node )?longer than (?:the )?specified deadline|execution took longer than \S+|No output has been received in the last \S+|reached (?:its |the )?(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|time)[- ]?limit|CPU time limit exceeded)re", R"re((?i)duration of (?P<limit>[\d+:]+))re"},
+             R"re((?i)\b(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|cpu[- ]?time|time|job duration)[- ]limit (?:was |has been )?(?:exceeded|reached|expired|hit)\b|\bexceed(?:ed|s|ing) (?:its |the |their |allowed |maximum |max |hard |soft |requested |job |his |her |running |process )*(?:wall[- ]?(?:clock[- ]?)?(?:time)?|walltime|run[- ]?time|time[- ]?limit|(?:job )?duration|execution time|cpu[- ]?time)\b|resource allocation expired|\btype=timeout\b|TERM_(?:RUN|CPU)LIMIT|job killed: (?:walltime|cput)|active (?:on the node )?longer than (?:the )?specified deadline|execution took longer than \S+|No output has been received in the last \S+|reached (?:its |the )?(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|time)[- ]?limit|CPU time limit exceeded|(?-i:\b(?:[Dd]ue to|[Bb]ecause of|by|over) (?:the |its |a |their )?(?:job'?s? )?(?:[Ww]all[- ]?(?:[Cc]lock[- ]?)?(?:time)?|[Rr]un[- ]?time|time) limit\b)|enforced h_rt|\bh_rt\b.{0,30}\b(?:exceeded|limit reached))re", R"re((?i)duration of (?P<limit>[\d+:]+))re"},
+
+            // Exit 140 = 128 + SIGUSR2, what LSF sends at TERM_RUNLIMIT and what Nextflow and
+            // other workflow managers report for a task the scheduler stopped at its time limit.
+            // Weak: a program may exit 140 by itself. Google Batch's reserved code 50005 is a
+            // task over its maximum run duration.
+            {"exit_140", C::kTimeout, K::kCause, 0.55,
+             RS_EXIT R"re(140\b)re",
+             ""},
+            {"batch_exit_timeout", C::kTimeout, K::kCause, 0.85,
+             RS_EXIT R"re(50005\b)re",
+             ""},
 
             // ---- node failure
             // ----------------------------------------------------------------------
@@ -157,6 +171,16 @@ constexpr Signature
             {"slurmctld_node_down", C::kNodeFailure, K::kCause, 0.85,
              R"re((?i)requeue job (?:JobId=)?\d+ due to failure of node|Requeuing job \S+ due to node failure|update_node: node \S+ state set to DOWN|reason set to: [^\n]*(?:health check failed|not responding)|Killing (?:job|JobId=)\S* on (?:failed|DOWN) node|node \S+ not responding, setting DOWN)re",
              R"re((?i)(?:failure of node|update_node: node|Killing \S+ on failed node) (?P<node>[\w.-]+))re"},
+            // A node that failed before or under the job as the resource managers report it:
+            // SLURM's prolog failing on a node (the node is drained, the allocation revoked),
+            // PBS/Torque unable to reach a node's MOM, a Kubernetes node NotReady, and Google
+            // Batch's reserved exit codes for a VM that stopped reporting (50002), rebooted
+            // (50003), hung (50004) or was recreated (50006) under the task.
+            {"node_unavailable", C::kNodeFailure, K::kCause, 0.8,
+             R"re((?i:Prolog failure on node|prolog (?:failed|failure|error) on|Job allocation \d+ has been revoked|send to MOM .{0,60}failed|MOM rejected|\bmom\b.{0,40}\b(?:is down|not responding|unreachable))|^\S+\s+NotReady\b|\bNodeNotReady\b)re",
+             R"re((?i)(?:Prolog failure on node|send to MOM) '?(?P<node>[\w.-]+))re"},
+            {"batch_exit_node", C::kNodeFailure, K::kCause, 0.8, RS_EXIT R"re(5000[2346]\b)re",
+             ""},
             {"node_disconnected", C::kNodeFailure, K::kSymptom, 0.5,
              R"re((?i)job disconnected, attempting to reconnect|connection to \S+ closed by remote host|Destination Host Unreachable)re",
              ""},
@@ -174,11 +198,21 @@ constexpr Signature
             // terminated"; code 10's "assigned worker has failed", which Cromwell itself retries
             // as a preemption), dstack's spot interruptions, AWS Batch reclaiming its EC2 host.
             {"preempted_other", C::kPreemption, K::kCause, 0.88,
-             R"re((?i)\b(?:was|been|being|is|were|are|got) pre-?empted\b|\bPreemptionError\b|\bINTERRUPTED_BY_NO_CAPACITY\b|PAPI error code 14\b|\bworker was terminated\b|The assigned worker has failed to complete the operation|\bevicted \(preempt\)|"EventType": ?"Preempt"|\bTERM_PREEMPT\b|\bspot (?:vm|instance|node|capacity|pod)s? (?:is |was |has been |will be |are )?(?:being )?(?:evicted|reclaimed|interrupted|terminated|preempted)|\b(?:spot|preemptible) (?:instance |vm |node )?(?:eviction|termination|interruption)|\beviction notice\b|\bjob was evicted\b|preempted (?:to|in order to) (?:accommodate|admit)|Host EC2 (?:\(instance [\w-]+\) )?terminated)re",
+             R"re((?i)\b(?:was|been|being|is|were|are|got) pre-?empted\b|\bPreemptionError\b|\bINTERRUPTED_BY_NO_CAPACITY\b|PAPI error code 14\b|\bworker was terminated\b|The assigned worker has failed to complete the operation|\bevicted \(preempt\)|"EventType": ?"Preempt"|\bTERM_PREEMPT\b|\bspot (?:vm|instance|node|capacity|pod)s? (?:is |was |has been |will be |are )?(?:being )?(?:evicted|reclaimed|interrupted|terminated|preempted)|\b(?:spot|preemptible) (?:instance |vm |node )?(?:eviction|termination|interruption)|\beviction notice\b|\bjob was evicted\b|preempted (?:to|in order to) (?:accommodate|admit)|Host EC2 (?:\(instance [\w-]+\) )?terminated|termination (?:is )?imminent|JOB_EVICTED\b)re",
              "", true},
 
             // ---- NCCL
             // ------------------------------------------------------------------------------
+            // Google Batch's reserved exit code for a task whose Spot VM was preempted.
+            {"batch_exit_preempted", C::kPreemption, K::kCause, 0.85, RS_EXIT R"re(50001\b)re",
+             ""},
+            // The machine shut down under the job by its host, not by the job: a CI runner or
+            // agent told to shut down, the hypervisor's ACPI power button. On cloud machines that
+            // is the provider taking the VM back; weak, since an operator can do the same.
+            {"host_shutdown", C::kPreemption, K::kCause, 0.55,
+             R"re((?i)(?:runner|agent|worker|instance|vm|node) has received a shutdown signal|\bPower key pressed\b|system is (?:going down for|powering off))re",
+             ""},
+
             {"nccl_watchdog_timeout", C::kNcclTimeout, K::kCause, 0.9,
              R"re(Watchdog caught collective operation timeout)re",
              R"re((?:\[Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:.*?Timeout\(ms\)=(?P<timeout_ms>\d+))?\)(?: ran for (?P<ran_ms>\d+) milliseconds)?)re"},
@@ -206,7 +240,7 @@ constexpr Signature
             // by remote peer", "init.cc:981 NCCL WARN Invalid rank requested"): the
             // communicator could not be built or lost its peer.
             {"nccl_warn_failure", C::kNcclError, K::kCause, 0.8,
-             R"re((?:\.(?:h|cc):\d+ |NCCL )WARN (?:socketProgress|[Ss]ocket\w*|[Bb]ootstrap\w*|Net\b|NET/\w+|Invalid rank|Duplicate GPU|Connect to|Call to \w+|Error while)[^\n]*?(?:failed|[Ee]rror|closed|refused|reset|requested|detected|[Tt]imeout|timed out|truncated|no socket interface)|(?:\.(?:h|cc):\d+ |NCCL )WARN Error while)re",
+             R"re((?:\.(?:h|cc):\d+ |NCCL )WARN (?:socketProgress|[Ss]ocket\w*|[Bb]ootstrap\w*|Net\b|NET/\w+|Invalid rank|Duplicate GPU|Connect to|Call to \w+|Error while)[^\n]*?(?:failed|[Ee]rror|closed|refused|reset|requested|detected|[Tt]imeout|timed out|truncated|no socket interface|wrong|mismatch|unexpected)|(?:\.(?:h|cc):\d+ |NCCL )WARN Error while|\bWARN (?:\S+\.(?:cu|cc|h):\d+ )?Cuda failure ')re",
              ""},
             {"nccl_warn", C::kNcclError, K::kSymptom, 0.35, R"re(NCCL WARN)re", ""},
 
@@ -273,7 +307,7 @@ constexpr Signature
             // code 139") and Hydra ("EXIT CODE: 139", or 11) report it; torch elastic gives the
             // signal negated ("failed (exitcode: -11)").
             {"exit_139", C::kSegfault, K::kCause, 0.6,
-             R"re((?i)\b(?:exit(?:ed with)? ?(?:code|status)|exitcode|sent code)[:= ]+(?:139|-11)\b|EXIT CODE: 11\b)re",
+             R"re((?i)\b(?:exit(?:ed with)? ?(?:code|status)|exitcode|sent code)[:= ]+(?:139|-11)\b|EXIT CODE: 11\b|\bExited \(139\))re",
              ""},
 
             // ---- MPI abort
@@ -293,7 +327,7 @@ constexpr Signature
             // ---- disk full and quota
             // ---------------------------------------------------------------
             {"no_space_left", C::kDiskFull, K::kCause, 0.95,
-             R"re((?i)no space left on device|\[Errno 28\]|\bENOSPC\b|node was low on resource: ephemeral-storage|ephemeral[- ]local[- ]storage usage exceeds|exceeded (?:its |the )?(?:local )?ephemeral[- ]storage|Resource exhausted: /)re",
+             R"re((?i)no space left on device|\[Errno 28\]|\bENOSPC\b|node was low on resource: ephemeral-storage|ephemeral[- ]local[- ]storage usage exceeds|exceeded (?:its |the )?(?:local )?ephemeral[- ]storage|Resource exhausted: /|(?:Resource exhausted|ResourceExhaustedError): (?:\.{0,2}/)?[\w.-]+/\S*\s*$)re",
              R"re(No space left on device(?:: '(?P<path>[^']+)')?)re"},
             {"short_write", C::kDiskFull, K::kCause, 0.6,
              R"re(\bshort write\b|unexpected pos \d+ vs \d+)re", ""},
@@ -317,11 +351,14 @@ constexpr Signature
             // on the empty image imread returns for a bad path, and a checkpoint that is only a
             // Git LFS pointer (pickle's "invalid load key, 'v'": the text starts "version").
             {"missing_image_or_file", C::kMissingFile, K::kCause, 0.85,
-             R"re(could not open image \S+|does not appear to have a file named|Not found: "[^"]+": No such file|cannot open <[^>]+> in mode|couldn't find (?:any such file|a file named)|Can't load (?:tokenizer|config|the model|weights|model)\b|is not a local folder and is not a valid model identifier|!_?\w*\.empty\(\) in function|invalid load key, 'v'|version https://git-lfs)re",
+             R"re(could not open image \S+|does not appear to have a file named|Not found: "[^"]+": No such file|cannot open <.+> in mode|couldn't find (?:any such file|a file named)|Can't load (?:tokenizer|config|the model|weights|model)\b|is not a local folder and is not a valid model identifier|!_?\w*\.empty\(\) in function|invalid load key, 'v'|version https://git-lfs)re",
              R"re((?:could not open image (?P<path>[^\s:]+)|(?P<path2>\S+) does not appear to have a file named (?P<name>[\w.-]+)))re"},
             {"command_not_found", C::kMissingFile, K::kCause, 0.75,
-             R"re(: command not found|execve\(\): .*: No such file)re",
-             R"re((?P<command>[\w./+-]+): command not found)re"},
+             R"re(: command not found|execve\(\): .*: No such file|^\S+: (?:line )?\d+: [\w./+-]+: not found\s*$|: (?:未找到命令|命令未找到|Kommando nicht gefunden|commande introuvable|orden no encontrada|comando non trovato|コマンドが見つかりません|команда не найдена))re",
+             R"re((?P<command>[\w./+-]+): (?:command not found|not found\s*$|未找到命令|命令未找到|Kommando nicht gefunden|commande introuvable|orden no encontrada|comando non trovato|コマンドが見つかりません|команда не найдена))re"},
+            // 127 is the shell's exit code for a command it could not find; weak, as a program
+            // may exit 127 by itself.
+            {"exit_127", C::kMissingFile, K::kCause, 0.55, RS_EXIT R"re(127\b)re", ""},
             {"cannot_open_file", C::kMissingFile, K::kCause, 0.75,
              R"re((?i)(?:cannot|can't|could ?n[o']t|unable to|failed to) (?:open|find|read|load|locate|access) (?:the )?(?:input |data |config |checkpoint |restart |mesh |parameter |model |weights? )?(?:file|script|directory|jarfile|checkpoint|dataset)|does not exist|\S\.(?:pt|pth|ckpt|h5|bin|safetensors|json|ya?ml|csv|npy|npz|t7|pkl|tfrecord) (?:was )?not found)re",
              R"re((?i)file[: ]+['"]?(?P<path>[\w./~-]+))re"},
@@ -352,7 +389,7 @@ constexpr Signature
             // Other languages' missing modules: Perl, Java, Node, Julia, R, MATLAB toolboxes,
             // and Python's own "No module named" from `python -m`.
             {"import_error_other", C::kImportError, K::kCause, 0.85,
-             R"re(No module named ['"]?\w|module '[\w.]+' not found|Can't locate \S+\.pm in @INC|ClassNotFoundException|NoClassDefFoundError|Cannot find module '|is required but does not seem to be installed|package or namespace load failed|symbol lookup error|DLL load failed|The specified module could not be found|UnsatisfiedLinkError|cannot be preloaded|Invalid MEX-file|Unrecognized function or variable|[Uu]ndefined function '|could not load (?:library|dynamic library|module) )re",
+             R"re(No module named ['"]?\w|module '[\w.]+' not found|no field package\.preload\['|Can't locate \S+\.pm in @INC|ClassNotFoundException|NoClassDefFoundError|Cannot find module '|is required but does not seem to be installed|package or namespace load failed|symbol lookup error|DLL load failed|The specified module could not be found|UnsatisfiedLinkError|cannot be preloaded|Invalid MEX-file|Unrecognized function or variable|[Uu]ndefined function '|could not load (?:library|dynamic library|module) )re",
              R"re(No module named ['"]?(?P<module>[\w.]+))re"},
             // An environment-module system that cannot find or load a module (Lmod, Tcl
             // Environment Modules, Spack): an input of the job that does not exist, so
@@ -386,7 +423,7 @@ constexpr Signature
             // (kernel vs DSO version), CuPy/Numba, HIP. Not XLA's "driver's CUDA version is …
             // older than the ptxas": a warning after which XLA compiles through the driver.
             {"gpu_binary_mismatch", C::kDriverMismatch, K::kCause, 0.92,
-             R"re((?i)unsupported PTX version|cudaErrorUnsupportedPtxVersion|CUDA_ERROR_NO_BINARY_FOR_GPU|no binary for GPU|cudaErrorNoKernelImageForDevice|invalid device function|cudaErrorInvalidDeviceFunction|CUDA driver version is insufficient|kernel version [\d.]+ does not match DSO version|COMPAT_NOT_SUPPORTED_ON_DEVICE|CUDA_ERROR_INSUFFICIENT_DRIVER|cudaErrorSystemDriverMismatch|requires (?:a )?(?:newer|more recent) (?:NVIDIA |CUDA |GPU )?driver|(?:cuInit|cuModuleLoad\w*) returned error (?:35|209|218|222|803|804)\b|hipErrorNoBinaryForGpu)re",
+             R"re((?i)unsupported PTX version|cudaErrorUnsupportedPtxVersion|CUDA_ERROR_NO_BINARY_FOR_GPU|no binary for GPU|cudaErrorNoKernelImageForDevice|invalid device function|cudaErrorInvalidDeviceFunction|CUDA driver version is insufficient|kernel version [\d.]+ does not match DSO version|COMPAT_NOT_SUPPORTED_ON_DEVICE|CUDA_ERROR_INSUFFICIENT_DRIVER|cudaErrorSystemDriverMismatch|requires (?:a )?(?:newer|more recent) (?:NVIDIA |CUDA |GPU )?driver|(?:cuInit|cuModuleLoad\w*) returned error (?:35|209|218|222|803|804)\b|hipErrorNoBinaryForGpu|could not insert '?nvidia|NVRM: API mismatch|\bnvidia\w*: (?:Unknown symbol|disagrees about version|version magic))re",
              ""},
 
             // ---- numbered CUDA errors (class from CudaErrorByCode)
@@ -397,7 +434,7 @@ constexpr Signature
             // "CUDA Error 77:", "CUDA error(700)", NCCL's "Cuda failure 700", "cuda failed with
             // error 2", "cudaGetDeviceProperties returned 35", "cuInit returned error 804".
             {"cuda_error_code", C::kUnknown, K::kCudaError, 0,
-             R"re([Cc][Uu][Dd][Aa](?: runtime)? (?:[Ee]rror|[Ff]ailure) ?[:(#]? ?\d+|[Cc][Uu][Dd][Aa] \w+ (?:failure|failed|error) with (?:error|code) \d+|THCudaCheck FAIL.*\berror=\d+|cudaSuccess(?: == \w+)? \(\d+ vs\. \d+\)|\bcode=\d+\(cuda|\bcu(?:da)?[A-Z]\w*(?:\(\))? returned (?:error )?\d+|[Cc][Uu][Dd][Aa] failed with error \d+|\bcudaError(?:_t)?[ =:]+\d+)re",
+             R"re([Cc][Uu][Dd][Aa](?: runtime)? (?:[Ee]rror|[Ff]ailure) ?[:(#]? ?\d+|[Cc][Uu][Dd][Aa] \w+ (?:failure|failed|error) with (?:error|code) \d+|THCudaCheck FAIL.*\berror=\d+|cudaSuccess(?: == \w+)? \(\d+ vs\. \d+\)|\bcode=\d+\(cuda|\bcu(?:da)?[A-Z]\w*(?:\(\))? returned (?:error )?\d+|[Cc][Uu][Dd][Aa] failed with error \d+|\bcudaError(?:_t)?[ =:]+\d+|(?i:error code \(\d+\).*\bcuda|\bcuda\w*\b.*error code \(\d+\)))re",
              ""},
 
             // ---- data-loader workers
@@ -409,7 +446,7 @@ constexpr Signature
              R"re((?i)insufficient shared memory|unexpected (?:bus error|segmentation fault|floating-point exception) encountered in worker)re",
              ""},
             {"dataloader_other", C::kDataloaderKilled, K::kCause, 0.88,
-             R"re(DataLoader timed out after|unable to write to file </torch_|[Uu]nable to (?:allocate|open) shared memory|worker \(pid[^)]*\) (?:is killed|exited unexpectedly|died))re",
+             R"re(DataLoader timed out after|unable to write to file </torch_|[Uu]nable to (?:allocate|open) shared memory ?(?:\(shm\)|object </torch_)|worker \(pid[^)]*\) (?:is killed|exited unexpectedly|died))re",
              ""},
 
             // ---- NaN / Inf divergence
@@ -426,7 +463,7 @@ constexpr Signature
             // (LAMMPS lost atoms, WRF CFL, NAMD atoms too fast) is not here: it ends in the
             // code's own abort, and the corpus labels it mpi_abort.
             {"nan_other", C::kNanDivergence, K::kCause, 0.85,
-             R"re((?i)\b\w*loss\w*['"]?\s*[:=]?\s*[-+]?(?:nan|inf)\b|\b\w*(?:l1|l2|mse|mae|entropy|nll|kl|acc\w*|ppl|perplexity|grad\w*|norm)\s*[=:]\s*[-+]?(?:nan|inf)\b|\bcontains (?:nan|inf)|\b(?:nan|inf)s? ?(?:or|and|/) ?(?:nan|inf)\b|\bcheck_?numerics\b|Invalid loss, terminating training|training diverged)re",
+             R"re((?i)\b\w*(?:loss|cost)\w*['"]?\s*[:=]?\s*[-+]?(?:nan|inf)\b|\b\w*(?:l1|l2|mse|mae|entropy|nll|kl|acc\w*|ppl|perplexity|grad\w*|norm)['"]?\s*[=:]\s*[-+]?(?:nan|inf)\b|\bcontains (?:nan|inf)|\b(?:nan|inf)s? ?(?:or|and|/) ?(?:nan|inf)\b|\bcheck_?numerics\b|Invalid loss, terminating training|training diverged)re",
              ""},
             // fp16 loss scaling collapsing: a healthy scale is 2^k >= 1, one driven under 1 (to
             // 0.000244…, or 0) means every step overflows. Printed as notes and warnings.
@@ -438,7 +475,8 @@ constexpr Signature
 
             // ---- Python tracebacks (context, no class)
             // ---------------------------------------------
-            // Python's own tracebacks, and faulthandler's dumps (most recent call first).
+            // Python's own tracebacks, and faulthandler's dumps (most recent call first). Lines may
+            // carry a rank prefix ("[1,0]<stderr>:" from mpirun --tag-output, "[rank3]:", "0: ").
             {"traceback", C::kUnknown, K::kTraceback, 0,
              R"re(Traceback \(most recent call last\)|(?:Current thread|Thread) 0x[0-9a-f]+ (?:\[[^\]]*\] )?\(most recent call first\))re",
              ""},
@@ -446,12 +484,13 @@ constexpr Signature
              R"re(^(?:\d+: ?)?\W{0,3}(?:\[[^\]]*\]:?\s*)?\s*File ")re",
              R"re(File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<func>\S+))re"},
             {"python_exception", C::kUnknown, K::kException, 0,
-             R"re(^(?:\d+: ?)?(?:\[[^\]]*\]:?\s*)?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)(?::\s|$))re",
+             R"re(^(?:\d+: ?)?(?:\[[^\]]*\](?:<std(?:out|err)>)?:?\s*)?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)(?::\s|$))re",
              R"re((?P<exception>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning))(?::\s*(?P<message>.*))?$)re"},
 };
 // clang-format on
 
 #undef RS_SIZE
+#undef RS_EXIT
 
 // Rows: cause. Bit i set: explains class i. Built from the lists below.
 struct Explanation {

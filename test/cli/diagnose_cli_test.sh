@@ -116,14 +116,15 @@ expect_eq "no job and no log is a usage error" "$RC" 1
 set +e
 python3 "$SRCDIR/scripts/diagnosis_accuracy.py" "$RS" "$TESTDIR/data/failures" \
   --min dev=0.95 --min holdout=0.95 --min holdout2=0.95 --min holdout3=0.95 \
-  --min real-dev=0.95 --min real-blind=0.88 >"$WORK/corpus.out" 2>&1
+  --min real-dev=0.96 --min real-blind=0.98 >"$WORK/corpus.out" 2>&1
 rc=$?
 set -e
 tail -n 30 "$WORK/corpus.out"
-# dev, holdout, holdout2 and real-dev are what the rules were developed on; holdout3 and
-# real-blind were scored once at first sight and are now floors against regressions
-# (docs/diagnosis.md says what each measures: real-blind was 89.9%).
-expect_eq "corpus top-1 accuracy: 95% on the written sets and real-dev, 88% on real-blind" "$rc" 0
+# Every set here is now a development set: holdout3 and real-blind were scored once at first
+# sight (real-blind: 89.9%) and then tuned on (real-blind 98.8%, real-dev 96.5%); the floors
+# guard against regressions. docs/diagnosis.md says what each measures; the blind figure is
+# the lead's new set from repositories outside the corpus.
+expect_eq "corpus top-1 accuracy: 95% on the written sets, 96% on real-dev, 98% on real-blind" "$rc" 0
 
 # --- bad input ----------------------------------------------------------------------------
 run_rs diagnose --log "$WORK/nope.log"

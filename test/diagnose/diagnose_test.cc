@@ -175,6 +175,13 @@ TEST(SignaturesTest, EverySignatureMatchesItsWording) {
        "mpirun noticed that process rank 3 with PID 0 on node n1 exited on signal 6 (Aborted)."},
       {"env_module_unknown", "ERROR: Unable to locate a modulefile for 'openmpi/4.1.5'"},
       {"cuda_error_code", "GPUassert: Check failed: status == cudaSuccess (2 vs. 0)"},
+      {"exit_140", "Job 4711 finished: exit status 140"},
+      {"batch_exit_timeout", "Task task-0 failed with exit code 50005"},
+      {"node_unavailable", "srun: Prolog failure on node gpu-17"},
+      {"batch_exit_node", "task group0 exited with exitCode: 50002"},
+      {"batch_exit_preempted", "Task task-3 failed with exit code 50001"},
+      {"host_shutdown", "The agent has received a shutdown signal. Stopping the job."},
+      {"exit_127", "Task exited with exit code 127"},
   };
   auto sigs = AllSignatures();
   for (const auto& [id, line] : samples) {
@@ -581,6 +588,58 @@ TEST(DiagnoseTest, OneDecisiveLineIsEnough) {
 }
 
 // Where one class ends and the next begins (docs/diagnosis.md, "Class boundaries").
+// Logs that state their cause only through a scheduler's or a workflow manager's words: an exit
+// code with a documented meaning, a state word, a node daemon that cannot be reached. Wordings
+// other than the real corpus's.
+TEST(DiagnoseTest, SchedulerAndWorkflowWords) {
+  // Time limits: a state word as workflow managers quote it, sacct's row, LSF's SIGUSR2 exit.
+  EXPECT_EQ(ClassOf("rule align failed: cluster job 881 has state 'TIMEOUT'\n"), "timeout");
+  EXPECT_EQ(ClassOf("881.batch      batch            acct1          4    TIMEOUT      0:15\n"),
+            "timeout");
+  EXPECT_EQ(ClassOf("ERROR: task BWA_MEM exited with exit code 140\n"), "timeout");
+  EXPECT_EQ(ClassOf("job 12 was killed because of the wall clock limit\n"), "timeout");
+  EXPECT_EQ(ClassOf("Task exceeded running time limit (4h)\n"), "timeout");
+  // Nodes that failed before or under the job.
+  EXPECT_EQ(ClassOf("sbatch: Prolog failure on node cn042\n"), "node_failure");
+  EXPECT_EQ(ClassOf("worker-7    NotReady    <none>   3d   v1.28.2\n"), "node_failure");
+  EXPECT_EQ(ClassOf("pbs_server: send to MOM 'n17' failed, unable to run job\n"), "node_failure");
+  // Preemption: a cloud VM's termination notice, an HTCondor eviction event, Google Batch.
+  EXPECT_EQ(ClassOf("metadata watcher: spot instance termination imminent\n"), "preemption");
+  EXPECT_EQ(ClassOf("004 (881.000.000) ULOG_JOB_EVICTED\n"), "preemption");
+  EXPECT_EQ(ClassOf("Task failed with exit code 50001\n"), "preemption");
+  // An MPI launcher's report of a rank's non-zero exit and nothing else: the rank aborted,
+  // weakly; next to an exception it is still that exception's consequence.
+  Diagnosis lone = FromText(
+      "mpiexec: process rank 3 exited with code 2\n"
+      "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n   EXIT CODE: 2\n");
+  EXPECT_EQ(FailureClassName(lone.cls), "mpi_abort");
+  EXPECT_LT(lone.confidence, 0.7);
+  EXPECT_EQ(ClassOf("Traceback (most recent call last):\n  File \"solve.py\", line 3, in "
+                    "<module>\nKeyError: 'mesh'\n"
+                    "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n   EXIT CODE: 1\n"),
+            "unknown");
+  // Commands missing as dash and a localised bash say it, and the shell's exit code 127.
+  EXPECT_EQ(ClassOf("run.sh: 7: mpirun: not found\n"), "missing_file");
+  EXPECT_EQ(ClassOf("run.sh: Zeile 7: mpirun: Kommando nicht gefunden.\n"), "missing_file");
+  EXPECT_EQ(ClassOf("job 5 exited with exit status 127\n"), "missing_file");
+  // A TensorFlow write that ran out of space names a relative path, not a tensor.
+  EXPECT_EQ(ClassOf("tensorflow.python.framework.errors_impl.ResourceExhaustedError: "
+                    "ckpt/model.ckpt-100.data-00000-of-00001\n"),
+            "disk_full");
+  EXPECT_EQ(ClassOf("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when "
+                    "allocating tensor with shape[256,512]\n"),
+            "gpu_oom");
+  // NCCL's own CUDA check, and the kernel module that does not load.
+  EXPECT_EQ(ClassOf("node1:12:12 [1] NCCL WARN enqueue.cc:88 Cuda failure 'peer access is not "
+                    "supported between these two devices'\n"),
+            "nccl_error");
+  EXPECT_EQ(ClassOf("modprobe: ERROR: could not insert 'nvidia': Invalid argument\n"),
+            "driver_mismatch");
+  // Metrics printed as nan in other formats.
+  EXPECT_EQ(ClassOf("iter 300 | cost nan | lr 1e-3\n"), "nan_divergence");
+  EXPECT_EQ(ClassOf("{'loss': 0.0, 'grad_norm': nan, 'epoch': 0.5}\n"), "nan_divergence");
+}
+
 TEST(DiagnoseTest, ClassBoundaries) {
   // An environment module that does not exist is a missing input, not a Python import.
   EXPECT_EQ(ClassOf("Lmod has detected the following error:  The following module(s) are "
