@@ -85,7 +85,7 @@ nlohmann::json CodeJson(const StoredJobCode& c) {
 
 // The run's phases and the split that frees their idle reservation (src/phases), from the
 // series of a --series document; against the job's --mem when given.
-nlohmann::json PhasesJson(const nlohmann::json& doc, const JobRecord& job) {
+nlohmann::json PhasesJson(const nlohmann::json& doc, std::optional<int64_t> mem_bytes) {
   JobSeries series;
   for (const auto& [name, m] : doc["summary"]["metrics"].items()) {
     if (!m.contains("points")) continue;
@@ -95,9 +95,7 @@ nlohmann::json PhasesJson(const nlohmann::json& doc, const JobRecord& job) {
   }
   std::vector<Phase> phases = DetectPhases(series);
   Reservation reserved;
-  if (job.request.memory_bytes) {
-    reserved.memory_bytes = static_cast<double>(*job.request.memory_bytes);
-  }
+  if (mem_bytes) reserved.memory_bytes = static_cast<double>(*mem_bytes);
   SplitSuggestion split = SuggestSplit(phases, reserved);
   nlohmann::json out = nlohmann::json::array();
   for (size_t i = 0; i < phases.size(); ++i) {
@@ -158,7 +156,7 @@ int Run(Context& ctx, const RunFlags& f, const std::vector<std::string>& argv) {
   if (f.json) {
     auto doc = JobRunJson(*run, argv, diagnosis);
     if (code) doc["code"] = CodeJson(*code);
-    if (f.series) doc["phases"] = PhasesJson(doc, job);
+    if (f.series) doc["phases"] = PhasesJson(doc, options->memory_limit_bytes);
     fmt::print("{}\n", JsonText(doc, 2));
   } else {
     fmt::print(
