@@ -11,6 +11,7 @@
 #include "core/units.h"
 #include "diagnose/diagnosis.h"
 #include "jobscript/job_script.h"
+#include "phases/phases.h"
 #include "predict/code_estimate.h"
 
 namespace rightsize::cli {
@@ -82,6 +83,46 @@ nlohmann::json CodeJson(const StoredJobCode& c) {
           {"estimate", estimate.is_discarded() ? nlohmann::json(nullptr) : estimate}};
 }
 
+// The run's phases and the split that frees their idle reservation (src/phases), from the
+// series of a --series document; against the job's --mem when given.
+nlohmann::json PhasesJson(const nlohmann::json& doc, std::optional<int64_t> mem_bytes) {
+  JobSeries series;
+  for (const auto& [name, m] : doc["summary"]["metrics"].items()) {
+    if (!m.contains("points")) continue;
+    for (const auto& p : m["points"]) {
+      series[name].push_back(SeriesPoint{p[0].get<int64_t>(), p[1].get<double>()});
+    }
+  }
+  std::vector<Phase> phases = DetectPhases(series);
+  Reservation reserved;
+  if (mem_bytes) reserved.memory_bytes = static_cast<double>(*mem_bytes);
+  SplitSuggestion split = SuggestSplit(phases, reserved);
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < phases.size(); ++i) {
+    nlohmann::json use = nlohmann::json::object();
+    for (const auto& [m, u] : phases[i].use) {
+      use[m] = {{"mean", u.mean}, {"p95", u.p95}, {"peak", u.peak}};
+    }
+    const SplitStep& s = split.steps[i];
+    out.push_back({{"start_s", phases[i].start_s},
+                   {"end_s", phases[i].end_s},
+                   {"use", use},
+                   {"step_cores", s.cores},
+                   {"step_memory_bytes", s.memory_bytes},
+                   {"idle_core_s", s.idle_core_s},
+                   {"idle_memory_byte_s", s.idle_memory_byte_s}});
+  }
+  return {{"phases", out},
+          {"split",
+           {{"reserved_cores", split.reserved.cores},
+            {"reserved_memory_bytes", split.reserved.memory_bytes},
+            {"reserved_core_s", split.reserved_core_s},
+            {"reserved_memory_byte_s", split.reserved_memory_byte_s},
+            {"freed_core_s", split.freed_core_s},
+            {"freed_memory_byte_s", split.freed_memory_byte_s},
+            {"extra_queue_waits", split.extra_starts}}}};
+}
+
 // Why a job that did not complete failed, from its output and what the runner saw.
 
 int Run(Context& ctx, const RunFlags& f, const std::vector<std::string>& argv) {
@@ -115,6 +156,7 @@ int Run(Context& ctx, const RunFlags& f, const std::vector<std::string>& argv) {
   if (f.json) {
     auto doc = JobRunJson(*run, argv, diagnosis);
     if (code) doc["code"] = CodeJson(*code);
+    if (f.series) doc["phases"] = PhasesJson(doc, options->memory_limit_bytes);
     fmt::print("{}\n", JsonText(doc, 2));
   } else {
     fmt::print(
@@ -149,7 +191,9 @@ void AddRunCommand(CLI::App& app, Context& ctx, Action* action) {
                 "Print the job record, the usage summary, the code's facts (\"code\", when it "
                 "runs a Python program) and, if it failed, the diagnosis as JSON (schema "
                 "rightsize.run/v1) instead of the human summary");
-  cmd->add_flag("--series", f->series, "With --json: include every metric's time series");
+  cmd->add_flag("--series", f->series,
+                "With --json: include every metric's time series, and the run's phases with the "
+                "split that would free their idle reservation (docs/phases.md)");
   cmd->add_option("--stacks", f->stacks,
                   "Sample the command's call stacks (perf, 49 Hz) and write them folded "
                   "(\"a;b;c count\") to FILE");

@@ -3,8 +3,6 @@
 // predictor's suggested requests; prints wait, slowdown, utilisation and kills per scenario.
 #include <fmt/format.h>
 
-#include <charconv>
-#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -16,6 +14,7 @@
 #include "ingest/sacct.h"
 #include "ingest/swf.h"
 #include "predict/cluster.h"
+#include "sim/scenarios.h"
 #include "sim/simulator.h"
 #include "sim/workload.h"
 
@@ -97,28 +96,6 @@ StatusOr<Loaded> ReadStore(Context& ctx, const SimulateFlags& f) {
   return out;
 }
 
-// The machine size: --processors, else the SWF header (MaxProcs, or MaxNodes with --nodes),
-// else the store's total CPUs.
-StatusOr<std::pair<int64_t, std::string>> MachineSize(const SimulateFlags& f, const Loaded& l) {
-  if (f.processors > 0) return std::pair<int64_t, std::string>{f.processors, "--processors"};
-  std::string key = f.nodes ? "swf.MaxNodes" : "swf.MaxProcs";
-  auto it = l.metadata.find(key);
-  if (it != l.metadata.end()) {
-    int64_t v = 0;
-    auto [p, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-    if (ec == std::errc() && v > 0) {
-      return std::pair<int64_t, std::string>{v, f.nodes ? "MaxNodes" : "MaxProcs"};
-    }
-  }
-  if (!f.nodes && l.store_cpus >= 1) {
-    return std::pair<int64_t, std::string>{static_cast<int64_t>(l.store_cpus), "store"};
-  }
-  return Status::InvalidArgument(fmt::format(
-      "the machine size is not known ({}): give --processors N", f.store   ? "the store has none"
-                                                                 : f.nodes ? "no MaxNodes header"
-                                                                           : "no MaxProcs header"));
-}
-
 nlohmann::ordered_json MetricsJson(const sim::Metrics& m) {
   return {
       {"jobs", m.jobs},       {"mean_wait_s", m.mean_wait_s},         {"p95_wait_s", m.p95_wait_s},
@@ -143,11 +120,12 @@ int RunSimulate(Context& ctx, const SimulateFlags& f) {
   }
   auto loaded = f.store ? ReadStore(ctx, f) : ReadTrace(f);
   if (!loaded.ok()) return Fail(loaded.status());
-  auto machine = MachineSize(f, *loaded);
+  sim::SizeUnit unit = f.nodes ? sim::SizeUnit::kNodes : sim::SizeUnit::kProcessors;
+  auto machine =
+      sim::ResolveMachineSize({f.processors, unit, loaded->metadata, loaded->store_cpus, f.store});
   if (!machine.ok()) return Fail(machine.status());
-  int64_t n = machine->first;
-  sim::Workload w = sim::WorkloadFromRecords(
-      loaded->records, f.nodes ? sim::SizeUnit::kNodes : sim::SizeUnit::kProcessors, n);
+  int64_t n = machine->size;
+  sim::Workload w = sim::WorkloadFromRecords(loaded->records, unit, n);
   std::vector<std::string> notes = loaded->notes;
   notes.insert(notes.end(), w.notes.begin(), w.notes.end());
   if (w.jobs.empty()) {
@@ -155,64 +133,23 @@ int RunSimulate(Context& ctx, const SimulateFlags& f) {
         Status::BadInput(fmt::format("{}: no job can be simulated ({})",
                                      f.store ? "the store" : f.trace, fmt::join(notes, "; "))));
   }
-  sim::SimOptions options{*policy, n};
   std::string input = f.store ? "store" : f.trace;
-
-  struct Scenario {
-    std::string name;
-    int64_t new_limits = 0;
-    int64_t lowered = 0;  // of the new limits, those below the job's request
-    sim::Metrics m;
-    double seconds = 0;
-  };
-  std::vector<Scenario> scenarios;
+  sim::ScenarioOptions options;
+  options.policy = *policy;
+  options.machine_procs = n;
+  options.risk = f.risk;
+  options.validate = f.validate;
+  options.predictions = std::move(predictions);
+  options.predictions_name = f.predictions;
+  options.input_name = input;
+  auto what_if = sim::RunScenarios(w, options);
+  if (!what_if.ok()) return Fail(what_if.status());
+  const std::vector<sim::Scenario>& scenarios = what_if->scenarios;
   nlohmann::ordered_json validation;
-  auto run = [&](const std::string& name, const std::vector<sim::SimJob>& jobs,
-                 int64_t new_limits) -> StatusOr<sim::SimResult> {
-    int64_t lowered = 0;
-    for (size_t i = 0; i < jobs.size(); ++i) lowered += jobs[i].limit_s < w.jobs[i].limit_s;
-    auto t0 = std::chrono::steady_clock::now();
-    RS_ASSIGN_OR_RETURN(sim::SimResult r, sim::Simulate(jobs, options));
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    scenarios.push_back({name, new_limits, lowered, sim::Summarise(jobs, r, n), s});
-    return r;
-  };
-  auto users = run("users", w.jobs, 0);
-  if (!users.ok()) return Fail(users.status());
-  if (f.validate) {
-    int64_t known = 0, same = 0;
-    for (size_t i = 0; i < w.jobs.size(); ++i) {
-      if (w.trace_start_s[i] < 0) continue;
-      ++known;
-      if (users->jobs[i].start_s == w.trace_start_s[i]) ++same;
-    }
-    if (known == 0) {
-      return Fail(Status::BadInput("--validate: the trace has no start times to compare with"));
-    }
-    validation = {{"jobs", known},
-                  {"same_start", same},
-                  {"share", static_cast<double>(same) / static_cast<double>(known)}};
-  }
-  if (!predictions.empty()) {
-    size_t matched = 0;
-    for (const sim::SimJob& j : w.jobs) matched += predictions.contains(j.id);
-    if (matched == 0) {
-      return Fail(Status::BadInput(
-          fmt::format("{}: none of its {} jobs is a job of {} (predictions of another trace?)",
-                      f.predictions, predictions.size(), input)));
-    }
-    std::vector<std::pair<std::string, std::string>> sources = {
-        {"rightsize", fmt::format("rightsize@{:g}", f.risk)},
-        {"last2", "last2"},
-        {"user_mean", "user_mean"}};
-    for (const auto& [source, name] : sources) {
-      std::vector<sim::SimJob> jobs = w.jobs;
-      auto changed = sim::ApplyLimits(predictions, source, f.risk, jobs);
-      if (!changed.ok()) return Fail(changed.status());
-      if (*changed == 0) continue;
-      auto r = run(name, jobs, *changed);
-      if (!r.ok()) return Fail(r.status());
-    }
+  if (what_if->validation) {
+    validation = {{"jobs", what_if->validation->jobs},
+                  {"same_start", what_if->validation->same_start},
+                  {"share", what_if->validation->share}};
   }
 
   if (f.json) {
@@ -221,17 +158,17 @@ int RunSimulate(Context& ctx, const SimulateFlags& f) {
         {"input", input},
         {"policy", sim::PolicyName(*policy)},
         {"machine",
-         {{"size", n}, {"unit", f.nodes ? "nodes" : "processors"}, {"from", machine->second}}},
+         {{"size", n}, {"unit", f.nodes ? "nodes" : "processors"}, {"from", machine->from}}},
         {"records", w.records},
         {"jobs", w.jobs.size()},
         {"notes", notes}};
     if (!validation.is_null()) doc["validation"] = validation;
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
-    for (const Scenario& s : scenarios) {
+    for (const sim::Scenario& s : scenarios) {
       nlohmann::ordered_json j = {{"requests", s.name},
                                   {"jobs_with_new_limit", s.new_limits},
                                   {"limits_lowered", s.lowered}};
-      j["metrics"] = MetricsJson(s.m);
+      j["metrics"] = MetricsJson(s.metrics);
       j["seconds"] = s.seconds;
       list.push_back(std::move(j));
     }
@@ -240,7 +177,7 @@ int RunSimulate(Context& ctx, const SimulateFlags& f) {
     return kExitOk;
   }
   fmt::print("{}: {} jobs on {} {} ({}), policy {}\n", input, w.jobs.size(), n,
-             f.nodes ? "nodes" : "processors", machine->second, sim::PolicyName(*policy));
+             f.nodes ? "nodes" : "processors", machine->from, sim::PolicyName(*policy));
   for (const std::string& note : notes) fmt::print("  note: {}\n", note);
   if (!validation.is_null()) {
     fmt::print("validation: {} of {} jobs ({:.2f}%) start when the trace says\n",
@@ -250,12 +187,12 @@ int RunSimulate(Context& ctx, const SimulateFlags& f) {
   fmt::print("{:<16} {:>9} {:>8} {:>11} {:>11} {:>9} {:>7} {:>11} {:>8} {:>12}\n", "requests",
              "new limit", "lowered", "mean wait", "p95 wait", "AVEbsld", "util", "makespan",
              "killed", "lost proc·h");
-  for (const Scenario& s : scenarios) {
+  for (const sim::Scenario& s : scenarios) {
     fmt::print("{:<16} {:>9} {:>8} {:>11} {:>11} {:>9.2f} {:>6.1f}% {:>11} {:>8} {:>12.0f}\n",
-               s.name, s.new_limits, s.lowered, FormatDuration(s.m.mean_wait_s),
-               FormatDuration(s.m.p95_wait_s), s.m.avebsld, 100 * s.m.utilisation,
-               FormatDuration(static_cast<double>(s.m.makespan_s)), s.m.killed,
-               s.m.lost_proc_hours);
+               s.name, s.new_limits, s.lowered, FormatDuration(s.metrics.mean_wait_s),
+               FormatDuration(s.metrics.p95_wait_s), s.metrics.avebsld, 100 * s.metrics.utilisation,
+               FormatDuration(static_cast<double>(s.metrics.makespan_s)), s.metrics.killed,
+               s.metrics.lost_proc_hours);
   }
   return kExitOk;
 }

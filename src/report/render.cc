@@ -879,6 +879,7 @@ json RenderJson(const WasteReport& r) {
                           {"wasted_dollars", Num(d.wasted_dollars)}});
   }
   j["energy"] = EnergyJson(r.energy);
+  if (r.queue.simulated || !r.queue.why_not.empty()) j["queue"] = QueueJson(r.queue);
   return j;
 }
 
@@ -954,6 +955,10 @@ std::string RenderText(const WasteReport& r) {
 
   out += "\nEnergy\n";
   for (const auto& s : EnergySentences(r.energy)) out += Wrap(s, 96, "  ");
+  if (r.queue.simulated || !r.queue.why_not.empty()) {
+    out += "\nWhat the queue would have done\n";
+    for (const auto& s : QueueSentences(r.queue)) out += Wrap(s, 96, "  ");
+  }
 
   out += fmt::format(
       "\nPrices ({}): {}/core-hour, {}/GB-hour, GPU-hours by type (default {}/GPU-hour).\n",
@@ -1089,6 +1094,12 @@ svg .grid{stroke:#e4e7ee;stroke-width:1}
 
   out += "\n<h2>Energy</h2>\n";
   for (const auto& s : EnergySentences(r.energy)) out += "<p>" + HtmlEscape(s) + "</p>\n";
+  if (r.queue.simulated || !r.queue.why_not.empty()) {
+    out += "\n<h2>What the queue would have done</h2>\n";
+    for (const auto& s : QueueSentences(r.queue)) out += "<p>" + HtmlEscape(s) + "</p>\n";
+    out += QueueSvg(r.queue);
+    if (r.queue.simulated) out += "<p class=\"rule\">" + HtmlEscape(kQueueRule) + "</p>\n";
+  }
 
   out += "\n<h2>Prices</h2>\n";
   out +=

@@ -119,6 +119,7 @@
 #include "core/status.h"
 #include "report/energy.h"
 #include "report/prices.h"
+#include "report/queue.h"
 #include "store/store.h"
 
 namespace rightsize {
@@ -330,6 +331,7 @@ struct WasteReport {
   std::string showback_by;            // "" unless asked
   std::vector<ShowbackAcc> showback;  // sorted by key
   EnergySummary energy;
+  QueueWhatIf queue;  // filled by the caller that knows the machine (rightsize report)
 };
 
 // Picks the cluster to report from per-cluster counts (see "One cluster per report"); "" when

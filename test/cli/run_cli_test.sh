@@ -159,4 +159,16 @@ run_rs run --nvml /nonexistent/libnvidia-ml.so.1 --json -- true
 DOC=$(sed -n '/^{/,$p' <<<"$OUT")
 expect_eq "no driver: GPU off" "$(json_get "$DOC" 'd["gpu"]["available"]')" False
 expect_contains "and says why" "$(json_get "$DOC" 'd["gpu"]["status"]')" "/nonexistent/libnvidia-ml.so.1"
+# Phases: a job that sleeps on ~10 MB for 12 s, then builds and holds 300 MB for 12 s, has its
+# first phase boundary near 12 s (building the bytes busies a core: a phase of its own), and the
+# split frees memory in the first phase (docs/phases.md).
+run_rs run --mem 1G --interval 1 --json --series -- python3 -c \
+  'import time; time.sleep(12); x = b"x" * (300 << 20); time.sleep(12)'
+DOC=$(sed -n '/^{/,$p' <<<"$OUT")
+expect_eq "at least two phases" "$(json_get "$DOC" 'len(d["phases"]["phases"]) >= 2')" True
+expect_eq "the boundary near 12 s" \
+  "$(json_get "$DOC" '12 <= d["phases"]["phases"][1]["start_s"] <= 15')" True
+expect_eq "the reservation is --mem" "$(json_get "$DOC" 'd["phases"]["split"]["reserved_memory_bytes"]')" 1073741824.0
+expect_eq "memory freed by the split" \
+  "$(json_get "$DOC" 'd["phases"]["split"]["freed_memory_byte_s"] > 11 * 700e6')" True
 finish
