@@ -408,8 +408,9 @@ void Shipper::Spool(Batch& batch) {
   if (!batch.remote_writes.empty()) {
     // Each request as "<bytes>\n<request>", before the .json that names the batch.
     std::string rw;
-    for (const std::string& body : batch.remote_writes)
+    for (const std::string& body : batch.remote_writes) {
       rw += fmt::format("{}\n", body.size()) + body;
+    }
     std::string rw_path = fmt::format("{}/{}.rw", options_.spool_dir, batch.seq);
     if (!WriteWhole(rw_path, rw)) {
       ++stats_.spool_errors;
