@@ -15,8 +15,57 @@
 
 #include "core/json_text.h"
 #include "core/units.h"
+#include "remote_write/remote_write.h"
 
 namespace rightsize {
+namespace {
+
+// Writes `data` to a temporary name and renames it: a crash leaves the whole file or none.
+bool WriteWhole(const std::string& path, const std::string& data) {
+  std::string tmp = path + ".tmp";
+  std::error_code ec;
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
+    out.flush();
+    if (!out) {
+      std::filesystem::remove(tmp, ec);
+      return false;
+    }
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    return false;
+  }
+  return true;
+}
+
+// The requests of a .rw spool file ("<bytes>\n<request>" each); nullopt when it is damaged.
+std::optional<std::vector<std::string>> ParseRemoteWrites(const std::string& data) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at < data.size()) {
+    size_t nl = data.find('\n', at);
+    if (nl == std::string::npos) return std::nullopt;
+    auto n = ParseInt(data.substr(at, nl - at));
+    if (!n || *n < 0 || static_cast<size_t>(*n) > data.size() - nl - 1) return std::nullopt;
+    out.push_back(data.substr(nl + 1, static_cast<size_t>(*n)));
+    at = nl + 1 + static_cast<size_t>(*n);
+  }
+  return out;
+}
+
+std::optional<std::string> ReadWhole(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::stringstream body;
+  body << in.rdbuf();
+  if (!in && !in.eof()) return std::nullopt;
+  return body.str();
+}
+
+}  // namespace
 
 nlohmann::json TelemetryBatchJson(
     const std::string& agent, int64_t seq, const std::vector<JobTelemetry>& jobs,
@@ -96,14 +145,24 @@ void Shipper::Enqueue(std::vector<JobTelemetry> jobs, int64_t now_ms) {
     }
     if (t.job.end_time) energy_sent_.erase(key);
   }
-  Batch b{last_seq_, JsonText(TelemetryBatchJson(options_.agent, last_seq_, jobs, energy_before_j)),
-          ""};
+  Batch b{last_seq_, "", "", 0, {}, "", 0};
   for (const auto& t : jobs) {
     for (const auto& [metric, points] : t.samples) {
       b.samples += std::count_if(points.begin(), points.end(),
                                  [](const Sample& p) { return std::isfinite(p.value); });
     }
   }
+  if (!options_.tsdb_write_url.empty()) {
+    // The samples by remote write, the rest to the server.
+    auto bodies = EncodeRemoteWrite(jobs);
+    if (bodies.ok()) {
+      b.remote_writes = std::move(*bodies);
+      for (auto& t : jobs) t.samples.clear();
+    } else {  // cannot happen short of memory: the server gets them as without a TSDB
+      stats_.last_error = bodies.status().ToString();
+    }
+  }
+  b.body = JsonText(TelemetryBatchJson(options_.agent, last_seq_, jobs, energy_before_j));
   stats_.samples_made += b.samples;
   Spool(b);
   queue_.push_back(std::move(b));
@@ -151,6 +210,11 @@ void Shipper::Run() {
   }
   httplib::Headers headers;
   if (!options_.token.empty()) headers.emplace("Authorization", "Bearer " + options_.token);
+  std::unique_ptr<RemoteWriteClient> tsdb;
+  if (!options_.tsdb_write_url.empty()) {
+    auto created = RemoteWriteClient::Create(options_.tsdb_write_url, options_.timeout_s);
+    if (created.ok()) tsdb = std::move(created.value());  // Create() checked the URL
+  }
   double backoff_s = 1;
   size_t current = 0;         // the server the batches go to
   size_t failed_in_turn = 0;  // servers that failed one after the other (all: back off)
@@ -161,9 +225,54 @@ void Shipper::Run() {
     Batch batch = queue_.front();
     in_flight_ = true;
     lock.Unlock();
-    auto res = clients[current]->Post("/api/v1/telemetry", headers, batch.body, "application/json");
+    // The samples first: the server's batch waits until the TSDB has them.
+    Status written = Status::Ok();
+    size_t bodies_sent = 0;
+    for (const std::string& body : batch.remote_writes) {
+      if (tsdb == nullptr) break;
+      written = tsdb->Post(body, static_cast<size_t>(batch.samples));
+      if (!written.ok()) break;
+      ++bodies_sent;
+    }
+    bool refused = !written.ok() && tsdb->refused_for_good();
+    std::optional<httplib::Result> posted;
+    if (written.ok() || refused) {
+      // Done with the TSDB whatever the server answers.
+      lock.Lock();
+      if (!queue_.empty() && queue_.front().seq == batch.seq) {
+        Batch& front = queue_.front();
+        ForgetSamples(front);
+        if (refused) front.samples = 0;
+      }
+      if (refused) {
+        stats_.last_error = written.ToString();
+        fmt::print(stderr, "rightsize agent: {}; its samples are dropped\n", stats_.last_error);
+      }
+      lock.Unlock();
+      posted = clients[current]->Post("/api/v1/telemetry", headers, batch.body, "application/json");
+    }
     lock.Lock();
     in_flight_ = false;
+    if (!posted) {
+      // The TSDB cannot take them now: keep the ones it has out of the next try.
+      if (!queue_.empty() && queue_.front().seq == batch.seq) {
+        auto& rw = queue_.front().remote_writes;
+        rw.erase(rw.begin(), rw.begin() + static_cast<ptrdiff_t>(bodies_sent));
+      }
+      stats_.last_error = written.ToString();
+      ++stats_.failed_attempts;
+      auto until = std::chrono::steady_clock::now() +
+                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                       std::chrono::duration<double>(backoff_s));
+      while (!stop_ && cv_.WaitUntil(lock, until)) {
+      }
+      backoff_s = std::min(backoff_s * 2, 60.0);
+      stats_.queued = static_cast<int64_t>(queue_.size());
+      cv_.NotifyAll();
+      continue;
+    }
+    if (refused) batch.samples = 0;
+    httplib::Result& res = *posted;
     bool done = false;
     if (!res) {
       stats_.last_error =
@@ -301,6 +410,10 @@ Status Shipper::LoadSpool() {
       fs::remove(p, ec);  // a write that a crash interrupted: never sent, never complete
       continue;
     }
+    if (p.extension() == ".rw" && !fs::exists(fs::path(p).replace_extension(".json"), ec)) {
+      fs::remove(p, ec);  // a batch whose .json a crash did not let be written
+      continue;
+    }
     if (p.extension() != ".json") continue;
     auto seq = ParseInt(p.stem().string());
     if (seq && *seq > 0) files.emplace_back(*seq, p);
@@ -311,12 +424,25 @@ Status Shipper::LoadSpool() {
   }
   std::sort(files.begin(), files.end());
   for (const auto& [seq, path] : files) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream body;
-    body << in.rdbuf();
-    if (!in && !in.eof()) continue;
-    Batch b{seq, body.str(), path.string()};
+    auto body = ReadWhole(path);
+    if (!body) continue;
+    Batch b{seq, std::move(*body), path.string(), 0, {}, "", 0};
     spool_bytes_ += static_cast<int64_t>(b.body.size());
+    // Its samples, when the TSDB did not have them yet.
+    fs::path rw_path = fs::path(path).replace_extension(".rw");
+    if (auto rw = ReadWhole(rw_path)) {
+      auto requests = ParseRemoteWrites(*rw);
+      if (requests) {
+        b.remote_writes = std::move(*requests);
+        b.rw_file = rw_path.string();
+        b.rw_bytes = static_cast<int64_t>(rw->size());
+        spool_bytes_ += b.rw_bytes;
+      } else {
+        fmt::print(stderr, "rightsize agent: {} is damaged; the samples in it are dropped\n",
+                   rw_path.string());
+        fs::remove(rw_path, ec);
+      }
+    }
     last_seq_ = std::max(last_seq_, seq);
     queue_.push_back(std::move(b));
     ++stats_.recovered;
@@ -328,24 +454,24 @@ Status Shipper::LoadSpool() {
 
 void Shipper::Spool(Batch& batch) {
   if (options_.spool_dir.empty()) return;
-  std::string path = fmt::format("{}/{}.json", options_.spool_dir, batch.seq);
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(batch.body.data(), static_cast<std::streamsize>(batch.body.size()));
-    out.flush();
-    if (!out) {
+  if (!batch.remote_writes.empty()) {
+    // Each request as "<bytes>\n<request>", before the .json that names the batch.
+    std::string rw;
+    for (const std::string& body : batch.remote_writes) {
+      rw += fmt::format("{}\n", body.size()) + body;
+    }
+    std::string rw_path = fmt::format("{}/{}.rw", options_.spool_dir, batch.seq);
+    if (!WriteWhole(rw_path, rw)) {
       ++stats_.spool_errors;
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
       return;
     }
+    batch.rw_file = rw_path;
+    batch.rw_bytes = static_cast<int64_t>(rw.size());
+    spool_bytes_ += batch.rw_bytes;
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
+  std::string path = fmt::format("{}/{}.json", options_.spool_dir, batch.seq);
+  if (!WriteWhole(path, batch.body)) {
     ++stats_.spool_errors;
-    std::filesystem::remove(tmp, ec);
     return;
   }
   batch.file = path;
@@ -353,10 +479,24 @@ void Shipper::Spool(Batch& batch) {
 }
 
 void Shipper::Forget(const Batch& batch) {
-  if (batch.file.empty()) return;
   std::error_code ec;
+  if (!batch.rw_file.empty()) {
+    std::filesystem::remove(batch.rw_file, ec);
+    spool_bytes_ -= batch.rw_bytes;
+  }
+  if (batch.file.empty()) return;
   std::filesystem::remove(batch.file, ec);
   spool_bytes_ -= static_cast<int64_t>(batch.body.size());
+}
+
+void Shipper::ForgetSamples(Batch& batch) {
+  batch.remote_writes.clear();
+  if (batch.rw_file.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove(batch.rw_file, ec);
+  spool_bytes_ -= batch.rw_bytes;
+  batch.rw_file.clear();
+  batch.rw_bytes = 0;
 }
 
 void Shipper::TrimSpool() {

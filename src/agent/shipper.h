@@ -26,6 +26,16 @@
 // queue, the spool and the numbering are the agent's, not a server's: the replicas share the
 // store's last seq of each agent, so a batch a killed replica had stored is answered 409 by the
 // next one and dropped, and one it had not is stored there, once.
+//
+// With a TSDB (tsdb_write_url, `agent --tsdb-write-url`), a batch's samples go to it by
+// Prometheus remote write (remote_write/remote_write.h, the server's own encoding) and the batch
+// posted to the server has none (job records, stacks, diagnoses, seq). The samples are written
+// first, retried with the same backoff as the server's batches; the server's batch waits until
+// the TSDB has accepted them, and is posted once only after it has (never again to the TSDB:
+// samples once). In the spool such a batch is two files, `<seq>.rw` (its remote-write
+// requests) written before `<seq>.json`, and the .rw file goes once the TSDB has it. A TSDB
+// that refuses samples for good (a 4xx other than 429) drops them with a log line and the
+// server's batch goes on; they are not counted as delivered.
 #pragma once
 
 #include <condition_variable>
@@ -60,7 +70,8 @@ struct ShipperOptions {
   std::string agent;  // this agent's name (the node's host name)
   size_t max_queued = 720;
   double timeout_s = 10;
-  std::string spool_dir;  // "" = memory only
+  std::string tsdb_write_url;  // "" = samples go to the server in its batches
+  std::string spool_dir;       // "" = memory only
   int64_t max_spool_bytes = int64_t{256} << 20;
 };
 
@@ -96,7 +107,13 @@ class Shipper {
     std::string body;  // JSON
     std::string file;  // its spool file ("" when not spooled)
     int64_t samples = 0;
+    // With a TSDB: the remote-write requests of its samples (none once the TSDB has them) and
+    // their spool file.
+    std::vector<std::string> remote_writes;
+    std::string rw_file;
+    int64_t rw_bytes = 0;
   };
+
   // What a 409 answer means for `sent` (the queue's front): stored before (done), renumbered
   // with the queue behind it (send again now), or nothing to do yet (retry later).
   enum class Refusal { kStoredBefore, kRenumbered, kWait };
@@ -106,6 +123,8 @@ class Shipper {
   Status LoadSpool() REQUIRES(mu_);
   void Spool(Batch& batch) REQUIRES(mu_);
   void Forget(const Batch& batch) REQUIRES(mu_);
+  // Once the TSDB has the batch's samples: their requests and spool file go.
+  void ForgetSamples(Batch& batch) REQUIRES(mu_);
   void TrimSpool() REQUIRES(mu_);
   ShipperOptions options_;
   std::string scheme_host_port_;

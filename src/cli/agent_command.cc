@@ -33,7 +33,7 @@ struct AgentFlags {
   std::string dcgm_library;  // "": libdcgm.so.4, then .so.3, then .so
   size_t max_jobs = 500;
   std::vector<std::string> servers;  // --server: the server, then its other replicas
-  std::string token, token_file, spool;
+  std::string token, token_file, spool, tsdb_write_url;
   bool no_spool = false;
   double ship_interval_s = 5;
   bool stacks = false;
@@ -59,6 +59,7 @@ StatusOr<std::unique_ptr<Shipper>> OpenShipper(const AgentFlags& f, const std::s
   settings.root = geteuid() == 0;
   if (const char* home = std::getenv("HOME")) settings.home = home;
   RS_ASSIGN_OR_RETURN(ShipperOptions so, AgentShipperOptions(settings));
+  so.tsdb_write_url = f.tsdb_write_url;
   RS_ASSIGN_OR_RETURN(std::unique_ptr<Shipper> shipper, Shipper::Create(so));
   if (shipper->stats().recovered > 0) {
     fmt::print(stderr, "rightsize agent: {} unsent batches from {} will be sent first\n",
@@ -98,6 +99,11 @@ int RunAgent(Context& ctx, const AgentFlags& f) {
   // With --server the records go there; the local store is only opened without it.
   Store* local = nullptr;
   std::unique_ptr<Shipper> shipper;
+  if (f.servers.empty() && !f.tsdb_write_url.empty()) {
+    return Fail(Status::InvalidArgument(
+        "--tsdb-write-url needs --server: the agent writes samples to the TSDB and the rest to "
+        "the server"));
+  }
   if (f.servers.empty()) {
     auto store = ctx.OpenedStore();
     if (!store.ok()) return Fail(store.status());
@@ -227,6 +233,12 @@ void AddAgentCommand(CLI::App& app, Context& ctx, Action* action) {
                   "(default /var/spool/rightsize as root, else ~/.local/state/rightsize/spool; "
                   "capped at 256 MiB, oldest dropped)");
   cmd->add_flag("--no-spool", f->no_spool, "Keep unsent batches in memory only");
+  cmd->add_option("--tsdb-write-url", f->tsdb_write_url,
+                  "With --server: write the samples to this Prometheus-compatible TSDB by remote "
+                  "write (e.g. http://vm:8428/api/v1/write) and send the server batches without "
+                  "them; the server reads them back with its --tsdb-query-url (see "
+                  "docs/scale-tsdb.md)")
+      ->type_name("URL");
   cmd->add_option("--ship-interval", f->ship_interval_s, "Seconds between batches (default 5)")
       ->check(CLI::Range(0.2, 3600.0));
   cmd->add_flag("--stacks", f->stacks,

@@ -1,9 +1,7 @@
 #include "store/tsdb_store.h"
 
 #include <fmt/format.h>
-#include <google/protobuf/arena.h>
 #include <httplib.h>
-#include <snappy.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,47 +11,14 @@
 #include <utility>
 #include <vector>
 
-#include "prompb/remote_write.pb.h"
+#include "remote_write/remote_write.h"
 
 namespace rightsize {
 namespace {
 
 constexpr std::string_view kPrefix = "rightsize_job_";
-// A request's samples at most: VictoriaMetrics refuses bodies over 32 MB by default.
-constexpr size_t kMaxSamplesPerRequest = 200000;
 // The latest time a query is evaluated at (2200-01-01): ReadSamples' "up to now" is INT64_MAX.
 constexpr int64_t kMaxQueryMs = 7258118400000;
-
-// "http://host:port" and the path after it ("" or "/api/v1/write").
-struct Url {
-  std::string scheme_host_port;
-  std::string path;
-};
-
-StatusOr<Url> ParseUrl(std::string_view what, const std::string& url) {
-  std::string_view rest = url;
-  std::string_view scheme;
-  if (rest.starts_with("http://")) {
-    scheme = "http://";
-  } else if (rest.starts_with("https://")) {
-    scheme = "https://";
-  } else {
-    return Status::InvalidArgument(
-        fmt::format("{}: expected http://HOST:PORT/… or https://HOST:PORT/…, got '{}'", what, url));
-  }
-  rest.remove_prefix(scheme.size());
-  size_t slash = rest.find('/');
-  std::string_view host = rest.substr(0, slash);
-  if (host.empty()) return Status::InvalidArgument(fmt::format("{}: no host in '{}'", what, url));
-  Url u{std::string(scheme) + std::string(host), ""};
-  if (slash != std::string_view::npos) u.path = std::string(rest.substr(slash));
-  while (!u.path.empty() && u.path.back() == '/') u.path.pop_back();
-  return u;
-}
-
-bool NameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
 
 // A PromQL string literal (double quotes, Go escapes).
 std::string Quoted(std::string_view s) {
@@ -121,23 +86,18 @@ bool ParseValue(const nlohmann::json& v, double* out) {
 
 class TsdbStore final : public Store {
  public:
-  TsdbStore(std::unique_ptr<Store> inner, const StoreOptions& options, Url write, Url query)
+  TsdbStore(std::unique_ptr<Store> inner, const StoreOptions& options,
+            std::unique_ptr<RemoteWriteClient> writer, HttpUrl query)
       : inner_(std::move(inner)),
-        write_url_(options.tsdb_write_url),
         query_url_(options.tsdb_query_url),
-        write_path_(std::move(write.path)),
         query_prefix_(std::move(query.path)),
-        writer_(write.scheme_host_port),
+        writer_(std::move(writer)),
         reader_(query.scheme_host_port) {
-    for (httplib::Client* c : {&writer_, &reader_}) {
-      c->set_connection_timeout(std::chrono::seconds(5));
-      c->set_read_timeout(std::chrono::seconds(30));
-      c->set_write_timeout(std::chrono::seconds(30));
-      c->set_keep_alive(true);
-      // Headers and body go in two writes: without it the second waits for a delayed ACK
-      // (40 ms a request).
-      c->set_tcp_nodelay(true);
-    }
+    reader_.set_connection_timeout(std::chrono::seconds(5));
+    reader_.set_read_timeout(std::chrono::seconds(30));
+    reader_.set_write_timeout(std::chrono::seconds(30));
+    reader_.set_keep_alive(true);
+    reader_.set_tcp_nodelay(true);  // else a kept-alive request waits for a delayed ACK
   }
 
   Status UpsertJobs(std::span<const JobRecord> jobs) override { return inner_->UpsertJobs(jobs); }
@@ -327,65 +287,23 @@ class TsdbStore final : public Store {
   }
 
  private:
-  // Sends the samples of the `fresh` batches, in requests of at most kMaxSamplesPerRequest.
+  // Sends the samples of the `fresh` batches, in requests of at most kMaxRemoteWriteSamples.
   Status RemoteWrite(std::span<const TelemetryWrite> writes, const std::vector<bool>& fresh) {
-    google::protobuf::Arena arena;
-    auto* request = google::protobuf::Arena::CreateMessage<prometheus::WriteRequest>(&arena);
-    size_t pending = 0;
     for (size_t i = 0; i < writes.size(); ++i) {
       if (!fresh[i]) continue;
       for (const JobTelemetry& jt : writes[i].jobs) {
-        for (const auto& [metric, samples] : jt.samples) {
-          if (samples.empty()) continue;
-          prometheus::TimeSeries* ts = request->add_timeseries();
-          // Sorted by name: __name__ < cluster < job_id.
-          auto* l = ts->add_labels();
-          l->set_name("__name__");
-          l->set_value(TsdbMetricName(metric));
-          l = ts->add_labels();
-          l->set_name("cluster");
-          l->set_value(jt.job.cluster);
-          l = ts->add_labels();
-          l->set_name("job_id");
-          l->set_value(jt.job.job_id);
-          ts->mutable_samples()->Reserve(static_cast<int>(samples.size()));
-          for (const Sample& s : samples) {
-            auto* p = ts->add_samples();
-            p->set_timestamp(s.t_ms);
-            p->set_value(s.value);
-          }
-          pending += samples.size();
-          if (pending >= kMaxSamplesPerRequest) {
-            RS_RETURN_IF_ERROR(Post(*request, pending));
-            request->Clear();
-            pending = 0;
-          }
-        }
+        encoder_.Add(jt);
+        if (encoder_.pending() >= kMaxRemoteWriteSamples) RS_RETURN_IF_ERROR(Send());
       }
     }
-    if (pending > 0) RS_RETURN_IF_ERROR(Post(*request, pending));
+    if (encoder_.pending() > 0) RS_RETURN_IF_ERROR(Send());
     return Status::Ok();
   }
 
-  Status Post(const prometheus::WriteRequest& request, size_t samples) {
-    if (!request.SerializeToString(&raw_)) {
-      return Status::Internal("cannot encode a remote-write request");
-    }
-    compressed_.clear();
-    snappy::Compress(raw_.data(), raw_.size(), &compressed_);
-    httplib::Headers headers{{"Content-Encoding", "snappy"},
-                             {"X-Prometheus-Remote-Write-Version", "0.1.0"},
-                             {"User-Agent", "rightsize"}};
-    auto res = writer_.Post(write_path_, headers, compressed_, "application/x-protobuf");
-    if (!res) {
-      return Status::IoError(fmt::format("cannot send {} samples to the TSDB at {}: {}", samples,
-                                         write_url_, httplib::to_string(res.error())));
-    }
-    if (res->status < 200 || res->status >= 300) {
-      return Status::IoError(fmt::format("the TSDB at {} refused {} samples: HTTP {}: {}",
-                                         write_url_, samples, res->status, Excerpt(res->body)));
-    }
-    return Status::Ok();
+  Status Send() {
+    size_t samples = encoder_.pending();
+    RS_ASSIGN_OR_RETURN(std::string body, encoder_.Take());
+    return writer_->Post(body, samples);
   }
 
   // GET the query API; its "data" on success.
@@ -414,48 +332,14 @@ class TsdbStore final : public Store {
   }
 
   std::unique_ptr<Store> inner_;
-  std::string write_url_, query_url_;
-  std::string write_path_, query_prefix_;
-  httplib::Client writer_, reader_;
-  std::string raw_, compressed_;  // reused between requests
+  std::string query_url_;
+  std::string query_prefix_;
+  std::unique_ptr<RemoteWriteClient> writer_;
+  RemoteWriteEncoder encoder_;
+  httplib::Client reader_;
 };
 
 }  // namespace
-
-std::string TsdbMetricName(std::string_view metric) {
-  std::string out(kPrefix);
-  for (char c : metric) {
-    if (NameChar(c)) {
-      out += c;
-    } else {
-      out += fmt::format(":{:02x}", static_cast<unsigned char>(c));
-    }
-  }
-  return out;
-}
-
-std::optional<std::string> MetricOfTsdbName(std::string_view name) {
-  if (!name.starts_with(kPrefix) || name.size() == kPrefix.size()) return std::nullopt;
-  name.remove_prefix(kPrefix.size());
-  std::string out;
-  for (size_t i = 0; i < name.size(); ++i) {
-    if (NameChar(name[i])) {
-      out += name[i];
-      continue;
-    }
-    if (name[i] != ':' || i + 2 >= name.size()) return std::nullopt;
-    auto hex = [](char c) -> int {
-      if (c >= '0' && c <= '9') return c - '0';
-      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-      return -1;
-    };
-    int hi = hex(name[i + 1]), lo = hex(name[i + 2]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return out;
-}
 
 StatusOr<std::unique_ptr<Store>> OpenTsdbStore(std::unique_ptr<Store> inner,
                                                const StoreOptions& options) {
@@ -463,15 +347,10 @@ StatusOr<std::unique_ptr<Store>> OpenTsdbStore(std::unique_ptr<Store> inner,
     return Status::InvalidArgument(
         "a TSDB for samples needs both its remote-write URL and its query URL");
   }
-  RS_ASSIGN_OR_RETURN(Url write, ParseUrl("the TSDB's remote-write URL", options.tsdb_write_url));
-  RS_ASSIGN_OR_RETURN(Url query, ParseUrl("the TSDB's query URL", options.tsdb_query_url));
-  if (write.path.empty()) {
-    return Status::InvalidArgument(fmt::format(
-        "the TSDB's remote-write URL '{}' has no path (e.g. http://vm:8428/api/v1/write)",
-        options.tsdb_write_url));
-  }
+  RS_ASSIGN_OR_RETURN(auto writer, RemoteWriteClient::Create(options.tsdb_write_url));
+  RS_ASSIGN_OR_RETURN(HttpUrl query, ParseHttpUrl("the TSDB's query URL", options.tsdb_query_url));
   return std::unique_ptr<Store>(
-      std::make_unique<TsdbStore>(std::move(inner), options, std::move(write), std::move(query)));
+      std::make_unique<TsdbStore>(std::move(inner), options, std::move(writer), std::move(query)));
 }
 
 }  // namespace rightsize

@@ -8,9 +8,9 @@
 // /api/v1/series): VictoriaMetrics, Prometheus (--web.enable-remote-write-receiver), Grafana
 // Mimir, Thanos receive + query.
 //
-// Naming: a job's metric "memory_bytes" is the series rightsize_job_memory_bytes{cluster="…",
-// job_id="…"} (the names of the agent's own /metrics exposition). A character that a metric
-// name cannot hold is written ":xx" (its byte in hex), so every metric name maps back.
+// Naming and encoding: remote_write/remote_write.h (shared with `agent --tsdb-write-url`, whose
+// batches come without samples: their samples are in the TSDB already). A job's metric
+// "memory_bytes" is the series rightsize_job_memory_bytes{cluster="…",job_id="…"}.
 //
 // A batch is never half stored and never silently lost: known replays (seq not above the inner
 // store's LastTelemetrySeq) are skipped, the others' samples are remote-written FIRST, and only
@@ -24,9 +24,7 @@
 #pragma once
 
 #include <memory>
-#include <optional>
 #include <string>
-#include <string_view>
 
 #include "store/store.h"
 
@@ -36,10 +34,5 @@ namespace rightsize {
 // https://). InvalidArgument for a malformed URL; nothing is contacted until first use.
 StatusOr<std::unique_ptr<Store>> OpenTsdbStore(std::unique_ptr<Store> inner,
                                                const StoreOptions& options);
-
-// "memory_bytes" -> "rightsize_job_memory_bytes"; bytes outside [A-Za-z0-9_] become ":xx".
-std::string TsdbMetricName(std::string_view metric);
-// The inverse; nullopt for a name that is not rightsize_job_<escaped metric>.
-std::optional<std::string> MetricOfTsdbName(std::string_view name);
 
 }  // namespace rightsize

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "remote_write/remote_write.h"
 #include "store/store.h"
 
 namespace rightsize {
