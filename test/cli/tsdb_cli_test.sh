@@ -95,8 +95,9 @@ JSON
     "samples to $TSDB/api/v1/write"
 
   # --- a real agent on a real process ---
+  # Runs until stopped below: the job card's live figures are only there while it runs.
   SLURM_JOB_ID=9001 SLURM_JOB_USER=alice SLURM_JOB_NAME=spin SLURM_CPUS_ON_NODE=2 \
-    "$HOT_LOOP" 4 >/dev/null &
+    "$HOT_LOOP" 120 >/dev/null &
   job=$!
   PIDS+=("$job")
   "$RS" agent --server "$URL" "${AGENT_AUTH[@]}" --cluster c1 --interval 0.5 --ship-interval 1 \
