@@ -4,7 +4,7 @@
 //
 //   fleet_load ingest --url URL --nodes N [--seconds 60] [--gpus 8] [--jobs-per-node 8]
 //       [--interval-s 1] [--ship-interval-s 5] [--connections 8] [--server-pid PID]
-//       [--cluster NAME] [--token T]
+//       [--cluster NAME] [--token T] [--tsdb-write-url URL]
 //     N nodes, each with --gpus GPUs and --jobs-per-node running jobs (8: a job per GPU, the
 //     heavier case; 1: one job holding all the node's GPUs). Each job has the agent's real metric
 //     set on a SLURM GPU node with DCGM and RAPL (src/agent/monitor.cc): 21 metrics every sample,
@@ -23,6 +23,10 @@
 //     the server's busiest thread (/proc/PID/task: under load, the store's one writer, whose CPU
 //     per sample bounds what a single writer can take), the load average before and after.
 //
+//     With --tsdb-write-url the nodes are agents with `--tsdb-write-url`: each batch's samples go
+//     to the TSDB by remote write first (remote_write/remote_write.h, the agent's encoding) and
+//     the server gets the batch without them; "acknowledged" then counts the samples the TSDB
+//     took of batches the server answered 200, and samples_per_server_cpu_s is per those.
 //   fleet_load pages --url URL [--jobs 100000] [--requests 200] [--cluster NAME] [--token T]
 //     Fills the store through the API (POST /api/v1/telemetry): --jobs ended jobs of 3 metrics x
 //     10 s each, 1,000 per batch, then one hour-long 8-GPU job with the full metric set at 1 Hz in
@@ -55,6 +59,7 @@
 
 #include "agent/shipper.h"
 #include "core/json_text.h"
+#include "remote_write/remote_write.h"
 
 namespace {
 
@@ -253,6 +258,9 @@ void ConfigureClient(httplib::Client& c) {
 
 struct IngestOptions {
   std::string url, cluster, token;
+  // Agents that remote-write their samples to a TSDB themselves (`agent --tsdb-write-url`): the
+  // samples go there and the server gets batches without them.
+  std::string tsdb_write_url;
   int nodes = 100, gpus = 8, jobs_per_node = 8, connections = 8, server_pid = 0;
   double seconds = 60, interval_s = 1, ship_interval_s = 5;
 };
@@ -278,6 +286,15 @@ void RunConnection(const IngestOptions& opt, std::vector<Node*> nodes, Clock::ti
   httplib::Client client(opt.url);
   ConfigureClient(client);
   const httplib::Headers headers = AuthHeaders(opt.token);
+  std::unique_ptr<rightsize::RemoteWriteClient> tsdb;
+  if (!opt.tsdb_write_url.empty()) {
+    auto created = rightsize::RemoteWriteClient::Create(opt.tsdb_write_url);
+    if (!created.ok()) {
+      ++out->errors[created.status().message()];
+      return;
+    }
+    tsdb = std::move(*created);
+  }
   const auto end =
       t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.seconds));
   const int per_batch =
@@ -313,6 +330,23 @@ void RunConnection(const IngestOptions& opt, std::vector<Node*> nodes, Clock::ti
         batch.push_back(std::move(t));
       }
       node->last_seq = std::max(node->last_seq + 1, UnixMs());
+      int64_t written = 0;  // samples the TSDB took (agent-direct)
+      if (tsdb) {
+        // As the agent's shipper does: the samples by remote write first, then the batch
+        // without them.
+        auto bodies = rightsize::EncodeRemoteWrite(batch);
+        bool ok = bodies.ok();
+        for (size_t b = 0; ok && b < bodies->size(); ++b) {
+          auto posted = tsdb->Post((*bodies)[b], static_cast<size_t>(samples));
+          if (!posted.ok()) {
+            ++out->errors[posted.message().substr(0, 120)];
+            ok = false;
+          }
+        }
+        if (!ok) continue;
+        written = samples;
+        for (auto& t : batch) t.samples.clear();
+      }
       std::string body =
           rightsize::JsonText(rightsize::TelemetryBatchJson(node->agent, node->last_seq, batch));
       out->samples_made += samples;
@@ -334,7 +368,7 @@ void RunConnection(const IngestOptions& opt, std::vector<Node*> nodes, Clock::ti
       }
       auto answer = json::parse(res->body, nullptr, false);
       if (answer.is_object() && answer.contains("accepted")) {
-        out->samples_acked += answer["accepted"].value("samples", int64_t{0});
+        out->samples_acked += tsdb ? written : answer["accepted"].value("samples", int64_t{0});
         ++out->batches_acked;
       }
     }
@@ -619,7 +653,7 @@ int Usage(const std::string& why) {
   fmt::print(stderr,
              "{}\nusage: fleet_load ingest --url URL --nodes N [--seconds 60] [--gpus 8] "
              "[--jobs-per-node 8] [--interval-s 1] [--ship-interval-s 5] [--connections 8] "
-             "[--server-pid PID] [--cluster NAME] [--token T]\n"
+             "[--server-pid PID] [--cluster NAME] [--token T] [--tsdb-write-url URL]\n"
              "       fleet_load pages --url URL [--jobs 100000] [--requests 200] "
              "[--cluster NAME] [--token T]\n",
              why);
@@ -664,7 +698,8 @@ int Main(int argc, char** argv) {
          take("nodes", &o.nodes) && take("gpus", &o.gpus) &&
          take("jobs-per-node", &o.jobs_per_node) && take("connections", &o.connections) &&
          take("server-pid", &o.server_pid) && take("seconds", &o.seconds) &&
-         take("interval-s", &o.interval_s) && take("ship-interval-s", &o.ship_interval_s);
+         take("interval-s", &o.interval_s) && take("ship-interval-s", &o.ship_interval_s) &&
+         take("tsdb-write-url", &o.tsdb_write_url);
     if (!ok) return Usage("a flag's value is not a number");
     if (!flags.empty()) return Usage("unknown flag --" + flags.begin()->first);
     if (o.url.empty()) return Usage("--url is required");

@@ -24,6 +24,6 @@ target_compile_options(admission_load PRIVATE ${RIGHTSIZE_WARNINGS})
 # the agent's real metric set and batch encoding) and the job page on a 100,000-job store; run
 # by bench/load_test.sh on any backend (docs/scale-load.md).
 add_executable(fleet_load server/fleet_load.cc)
-target_link_libraries(fleet_load PRIVATE rightsize::agent PkgConfig::HTTPLIB ZLIB::ZLIB fmt::fmt
-                      Threads::Threads)
+target_link_libraries(fleet_load PRIVATE rightsize::agent rightsize::remote_write PkgConfig::HTTPLIB
+                      ZLIB::ZLIB fmt::fmt Threads::Threads)
 target_compile_options(fleet_load PRIVATE ${RIGHTSIZE_WARNINGS})

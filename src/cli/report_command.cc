@@ -7,30 +7,11 @@
 #include "cli/app.h"
 #include "cli/terminal.h"
 #include "core/json_text.h"
-#include "predict/cluster.h"
-#include "report/queue.h"
 #include "report/render.h"
 #include "report/showback.h"
 #include "report/waste.h"
 
 namespace rightsize::cli {
-
-namespace {
-
-// "What the queue would have done" for a one-cluster report: its window's jobs replayed on the
-// cluster's CPUs (report/queue.h).
-QueueWhatIf QueueForReport(Store& store, const WasteReport& r) {
-  const std::string& cluster = r.clusters.front();
-  auto jobs = LoadJobs(store, cluster);
-  if (!jobs.ok()) return QueueWhatIf{.why_not = std::string(jobs.status().message())};
-  std::erase_if(*jobs, [&](const JobRecord& j) {  // the report's window (waste.cc's InWindow)
-    return (r.since && (!j.end_time || *j.end_time < *r.since)) ||
-           (r.until && (!j.end_time || *j.end_time >= *r.until));
-  });
-  return SimulateQueue(*jobs, ContextFor(store, cluster).total_cpus);
-}
-
-}  // namespace
 
 void AddReportCommand(CLI::App& app, Context& ctx, Action* action) {
   auto* cmd = app.add_subcommand(
@@ -102,9 +83,7 @@ void AddReportCommand(CLI::App& app, Context& ctx, Action* action) {
       if (!store.ok()) return Fail(store.status());
       auto report = BuildWasteReport(**store, opts, *prices);
       if (!report.ok()) return Fail(report.status());
-      if (f->showback.empty() && report->clusters.size() == 1 && report->jobs > 0) {
-        report->queue = QueueForReport(**store, *report);
-      }
+      if (f->showback.empty()) AddQueueWhatIf(**store, &*report);
       std::string text;
       if (!f->showback.empty()) {
         if (format == "json") {

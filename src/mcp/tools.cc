@@ -221,6 +221,7 @@ StatusOr<Json> RunReport(const Json& args, ToolContext& ctx) {
   RS_ASSIGN_OR_RETURN(PriceTable prices, PricesFor(Text(args, "prices")));
   RS_ASSIGN_OR_RETURN(Store * store, ctx.store());
   RS_ASSIGN_OR_RETURN(WasteReport report, BuildWasteReport(*store, opts, prices));
+  AddQueueWhatIf(*store, &report);  // as `rightsize report` does: the same document
   return RenderJson(report);
 }
 

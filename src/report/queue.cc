@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "core/units.h"
+#include "report/waste.h"
 #include "sim/simulator.h"
 #include "sim/workload.h"
 
@@ -189,6 +190,34 @@ std::string QueueSvg(const QueueWhatIf& q) {
       kH + 2, kH + 12, kH + 2, kH + 12);
   out += "</svg>\n";
   return out;
+}
+
+void AddQueueWhatIf(Store& store, WasteReport* report) {
+  if (report->clusters.size() != 1 || report->jobs == 0) return;
+  const std::string& cluster = report->clusters.front();
+  double machine_cpus = 0;
+  if (auto meta = store.GetClusterMeta(cluster); meta.ok()) {
+    for (const char* key : {"swf.MaxProcs", "cpus"}) {
+      auto it = meta->find(key);
+      if (it == meta->end()) continue;
+      if (auto v = ParseDouble(it->second); v && *v > 0) machine_cpus = *v;
+    }
+  }
+  std::vector<JobRecord> jobs;
+  JobFilter f;
+  f.cluster = cluster;
+  Status scanned = store.ScanJobs(f, [&](const JobRecord& j) {
+    // The report's window (waste.cc's InWindow).
+    bool in = !((report->since && (!j.end_time || *j.end_time < *report->since)) ||
+                (report->until && (!j.end_time || *j.end_time >= *report->until)));
+    if (in) jobs.push_back(j);
+    return true;
+  });
+  if (!scanned.ok()) {
+    report->queue = QueueWhatIf{.why_not = std::string(scanned.message())};
+    return;
+  }
+  report->queue = SimulateQueue(jobs, machine_cpus);
 }
 
 }  // namespace rightsize

@@ -331,7 +331,7 @@ struct WasteReport {
   std::string showback_by;            // "" unless asked
   std::vector<ShowbackAcc> showback;  // sorted by key
   EnergySummary energy;
-  QueueWhatIf queue;  // filled by the caller that knows the machine (rightsize report)
+  QueueWhatIf queue;  // filled by AddQueueWhatIf (rightsize report, the MCP report tool)
 };
 
 // Picks the cluster to report from per-cluster counts (see "One cluster per report"); "" when
@@ -342,6 +342,12 @@ ClusterChoice ChooseCluster(std::vector<ClusterCount> counts);
 // since >= until; the store's status when the scan fails.
 StatusOr<WasteReport> BuildWasteReport(Store& store, const ReportOptions& opts,
                                        const PriceTable& prices);
+
+// Fills `report->queue` ("what the queue would have done", report/queue.h) for a report of one
+// cluster with jobs, from `store`: the window's jobs on the cluster's CPUs (its metadata's
+// swf.MaxProcs or cpus, else the largest job seen). Every door that renders a store's report
+// (`rightsize report`, the MCP report tool) calls it, so their documents are the same.
+void AddQueueWhatIf(Store& store, WasteReport* report);
 
 // The same over jobs in memory (tests, tools); applies the since/until/cluster filter itself.
 StatusOr<WasteReport> BuildWasteReport(std::span<const JobRecord> jobs, const ReportOptions& opts,
