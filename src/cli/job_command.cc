@@ -18,7 +18,8 @@ void AddJobCommand(CLI::App& app, Context& ctx, Action* action) {
   auto* cmd = app.add_subcommand(
       "job",
       "One job's efficiency (CPU, memory, GPU, time) with advice for its next request; for a "
-      "running job, its use so far from the agents' samples");
+      "running job, its use so far from the agents' samples; for a job whose use changed along "
+      "the way, its phases and what splitting it into steps would free");
   struct Flags {
     std::string job_id, cluster, prices;
     bool json = false;

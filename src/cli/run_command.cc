@@ -85,7 +85,7 @@ nlohmann::json CodeJson(const StoredJobCode& c) {
 
 // The run's phases and the split that frees their idle reservation (src/phases), from the
 // series of a --series document; against the job's --mem when given.
-nlohmann::json PhasesJson(const nlohmann::json& doc, std::optional<int64_t> mem_bytes) {
+nlohmann::json RunPhasesJson(const nlohmann::json& doc, std::optional<int64_t> mem_bytes) {
   JobSeries series;
   for (const auto& [name, m] : doc["summary"]["metrics"].items()) {
     if (!m.contains("points")) continue;
@@ -96,31 +96,7 @@ nlohmann::json PhasesJson(const nlohmann::json& doc, std::optional<int64_t> mem_
   std::vector<Phase> phases = DetectPhases(series);
   Reservation reserved;
   if (mem_bytes) reserved.memory_bytes = static_cast<double>(*mem_bytes);
-  SplitSuggestion split = SuggestSplit(phases, reserved);
-  nlohmann::json out = nlohmann::json::array();
-  for (size_t i = 0; i < phases.size(); ++i) {
-    nlohmann::json use = nlohmann::json::object();
-    for (const auto& [m, u] : phases[i].use) {
-      use[m] = {{"mean", u.mean}, {"p95", u.p95}, {"peak", u.peak}};
-    }
-    const SplitStep& s = split.steps[i];
-    out.push_back({{"start_s", phases[i].start_s},
-                   {"end_s", phases[i].end_s},
-                   {"use", use},
-                   {"step_cores", s.cores},
-                   {"step_memory_bytes", s.memory_bytes},
-                   {"idle_core_s", s.idle_core_s},
-                   {"idle_memory_byte_s", s.idle_memory_byte_s}});
-  }
-  return {{"phases", out},
-          {"split",
-           {{"reserved_cores", split.reserved.cores},
-            {"reserved_memory_bytes", split.reserved.memory_bytes},
-            {"reserved_core_s", split.reserved_core_s},
-            {"reserved_memory_byte_s", split.reserved_memory_byte_s},
-            {"freed_core_s", split.freed_core_s},
-            {"freed_memory_byte_s", split.freed_memory_byte_s},
-            {"extra_queue_waits", split.extra_starts}}}};
+  return PhasesJson(phases, SuggestSplit(phases, reserved));
 }
 
 // Why a job that did not complete failed, from its output and what the runner saw.
@@ -156,7 +132,7 @@ int Run(Context& ctx, const RunFlags& f, const std::vector<std::string>& argv) {
   if (f.json) {
     auto doc = JobRunJson(*run, argv, diagnosis);
     if (code) doc["code"] = CodeJson(*code);
-    if (f.series) doc["phases"] = PhasesJson(doc, options->memory_limit_bytes);
+    if (f.series) doc["phases"] = RunPhasesJson(doc, options->memory_limit_bytes);
     fmt::print("{}\n", JsonText(doc, 2));
   } else {
     fmt::print(

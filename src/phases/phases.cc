@@ -289,4 +289,31 @@ SplitSuggestion SuggestSplit(const std::vector<Phase>& phases, Reservation reser
   return out;
 }
 
+nlohmann::json PhasesJson(const std::vector<Phase>& phases, const SplitSuggestion& split) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < phases.size() && i < split.steps.size(); ++i) {
+    nlohmann::json use = nlohmann::json::object();
+    for (const auto& [m, u] : phases[i].use) {
+      use[m] = {{"mean", u.mean}, {"p95", u.p95}, {"peak", u.peak}};
+    }
+    const SplitStep& s = split.steps[i];
+    out.push_back({{"start_s", phases[i].start_s},
+                   {"end_s", phases[i].end_s},
+                   {"use", use},
+                   {"step_cores", s.cores},
+                   {"step_memory_bytes", s.memory_bytes},
+                   {"idle_core_s", s.idle_core_s},
+                   {"idle_memory_byte_s", s.idle_memory_byte_s}});
+  }
+  return {{"phases", out},
+          {"split",
+           {{"reserved_cores", split.reserved.cores},
+            {"reserved_memory_bytes", split.reserved.memory_bytes},
+            {"reserved_core_s", split.reserved_core_s},
+            {"reserved_memory_byte_s", split.reserved_memory_byte_s},
+            {"freed_core_s", split.freed_core_s},
+            {"freed_memory_byte_s", split.freed_memory_byte_s},
+            {"extra_queue_waits", split.extra_starts}}}};
+}
+
 }  // namespace rightsize

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -76,5 +77,12 @@ struct SplitSuggestion {
 };
 
 SplitSuggestion SuggestSplit(const std::vector<Phase>& phases, Reservation reserved);
+
+// The document `rightsize run --json --series`, `rightsize job` and the job page show:
+// {"phases": [{start_s, end_s, use: {metric: {mean, p95, peak}}, step_cores, step_memory_bytes,
+// idle_core_s, idle_memory_byte_s}], "split": {reserved_cores, reserved_memory_bytes,
+// reserved_core_s, reserved_memory_byte_s, freed_core_s, freed_memory_byte_s,
+// extra_queue_waits}} (docs/phases.md). `split` is SuggestSplit(phases, …) of the same phases.
+nlohmann::json PhasesJson(const std::vector<Phase>& phases, const SplitSuggestion& split);
 
 }  // namespace rightsize

@@ -8,6 +8,7 @@
 
 #include "core/units.h"
 #include "report/job_card.h"
+#include "report/job_phases.h"
 
 namespace rightsize {
 
@@ -129,6 +130,7 @@ StatusOr<JobView> ViewJob(Store& store, const std::string& cluster, const std::s
         nlohmann::json::parse(diagnosis->document, nullptr, /*allow_exceptions=*/false);
     if (view.diagnosis.is_discarded()) view.diagnosis = nullptr;
   }
+  RS_ASSIGN_OR_RETURN(view.phases, JobPhasesJson(store, view.job));
   return view;
 }
 
@@ -146,6 +148,7 @@ std::string DiagnosisClass(const JobView& view) {
 nlohmann::json JobViewJson(const JobView& view, const PriceTable& prices) {
   nlohmann::json card = RenderJobCardJson(view.job, prices, DiagnosisClass(view));
   card["diagnosis"] = view.diagnosis;
+  card["phases"] = view.phases;
   card["live"] = nullptr;
   const LiveUsage& live = view.live;
   if (!view.job.end_time) {
@@ -169,6 +172,7 @@ std::string JobViewText(const JobView& view, const PriceTable& prices) {
   } else if (!job.end_time) {
     out += "\nno samples of this running job yet (is `rightsize agent` on its node?)\n";
   }
+  out += JobPhasesText(view.phases);
   const nlohmann::json& diag = view.diagnosis;
   if (diag.is_object()) {
     out += fmt::format("\ndiagnosis: {} (confidence {:.2f}) {}\n", diag.value("class", "?"),

@@ -34,17 +34,18 @@ StatusOr<JobRecord> WithUsageSoFar(Store& store, JobRecord job, int64_t now_s,
                                    LiveUsage* live = nullptr);
 
 // What `rightsize job` shows of one job: its record (with its use so far while it runs), the
-// live figures, and the diagnosis kept with it (null when none). NotFound when the store has
-// no such job; the store's errors.
+// live figures, the diagnosis kept with it (null when none) and its phases (report/job_phases.h:
+// null when it has no samples). NotFound when the store has no such job; the store's errors.
 struct JobView {  // NOLINT(bugprone-exception-escape): json's move may throw
   JobRecord job;
   LiveUsage live;
   nlohmann::json diagnosis;
+  nlohmann::json phases;
 };
 StatusOr<JobView> ViewJob(Store& store, const std::string& cluster, const std::string& job_id,
                           int64_t now_s);
-// The job card's document with "diagnosis" and "live" (null once the job ended), and its text
-// with the live line and the diagnosis's summary.
+// The job card's document with "diagnosis", "live" (null once the job ended) and "phases", and
+// its text with the live line, the phases (when more than one) and the diagnosis's summary.
 nlohmann::json JobViewJson(const JobView& view, const PriceTable& prices);
 std::string JobViewText(const JobView& view, const PriceTable& prices);
 

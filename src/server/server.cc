@@ -19,6 +19,7 @@
 #include "predict/predict.h"
 #include "report/energy.h"
 #include "report/job_card.h"
+#include "report/job_phases.h"
 #include "report/job_series.h"
 #include "report/live.h"
 #include "report/render.h"
@@ -852,6 +853,18 @@ ApiServer::Reply ApiServer::Stacks(const Caller& who, const std::string& cluster
   return {200, out, "text/plain; charset=utf-8"};
 }
 
+// The job's phases from its samples (report/job_phases.h): computed on request, apart from the
+// job document, so that the job page's first answer does not wait for a long job's series.
+ApiServer::Reply ApiServer::Phases(const Caller& who, const std::string& cluster,
+                                   const std::string& id) {
+  RS_LEASE(store);
+  auto job = VisibleJob(*store, who, cluster, id);
+  if (!job.ok()) return Error(HttpStatus(job.status()), job.status().message());
+  auto doc = JobPhasesJson(*store, *job);
+  if (!doc.ok()) return Error(HttpStatus(doc.status()), doc.status().message());
+  return Json({{"phases", *doc}});
+}
+
 ApiServer::Reply ApiServer::Predict(const Caller& who, const std::string& body) {
   nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
@@ -1438,6 +1451,10 @@ void ApiServer::Mount(httplib::Server& http) {
            route("/api/v1/jobs/stacks", true, [this](const auto& req, const auto& who) {
              return Stacks(who, req.matches[1], req.matches[2],
                            req.get_param_value("format") == "json");
+           }));
+  http.Get(R"(/api/v1/jobs/([^/]+)/([^/]+)/phases)",
+           route("/api/v1/jobs/phases", true, [this](const auto& req, const auto& who) {
+             return Phases(who, req.matches[1], req.matches[2]);
            }));
   http.Get(R"(/api/v1/jobs/([^/]+)/([^/]+))",
            route("/api/v1/jobs/job", true, [this](const auto& req, const auto& who) {

@@ -127,6 +127,7 @@ class ApiServer {
   Reply Series(const Caller& who, const std::string& cluster, const std::string& id,
                const std::multimap<std::string, std::string>& query);
   Reply Stacks(const Caller& who, const std::string& cluster, const std::string& id, bool json);
+  Reply Phases(const Caller& who, const std::string& cluster, const std::string& id);
   Reply Predict(const Caller& who, const std::string& body);
   // POST /k8s/admit/{advise,enforce}: an AdmissionReview in, its response out (never denies;
   // overload, a missing store or model and the deadline answer "allowed, unchanged").

@@ -11,3 +11,5 @@ rightsize_add_test(report_showback_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/showba
                    DEPS rightsize::report)
 rightsize_add_test(report_energy_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/energy_test.cc
                    DEPS rightsize::report)
+rightsize_add_test(report_job_phases_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/job_phases_test.cc
+                   DEPS rightsize::report rightsize::store)

@@ -10,7 +10,9 @@
 // its time limit and never "exit 0", and asks for more time first; a FAILED job (job 3) shows
 // its exit code; an OUT_OF_MEMORY job (job 11) asks for more memory first and for no less; on
 // the live job LIVE_JOB, every chart's legend shows values without a hover and no y axis
-// repeats a tick label (the processes axis ticks whole numbers only). Screenshots job-*.png go
+// repeats a tick label (the processes axis ticks whole numbers only); once PHASES_JOB (20 s
+// small, then 20 s holding 300 MiB more) has ended, its page shows two phases, the second's
+// memory peak 300 MiB over the first's, and what a split would free. Screenshots job-*.png go
 // to SCREENSHOT_DIR. Exit 0 on success, 1 with a message naming each failed check.
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
@@ -23,6 +25,7 @@ const env = process.env;
 const base_url = (env.BASE_URL || '').replace(/\/+$/, '');
 const live_cluster = env.LIVE_CLUSTER || '';
 const live_job = env.LIVE_JOB || '';
+const phases_job = env.PHASES_JOB || '';
 const sacct_cluster = env.SACCT_CLUSTER || '';
 const screenshot_dir = env.SCREENSHOT_DIR || path.join(os.tmpdir(), 'rightsize-dashboard-shots');
 
@@ -54,6 +57,7 @@ async function OpenJob(page, cluster, id) {
   if (error && !(await page.$('[data-testid="job-facts"]'))) Fail(`job ${cluster}/${id}: the page shows an error: ${(await error.innerText()).trim()}`);
 }
 
+const Known = (v) => v !== null && v !== undefined;
 const Text = async (page, sel) => ((await page.$(sel)) ? (await page.textContent(sel)).replace(/\s+/g, ' ').trim() : '');
 const Advice = (page) => page.$$eval('[data-testid="advice-item"]', (li) => li.map((x) => x.textContent.trim()));
 const Flags = (page) => page.$$eval('[data-testid="job-flag"]', (c) => c.map((x) => x.textContent.trim()));
@@ -158,6 +162,37 @@ async function CheckCharts(page) {
   await Shot(page, 'job-live.png');
 }
 
+// A watched job whose memory grew half-way: after it ended, two phases on its page.
+async function CheckPhases(page) {
+  if (!phases_job) return;
+  const url = `${base_url}/api/v1/jobs/${encodeURIComponent(live_cluster)}/${encodeURIComponent(phases_job)}`;
+  // Ended: the agent shipped its end (the job's summary has an end time).
+  let state = '';
+  for (let i = 0; i < 90; ++i) {
+    const r = await fetch(url);
+    const d = r.ok ? await r.json() : null;
+    state = d ? (d.summary || {}).state || '' : '';
+    if (d && Known((d.summary || {}).end_time)) break;
+    state = '';
+    await new Promise((res) => setTimeout(res, 1000));
+  }
+  if (!state) Fail(`job ${phases_job}: not ended after 90 s`);
+  await OpenJob(page, live_cluster, phases_job);
+  await page.waitForSelector('[data-testid="phases-table"]', { timeout: 15000 })
+    .catch(() => Fail(`job ${phases_job} (${state}): no phases table on its page`));
+  const rows = await page.$$eval('[data-testid="phase-row"]', (tr) => tr.map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent.trim())));
+  if (rows.length < 2) Fail(`job ${phases_job}: ${rows.length} phase(s) shown, expected the busy one and the idle one`);
+  // Columns: from, lasted, CPU cores (mean), memory, a step's own request, unused.
+  // The memory peaks ("12 MiB", "313 MiB"): the last phase holds the 300 MiB the first did not.
+  const mib = (t) => { const m = /([0-9.]+)\s*(KiB|MiB|GiB)/.exec(t); return m ? Number(m[1]) * { KiB: 1 / 1024, MiB: 1, GiB: 1024 }[m[2]] : NaN; };
+  const peaks = rows.map((r) => mib(r[3]));
+  if (!(peaks[rows.length - 1] - peaks[0] >= 250)) Fail(`job ${phases_job}: phase memory peaks ${rows.map((r) => r[3]).join(', ')}, expected the last 300 MiB over the first`);
+  const split = await Text(page, '[data-testid="phases-split"]');
+  if (!/chained steps/.test(split)) Fail(`job ${phases_job}: the split reads "${split}"`);
+  Log(`job ${phases_job}: ${rows.length} phases, memory peaks ${rows.map((r) => r[3]).join(', ')}; ${split}`);
+  await Shot(page, 'job-phases.png');
+}
+
 async function Main() {
   const browser = await chromium.launch({
     executablePath: env.CHROMIUM || '/usr/bin/chromium', headless: true, args: ['--no-sandbox'],
@@ -169,7 +204,7 @@ async function Main() {
     page.on('pageerror', (e) => page_errors.push(e.message));
     // Every check runs; the failures are listed together.
     const failures = [];
-    for (const check of [CheckAdvice, CheckTimeout, CheckFailedJob, CheckOom, CheckCharts]) {
+    for (const check of [CheckAdvice, CheckTimeout, CheckFailedJob, CheckOom, CheckCharts, CheckPhases]) {
       try {
         await check(page);
       } catch (e) {

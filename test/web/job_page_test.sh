@@ -3,7 +3,8 @@
 # advice and cost of the job card, what ended a job (a TIMEOUT is not "exit 0", a FAILED job
 # shows its exit code, an OOM kill asks for more memory first), and the charts of a job a real
 # `rightsize agent` watches (hot_loop, SLURM job 4712): legends that show values without a
-# hover, y axes whose ticks never read the same twice. Jobs with a failure come from real
+# hover, y axes whose ticks never read the same twice; the phases of a watched job whose memory
+# grew half-way (job 4714). Jobs with a failure come from real
 # SLURM 22.05 sacct output (test/data/sacct/slurm22) and one excerpt written here. The checks
 # are in job_page_test.mjs; the screenshots land in SHOTS.
 # Usage: job_page_test.sh RIGHTSIZE TESTDIR SRCDIR HOT_LOOP WEB_BUILD SHOTS
@@ -46,12 +47,20 @@ port=$(listening_port "$WORK/serve.out")
 SLURM_JOB_ID=4712 SLURM_JOB_USER=alice SLURM_JOB_NAME=spin SLURM_CPUS_ON_NODE=2 \
   SLURM_MEM_PER_NODE=2048 "$HOT_LOOP" 300 >/dev/null &
 job=$!
+# Job 4714 changes along the way: 20 s small, then 20 s holding 300 MiB more; once it has ended
+# its page shows two phases.
+SLURM_JOB_ID=4714 SLURM_JOB_USER=alice SLURM_JOB_NAME=twophase SLURM_CPUS_ON_NODE=2 \
+  SLURM_MEM_PER_NODE=2048 python3 -c 'import time
+time.sleep(20)
+held = b"x" * (300 << 20)
+time.sleep(20)' &
+job="$job $!"
 "$RS" agent --server "http://127.0.0.1:$port" --cluster webtest --interval 0.5 --ship-interval 1 \
   --spool "$WORK/spool" 2>"$WORK/agent.err" &
 agent=$!
 
 set +e
-BASE_URL="http://127.0.0.1:$port" LIVE_CLUSTER=webtest LIVE_JOB=4712 SACCT_CLUSTER=rstest \
+BASE_URL="http://127.0.0.1:$port" LIVE_CLUSTER=webtest LIVE_JOB=4712 PHASES_JOB=4714 SACCT_CLUSTER=rstest \
   SCREENSHOT_DIR="$SHOTS" node "$TESTDIR/web/job_page_test.mjs"
 rc=$?
 set -e

@@ -885,6 +885,31 @@
     </div>`;
   }
 
+  // The job's phases (GET /api/v1/jobs/…/phases, the document `rightsize job` prints from):
+  // one row per phase with its use and the request a step of its own would make, and what
+  // splitting the job into chained steps would free. Nothing when the job is one phase.
+  function PhasesHtml(doc) {
+    const phases = (doc && doc.phases) || [];
+    if (phases.length < 2) return '';
+    const split = doc.split || {};
+    const use = (p, m, k) => ((p.use || {})[m] || {})[k];
+    const rows = phases.map((p, i) => `<tr data-testid="phase-row">
+        <th scope="row">${i + 1}</th><td class="num">${FmtDuration(p.start_s)}</td><td class="num">${FmtDuration(p.end_s - p.start_s)}</td>
+        <td class="num">${FmtCores(use(p, 'cpu_cores', 'mean'))}</td><td class="num">${FmtBytes(use(p, 'memory_bytes', 'peak'))}</td>
+        <td class="num">${FmtCores(p.step_cores)}, ${FmtBytes(p.step_memory_bytes)}</td>
+        <td class="num">${FmtNumber(p.idle_core_s / 3600, 2)} core-h</td></tr>`).join('');
+    const gib_h = (split.freed_memory_byte_s || 0) / 3600 / (1024 * 1024 * 1024);
+    return `<div class="card"><div class="table-wrap"><table data-testid="phases-table">
+      <thead><tr><th scope="col">Phase</th><th scope="col" class="num">From</th><th scope="col" class="num">Lasted</th>
+        <th scope="col" class="num">CPU cores (mean)</th><th scope="col" class="num">Memory (peak)</th>
+        <th scope="col" class="num">A step of its own would ask</th><th scope="col" class="num">Reserved, unused</th></tr></thead>
+      <tbody>${rows}</tbody></table></div>
+      <p data-testid="phases-split">As ${phases.length} chained steps, each asking for its own phase's use:
+        <strong>${FmtNumber((split.freed_core_s || 0) / 3600, 2)} core-hours</strong> and
+        <strong>${FmtNumber(gib_h, 2)} GiB-hours</strong> of the reservation freed, for
+        ${FmtNumber(split.extra_queue_waits || 0)} more queue wait${split.extra_queue_waits === 1 ? '' : 's'}.</p></div>`;
+  }
+
   async function PageJob(ctx, cluster, id) {
     const base = `/api/v1/jobs/${encodeURIComponent(cluster)}/${encodeURIComponent(id)}`;
     ctx.what = `job ${id} on ${cluster}`;
@@ -896,6 +921,7 @@
         <div class="charts" id="job-charts"></div>
         <p class="muted" id="charts-note"></p>
         <section id="prediction-section" hidden><h2>Predicted at submission vs what happened</h2><div id="prediction"></div></section>
+        <section id="phases-section" hidden><h2>Phases: where the reservation sat idle</h2><div id="phases"></div></section>
         <section id="diagnosis-section" hidden><h2>Diagnosis</h2><div id="diagnosis"></div></section>
         <section id="flame-section" hidden><h2>Where the CPU time went</h2><div class="card"><div data-testid="flamegraph" id="flamegraph"></div></div></section>
       </div>`);
@@ -938,6 +964,25 @@
     } catch (e) {
       if (e.name === 'AbortError') return;
       ShowError(note, e, 'the usage series');
+    }
+
+    // Phases, once the job has ended (a running job's would move under the reader).
+    const load_phases = async () => {
+      if ((detail.metrics || []).length === 0) return;
+      const data = await Api(`${base}/phases`, ctx);
+      if (!ctx.alive()) return;
+      const html = PhasesHtml(data.phases);
+      view.querySelector('#phases-section').hidden = !html;
+      view.querySelector('#phases').innerHTML = html;
+    };
+    if (!running()) {
+      try {
+        await load_phases();
+      } catch (e) {
+        if (e.name === 'AbortError') return;
+        view.querySelector('#phases-section').hidden = false;
+        ShowError(view.querySelector('#phases'), e, 'the phases');
+      }
     }
 
     // Flame graph.
@@ -985,6 +1030,7 @@
         stop_series();
         stop_detail();
         charts.Add(await Api(`${base}/series${charts.lastTime === null ? '' : `?from=${charts.lastTime}`}`, ctx));
+        await load_phases();
       }
       render_head();
       render_diagnosis();
