@@ -483,6 +483,31 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, b
                                                               : "");
     acts.bytes = act;
     e->bytes_per_sample = act / b;
+  } else if (f.architecture == Architecture::kMlp && f.mlp_features.known() &&
+             f.batch_size.known()) {
+    // A stack of nn.Linear layers: in training each layer's output is saved by the nonlinearity
+    // after it (GELU its input, ReLU its output) and the nonlinearity's (or dropout's) output by
+    // the next layer, with a 1-byte dropout mask: (2·bytes + 1) per output feature. In inference
+    // one layer's input and output are live at a time.
+    double b = static_cast<double>(*f.batch_size.value);
+    double bytes = half_acts ? 2 : 4;
+    if (training) {
+      act = b * *f.mlp_features.value * (2 * bytes + 1);
+      acts.formula = fmt::format(
+          "b·Σout·(2·{} + 1 mask) = {}·{}·{}: each Linear's output and its "
+          "nonlinearity's, saved for backward",
+          bytes, b, *f.mlp_features.value, 2 * bytes + 1);
+    } else {
+      double widest = f.mlp_widest.value.value_or(*f.mlp_features.value);
+      act = b * 2 * widest * bytes;
+      acts.formula = fmt::format(
+          "b·2·widest·{} = {}·2·{}·{}: one layer's input and output live "
+          "(inference)",
+          bytes, b, widest, bytes);
+    }
+    acts.bytes = act;
+    e->bytes_per_sample = act / b;
+    AddLine(&acts.lines, f.mlp_features);
   } else {
     acts.formula = "not modelled for this architecture";
     e->assumptions.push_back("activations of a custom model are not modelled: the range is wider");

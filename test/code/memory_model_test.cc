@@ -925,3 +925,43 @@ for x, y in loader:
 
 }  // namespace
 }  // namespace rightsize::code
+
+namespace rightsize::code {
+namespace {
+
+TEST(MemoryModelTest, HandBuiltMlpActivationsGrowWithTheBatch) {
+  // Three nn.Linear layers built in a loop-free Sequential: Σ out_features = 4096 + 4096 + 10 =
+  // 8,202 per sample. Training in fp32 saves each layer's output and its GELU's (4 B each) and a
+  // 1-byte dropout mask: 64 · 8,202 · 9 = 4,724,352 B. Inference holds one layer's input and
+  // output, of the widest layer: 256 · 2 · 4,096 · 4 = 8,388,608 B.
+  const std::string model = R"(
+import torch
+import torch.nn as nn
+model = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Dropout(0.1), nn.Linear(4096, 4096),
+                      nn.GELU(), nn.Dropout(0.1), nn.Linear(4096, 10)).cuda()
+)";
+  Analysed train = AnalyseSource("mlp_train", model + R"(
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+loader = torch.utils.data.DataLoader(data, batch_size=64)
+for x, y in loader:
+    loss = nn.functional.cross_entropy(model(x.cuda()), y.cuda())
+    loss.backward()
+    opt.step()
+)");
+  Analysed infer = AnalyseSource("mlp_infer", model + R"(
+loader = torch.utils.data.DataLoader(data, batch_size=256)
+with torch.no_grad():
+    for x, _ in loader:
+        out = model(x.cuda())
+)");
+  EXPECT_EQ(train.facts.architecture, Architecture::kMlp);
+  EXPECT_EQ(train.facts.mlp_features.value, 8202.0);
+  EXPECT_EQ(train.facts.mlp_widest.value, 4096.0);
+  EXPECT_DOUBLE_EQ(Term(train.estimate, "activations"), 4724352.0);
+  EXPECT_DOUBLE_EQ(train.estimate.bytes_per_sample, 1.1 * 4724352.0 / 64);
+  EXPECT_FALSE(infer.facts.training.value.value_or(true));
+  EXPECT_DOUBLE_EQ(Term(infer.estimate, "activations"), 8388608.0);
+}
+
+}  // namespace
+}  // namespace rightsize::code
