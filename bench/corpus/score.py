@@ -27,8 +27,10 @@ job its gpu_memory is the code's estimate, "source": "code"), and compares:
 Relative error = (estimate - measured) / measured. A run whose estimate is undetermined is
 counted in the coverage, not in the errors.
 
+With --split, also per split (dev: what the estimate may be tuned on; blind: scored only).
+
 Usage: python3 bench/corpus/score.py data/corpus/cpu-DATE.csv [--rightsize build/rightsize]
-         [--corpus DIR] [--details OUT.csv] [--json OUT.json]
+         [--corpus DIR] [--details OUT.csv] [--json OUT.json] [--split SPLIT.csv]
 """
 import argparse
 import csv
@@ -129,7 +131,13 @@ def main():
                    "size and seed, and checked against its digest)")
     p.add_argument("--details", help="write one row per run here (CSV)")
     p.add_argument("--json", help="write the summary here")
+    p.add_argument("--split", help="a CSV of id,split (e.g. bench/corpus/split-cpu-2026-12-03.csv:"
+                   " dev and blind runs, fixed before tuning): also score each split")
     a = p.parse_args()
+    split_of = {}
+    if a.split:
+        with open(a.split) as f:
+            split_of = {r["id"]: r["split"] for r in csv.DictReader(f)}
 
     base = os.path.splitext(a.measured)[0]
     with open(base + ".json") as f:
@@ -161,7 +169,7 @@ def main():
     for row in rows:
         run = runs[row["id"]]
         d = {"id": row["id"], "family": run["family"], "style": run["style"], "mode": run["mode"],
-             "outcome": row["outcome"], "row": row}
+             "outcome": row["outcome"], "row": row, "split": split_of.get(row["id"], "")}
         details.append(d)
         if row["outcome"] not in ("ok", "oom"):
             continue
@@ -244,7 +252,7 @@ def main():
         "states": summarize([d["states_err"] for d in details if "states_err" in d]),
         "parameters": summarize([d["params_err"] for d in details if "params_err" in d]),
         "facts": {},
-        "by_family": {}, "by_style": {},
+        "by_family": {}, "by_style": {}, "by_split": {},
         "undetermined": {d["id"]: d["undetermined"] for d in details if "undetermined" in d},
     }
     # The memory model alone: runs whose facts were all read right and whose parameter count is
@@ -259,8 +267,8 @@ def main():
     for n in names:
         v = [d["facts"][n] for d in details if n in d.get("facts", {})]
         summary["facts"][n] = {"right": sum(v), "n": len(v)}
-    for key, group in (("family", "by_family"), ("style", "by_style")):
-        for g in sorted({d[key] for d in details}):
+    for key, group in (("family", "by_family"), ("style", "by_style"), ("split", "by_split")):
+        for g in sorted({d[key] for d in details if d[key]}):
             ds = [d for d in details if d[key] == g]
             summary[group][g] = {
                 "runs": len(ds), "estimated": sum("p50" in d for d in ds),
@@ -301,7 +309,7 @@ def main():
 
     print_summary(summary, side, details)
     if a.details:
-        keys = ["id", "family", "style", "mode", "outcome", "measured", "tensor_estimate", "p10",
+        keys = ["id", "family", "style", "split", "mode", "outcome", "measured", "tensor_estimate", "p10",
                 "p50", "p90", "err", "inside", "predict_p50", "predict_err", "states_measured",
                 "states_estimate", "states_err", "params_measured", "params_estimate",
                 "params_err", "facts_wrong", "undetermined"]
@@ -364,7 +372,9 @@ def print_summary(s, side, details):
     if "allocated" in s:
         print("tensor estimate vs max_memory_allocated: %s" % line_of(s["allocated"]))
     print("facts read right: " + ", ".join("%s %d/%d" % (k, v["right"], v["n"]) for k, v in s["facts"].items()))
-    for g in ("by_family", "by_style"):
+    for g in ("by_family", "by_style", "by_split"):
+        if not s[g]:
+            continue
         print("%s:" % g.replace("_", " "))
         for k, v in s[g].items():
             print("  %-18s runs %2d, estimated %2d; memory: %s; parameters: %s"

@@ -232,6 +232,7 @@ class Analyzer {
   mutable std::map<std::pair<int, uint32_t>, std::pair<Reach, std::string>> function_reach_;
   std::vector<std::pair<Value, SourceLine>> embedding_rows_;  // nn.Embedding sizes over 1000
   std::vector<double> linear_outputs_;                        // nn.Linear out_features
+  double linear_output_sum_ = 0, linear_widest_ = 0;          // Σ out_features, widest in/out
   bool tied_head_ = false;  // F.linear(x, emb.weight): logits over an embedding's rows
   // nn.TransformerEncoderLayer / nn.TransformerDecoderLayer sizes, and the layers the
   // nn.TransformerEncoder / nn.TransformerDecoder / nn.Transformer stacks built from them hold.

@@ -723,6 +723,12 @@ void Analyzer::ExtractFallbacks() {
                      : "sum of nn.Linear layers",
           kRankName);
       if (facts_.architecture == Architecture::kUnknown) facts_.architecture = Architecture::kMlp;
+      if (facts_.architecture == Architecture::kMlp && stacks == 0) {
+        Set(facts_.mlp_features, linear_output_sum_, linear_where_,
+            "sum of the nn.Linear layers' out_features", kRankName);
+        Set(facts_.mlp_widest, linear_widest_, linear_where_, "the widest nn.Linear layer",
+            kRankName);
+      }
       if (!facts_.model.known()) {
         Set(facts_.model, std::string(stacks > 0 ? "custom transformer" : "custom MLP"), where,
             "nn layers found in the source", kRankName);

@@ -504,6 +504,8 @@ void Analyzer::ExtractTorchLayer(const CallSite& c) {
       bool bias = !(KwValue(c, "bias").kind == Value::Kind::kBool && !KwValue(c, "bias").Truthy());
       linear_params_ += Multiplicity(c) * (a.number * b.number + (bias ? b.number : 0));
       linear_outputs_.push_back(b.number);
+      linear_output_sum_ += Multiplicity(c) * b.number;
+      linear_widest_ = std::max({linear_widest_, a.number, b.number});
       if (linear_where_.empty()) linear_where_ = where;
     } else {
       Undecided("parameters", fmt::format("nn.Linear size {}", !a.known() ? a.reason : b.reason),

@@ -12,17 +12,26 @@ namespace {
 
 struct PerParam {
   double weights = 0, gradients = 0, optimizer = 0;
+  double cast_copies = 0;  // autocast's 16-bit copies of the fp32 weights
   std::string weights_why, gradients_why, optimizer_why;
 };
 
-// Bytes per parameter of each model state.
-PerParam BytesPerParameter(Precision p, bool training, Optimizer o) {
+// Bytes per parameter of each model state. `amp`: mixed precision is torch's autocast over fp32
+// weights (torch.autocast, torch.cuda.amp, the HF Trainer's fp16/bf16, Lightning's "-mixed",
+// Accelerate), as opposed to a framework that keeps 16-bit weights beside an fp32 master copy
+// (DeepSpeed, FSDP's MixedPrecision).
+PerParam BytesPerParameter(Precision p, bool training, Optimizer o, bool amp) {
   PerParam b;
   bool mixed = p == Precision::kMixedFp16 || p == Precision::kMixedBf16;
   bool half = p == Precision::kFp16 || p == Precision::kBf16;
   if (!training) {
     b.weights = p == Precision::kInt8 ? 1 : p == Precision::kInt4 ? 0.5 : half ? 2 : 4;
     b.weights_why = fmt::format("{} B ({} weights, inference)", b.weights, NameOf(p));
+    if (mixed && amp) {
+      // Autocast casts each fp32 weight to 16-bit on first use and caches the copy until the
+      // autocast region exits, so a forward pass holds both.
+      b.cast_copies = 2;
+    }
     return b;
   }
   if (p == Precision::kInt8 || p == Precision::kInt4) {
@@ -48,7 +57,18 @@ PerParam BytesPerParameter(Precision p, bool training, Optimizer o) {
       states = 0;
       break;
   }
-  if (mixed) {
+  if (mixed && amp) {
+    // Autocast keeps the weights, their gradients and the optimizer states in fp32; what is
+    // 16-bit is the copy of each weight cast for its matmul, cached for the forward pass and
+    // saved by autograd for the backward one (4 + 2 + 4 + states: Adam 18 B).
+    b.weights = 4;
+    b.cast_copies = 2;
+    b.gradients = 4;
+    b.optimizer = states;
+    b.weights_why = "4 B (fp32 weights under autocast)";
+    b.gradients_why = "4 B (fp32, as the weights)";
+    b.optimizer_why = fmt::format("{} B {} states", states, NameOf(o));
+  } else if (mixed) {
     b.weights = 2;
     b.gradients = 2;
     b.optimizer = 4 + states;  // the fp32 master copy
@@ -102,13 +122,24 @@ Status Missing(const CodeFacts& f, const std::string& what) {
   return Status::NotFound(fmt::format("the {} is undetermined: {}", what, reason));
 }
 
+// Mixed precision as torch's autocast over fp32 weights: not DeepSpeed or FSDP (16-bit weights
+// beside an fp32 master copy), not weights loaded in 16-bit.
+bool AutocastOverFp32(const CodeFacts& f, Precision precision) {
+  if (precision != Precision::kMixedBf16 && precision != Precision::kMixedFp16) return false;
+  if (f.weight_dtype.value == Precision::kBf16 || f.weight_dtype.value == Precision::kFp16) {
+    return false;
+  }
+  std::string_view par = f.parallelism.value.value_or("none");
+  return f.zero_stage.value.value_or(0) == 0 && par != "FSDP" && par != "DeepSpeed";
+}
+
 // The terms that do not grow with the batch: weights, gradients (and DDP's bucket copy),
 // optimizer states, each sharded by the ZeRO stage. Returns their sum.
 double StaticTerms(const CodeFacts& f, bool training, Precision precision, Optimizer optimizer,
-                   double params, MemoryEstimate* e) {
+                   bool amp, double params, MemoryEstimate* e) {
   const double d = e->data_parallel_gpus;
   int stage = f.zero_stage.value.value_or(0);
-  PerParam per = BytesPerParameter(precision, training, optimizer);
+  PerParam per = BytesPerParameter(precision, training, optimizer, amp);
 
   auto shard = [&](double bytes, int from_stage) {
     return stage >= from_stage ? bytes / d : bytes;
@@ -129,6 +160,19 @@ double StaticTerms(const CodeFacts& f, bool training, Precision precision, Optim
   AddLine(&weights.lines, f.zero_stage);
   e->terms.push_back(weights);
   double static_bytes = weights.bytes;
+  if (per.cast_copies > 0) {
+    MemoryTerm cast{"16-bit weight copies",
+                    params * per.cast_copies,
+                    fmt::format("{} params × {} B (autocast's {} copy of each fp32 weight, held "
+                                "from the forward pass{})",
+                                Millions(params), per.cast_copies,
+                                precision == Precision::kMixedBf16 ? "bf16" : "fp16",
+                                training ? " through the backward one" : ""),
+                    {}};
+    AddLine(&cast.lines, f.precision);
+    e->terms.push_back(cast);
+    static_bytes += cast.bytes;
+  }
   if (training && per.gradients > 0) {
     MemoryTerm grads{
         "gradients",
@@ -293,8 +337,8 @@ bool FrozenBaseTerms(const CodeFacts& f, bool training, Precision precision, Opt
 
 // The terms that grow with the batch: activations (transformer, ViT and CNN formulas) and
 // logits; sets *dynamic_bytes to their sum. NotFound when a shape they need is undetermined.
-Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, MemoryEstimate* e,
-                       double* dynamic_bytes) {
+Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, bool amp,
+                       MemoryEstimate* e, double* dynamic_bytes) {
   double act = 0;
   MemoryTerm acts{"activations", 0, "", {}};
   MemoryTerm logits{"logits", 0, "", {}};
@@ -329,14 +373,21 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, M
     double a = static_cast<double>(*f.heads.value);
     double layers = static_cast<double>(*f.layers.value);
     double dtype_factor = half_acts ? 1 : 2;  // the formula counts 2-byte activations
-    double full_layer = s * b * h * (34 + (fused ? 0 : 5 * a * s / h));
+    // Under autocast over fp32 weights the residual stream stays fp32 (fp32 embeddings plus
+    // 16-bit branch outputs promote to fp32) and layer_norm runs in fp32: each LayerNorm's saved
+    // input takes 4 B, not 2, per position and feature (+2·s·b·h per LayerNorm), and a layer's
+    // checkpointed input is fp32 too.
+    double ln_extra = amp ? 2 : 0;
+    double full_layer = s * b * h * (34 + 2 * ln_extra + (fused ? 0 : 5 * a * s / h));
+    double ckpt_layer = 2 + ln_extra;
     std::string per_layer;
     if (!training) {
       act = full_layer * dtype_factor;  // one layer's worth is live at a time
       per_layer = "one layer live (inference)";
     } else if (ckpt == Checkpointing::kFull) {
-      act = (layers * 2 * s * b * h + full_layer) * dtype_factor;
-      per_layer = "2·s·b·h per layer (full checkpointing) + one layer recomputed";
+      act = (layers * ckpt_layer * s * b * h + full_layer) * dtype_factor;
+      per_layer =
+          fmt::format("{}·s·b·h per layer (full checkpointing) + one layer recomputed", ckpt_layer);
     } else if (f.decoder_layers.value.value_or(0) > 0 &&
                f.architecture == Architecture::kTransformer) {
       // Encoder-decoder: the encoder's layers at the source length s, the decoder's at the
@@ -346,8 +397,8 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, M
       double dec = static_cast<double>(*f.decoder_layers.value);
       double enc = layers - dec;
       double t = static_cast<double>(f.target_len.value.value_or(*f.seq_len.value));
-      double dec_layer = t * b * h * (34 + (fused ? 0 : 5 * a * t / h));
-      double cross = b * h * (13 * t + 4 * s) + (fused ? 0 : 5 * a * t * s * b);
+      double dec_layer = t * b * h * (34 + 2 * ln_extra + (fused ? 0 : 5 * a * t / h));
+      double cross = b * h * ((13 + ln_extra) * t + 4 * s) + (fused ? 0 : 5 * a * t * s * b);
       act = (enc * full_layer + dec * (dec_layer + cross)) * dtype_factor;
       per_layer = fmt::format(
           "encoder {} layers at s, decoder {} at t={}{} with cross-attention (13·t + 4·s)·b·h{}",
@@ -359,10 +410,12 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, M
       AddLine(&acts.lines, f.target_len);
     } else {
       act = layers * full_layer * dtype_factor;
-      per_layer = fused ? "34·s·b·h per layer (fused attention)" : "s·b·h·(34 + 5·a·s/h) per layer";
+      per_layer = fused ? fmt::format("{}·s·b·h per layer (fused attention)", 34 + 2 * ln_extra)
+                        : fmt::format("s·b·h·({} + 5·a·s/h) per layer", 34 + 2 * ln_extra);
     }
-    acts.formula = fmt::format("{}; L={} s={} b={} h={} a={}{}", per_layer, layers, s, b, h, a,
-                               half_acts ? "" : ", ×2 for fp32");
+    acts.formula = fmt::format("{}; L={} s={} b={} h={} a={}{}{}", per_layer, layers, s, b, h, a,
+                               half_acts ? "" : ", ×2 for fp32",
+                               amp ? " (autocast: LayerNorm inputs in fp32)" : "");
     acts.bytes = act;
     e->bytes_per_sample = act / b;
     if (f.vocab.known() && f.architecture == Architecture::kTransformer) {
@@ -370,9 +423,12 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, M
       if (f.decoder_layers.value.value_or(0) > 0 && f.target_len.known()) {
         s = static_cast<double>(*f.target_len.value);  // the decoder's positions give logits
       }
-      logits.bytes = b * s * v * 4 * (training ? 2 : 1);
-      logits.formula = fmt::format("b·s·V·4{} = {}·{}·{}·4{}", training ? "·2" : "", b, s, v,
-                                   training ? "·2 (fp32 logits and their gradient)" : "");
+      // Under autocast the head's output is 16-bit and the loss casts it to fp32: both live.
+      double copies = 4 * (training ? 2 : 1) + (amp ? 2 : 0);
+      logits.bytes = b * s * v * copies;
+      logits.formula = fmt::format("b·s·V·{} = {}·{}·{}·{}{}{}", copies, b, s, v, copies,
+                                   training ? " (fp32 logits and their gradient" : " (fp32 logits",
+                                   amp ? ", and the head's 16-bit output under autocast)" : ")");
       e->bytes_per_sample += logits.bytes / b;
       AddLine(&logits.lines, f.vocab);
       AddLine(&logits.lines, f.batch_size);
@@ -427,6 +483,31 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, M
                                                               : "");
     acts.bytes = act;
     e->bytes_per_sample = act / b;
+  } else if (f.architecture == Architecture::kMlp && f.mlp_features.known() &&
+             f.batch_size.known()) {
+    // A stack of nn.Linear layers: in training each layer's output is saved by the nonlinearity
+    // after it (GELU its input, ReLU its output) and the nonlinearity's (or dropout's) output by
+    // the next layer, with a 1-byte dropout mask: (2·bytes + 1) per output feature. In inference
+    // one layer's input and output are live at a time.
+    double b = static_cast<double>(*f.batch_size.value);
+    double bytes = half_acts ? 2 : 4;
+    if (training) {
+      act = b * *f.mlp_features.value * (2 * bytes + 1);
+      acts.formula = fmt::format(
+          "b·Σout·(2·{} + 1 mask) = {}·{}·{}: each Linear's output and its "
+          "nonlinearity's, saved for backward",
+          bytes, b, *f.mlp_features.value, 2 * bytes + 1);
+    } else {
+      double widest = f.mlp_widest.value.value_or(*f.mlp_features.value);
+      act = b * 2 * widest * bytes;
+      acts.formula = fmt::format(
+          "b·2·widest·{} = {}·2·{}·{}: one layer's input and output live "
+          "(inference)",
+          bytes, b, widest, bytes);
+    }
+    acts.bytes = act;
+    e->bytes_per_sample = act / b;
+    AddLine(&acts.lines, f.mlp_features);
   } else {
     acts.formula = "not modelled for this architecture";
     e->assumptions.push_back("activations of a custom model are not modelled: the range is wider");
@@ -468,10 +549,12 @@ StatusOr<MemoryEstimate> EstimateGpuMemory(const CodeFacts& f) {
         (f.weight_dtype.value == Precision::kBf16 || f.weight_dtype.value == Precision::kFp16)) {
       states = *f.weight_dtype.value;
     }
-    static_bytes = StaticTerms(f, training, states, optimizer, params, &e);
+    static_bytes =
+        StaticTerms(f, training, states, optimizer, AutocastOverFp32(f, precision), params, &e);
   }
   double dynamic_bytes = 0;
-  RS_RETURN_IF_ERROR(ActivationTerms(f, training, precision, &e, &dynamic_bytes));
+  RS_RETURN_IF_ERROR(
+      ActivationTerms(f, training, precision, AutocastOverFp32(f, precision), &e, &dynamic_bytes));
 
   e.terms.push_back(
       {"CUDA context", kCudaContextBytes, "CUDA context and cuBLAS/cuDNN workspaces", {}});

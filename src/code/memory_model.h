@@ -2,14 +2,20 @@
 // the peak memory one GPU will hold, as a p10/p50/p90 range with a breakdown.
 //
 //   model states  weights + gradients + optimizer states, in bytes per parameter by precision
-//                 and optimizer (mixed-precision Adam 2 + 2 + 12 = 16; fp32 Adam 4 + 4 + 8;
-//                 SGD with momentum 12, plain SGD 8; inference only the weights), divided by
+//                 and optimizer (fp32 Adam 4 + 4 + 8; autocast over fp32 weights Adam
+//                 4 + 2 (16-bit cast copies) + 4 + 8 = 18; DeepSpeed/FSDP mixed precision
+//                 2 + 2 + 12 = 16; SGD with momentum 12, plain SGD 8; inference only the
+//                 weights, + the 16-bit copies under autocast), divided by
 //                 the data-parallel GPUs per ZeRO stage (1: optimizer states, 2: + gradients,
 //                 3 or FSDP full shard: + weights) (Rajbhandari et al. 2020);
 //   activations   transformers per layer (Korthikanti et al. 2022): s·b·h·(34 + 5·a·s/h)
 //                 bytes with 16-bit activations, 34·s·b·h with fused attention (SDPA/Flash) or
-//                 selective recomputation, 2·s·b·h with full checkpointing; logits b·s·V·4·2;
+//                 selective recomputation, 2·s·b·h with full checkpointing (under autocast
+//                 over fp32 weights the LayerNorm inputs are fp32: +2·s·b·h each); logits
+//                 b·s·V·4·2 (+ b·s·V·2, the head's 16-bit output, under autocast);
 //                 CNNs from a per-model table of bytes per 224² image, scaled by area;
+//                 hand-built MLPs b·Σout·(2·bytes + 1) in training, b·2·widest·bytes in
+//                 inference;
 //   frozen bases  LoRA: the frozen weights in their load dtype, fp32 adapters with their
 //                 gradients and optimizer states only; QLoRA: 4-bit (8-bit) Linear weights with
 //                 their quantisation constants, the rest 16-bit (fp32 once prepared for k-bit

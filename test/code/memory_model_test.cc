@@ -127,12 +127,19 @@ TEST(MemoryModelTest, LlamaZero3OverEightGpus) {
 TEST(MemoryModelTest, LightningDdpKeepsGradientBuckets) {
   Analysed a = AnalyseFixture("lightning");
   const MemoryEstimate& e = a.estimate;
-  // bf16 mixed Adam 16 B × 51,714,304 = 827,428,864; DDP buckets 2 B × P = 103,428,608.
-  EXPECT_DOUBLE_EQ(Term(e, "DDP gradient buckets"), 2 * 51714304.0);
-  // SDPA: 6 · 34 · s·b·h = 6 · 34 · 512·32·512 = 1,711,276,032; logits 32·512·32000·8.
-  EXPECT_DOUBLE_EQ(Term(e, "activations"), 1711276032.0);
-  EXPECT_DOUBLE_EQ(Term(e, "logits"), 4194304000.0);
-  EXPECT_NEAR(e.p50_bytes, kCtx + 1.1 * (930857472.0 + 5905580032.0), 1.0);
+  // precision="bf16-mixed" is torch's autocast over fp32 weights: 4 B weights + 2 B bf16 cast
+  // copies + 4 B gradients + 8 B Adam = 18 B × 51,714,304 = 930,857,472; DDP buckets, one more
+  // copy of the fp32 gradients, 4 B × P = 206,857,216.
+  EXPECT_DOUBLE_EQ(Term(e, "weights"), 4 * 51714304.0);
+  EXPECT_DOUBLE_EQ(Term(e, "16-bit weight copies"), 2 * 51714304.0);
+  EXPECT_DOUBLE_EQ(Term(e, "gradients"), 4 * 51714304.0);
+  EXPECT_DOUBLE_EQ(Term(e, "DDP gradient buckets"), 4 * 51714304.0);
+  // SDPA: 6 · (34 + 4) · s·b·h = 6 · 38 · 512·32·512 = 1,912,602,624 (the two LayerNorms' inputs
+  // in fp32 under autocast); logits 32·512·32000·(2 + 4 + 4): the head's bf16 output, its fp32
+  // cast and the gradient.
+  EXPECT_DOUBLE_EQ(Term(e, "activations"), 1912602624.0);
+  EXPECT_DOUBLE_EQ(Term(e, "logits"), 5242880000.0);
+  EXPECT_NEAR(e.p50_bytes, kCtx + 1.1 * (22 * 51714304.0 + 1912602624.0 + 5242880000.0), 1.0);
 }
 
 TEST(MemoryModelTest, UndeterminedModelSaysWhy) {
@@ -798,7 +805,8 @@ namespace {
 TEST(MemoryModelTest, AutocastOverBf16WeightsKeepsNoFp32MasterCopy) {
   // Full fine-tuning of a model loaded in bf16 with the HF Trainer's bf16=True: the parameters,
   // their gradients and AdamW's moments are all bf16 (2 + 2 + 4 B), where fp32-loaded weights
-  // under the same flag keep 2 + 2 + 12.
+  // under the same flag (torch's autocast) keep fp32 weights, gradients and moments (4 + 4 + 8)
+  // and a bf16 copy of each weight (2 B).
   const std::string program = R"(
 import torch
 from transformers import AutoModelForCausalLM, TrainingArguments, Trainer
@@ -819,8 +827,12 @@ Trainer(model=model, args=args).train()
   EXPECT_DOUBLE_EQ(Term(fp32.estimate, "weights") + Term(fp32.estimate, "gradients") +
                        Term(fp32.estimate, "optimizer states"),
                    16 * p);
-  // The activations are 16-bit in both.
-  EXPECT_DOUBLE_EQ(Term(bf16.estimate, "activations"), Term(fp32.estimate, "activations"));
+  EXPECT_DOUBLE_EQ(Term(fp32.estimate, "16-bit weight copies"), 2 * p);
+  EXPECT_DOUBLE_EQ(Term(bf16.estimate, "16-bit weight copies"), -1);
+  // The activations are 16-bit in both, but over fp32 weights the residual stream and the
+  // norms' inputs stay fp32: 2 norms × 2 B more × s·b·h × L = 4 · 256·4·896 · 24 = 88,080,384.
+  EXPECT_DOUBLE_EQ(Term(fp32.estimate, "activations") - Term(bf16.estimate, "activations"),
+                   88080384.0);
 }
 
 }  // namespace
@@ -845,6 +857,110 @@ opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
   // s = (224/32)² + 1 = 50 tokens, eager attention, fp32:
   //   12 · 50·32·768 · (34 + 5·12·50/768) · 2 = 1,117,900,800.
   EXPECT_DOUBLE_EQ(Term(a.estimate, "activations"), 1117900800.0);
+}
+
+}  // namespace
+}  // namespace rightsize::code
+
+namespace rightsize::code {
+namespace {
+
+TEST(MemoryModelTest, AutocastInferenceHoldsA16BitCopyOfEachWeight) {
+  // Inference under torch.autocast: the fp32 weights (4 B) and, cached by autocast for the
+  // forward pass, a bf16 copy of each (2 B): 6 B × ResNet-50's parameters. Without
+  // autocast only the 4 B.
+  const std::string program = R"(
+import torch
+import torchvision
+model = torchvision.models.resnet50().cuda().eval()
+images = torch.randn(32, 3, 224, 224, device="cuda")
+with torch.no_grad(){}:
+    out = model(images)
+)";
+  Analysed amp = AnalyseSource(
+      "autocast_infer",
+      fmt::format(fmt::runtime(program), ", torch.autocast(\"cuda\", dtype=torch.bfloat16)"));
+  Analysed fp32 = AnalyseSource("fp32_infer", fmt::format(fmt::runtime(program), ""));
+  ASSERT_TRUE(amp.facts.parameters.known());
+  const double p = *amp.facts.parameters.value;  // the model table's 25.56 M
+  EXPECT_NEAR(p, 25557032.0, 0.005 * 25557032.0);
+  EXPECT_EQ(amp.facts.precision.value, Precision::kMixedBf16);
+  EXPECT_FALSE(amp.facts.training.value.value_or(false));
+  EXPECT_DOUBLE_EQ(Term(amp.estimate, "weights"), 4 * p);
+  EXPECT_DOUBLE_EQ(Term(amp.estimate, "16-bit weight copies"), 2 * p);
+  EXPECT_DOUBLE_EQ(Term(fp32.estimate, "weights"), 4 * p);
+  EXPECT_DOUBLE_EQ(Term(fp32.estimate, "16-bit weight copies"), -1);
+}
+
+TEST(MemoryModelTest, AutocastTrainingKeepsFp32StatesAndA16BitCopy) {
+  // A hand-written training loop under torch.autocast(bf16) with SGD + momentum: fp32 weights,
+  // gradients and momentum (4 + 4 + 4 B) and a bf16 copy of each weight (2 B), 14 B/param in all
+  // (where a 16-bit model with an fp32 master copy would hold 2 + 2 + 4 + 4 = 12). The model:
+  // Linear(1024, 4096) + Linear(4096, 4096) + Linear(4096, 10) = 4,198,400 + 16,781,312 +
+  // 40,970 = 21,020,682 parameters.
+  Analysed a = AnalyseSource("autocast_sgd", R"(
+import torch
+import torch.nn as nn
+model = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
+                      nn.Linear(4096, 10)).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+loader = torch.utils.data.DataLoader(data, batch_size=64)
+for x, y in loader:
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = nn.functional.cross_entropy(model(x.cuda()), y.cuda())
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+)");
+  const double p = 21020682.0;
+  ASSERT_TRUE(a.facts.parameters.known());
+  EXPECT_DOUBLE_EQ(*a.facts.parameters.value, p);
+  EXPECT_EQ(a.facts.precision.value, Precision::kMixedBf16);
+  const MemoryEstimate& e = a.estimate;
+  EXPECT_DOUBLE_EQ(Term(e, "weights"), 4 * p);
+  EXPECT_DOUBLE_EQ(Term(e, "16-bit weight copies"), 2 * p);
+  EXPECT_DOUBLE_EQ(Term(e, "gradients"), 4 * p);
+  EXPECT_DOUBLE_EQ(Term(e, "optimizer states"), 4 * p);
+}
+
+}  // namespace
+}  // namespace rightsize::code
+
+namespace rightsize::code {
+namespace {
+
+TEST(MemoryModelTest, HandBuiltMlpActivationsGrowWithTheBatch) {
+  // Three nn.Linear layers built in a loop-free Sequential: Σ out_features = 4096 + 4096 + 10 =
+  // 8,202 per sample. Training in fp32 saves each layer's output and its GELU's (4 B each) and a
+  // 1-byte dropout mask: 64 · 8,202 · 9 = 4,724,352 B. Inference holds one layer's input and
+  // output, of the widest layer: 256 · 2 · 4,096 · 4 = 8,388,608 B.
+  const std::string model = R"(
+import torch
+import torch.nn as nn
+model = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Dropout(0.1), nn.Linear(4096, 4096),
+                      nn.GELU(), nn.Dropout(0.1), nn.Linear(4096, 10)).cuda()
+)";
+  Analysed train = AnalyseSource("mlp_train", model + R"(
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+loader = torch.utils.data.DataLoader(data, batch_size=64)
+for x, y in loader:
+    loss = nn.functional.cross_entropy(model(x.cuda()), y.cuda())
+    loss.backward()
+    opt.step()
+)");
+  Analysed infer = AnalyseSource("mlp_infer", model + R"(
+loader = torch.utils.data.DataLoader(data, batch_size=256)
+with torch.no_grad():
+    for x, _ in loader:
+        out = model(x.cuda())
+)");
+  EXPECT_EQ(train.facts.architecture, Architecture::kMlp);
+  EXPECT_EQ(train.facts.mlp_features.value, 8202.0);
+  EXPECT_EQ(train.facts.mlp_widest.value, 4096.0);
+  EXPECT_DOUBLE_EQ(Term(train.estimate, "activations"), 4724352.0);
+  EXPECT_DOUBLE_EQ(train.estimate.bytes_per_sample, 1.1 * 4724352.0 / 64);
+  EXPECT_FALSE(infer.facts.training.value.value_or(true));
+  EXPECT_DOUBLE_EQ(Term(infer.estimate, "activations"), 8388608.0);
 }
 
 }  // namespace
