@@ -51,6 +51,11 @@ StatusOr<WhatIf> RunScenarios(const Workload& workload, const ScenarioOptions& o
     return Status::InvalidArgument(
         "--plan: planning on rightsize's run times needs --policy easy++ and --predictions");
   }
+  if (!options.plan.empty()) {
+    std::vector<SimJob> none;  // checks the quantiles' names before any simulation
+    RS_RETURN_IF_ERROR(
+        ApplyEstimates(options.predictions, options.plan, options.corrections, none).status());
+  }
   RS_RETURN_IF_ERROR(run("users", base, 0));
   if (options.validate) {
     const SimResult& users = out.scenarios.front().result;
