@@ -51,6 +51,9 @@ StatusOr<WhatIf> RunScenarios(const Workload& workload, const ScenarioOptions& o
     return Status::InvalidArgument(
         "--plan: planning on rightsize's run times needs --policy easy++ and --predictions");
   }
+  if (options.plan.empty() && !options.corrections.empty()) {
+    return Status::InvalidArgument("--correct: give --plan too (the quantile to plan with)");
+  }
   if (!options.plan.empty()) {
     std::vector<SimJob> none;  // checks the quantiles' names before any simulation
     RS_RETURN_IF_ERROR(

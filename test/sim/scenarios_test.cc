@@ -111,6 +111,14 @@ TEST(ScenariosTest, PlansOnRightsizesQuantileWithUsersAndRightsizesLimits) {
   EXPECT_TRUE(r->scenarios[3].result.jobs[0].killed);
   EXPECT_EQ(r->scenarios[3].result.jobs[0].end_s - r->scenarios[3].result.jobs[0].start_s, 100);
 
+  o.plan.clear();
+  o.corrections = {"p90"};
+  auto no_plan = RunScenarios(w, o);
+  ASSERT_FALSE(no_plan.ok());
+  EXPECT_EQ(no_plan.status().message(), "--correct: give --plan too (the quantile to plan with)");
+  o.plan = "p10";
+  o.corrections.clear();
+
   o.policy = Policy::kEasy;
   auto easy = RunScenarios(w, o);
   ASSERT_FALSE(easy.ok());
