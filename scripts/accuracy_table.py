@@ -801,6 +801,29 @@ def render_notes(doc, scored, placeholder_of):
     doc.add("## Code analysis", "",
             "The analytical GPU-memory estimate read from a job's source is measured against "
             "real PyTorch runs in [accuracy-code.md](accuracy-code.md) (bench/corpus/).", "")
+    # Measured by `rightsize simulate` (docs/simulate.md has the commands, every row and the
+    # controls); static here, as the simulations are not part of this script's replays.
+    doc.add("## The queue: rightsize's requests through a backfilling scheduler (issue 29)", "",
+            "AVEbsld / mean wait in hours, kills counted, from `rightsize simulate` on the "
+            "`eval --jobs` files of these replays (measured 2026-12-06; every row, the p95 "
+            "wait, the kills and the controls in [simulate.md](simulate.md)). The last column "
+            "is rightsize's 1 % limits with EASY++ planning each scored job on rightsize's own "
+            "p10 (chosen on CTC-SP2; the other traces blind). Issue 29's criterion, that it "
+            "beat the users' requests and EASY++ with last2 on both figures on every trace, "
+            "is met on 3 of 5 traces, so **not met**.", "",
+            "| trace | EASY, users | EASY++ last2, users | EASY++ last2, rightsize@1 % "
+            "| EASY++ rightsize p10, rightsize@1 % | beats both? |",
+            "|---|---|---|---|---|---|",
+            "| CTC-SP2 (development) | 49.57 / 3.96 | 31.20 / 3.73 | 30.43 / 4.51 "
+            "| 20.47 / 3.11 | yes |",
+            "| SDSC-SP2 | 87.87 / 5.69 | 66.13 / 4.96 | 91.02 / 7.49 | 85.89 / 14.16 | no |",
+            "| KTH-SP2 | 92.68 / 1.91 | 62.46 / 1.56 | 61.71 / 1.56 | 56.94 / 1.45 | yes |",
+            "| LLNL-Atlas | 1.40 / 0.00 | 1.00 / 0.00 | 1.14 / 0.02 | 1.13 / 0.02 | no |",
+            "| HPC2N-excerpt-alea | 16.46 / 0.98 | 15.30 / 0.89 | 15.30 / 0.90 "
+            "| 14.29 / 0.83 | yes |", "",
+            "The gain where there is one comes from the low plan (EASY++ on p10 with the "
+            "users' own limits waits as little or less on every trace); the 1 % limits add "
+            "kills.", "")
 
 
 def main():

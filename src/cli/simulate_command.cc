@@ -23,7 +23,8 @@ namespace rightsize::cli {
 namespace {
 
 struct SimulateFlags {
-  std::string trace, format, cluster, policy = "easy", predictions;
+  std::string trace, format, cluster, policy = "easy", predictions, plan;
+  std::vector<std::string> corrections;
   bool store = false, nodes = false, validate = false, json = false;
   int64_t processors = 0;
   double risk = 0.01;
@@ -141,6 +142,8 @@ int RunSimulate(Context& ctx, const SimulateFlags& f) {
   options.validate = f.validate;
   options.predictions = std::move(predictions);
   options.predictions_name = f.predictions;
+  options.plan = f.plan;
+  options.corrections = f.corrections;
   options.input_name = input;
   auto what_if = sim::RunScenarios(w, options);
   if (!what_if.ok()) return Fail(what_if.status());
@@ -166,8 +169,10 @@ int RunSimulate(Context& ctx, const SimulateFlags& f) {
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
     for (const sim::Scenario& s : scenarios) {
       nlohmann::ordered_json j = {{"requests", s.name},
+                                  {"plan", s.plan},
                                   {"jobs_with_new_limit", s.new_limits},
-                                  {"limits_lowered", s.lowered}};
+                                  {"limits_lowered", s.lowered},
+                                  {"jobs_planned", s.planned}};
       j["metrics"] = MetricsJson(s.metrics);
       j["seconds"] = s.seconds;
       list.push_back(std::move(j));
@@ -184,15 +189,16 @@ int RunSimulate(Context& ctx, const SimulateFlags& f) {
                validation["same_start"].get<int64_t>(), validation["jobs"].get<int64_t>(),
                100 * validation["share"].get<double>());
   }
-  fmt::print("{:<16} {:>9} {:>8} {:>11} {:>11} {:>9} {:>7} {:>11} {:>8} {:>12}\n", "requests",
-             "new limit", "lowered", "mean wait", "p95 wait", "AVEbsld", "util", "makespan",
-             "killed", "lost proc·h");
+  fmt::print("{:<16} {:<18} {:>9} {:>8} {:>11} {:>11} {:>9} {:>7} {:>11} {:>8} {:>12}\n",
+             "requests", "plan", "new limit", "lowered", "mean wait", "p95 wait", "AVEbsld", "util",
+             "makespan", "killed", "lost proc·h");
   for (const sim::Scenario& s : scenarios) {
-    fmt::print("{:<16} {:>9} {:>8} {:>11} {:>11} {:>9.2f} {:>6.1f}% {:>11} {:>8} {:>12.0f}\n",
-               s.name, s.new_limits, s.lowered, FormatDuration(s.metrics.mean_wait_s),
-               FormatDuration(s.metrics.p95_wait_s), s.metrics.avebsld, 100 * s.metrics.utilisation,
-               FormatDuration(static_cast<double>(s.metrics.makespan_s)), s.metrics.killed,
-               s.metrics.lost_proc_hours);
+    fmt::print(
+        "{:<16} {:<18} {:>9} {:>8} {:>11} {:>11} {:>9.2f} {:>6.1f}% {:>11} {:>8} {:>12.0f}\n",
+        s.name, s.plan, s.new_limits, s.lowered, FormatDuration(s.metrics.mean_wait_s),
+        FormatDuration(s.metrics.p95_wait_s), s.metrics.avebsld, 100 * s.metrics.utilisation,
+        FormatDuration(static_cast<double>(s.metrics.makespan_s)), s.metrics.killed,
+        s.metrics.lost_proc_hours);
   }
   return kExitOk;
 }
@@ -221,6 +227,15 @@ void AddSimulateCommand(CLI::App& app, Context& ctx, Action* action) {
                   "and user_mean's (a job that outruns its limit is killed and resubmitted with "
                   "its own request)");
   cmd->add_option("--risk", f->risk, "The risk of rightsize's suggested requests (default 0.01)");
+  cmd->add_option("--plan", f->plan,
+                  "With --policy easy++ and --predictions: also run the users' and rightsize's "
+                  "limits with each scored job planned (backfilled) on this quantile of "
+                  "rightsize's run time: p2_5, p10, point (its median), p90 or p97_5");
+  cmd->add_option("--correct", f->corrections,
+                  "With --plan: when a job outlives its planned run, plan with these quantiles "
+                  "in turn before its limit (comma-separated, e.g. p90,p97_5; default: straight "
+                  "to the limit)")
+      ->delimiter(',');
   cmd->add_flag("--validate", f->validate,
                 "Also count the jobs that start when the trace says (for traces that are "
                 "themselves a simulation's output)");

@@ -1055,6 +1055,9 @@ ApiServer::Reply ApiServer::Report(const Caller& who, const Query& q) {
   }
   auto report = ReportFor(*store, who, opts, options_.prices);
   if (!report.ok()) return Error(HttpStatus(report.status()), report.status().message());
+  // "What the queue would have done", as `rightsize report` and the MCP report tool give it. It
+  // replays every job of the cluster, so only a report of every job (an admin's) has it.
+  if (who.admin) AddQueueWhatIf(*store, &*report);
   nlohmann::json doc = RenderJson(*report);
   if (chosen) {
     doc["window"]["default"] = chosen->shifted ? "latest_with_data" : "last_14_days";

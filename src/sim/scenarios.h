@@ -47,13 +47,22 @@ struct ScenarioOptions {
   // Empty: only the users' scenario. Otherwise rightsize@risk, last2 and user_mean, each when
   // it gives at least one job a limit.
   std::map<std::string, PredictedJob> predictions;
+  // EASY++ only, with predictions: also run the users' and rightsize's limits with each scored
+  // job planned on rightsize's own run-time quantile `plan` ("point", "p10", ...; empty: not)
+  // and corrected through `corrections` (ApplyEstimates).
+  std::string plan;
+  std::vector<std::string> corrections;
   std::string predictions_name;  // the predictions' file, for messages
   std::string input_name;        // the trace's name ("store" for the store), for messages
 };
 
 struct Scenario {
-  std::string name;        // "users", "rightsize@0.01", "last2", "user_mean"
+  std::string name;  // the limits: "users", "rightsize@0.01", "last2", "user_mean"
+  // What EASY++ plans with: "last2" (the simulation's), or rightsize's quantile and its
+  // corrections ("point>p90>p97_5"); "limit" for FCFS and EASY.
+  std::string plan;
   int64_t new_limits = 0;  // jobs the predictor gave a limit
+  int64_t planned = 0;     // jobs planned on rightsize's quantile
   int64_t lowered = 0;     // of those, limits below the job's request
   Metrics metrics;
   double seconds = 0;        // the simulation's own wall time
@@ -73,7 +82,8 @@ struct WhatIf {
 };
 
 // Runs every scenario on `workload.jobs`. BadInput when validation is asked for a trace with no
-// start times, or when no job of the predictions is in the workload; a simulator error as is.
+// start times, or when no job of the predictions is in the workload; InvalidArgument for a plan
+// without EASY++ or predictions, or an unknown quantile; a simulator error as is.
 StatusOr<WhatIf> RunScenarios(const Workload& workload, const ScenarioOptions& options);
 
 }  // namespace rightsize::sim

@@ -124,9 +124,23 @@ class Machine {
   }
 
   // A job still running at its planned end whose correction (another job's, at the same
-  // second) is not handled yet is planned to its limit already.
+  // second) is not handled yet is planned to its corrected end already.
   int64_t PlanEnd(const Running& r) const {
-    return r.plan_end > now_ || r.end <= now_ ? r.plan_end : r.start + limit_[r.job];
+    return r.plan_end > now_ || r.end <= now_ ? r.plan_end : CorrectedEnd(r);
+  }
+
+  // Where the plan of a running job that outlived it at `now_` goes next: its first correction
+  // step past now (first submission with a given estimate only), else its limit.
+  int64_t CorrectedEnd(const Running& r) const {
+    int64_t limit_end = r.start + limit_[r.job];
+    if (attempt_[r.job] == 0 && jobs_[r.job].estimate_s > 0) {
+      for (int64_t step : jobs_[r.job].corrections_s) {
+        int64_t end = r.start + step;
+        if (end >= limit_end) break;
+        if (end > now_) return end;
+      }
+    }
+    return limit_end;
   }
 
   int64_t PlannedRun(int j) const {
@@ -180,13 +194,15 @@ class Machine {
     Schedule();
   }
 
-  // EASY++ correction: the job outlived its prediction; plan with its limit from now on.
+  // EASY++ correction: the job outlived its prediction; plan with its next correction (then
+  // its limit) from now on.
   void OnPredictionOver(int j) {
     int slot = slot_[j];
     if (slot < 0) return;
     Running& r = running_[slot];
     if (r.plan_end != now_) return;
-    r.plan_end = r.start + limit_[j];
+    r.plan_end = CorrectedEnd(r);
+    if (r.plan_end < r.end) Push(r.plan_end, kPredictionOver, j);
     Schedule();
   }
 
@@ -302,6 +318,13 @@ StatusOr<SimResult> Simulate(const std::vector<SimJob>& jobs, const SimOptions& 
     if (j.procs <= 0) return bad("processors", j.procs);
     if (j.estimate_s < 0) return bad("estimate", j.estimate_s);
     if (j.resubmit_limit_s < 0) return bad("resubmission limit", j.resubmit_limit_s);
+    for (size_t i = 0; i < j.corrections_s.size(); ++i) {
+      if (j.corrections_s[i] <= (i == 0 ? 0 : j.corrections_s[i - 1])) {
+        return Status::InvalidArgument(
+            fmt::format("job {}: corrections must be > 0 and ascending, got {} after {}", j.id,
+                        j.corrections_s[i], i == 0 ? 0 : j.corrections_s[i - 1]));
+      }
+    }
     if (j.procs > options.machine_procs) {
       return Status::InvalidArgument(
           fmt::format("job {} asks for {} processors; the machine has {}", j.id, j.procs,

@@ -7,9 +7,10 @@
 // machine; the job's wait and slowdown are counted from its first submission to its last end).
 // EASY plans with each job's limit; EASY++ plans with a prediction (given per job, or the
 // user's last two completed runs in the simulation, "last2"), extends a running job's
-// prediction to its limit when the job outlives it, and backfills the shortest predicted job
-// first. The event order and backfilling rule follow pyss (the simulator of predictsim, used to
-// make the derived traces); docs/simulate.md lists every difference.
+// prediction when the job outlives it (to its next given correction, else to its limit), and
+// backfills the shortest predicted job first. The event order and backfilling rule follow pyss (the
+// simulator of predictsim, used to make the derived traces); docs/simulate.md lists every
+// difference.
 //
 // Pure: no I/O, no clock. Deterministic. Thread-compatible.
 #pragma once
@@ -39,6 +40,10 @@ struct SimJob {
   // EASY++: the run time the scheduler plans with, 0 < estimate <= limit; 0 = use the policy's
   // predictor (last2 in the simulation, else the limit).
   int64_t estimate_s = 0;
+  // EASY++ with a given estimate: when the job outlives the run time planned so far, the next
+  // planned run times in order (ascending; steps at or past the limit are ignored), then the
+  // limit. Empty: straight to the limit (Tsafrir's correction).
+  std::vector<int64_t> corrections_s;
   // When the job is killed at its limit: the limit of its second submission (0 = not resubmitted).
   int64_t resubmit_limit_s = 0;
 };

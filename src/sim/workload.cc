@@ -24,6 +24,8 @@ int64_t NumericId(const std::string& id) {
   return ec == std::errc() ? v : -1;
 }
 
+std::string QuoteName(const std::string& name) { return fmt::format("\"{}\"", name); }
+
 std::string Plural(int64_t n, const char* what) {
   return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s");
 }
@@ -148,6 +150,15 @@ StatusOr<std::map<std::string, PredictedJob>> ReadPredictions(const std::string&
         p.suggested[s["risk"].get<double>()] = s["request"].get<double>();
       }
     }
+    // A fallback answer's "point" is a baseline's, not the model's.
+    if (!j.contains("fallback")) {
+      for (const char* q : kQuantileNames) {
+        if (j.contains(q) && j[q].is_number()) {
+          double v = j[q].get<double>();
+          if (std::isfinite(v) && v > 0) p.quantiles[q] = v;
+        }
+      }
+    }
     if (j.contains("baselines") && j["baselines"].is_object()) {
       for (const auto& [name, v] : j["baselines"].items()) {
         if (v.is_number()) p.baselines[name] = v.get<double>();
@@ -200,6 +211,49 @@ StatusOr<int64_t> ApplyLimits(const std::map<std::string, PredictedJob>& predict
     }
     if (!std::isfinite(v) || v <= 0) continue;
     j.limit_s = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(v - 1e-9)));
+    ++changed;
+  }
+  return changed;
+}
+
+StatusOr<int64_t> ApplyEstimates(const std::map<std::string, PredictedJob>& predictions,
+                                 const std::string& estimate,
+                                 const std::vector<std::string>& corrections,
+                                 std::vector<SimJob>& jobs) {
+  auto known = [](const std::string& name) {
+    return std::any_of(std::begin(kQuantileNames), std::end(kQuantileNames),
+                       [&](const char* q) { return name == q; });
+  };
+  std::vector<std::string> names = corrections;
+  names.insert(names.begin(), estimate);
+  for (const std::string& name : names) {
+    if (!known(name)) {
+      return Status::InvalidArgument(fmt::format(
+          "expected a quantile of rightsize's run time (p2_5, p10, point, p90, p97_5), got {}",
+          QuoteName(name)));
+    }
+  }
+  auto seconds = [](double v) {
+    return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(v - 1e-9)));
+  };
+  int64_t changed = 0;
+  for (SimJob& j : jobs) {
+    auto it = predictions.find(j.id);
+    if (it == predictions.end()) continue;
+    const auto& q = it->second.quantiles;
+    auto e = q.find(estimate);
+    if (e == q.end()) continue;
+    j.estimate_s = std::min(j.limit_s, seconds(e->second));
+    j.corrections_s.clear();
+    int64_t last = j.estimate_s;
+    for (const std::string& name : corrections) {
+      auto c = q.find(name);
+      if (c == q.end()) continue;
+      int64_t step = seconds(c->second);
+      if (step <= last || step >= j.limit_s) continue;
+      j.corrections_s.push_back(step);
+      last = step;
+    }
     ++changed;
   }
   return changed;

@@ -36,6 +36,9 @@ Workload WorkloadFromRecords(const std::vector<JobRecord>& records, SizeUnit uni
 struct PredictedJob {
   std::map<double, double> suggested;  // risk -> request
   std::map<std::string, double> baselines;
+  // The model's run-time distribution: "point" (its median), "p2_5", "p10", "p90", "p97_5";
+  // bounded ends only. A job eval answered by a fallback baseline has none of them.
+  std::map<std::string, double> quantiles;
 };
 
 // Reads the runtime lines of an `eval --jobs` file, keyed by job id. BadInput naming the line
@@ -49,5 +52,19 @@ StatusOr<std::map<std::string, PredictedJob>> ReadPredictions(const std::string&
 // one the file holds.
 StatusOr<int64_t> ApplyLimits(const std::map<std::string, PredictedJob>& predictions,
                               const std::string& source, double risk, std::vector<SimJob>& jobs);
+
+// The names ApplyEstimates takes, in ascending order of the distribution.
+inline constexpr const char* kQuantileNames[] = {"p2_5", "p10", "point", "p90", "p97_5"};
+
+// EASY++ on rightsize's own predictions: each job of `predictions` with the model's quantile
+// `estimate` ("point", "p10", ...) is planned with it (rounded up to a second, capped by its
+// limit) and, when it outlives it, with each of `corrections` in turn (quantile names; the
+// steps not above the previous one are skipped), then its limit. Jobs without
+// that quantile keep the policy's own predictor (last2 in the simulation). Returns how many
+// jobs got an estimate; InvalidArgument for a name not in kQuantileNames.
+StatusOr<int64_t> ApplyEstimates(const std::map<std::string, PredictedJob>& predictions,
+                                 const std::string& estimate,
+                                 const std::vector<std::string>& corrections,
+                                 std::vector<SimJob>& jobs);
 
 }  // namespace rightsize::sim

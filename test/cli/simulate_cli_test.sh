@@ -55,6 +55,34 @@ expect_eq "last2 lowered all 100 limits" "$(json_get "$OUT" 'd["scenarios"][2]["
 run_rs simulate "$TRACE" --predictions "$WORK/jobs.jsonl"
 expect_contains "text table names the scenario" "$OUT" "rightsize@0.01"
 
+# EASY++ planned on rightsize's own run-time quantile: the users' and rightsize's limits again,
+# each scored job backfilled on its p10 (a tenth of its run, so every one is under-predicted
+# and corrected to its limit).
+python3 - "$WORK/jobs.jsonl" "$WORK/plan.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[2], "w") as out:
+    for line in open(sys.argv[1]):
+        j = json.loads(line)
+        j.update(point=j["actual"], p10=max(1, j["actual"] // 10), p90=j["actual"] * 2)
+        out.write(json.dumps(j) + "\n")
+PY
+run_rs simulate "$TRACE" --policy easy++ --predictions "$WORK/plan.jsonl" --plan p10 --json
+expect_eq "plan exits 0" "$RC" 0
+expect_eq "plan rows" "$(json_get "$OUT" '[(s["requests"], s["plan"]) for s in d["scenarios"]]')" \
+  "[('users', 'last2'), ('rightsize@0.01', 'last2'), ('last2', 'last2'), ('users', 'p10'), ('rightsize@0.01', 'p10')]"
+expect_eq "100 jobs planned on p10, none killed" \
+  "$(json_get "$OUT" 'd["scenarios"][4]["jobs_planned"], d["scenarios"][4]["metrics"]["killed"]')" "100 0"
+expect_eq "the plan moves the queue" \
+  "$(json_get "$OUT" 'd["scenarios"][3]["metrics"]["mean_wait_s"] != d["scenarios"][0]["metrics"]["mean_wait_s"]')" True
+run_rs simulate "$TRACE" --policy easy++ --predictions "$WORK/plan.jsonl" --plan point --correct p90
+expect_contains "text names the plan and its corrections" "$OUT" "point>p90"
+run_rs simulate "$TRACE" --predictions "$WORK/plan.jsonl" --plan p10
+expect_eq "a plan without easy++: usage error" "$RC" 1
+expect_contains "says what it needs" "$ERR" "needs --policy easy++ and --predictions"
+run_rs simulate "$TRACE" --policy easy++ --predictions "$WORK/plan.jsonl" --plan p50
+expect_eq "an unknown quantile: usage error" "$RC" 1
+expect_contains "lists the quantiles" "$ERR" "p2_5, p10, point, p90, p97_5"
+
 run_rs simulate "$TRACE" --predictions "$WORK/jobs.jsonl" --risk 0.05
 expect_eq "a risk the file lacks: usage error" "$RC" 1
 expect_contains "names the risks it holds" "$ERR" "the predictions hold suggested requests at 0.01 only"

@@ -216,5 +216,38 @@ TEST_F(RecentData, APersonsDefaultWindowIsTheirOwnLatest) {
   EXPECT_EQ(r["window"]["default"], "latest_with_data");
 }
 
+// The report's "what the queue would have done" (issue 29), as `rightsize report` has it: the
+// window's jobs replayed through EASY on the cluster's CPUs. Only in a report of every job.
+TEST_F(RecentData, TheAdminsReportSaysWhatTheQueueWouldHaveDone) {
+  std::vector<JobRecord> jobs;
+  for (int i = 0; i < 6; ++i) {
+    // Each asks for 8 h and runs 1 h on 8 of the cluster's 16 CPUs; they queue.
+    JobRecord j = Job("q", std::to_string(i + 1), "COMPLETED", kNow - 86400 + i * 3600,
+                      kNow - 86400 + i * 3600 + 3600);
+    j.submit_time = kNow - 86400;
+    j.request.time_limit_s = 8 * 3600;
+    jobs.push_back(j);
+  }
+  Put(jobs);
+  auto r = Get(api_->Report(ops_, {}));
+  ASSERT_TRUE(r.contains("queue")) << r.dump();
+  EXPECT_EQ(r["queue"]["simulated"], false);
+  EXPECT_EQ(r["queue"]["why_not"], "the cluster's CPU count is not known (ingest sinfo)");
+
+  ASSERT_TRUE(store_->PutClusterMeta("q", {{"cpus", "16"}}).ok());
+  r = Get(api_->Report(ops_, {}));
+  EXPECT_EQ(r["queue"]["simulated"], true) << r["queue"].dump();
+  EXPECT_EQ(r["queue"]["machine_cpus"], 16);
+  EXPECT_EQ(r["queue"]["jobs"], 6);
+  EXPECT_GT(r["queue"]["before"]["mean_wait_s"].get<double>(), 0);
+
+  ApiServer::Caller alice;
+  alice.known = true;
+  alice.user = "alice";
+  auto own = Get(api_->Report(alice, {}));
+  EXPECT_EQ(own["jobs"], 6);
+  EXPECT_FALSE(own.contains("queue"));
+}
+
 }  // namespace
 }  // namespace rightsize

@@ -72,5 +72,59 @@ TEST(ScenariosTest, RunsUsersThenEachPredictorsLimits) {
             "other.jsonl: none of its 1 jobs is a job of t.swf (predictions of another trace?)");
 }
 
+// A (6 of 10 processors, asks 1000 s, runs 100) holds B (8) back. C (4 processors, runs 500,
+// asks 1000) cannot backfill by its request; rightsize plans it on its p10 of 100 s, so it
+// backfills at once, outlives that plan at 102 (planned to its limit from then on) and, running
+// to 502, delays B. rightsize's 1 % limit of 60 s for A kills it at 60: it runs again with its
+// request.
+TEST(ScenariosTest, PlansOnRightsizesQuantileWithUsersAndRightsizesLimits) {
+  Workload w;
+  w.jobs = {Job("A", 0, 6, 100, 1000), Job("B", 1, 8, 50, 50), Job("C", 2, 4, 500, 1000)};
+  ScenarioOptions o;
+  o.policy = Policy::kEasyPlusPlus;
+  o.machine_procs = 10;
+  o.predictions["C"].quantiles = {{"p10", 100}, {"point", 300}};
+  o.predictions["C"].suggested[0.01] = 1000;
+  o.predictions["A"].suggested[0.01] = 60;
+  o.plan = "p10";
+  auto r = RunScenarios(w, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->scenarios.size(), 4u);
+  std::vector<std::pair<std::string, std::string>> rows;
+  for (const Scenario& s : r->scenarios) rows.emplace_back(s.name, s.plan);
+  EXPECT_EQ(rows, (std::vector<std::pair<std::string, std::string>>{{"users", "last2"},
+                                                                    {"rightsize@0.01", "last2"},
+                                                                    {"users", "p10"},
+                                                                    {"rightsize@0.01", "p10"}}));
+  auto starts = [&](size_t i) {
+    std::vector<int64_t> out;
+    for (const JobOutcome& j : r->scenarios[i].result.jobs) out.push_back(j.start_s);
+    return out;
+  };
+  EXPECT_EQ(starts(0), (std::vector<int64_t>{0, 100, 150}));  // EASY++ on last2 (none: limits)
+  EXPECT_EQ(starts(2), (std::vector<int64_t>{0, 502, 2}));    // C backfilled on its p10
+  EXPECT_EQ(r->scenarios[2].planned, 1);
+  EXPECT_EQ(r->scenarios[2].new_limits, 0);
+  EXPECT_EQ(r->scenarios[3].planned, 1);
+  EXPECT_EQ(r->scenarios[3].new_limits, 2);
+  EXPECT_EQ(r->scenarios[3].metrics.killed, 1);
+  EXPECT_TRUE(r->scenarios[3].result.jobs[0].killed);
+  EXPECT_EQ(r->scenarios[3].result.jobs[0].end_s - r->scenarios[3].result.jobs[0].start_s, 100);
+
+  o.plan.clear();
+  o.corrections = {"p90"};
+  auto no_plan = RunScenarios(w, o);
+  ASSERT_FALSE(no_plan.ok());
+  EXPECT_EQ(no_plan.status().message(), "--correct: give --plan too (the quantile to plan with)");
+  o.plan = "p10";
+  o.corrections.clear();
+
+  o.policy = Policy::kEasy;
+  auto easy = RunScenarios(w, o);
+  ASSERT_FALSE(easy.ok());
+  EXPECT_EQ(easy.status().message(),
+            "--plan: planning on rightsize's run times needs --policy easy++ and --predictions");
+}
+
 }  // namespace
 }  // namespace rightsize::sim

@@ -85,6 +85,26 @@ TEST(SimulatorTest, EasyPlusPlusCorrectsAnUnderPrediction) {
   EXPECT_EQ(Starts(jobs, Policy::kEasyPlusPlus, 10), (std::vector<int64_t>{0, 100, 10}));
 }
 
+TEST(SimulatorTest, EasyPlusPlusCorrectsStepByStepThroughGivenCorrections) {
+  // A is predicted 10 s, then 60 s, then 200 s (a step past its limit is ignored); it runs 100.
+  // C (4 processors, 60 s) fits before B's reservation only once the plan says A ends at 200 or
+  // later: at 60, not at 10 as when A's plan goes straight to its 1000 s limit (and, running to
+  // 120, it holds B back past A's end).
+  std::vector<SimJob> jobs = {Job("A", 0, 6, 100, 1000), Job("B", 1, 8, 50, 50),
+                              Job("C", 2, 4, 60, 60)};
+  jobs[0].estimate_s = 10;
+  EXPECT_EQ(Starts(jobs, Policy::kEasyPlusPlus, 10), (std::vector<int64_t>{0, 100, 10}));
+  jobs[0].corrections_s = {60, 200, 5000};
+  EXPECT_EQ(Starts(jobs, Policy::kEasyPlusPlus, 10), (std::vector<int64_t>{0, 120, 60}));
+  // EASY plans with limits and never looks at the corrections.
+  EXPECT_EQ(Starts(jobs, Policy::kEasy, 10), (std::vector<int64_t>{0, 100, 2}));
+  jobs[0].corrections_s = {60, 60};
+  auto bad = Simulate(jobs, SimOptions{Policy::kEasyPlusPlus, 10});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "job A: corrections must be > 0 and ascending, got 60 after 60");
+}
+
 TEST(SimulatorTest, EasyPlusPlusLearnsLast2FromCompletedJobs) {
   // The user's two completed jobs ran 10 s each: the third is predicted 10 s, not its 500 s
   // limit, and backfills before the 8-processor job's reservation at 100.
@@ -267,6 +287,48 @@ TEST(WorkloadTest, AppliesPredictedLimitsFromEvalJobs) {
   ASSERT_FALSE(broken.ok());
   EXPECT_EQ(broken.status().message(),
             path + ":2: expected a JSON object (a line of `rightsize eval --jobs`)");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(WorkloadTest, AppliesRightsizesRunTimeQuantilesAsEstimates) {
+  auto dir = std::filesystem::temp_directory_path() / "rightsize_sim_estimates_test";
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / "jobs.jsonl").string();
+  {
+    std::ofstream out(path);
+    // Job 1 has the model's distribution; job 2 was answered by a fallback (its point is
+    // last2's); job 3's p97_5 is unbounded (null).
+    out << R"({"target":"runtime","job_id":"1","point":50.5,"p2_5":2,"p10":9.2,"p90":300,)"
+        << R"("p97_5":4000,"baselines":{"last2":12}})"
+        << "\n"
+        << R"({"target":"runtime","job_id":"2","fallback":"last2","point":12,"baselines":{}})"
+        << "\n"
+        << R"({"target":"runtime","job_id":"3","point":5,"p10":1,"p90":80,"p97_5":null})"
+        << "\n";
+  }
+  auto p = ReadPredictions(path);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->at("1").quantiles.size(), 5u);
+  EXPECT_TRUE(p->at("2").quantiles.empty());
+  EXPECT_FALSE(p->at("3").quantiles.contains("p97_5"));
+  std::vector<SimJob> jobs = {Job("1", 0, 1, 20, 1000), Job("2", 0, 1, 20, 100),
+                              Job("3", 0, 1, 20, 60)};
+  auto planned = ApplyEstimates(*p, "p10", {"point", "p90", "p97_5"}, jobs);
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  EXPECT_EQ(*planned, 2);
+  EXPECT_EQ(jobs[0].estimate_s, 10);                                  // rounded up
+  EXPECT_EQ(jobs[0].corrections_s, (std::vector<int64_t>{51, 300}));  // 4000 is past the limit
+  EXPECT_EQ(jobs[1].estimate_s, 0);  // the simulation's last2 plans it
+  EXPECT_EQ(jobs[2].estimate_s, 1);
+  EXPECT_EQ(jobs[2].corrections_s, (std::vector<int64_t>{5}));  // 80 is past its 60 s limit
+  ASSERT_TRUE(ApplyEstimates(*p, "p97_5", {}, jobs).ok());
+  EXPECT_EQ(jobs[0].estimate_s, 1000);  // capped by the limit
+  auto bad = ApplyEstimates(*p, "p50", {}, jobs);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "expected a quantile of rightsize's run time (p2_5, p10, point, p90, p97_5), got "
+            "\"p50\"");
+  EXPECT_FALSE(ApplyEstimates(*p, "p10", {"p99"}, jobs).ok());
   std::filesystem::remove_all(dir);
 }
 

@@ -14,7 +14,8 @@
 //   - job pages: the idle 8-GPU job of Alex (facts, no error); the live job (CPU and memory
 //     charts with points, a flame graph with frames);
 //   - report: without dates, the latest window with data and the note saying so; Alex's report
-//     shows its 303 jobs.
+//     shows its 303 jobs; HPC2N's says what the queue would have done (users' and right-sized
+//     limits).
 // Screenshots: overview.png, jobs.png, jobs-hpc2n.png, job-alex.png, job-live.png, report.png,
 // report-alex.png in SCREENSHOT_DIR. Exit 0 on success, 1 naming the failed check.
 import { mkdirSync } from 'node:fs';
@@ -175,6 +176,13 @@ async function Main() {
     if (alex_jobs !== 303) Fail(`report of alex: ${alex_jobs} jobs, expected the 303 of its accounting`);
     Log(`report of alex: ${note} ${alex_jobs} jobs`);
     await Shot(page, 'report-alex.png');
+
+    // The HPC2N trace knows its machine (MaxProcs): the admin's report replays its jobs.
+    await page.goto(`${base_url}/#/report?cluster=HPC2N`);
+    await WaitFor(page, 'table[data-testid="report-queue"]', 'report of HPC2N: what the queue would have done');
+    const queue = (await page.textContent('table[data-testid="report-queue"]')).replace(/\s+/g, ' ').trim();
+    if (!queue.includes("users'") || !queue.includes('right-sized')) Fail(`report of HPC2N: queue table "${queue}"`);
+    Log(`report of HPC2N, the queue: ${queue}`);
 
     if (page_errors.length) Fail(`uncaught errors in the page: ${page_errors.join(' | ')}`);
   } finally {

@@ -1046,6 +1046,22 @@
     { key: 'gpu_memory', label: 'GPU memory', unit: 'gb_hours', unit_label: 'GiB-hours', recoverable: null },
   ];
 
+  // The report's "what the queue would have done" (docs/report-schema.md `queue`): the users'
+  // limits against right-sized ones, through the simulator; admins' reports only.
+  function QueueHtml(q) {
+    if (!q) return '';
+    if (!q.simulated) return `<h2>What the queue would have done</h2><p class="muted" data-testid="report-queue">Not simulated: ${Esc(q.why_not || '')}.</p>`;
+    const row = (label, m) => `<tr><th scope="row">${label}</th><td class="num">${FmtDuration(m.mean_wait_s)}</td><td class="num">${FmtDuration(m.p95_wait_s)}</td>
+      <td class="num">${FmtNumber(m.avebsld, 2)}</td><td class="num">${FmtNumber(m.killed)}</td><td class="num">${FmtHours(m.lost_core_hours)}</td></tr>`;
+    return `<h2>What the queue would have done</h2>
+      <p class="muted">${FmtNumber(q.jobs)} jobs replayed through ${Esc((q.policy || '').toUpperCase())} on ${FmtNumber(q.machine_cpus)} CPUs; ${FmtNumber(q.right_sized)} limits right-sized.</p>
+      <div class="table-wrap"><table data-testid="report-queue">
+        <thead><tr><th scope="col">Limits</th><th scope="col" class="num">Mean wait</th><th scope="col" class="num">p95 wait</th><th scope="col" class="num">AVEbsld</th>
+          <th scope="col" class="num">Killed</th><th scope="col" class="num">Lost core-h</th></tr></thead>
+        <tbody>${row("users'", q.before || {})}${row('right-sized', q.after || {})}</tbody></table></div>
+      ${q.rule ? `<p class="muted">${Esc(q.rule)}</p>` : ''}`;
+  }
+
   function ReportHtml(r, by) {
     const cost = r.cost || {};
     currency = cost.currency || 'USD';
@@ -1105,6 +1121,7 @@
           <th scope="col" class="num">CPU eff.</th><th scope="col" class="num">Mem. eff.</th><th scope="col" class="num">GPU eff.</th></tr></thead>
         <tbody>${group_rows}</tbody></table></div>
         ${groups.length > kShownGroups ? `<div class="pager"><button type="button" id="groups-all">Show all ${FmtNumber(groups.length)} groups</button></div>` : ''}`}
+      ${QueueHtml(r.queue)}
     </section>`;
   }
 
