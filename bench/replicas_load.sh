@@ -228,7 +228,8 @@ out = {
     "retried_errors": run["retried"], "retried_error_count": sum(run["retried"].values()),
     "statuses": run["statuses"], "transport_errors": run["transport_errors"],
     "outage_s": run["outage_s"],
-    "jobs": int(e["JOBS"]), "jobs_expected": run["nodes"] * run["jobs_per_node"],
+    "batches_not_sent": run["batches_not_sent"], "nodes_shipped": run["nodes_shipped"],
+    "jobs": int(e["JOBS"]), "jobs_expected": run["jobs_shipped"],
     "job_records_twice": int(e["JOBS"]) - int(e["JOB_IDS"]), "agents": int(e["AGENTS"]),
     "roles": holders, "advisory_locks": int(e["ADVISORY"]),
     "postgres_deadlocks_retried": int(e["DEADLOCKS"]),
@@ -252,9 +253,10 @@ out["problems"] = problems
 print(json.dumps(out, separators=(",", ":")))
 print(f"""replicas_load.sh: {out['nodes']} nodes, {out['seconds']:.0f} s, two replicas on PostgreSQL ({out['shape']}); A killed at {out['killed_a_at_s']} s, started again at {out['restarted_a_at_s']} s
   samples made {out['samples_made']:,}, stored {stored:,} (lost {out['samples_lost']}, stored twice {out['samples_stored_twice']})
+  nodes that shipped {out['nodes_shipped']:,} of {out['nodes']:,}; batches not made (the fleet's connections were behind at the end) {out['batches_not_sent']:,}
   batches {out['batches_made']:,}: acknowledged {out['batches_acked']:,}, resent {out['batches_resent']}, 409 stored-before {out['replays_acked']}, renumbered {out['renumbered']}, never acknowledged {out['batches_unacked']}, refused {out['batches_dropped']}
   retried errors {out['retried_error_count']} {out['retried_errors']}; failovers {out['failovers']}; outage per node {out['outage_s']}
-  jobs {out['jobs']} of {out['jobs_expected']} (twice: {out['job_records_twice']}); roles {holders}; PostgreSQL deadlocks retried {out['postgres_deadlocks_retried']}
+  job records {out['jobs']} of {out['jobs_expected']} jobs that shipped (twice: {out['job_records_twice']}); roles {holders}; PostgreSQL deadlocks retried {out['postgres_deadlocks_retried']}
   accepted {out['accepted_samples_per_s']:,} samples/s of {out['offered_samples_per_s']:,} offered; load average {out['loadavg_before']} -> {out['loadavg_after']}
   {'OK' if out['ok'] else 'FAILED: ' + '; '.join(problems)}""", file=sys.stderr)
 sys.exit(0 if out["ok"] else 1)

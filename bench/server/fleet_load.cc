@@ -320,6 +320,7 @@ struct WorkerResult {
   // or renumbered, batches refused for good (4xx), batches never acknowledged.
   std::map<std::string, int64_t> retried;
   int64_t failovers = 0, resent = 0, replays_acked = 0, renumbered = 0, dropped = 0, unacked = 0;
+  int64_t nodes_shipped = 0, jobs_shipped = 0;  // nodes that made a batch, and their jobs
   std::vector<double> outage_s;  // per recovery: first failed try to the next acknowledgement
   std::map<std::string, int64_t> statuses, errors;
   std::map<std::string, std::string> example;  // the first answer of each non-200 status
@@ -526,7 +527,13 @@ void RunConnection(const IngestOptions& opt, std::vector<Node*> nodes, Clock::ti
     retry_stalled();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  for (Node* n : nodes) out->unacked += static_cast<int64_t>(n->queue.size());
+  for (Node* n : nodes) {
+    out->unacked += static_cast<int64_t>(n->queue.size());
+    if (n->last_seq > 0) {
+      ++out->nodes_shipped;
+      out->jobs_shipped += static_cast<int64_t>(n->jobs.size());
+    }
+  }
 }
 
 int Ingest(const IngestOptions& opt) {
@@ -597,6 +604,8 @@ int Ingest(const IngestOptions& opt) {
     all.renumbered += r.renumbered;
     all.dropped += r.dropped;
     all.unacked += r.unacked;
+    all.nodes_shipped += r.nodes_shipped;
+    all.jobs_shipped += r.jobs_shipped;
     all.outage_s.insert(all.outage_s.end(), r.outage_s.begin(), r.outage_s.end());
     all.body_bytes += r.body_bytes;
     for (auto& [s, n] : r.statuses) all.statuses[s] += n;
@@ -633,6 +642,8 @@ int Ingest(const IngestOptions& opt) {
                                                      : 0.0},
       {"servers", SplitUrls(opt.url)},
       {"resend", opt.resend},
+      {"nodes_shipped", all.nodes_shipped},
+      {"jobs_shipped", all.jobs_shipped},
       {"batches_unacked", all.unacked},
       {"batches_dropped", all.dropped},
       {"retried", all.retried},

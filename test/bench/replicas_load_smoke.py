@@ -46,7 +46,7 @@ def run(script, env, shape):
     check(f"{shape}: every batch acknowledged, none refused",
           r["batches_unacked"] == 0 and r["batches_dropped"] == 0 and
           r["batches_acked"] == r["batches_made"], r)
-    check(f"{shape}: one record per job", r["jobs"] == r["jobs_expected"] == 800 and
+    check(f"{shape}: one record per job", r["jobs"] == r["jobs_expected"] > 0 and
           r["job_records_twice"] == 0, r)
     check(f"{shape}: each role held by one replica",
           all(len(v) == 1 for v in r["roles"].values()) and r["advisory_locks"] == 2, r["roles"])
