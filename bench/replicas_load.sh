@@ -44,7 +44,7 @@ if [ "$SHAPE" = lb ] && ! command -v haproxy >/dev/null; then
   echo "replicas_load.sh: haproxy is not installed (apt-get install haproxy; scripts/install-deps.sh)" >&2
   exit 77
 fi
-# shellcheck source=../test/cli/postgres.sh
+# shellcheck source=test/cli/postgres.sh
 source "$SRC/test/cli/postgres.sh"
 
 WORK=$(mktemp -d /tmp/rightsize-replicas-load.XXXXXX)
@@ -53,7 +53,7 @@ cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   if [ "${KEEP:-0}" = 1 ]; then
-    [ -n "$PG_ROOT" ] && cp "$PG_ROOT/server.log" "$WORK/postgres.log" 2>/dev/null || true
+    if [ -n "$PG_ROOT" ]; then cp "$PG_ROOT/server.log" "$WORK/postgres.log" 2>/dev/null || true; fi
     echo "replicas_load.sh: kept $WORK" >&2
   else
     rm -rf "$WORK"
@@ -93,7 +93,6 @@ start_replica() {
 start_replica a "$PORT_A"
 PID_A=$REPLICA_PID
 start_replica b "$PORT_B"
-PID_B=$REPLICA_PID
 
 if [ "$SHAPE" = lb ]; then
   # Round-robin over both replicas, a replica out after two failed checks 0.5 s apart; a request
@@ -140,7 +139,7 @@ DRIVER_PID=$!
 PIDS+=("$DRIVER_PID")
 KILLED_AT=null
 RESTARTED_AT=null
-since() { python3 -c "import sys; print(round($(date +%s.%N) - $T0, 2))"; }
+since() { python3 -c "print(round($(date +%s.%N) - $T0, 2))"; }
 if [ "$KILL_AT" != none ]; then
   sleep "$KILL_AT"
   kill -KILL "$PID_A"
