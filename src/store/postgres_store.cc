@@ -1205,8 +1205,15 @@ class PostgresStore final : public Store {
                                .status());
       }
       // A bulk load that died left the indexes and the history triggers dropped (SetBulkLoad),
-      // and the generation not bumped for what it wrote.
-      RS_RETURN_IF_ERROR(Exec(kSecondaryIndexes));
+      // and the generation not bumped for what it wrote. CREATE INDEX locks the table even when
+      // the index exists (IF NOT EXISTS), waiting for the writes in flight and holding up those
+      // behind it: a replica starting on a busy store stalled the others' writes. Only missing
+      // indexes are made.
+      RS_ASSIGN_OR_RETURN(Result ix, Query("SELECT count(*) FROM pg_indexes WHERE schemaname = "
+                                           "current_schema() AND tablename = 'jobs' AND indexname "
+                                           "IN ('jobs_by_user', 'jobs_by_name', 'jobs_by_end')",
+                                           Params(), "reading the indexes"));
+      if (Int(ix.get(), 0, 0).value_or(0) < 3) RS_RETURN_IF_ERROR(Exec(kSecondaryIndexes));
       RS_ASSIGN_OR_RETURN(Result t, Query("SELECT count(*) FROM pg_trigger WHERE tgname = "
                                           "'jobs_history_insert' AND tgrelid = 'jobs'::regclass",
                                           Params(), "reading the triggers"));

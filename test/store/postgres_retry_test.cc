@@ -7,6 +7,8 @@
 #include <libpq-fe.h>
 
 #include <barrier>
+#include <chrono>
+#include <future>
 #include <map>
 #include <string>
 #include <thread>
@@ -119,6 +121,34 @@ TEST(PostgresConcurrentWriters, GroupsNamingAgentsInOppositeOrdersAllCommit) {
     ASSERT_TRUE(last.ok());
     EXPECT_GE(*last, int64_t{kRounds - 1} * 2 + 1) << "agent" << agent;
   }
+}
+
+// A replica that starts (or is started again) while another writes: opening the store must not
+// wait for the other's write transaction (it used to: its schema check ran CREATE INDEX IF NOT
+// EXISTS, which locks the jobs table even when the indexes exist, and every write behind it
+// waited too).
+TEST(PostgresConcurrentWriters, AStoreOpensWhileAnotherConnectionWrites) {
+  std::string why;
+  auto url = testing::FreshPostgresDatabase(&why);
+  if (!url) GTEST_SKIP() << why;
+  {
+    auto first = OpenStore(*url);  // makes the schema
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+  }
+  PGconn* writer = PQconnectdb(url->c_str());
+  PGresult* r = PQexec(writer, "BEGIN; INSERT INTO jobs (cluster, job_id) VALUES ('c1', 'w1')");
+  ASSERT_EQ(PQresultStatus(r), PGRES_COMMAND_OK) << PQerrorMessage(writer);
+  PQclear(r);
+  // The writer's transaction stays open until the store has opened (or 60 s passed: a store
+  // that waits on it would wait for ever).
+  auto opening = std::async(std::launch::async, [&] { return OpenStore(*url); });
+  const bool opened = opening.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  EXPECT_TRUE(opened) << "opening the store waited for another connection's write transaction";
+  PQclear(PQexec(writer, "COMMIT"));
+  PQfinish(writer);
+  auto second = opening.get();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(*(*second)->CountJobs({}), 1);
 }
 
 }  // namespace
