@@ -14,7 +14,7 @@ PKGS=(
   dpkg-dev file man-db zsh adduser
   lua5.1 lua-socket victoria-metrics libsnappy-dev
   protobuf-compiler protobuf-compiler-grpc libgrpc++-dev libprotobuf-dev
-  postgresql-15 libpq-dev
+  postgresql-15 libpq-dev haproxy
 )
 # npm fetches the tree-sitter Python grammar (src/code/grammar/) and the dashboard's packages
 # (web/) at build time. Any npm will do

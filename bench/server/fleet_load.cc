@@ -16,7 +16,18 @@
 //     different moments) and shared out over --connections keep-alive connections, one thread
 //     each: open loop, each batch sent when due or, if its connection is behind, as soon as it
 //     is free. A batch whose due time falls after the end of the run is not sent (counted as
-//     "not_sent"). Refused batches are counted, not retried.
+//     "not_sent"). Refused batches are counted, not retried, unless --resend 1.
+//     --url may name several servers, "http://a:8080,http://b:8080" as `agent --server A,B`.
+//     --resend 1 makes each node what the agent's shipper is (agent/shipper.cc): its batches
+//     queue (its spool) until acknowledged, in order, with their numbers; a connection failure or
+//     a 5xx moves the node to the next server and sends the same batch again at once, and when
+//     every server failed in turn the node waits a second (the agent's first backoff) while its
+//     new batches queue behind; a 409 is resynced as the shipper does (this very batch stored
+//     before: acknowledged; else renumbered above the server's last). After the run the nodes
+//     go on sending what they hold for up to --drain-s (60) seconds. The line then adds what was
+//     retried (by status or error), failovers, batches resent, 409s acknowledged or renumbered,
+//     batches refused for good ("dropped") or never acknowledged ("unacked", lost), and outage_s:
+//     per recovery, the seconds from a node's first failed try to its next acknowledged batch.
 //     Prints one JSON line: offered and accepted samples/s, samples acknowledged, batches by
 //     status, transport errors, batch latency p50/p99/max, how late batches left (lag), the CPU
 //     of this process and of the server (--server-pid, utime+stime from /proc/PID/stat) and of
@@ -47,6 +58,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -263,6 +275,28 @@ struct IngestOptions {
   std::string tsdb_write_url;
   int nodes = 100, gpus = 8, jobs_per_node = 8, connections = 8, server_pid = 0;
   double seconds = 60, interval_s = 1, ship_interval_s = 5;
+  // As the agent's shipper (agent/shipper.cc): a batch not acknowledged stays queued and is sent
+  // again, on the next server after a connection failure or 5xx; a 409 is resynced.
+  bool resend = false;
+  double drain_s = 60;  // after the run, how long queued batches are still resent
+};
+
+// "http://a:1,http://b:2" as `agent --server A,B`.
+std::vector<std::string> SplitUrls(const std::string& urls) {
+  std::vector<std::string> out;
+  std::stringstream in(urls);
+  for (std::string u; std::getline(in, u, ',');) {
+    if (!u.empty()) out.push_back(u);
+  }
+  return out;
+}
+
+// A batch made and not yet acknowledged (the agent's queue and spool).
+struct Pending {
+  int64_t seq = 0, samples = 0;
+  std::string body;
+  Clock::time_point due;
+  int tries = 0;
 };
 
 struct Node {
@@ -271,20 +305,134 @@ struct Node {
   double phase_s = 0;
   int64_t last_seq = 0;
   std::mt19937_64 rng;
+  std::deque<Pending> queue;
+  size_t server = 0;               // the server its batches go to (--url's list)
+  Clock::time_point retry_at{};    // after every server failed in turn: the agent's backoff
+  Clock::time_point down_since{};  // its first failed try since its last acknowledged batch
 };
 
 struct WorkerResult {
   std::vector<double> latency_ms, lag_ms;
   int64_t samples_made = 0, samples_acked = 0, batches_sent = 0, batches_acked = 0;
   int64_t not_sent = 0, body_bytes = 0;
+  // --resend: tries that failed and were retried (by status or error), moves to the next
+  // server, batches sent more than once, 409s answered "stored before" (their samples counted)
+  // or renumbered, batches refused for good (4xx), batches never acknowledged.
+  std::map<std::string, int64_t> retried;
+  int64_t failovers = 0, resent = 0, replays_acked = 0, renumbered = 0, dropped = 0, unacked = 0;
+  int64_t nodes_shipped = 0, jobs_shipped = 0;  // nodes that made a batch, and their jobs
+  std::vector<double> outage_s;  // per recovery: first failed try to the next acknowledgement
   std::map<std::string, int64_t> statuses, errors;
   std::map<std::string, std::string> example;  // the first answer of each non-200 status
 };
 
+// Sends `node`'s queued batches in order until the queue is empty or every server failed in turn
+// (--resend), or its one batch once (without).
+void SendQueued(const IngestOptions& opt, std::vector<std::unique_ptr<httplib::Client>>& clients,
+                const httplib::Headers& headers, Node* node, bool tsdb, WorkerResult* out) {
+  size_t failed_in_turn = 0;
+  while (!node->queue.empty()) {
+    Pending& b = node->queue.front();
+    const auto start = Clock::now();
+    if (b.tries++ == 0) {
+      out->lag_ms.push_back(std::chrono::duration<double, std::milli>(start - b.due).count());
+    } else {
+      ++out->resent;
+    }
+    auto res =
+        clients[node->server]->Post("/api/v1/telemetry", headers, b.body, "application/json");
+    const auto done = Clock::now();
+    out->latency_ms.push_back(std::chrono::duration<double, std::milli>(done - start).count());
+    std::string failure;  // a connection failure or 5xx: the batch is kept, the next server tried
+    bool acked = false;
+    if (!res) {
+      failure = httplib::to_string(res.error());
+      ++out->errors[failure];
+    } else {
+      std::string status = std::to_string(res->status);
+      ++out->statuses[status];
+      if (res->status == 200) {
+        auto answer = json::parse(res->body, nullptr, false);
+        if (answer.is_object() && answer.contains("accepted")) {
+          out->samples_acked += tsdb ? b.samples : answer["accepted"].value("samples", int64_t{0});
+          ++out->batches_acked;
+          acked = true;
+        } else {
+          failure = "200 without accepted";
+        }
+      } else if (res->status >= 500) {
+        failure = status;
+        out->example.emplace(status, res->body.substr(0, 300));
+      } else if (res->status == 409 && opt.resend) {
+        // As Shipper::Resync: this very batch stored before (its answer was lost), or renumber
+        // it and those behind it above the server's last.
+        auto j = json::parse(res->body, nullptr, false);
+        const bool has = j.is_object() && j.contains("last_seq") && j["last_seq"].is_number();
+        const int64_t last = has ? j["last_seq"].get<int64_t>() : 0;
+        if (has && j.value("reason", "") == "replayed" && last == b.seq) {
+          out->samples_acked += b.samples;
+          ++out->batches_acked;
+          ++out->replays_acked;
+          acked = true;
+        } else if (has) {
+          int64_t seq = last + 1;
+          for (Pending& q : node->queue) {
+            if (q.seq >= seq) break;
+            auto body = json::parse(q.body, nullptr, false);
+            if (body.is_object()) body["seq"] = seq;
+            q.body = rightsize::JsonText(body);
+            q.seq = seq++;
+          }
+          node->last_seq = std::max(node->last_seq, node->queue.back().seq);
+          ++out->renumbered;
+          continue;
+        } else {
+          out->example.emplace(status, res->body.substr(0, 300));
+          ++out->dropped;
+          node->queue.pop_front();
+          continue;
+        }
+      } else {
+        out->example.emplace(status, res->body.substr(0, 300));
+        ++out->dropped;  // refused for good: resending would fail the same way
+        node->queue.pop_front();
+        continue;
+      }
+    }
+    if (acked) {
+      if (node->down_since != Clock::time_point{}) {
+        out->outage_s.push_back(std::chrono::duration<double>(done - node->down_since).count());
+        node->down_since = {};
+      }
+      node->queue.pop_front();
+      failed_in_turn = 0;
+      continue;
+    }
+    if (!opt.resend) {  // counted, not retried
+      ++out->unacked;
+      node->queue.pop_front();
+      continue;
+    }
+    ++out->retried[failure];
+    if (node->down_since == Clock::time_point{}) node->down_since = start;
+    if (clients.size() > 1) {
+      node->server = (node->server + 1) % clients.size();
+      ++out->failovers;
+    }
+    if (++failed_in_turn >= clients.size()) {
+      node->retry_at = done + std::chrono::seconds(1);  // the agent's first backoff
+      return;
+    }
+  }
+}
+
 void RunConnection(const IngestOptions& opt, std::vector<Node*> nodes, Clock::time_point t0,
                    int64_t wall0_ms, WorkerResult* out) {
-  httplib::Client client(opt.url);
-  ConfigureClient(client);
+  std::vector<std::unique_ptr<httplib::Client>> clients;
+  for (const std::string& url : SplitUrls(opt.url)) {
+    clients.push_back(std::make_unique<httplib::Client>(url));
+    ConfigureClient(*clients.back());
+  }
   const httplib::Headers headers = AuthHeaders(opt.token);
   std::unique_ptr<rightsize::RemoteWriteClient> tsdb;
   if (!opt.tsdb_write_url.empty()) {
@@ -299,6 +447,15 @@ void RunConnection(const IngestOptions& opt, std::vector<Node*> nodes, Clock::ti
       t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.seconds));
   const int per_batch =
       std::max(1, static_cast<int>(std::lround(opt.ship_interval_s / opt.interval_s)));
+  // Nodes whose servers all failed: tried again after their backoff, between the others' batches.
+  auto retry_stalled = [&] {
+    const auto now = Clock::now();
+    for (Node* n : nodes) {
+      if (!n->queue.empty() && n->retry_at <= now) {
+        SendQueued(opt, clients, headers, n, tsdb != nullptr, out);
+      }
+    }
+  };
   // Round 0 ships at the node's phase, with the samples of the interval before: the nodes were
   // running before the run began, so every node ships seconds / ship interval batches.
   for (int64_t round = 0;; ++round) {
@@ -313,8 +470,8 @@ void RunConnection(const IngestOptions& opt, std::vector<Node*> nodes, Clock::ti
         ++out->not_sent;
         continue;
       }
+      if (opt.resend) retry_stalled();
       std::this_thread::sleep_until(due);
-      const auto start = Clock::now();
       // The samples of the interval that just ended, on this node's sampling grid.
       std::vector<rightsize::JobTelemetry> batch;
       batch.reserve(node->jobs.size());
@@ -330,7 +487,6 @@ void RunConnection(const IngestOptions& opt, std::vector<Node*> nodes, Clock::ti
         batch.push_back(std::move(t));
       }
       node->last_seq = std::max(node->last_seq + 1, UnixMs());
-      int64_t written = 0;  // samples the TSDB took (agent-direct)
       if (tsdb) {
         // As the agent's shipper does: the samples by remote write first, then the batch
         // without them.
@@ -344,7 +500,6 @@ void RunConnection(const IngestOptions& opt, std::vector<Node*> nodes, Clock::ti
           }
         }
         if (!ok) continue;
-        written = samples;
         for (auto& t : batch) t.samples.clear();
       }
       std::string body =
@@ -352,27 +507,32 @@ void RunConnection(const IngestOptions& opt, std::vector<Node*> nodes, Clock::ti
       out->samples_made += samples;
       out->body_bytes += static_cast<int64_t>(body.size());
       ++out->batches_sent;
-      auto res = client.Post("/api/v1/telemetry", headers, body, "application/json");
-      const auto done = Clock::now();
-      out->lag_ms.push_back(std::chrono::duration<double, std::milli>(start - due).count());
-      out->latency_ms.push_back(std::chrono::duration<double, std::milli>(done - start).count());
-      if (!res) {
-        ++out->errors[httplib::to_string(res.error())];
-        continue;
-      }
-      std::string status = std::to_string(res->status);
-      ++out->statuses[status];
-      if (res->status != 200) {
-        out->example.emplace(status, res->body.substr(0, 300));
-        continue;
-      }
-      auto answer = json::parse(res->body, nullptr, false);
-      if (answer.is_object() && answer.contains("accepted")) {
-        out->samples_acked += tsdb ? written : answer["accepted"].value("samples", int64_t{0});
-        ++out->batches_acked;
+      node->queue.push_back(Pending{node->last_seq, samples, std::move(body), due, 0});
+      // A node whose servers all failed waits for its backoff; its new batch waits behind.
+      if (!opt.resend || node->queue.size() == 1 || node->retry_at <= Clock::now()) {
+        SendQueued(opt, clients, headers, node, tsdb != nullptr, out);
       }
     }
     if (!any) break;
+  }
+  // The agents go on after the run: what they still hold is sent until it is acknowledged or
+  // --drain-s passes.
+  const auto drain_end =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(opt.resend ? opt.drain_s : 0));
+  while (Clock::now() < drain_end) {
+    bool left = false;
+    for (Node* n : nodes) left = left || !n->queue.empty();
+    if (!left) break;
+    retry_stalled();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (Node* n : nodes) {
+    out->unacked += static_cast<int64_t>(n->queue.size());
+    if (n->last_seq > 0) {
+      ++out->nodes_shipped;
+      out->jobs_shipped += static_cast<int64_t>(n->jobs.size());
+    }
   }
 }
 
@@ -437,6 +597,16 @@ int Ingest(const IngestOptions& opt) {
     all.batches_sent += r.batches_sent;
     all.batches_acked += r.batches_acked;
     all.not_sent += r.not_sent;
+    for (auto& [k, n] : r.retried) all.retried[k] += n;
+    all.failovers += r.failovers;
+    all.resent += r.resent;
+    all.replays_acked += r.replays_acked;
+    all.renumbered += r.renumbered;
+    all.dropped += r.dropped;
+    all.unacked += r.unacked;
+    all.nodes_shipped += r.nodes_shipped;
+    all.jobs_shipped += r.jobs_shipped;
+    all.outage_s.insert(all.outage_s.end(), r.outage_s.begin(), r.outage_s.end());
     all.body_bytes += r.body_bytes;
     for (auto& [s, n] : r.statuses) all.statuses[s] += n;
     for (auto& [e, n] : r.errors) all.errors[e] += n;
@@ -470,6 +640,18 @@ int Ingest(const IngestOptions& opt) {
       {"json_bytes_per_sample", all.samples_made > 0 ? r1(static_cast<double>(all.body_bytes) /
                                                           static_cast<double>(all.samples_made))
                                                      : 0.0},
+      {"servers", SplitUrls(opt.url)},
+      {"resend", opt.resend},
+      {"nodes_shipped", all.nodes_shipped},
+      {"jobs_shipped", all.jobs_shipped},
+      {"batches_unacked", all.unacked},
+      {"batches_dropped", all.dropped},
+      {"retried", all.retried},
+      {"failovers", all.failovers},
+      {"batches_resent", all.resent},
+      {"replays_acked", all.replays_acked},
+      {"renumbered", all.renumbered},
+      {"outage_s", Summary(all.outage_s)},
       {"statuses", all.statuses},
       {"transport_errors", all.errors},
       {"refusal_examples", all.example},
@@ -490,8 +672,11 @@ int Ingest(const IngestOptions& opt) {
                              : 0;
   }
   fmt::print("{}\n", rightsize::JsonText(out));
-  bool failed = all.batches_acked == 0 || !all.errors.empty();
-  for (auto& [s, n] : all.statuses) failed = failed || s != "200";
+  bool failed = all.batches_acked == 0 || all.unacked > 0 || all.dropped > 0;
+  if (!opt.resend) {
+    failed = failed || !all.errors.empty();
+    for (auto& [s, n] : all.statuses) failed = failed || s != "200";
+  }
   return failed ? 1 : 0;
 }
 
@@ -653,7 +838,8 @@ int Usage(const std::string& why) {
   fmt::print(stderr,
              "{}\nusage: fleet_load ingest --url URL --nodes N [--seconds 60] [--gpus 8] "
              "[--jobs-per-node 8] [--interval-s 1] [--ship-interval-s 5] [--connections 8] "
-             "[--server-pid PID] [--cluster NAME] [--token T] [--tsdb-write-url URL]\n"
+             "[--server-pid PID] [--cluster NAME] [--token T] [--tsdb-write-url URL] "
+             "[--resend 0|1] [--drain-s 60]\n"
              "       fleet_load pages --url URL [--jobs 100000] [--requests 200] "
              "[--cluster NAME] [--token T]\n",
              why);
@@ -699,10 +885,14 @@ int Main(int argc, char** argv) {
          take("jobs-per-node", &o.jobs_per_node) && take("connections", &o.connections) &&
          take("server-pid", &o.server_pid) && take("seconds", &o.seconds) &&
          take("interval-s", &o.interval_s) && take("ship-interval-s", &o.ship_interval_s) &&
-         take("tsdb-write-url", &o.tsdb_write_url);
-    if (!ok) return Usage("a flag's value is not a number");
+         take("tsdb-write-url", &o.tsdb_write_url) && take("drain-s", &o.drain_s);
+    int resend = 0;
+    ok = ok && take("resend", &resend) && (resend == 0 || resend == 1);
+    o.resend = resend == 1;
+    if (!ok) return Usage("a flag's value is not a number (--resend: 0 or 1)");
     if (!flags.empty()) return Usage("unknown flag --" + flags.begin()->first);
-    if (o.url.empty()) return Usage("--url is required");
+    if (SplitUrls(o.url).empty()) return Usage("--url is required");
+    if (o.drain_s < 0) return Usage("--drain-s must be >= 0");
     if (o.nodes < 1 || o.gpus < 1 || o.jobs_per_node < 1 || o.connections < 1 || o.seconds <= 0 ||
         o.interval_s <= 0 || o.ship_interval_s < o.interval_s) {
       return Usage(

@@ -4,15 +4,19 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -776,6 +780,16 @@ class PostgresStore final : public Store {
 
   StatusOr<bool> WriteTelemetry(const std::string& agent, int64_t seq,
                                 std::span<const JobTelemetry> jobs) override {
+    return RetryingAborted<StatusOr<bool>>([&] { return WriteTelemetryOnce(agent, seq, jobs); });
+  }
+
+  StatusOr<std::vector<bool>> WriteTelemetryGroup(std::span<const TelemetryWrite> writes) override {
+    return RetryingAborted<StatusOr<std::vector<bool>>>(
+        [&] { return WriteTelemetryGroupOnce(writes); });
+  }
+
+  StatusOr<bool> WriteTelemetryOnce(const std::string& agent, int64_t seq,
+                                    std::span<const JobTelemetry> jobs) {
     RS_RETURN_IF_ERROR(Exec("BEGIN"));
     auto st = WriteTelemetryInTransaction(agent, seq, jobs);
     if (!st.ok() || !*st) {
@@ -787,7 +801,7 @@ class PostgresStore final : public Store {
     return true;
   }
 
-  StatusOr<std::vector<bool>> WriteTelemetryGroup(std::span<const TelemetryWrite> writes) override {
+  StatusOr<std::vector<bool>> WriteTelemetryGroupOnce(std::span<const TelemetryWrite> writes) {
     RS_RETURN_IF_ERROR(Exec("BEGIN"));
     std::vector<bool> stored;
     for (const TelemetryWrite& w : writes) {
@@ -1191,8 +1205,15 @@ class PostgresStore final : public Store {
                                .status());
       }
       // A bulk load that died left the indexes and the history triggers dropped (SetBulkLoad),
-      // and the generation not bumped for what it wrote.
-      RS_RETURN_IF_ERROR(Exec(kSecondaryIndexes));
+      // and the generation not bumped for what it wrote. CREATE INDEX locks the table even when
+      // the index exists (IF NOT EXISTS), waiting for the writes in flight and holding up those
+      // behind it: a replica starting on a busy store stalled the others' writes. Only missing
+      // indexes are made.
+      RS_ASSIGN_OR_RETURN(Result ix, Query("SELECT count(*) FROM pg_indexes WHERE schemaname = "
+                                           "current_schema() AND tablename = 'jobs' AND indexname "
+                                           "IN ('jobs_by_user', 'jobs_by_name', 'jobs_by_end')",
+                                           Params(), "reading the indexes"));
+      if (Int(ix.get(), 0, 0).value_or(0) < 3) RS_RETURN_IF_ERROR(Exec(kSecondaryIndexes));
       RS_ASSIGN_OR_RETURN(Result t, Query("SELECT count(*) FROM pg_trigger WHERE tgname = "
                                           "'jobs_history_insert' AND tgrelid = 'jobs'::regclass",
                                           Params(), "reading the triggers"));
@@ -1204,6 +1225,33 @@ class PostgresStore final : public Store {
   }
 
   Status InTransaction(const std::function<Status()>& body) {
+    return RetryingAborted<Status>([&] { return InTransactionOnce(body); });
+  }
+
+  // PostgreSQL aborts one of two transactions that wait on each other (deadlock_detected, 40P01)
+  // or, in a stricter isolation level, that conflict (serialization_failure, 40001): replicas of
+  // one store writing the same agents' and jobs' rows in different orders (each replica's group
+  // commit holds several agents' batches) meet it under load. The aborted transaction was rolled
+  // back whole, so `attempt` (a whole transaction, BEGIN to COMMIT or ROLLBACK) runs again after
+  // a random pause, at most kTransactionTries times; any other failure returns at once.
+  static constexpr int kTransactionTries = 8;
+  template <typename T>
+  T RetryingAborted(const std::function<T()>& attempt) {
+    for (int tries = 1;; ++tries) {
+      last_sqlstate_.clear();
+      T result = attempt();
+      const bool aborted = last_sqlstate_ == "40P01" || last_sqlstate_ == "40001";
+      if (result.ok() || !aborted || tries == kTransactionTries) return result;
+      // Long enough for the transaction that went on to finish (run at once, this one would
+      // meet it again), doubling: 10-20 ms, 20-40 ms, ... 1.3-2.6 s.
+      thread_local std::mt19937 rng{std::random_device{}()};
+      const int base_ms = 10 << (tries - 1);
+      std::uniform_int_distribution<int> pause_ms(base_ms, 2 * base_ms);
+      std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms(rng)));
+    }
+  }
+
+  Status InTransactionOnce(const std::function<Status()>& body) {
     RS_RETURN_IF_ERROR(Exec("BEGIN"));
     Status st = body();
     if (!st.ok()) {
@@ -1214,6 +1262,8 @@ class PostgresStore final : public Store {
   }
 
   Status Error(const std::string& what, const PGresult* r = nullptr) const {
+    const char* state = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+    last_sqlstate_ = state != nullptr ? state : "";
     std::string msg = r != nullptr ? PQresultErrorMessage(r) : PQerrorMessage(conn_.get());
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
     if (msg.empty()) msg = PQerrorMessage(conn_.get());
@@ -1318,6 +1368,7 @@ class PostgresStore final : public Store {
   std::set<std::string> leads_;                     // roles held (TryLead)
   std::unordered_set<std::string> known_clusters_;  // in the clusters table
   bool in_transaction_ = false;                     // between BEGIN and COMMIT / ROLLBACK
+  mutable std::string last_sqlstate_;  // of the last failed statement (RetryingAborted)
   // What HistoryChangedSinceLastAsked saw last.
   bool asked_ = false;
   int64_t seen_generation_ = 0;
