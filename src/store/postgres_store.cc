@@ -541,8 +541,8 @@ class PostgresStore final : public Store {
         "UPDATE jobs SET {} FROM jobs_in AS excluded WHERE jobs.cluster = excluded.cluster AND "
         "jobs.job_id = excluded.job_id AND {}",
         MergeAssignments(), MergeChanges());
-    // What the UPDATE did not find (deleted meanwhile, or stored by another writer since the
-    // probe): inserted, or merged if it is there by now.
+    // What the UPDATE did not find (new jobs of a round that also names stored ones, or one
+    // deleted meanwhile): inserted, or merged if another writer has stored it by now.
     merge_sql_ = fmt::format(
         "INSERT INTO jobs ({0}) SELECT {0} FROM jobs_in AS s WHERE NOT EXISTS (SELECT 1 FROM "
         "jobs WHERE jobs.cluster = s.cluster AND jobs.job_id = s.job_id) ON CONFLICT (cluster, "
@@ -1017,8 +1017,6 @@ class PostgresStore final : public Store {
     return c;
   }
 
-  // Copies the jobs into the temporary table and merges them into jobs with one statement. A
-  // statement may touch a row once, so a batch naming a job twice is merged in rounds, in order.
   // Stores the batch in rounds of distinct jobs (a statement may touch a row once; a later
   // record of a job is merged after its earlier one, in order).
   Status UpsertInTransaction(std::span<const JobRecord> jobs) {
