@@ -5,13 +5,20 @@
 #                (ClusterCockpit job table, data/usage/SOURCES.md)
 #   habrok       100 jobs of Hábrók (Groningen), a sacct export of 2023-05..2024-04
 #   HPC2N        the HPC2N CPU trace excerpt of 2002 (SWF, data/traces/SOURCES.md)
-# then trains the prediction models on them. Usage: scripts/demo-store.sh RIGHTSIZE STORE.db
+# then trains the prediction models on them. Usage: scripts/demo-store.sh RIGHTSIZE STORE
+# STORE is an SQLite file (made anew) or a postgresql:// (postgres://) URL of a PostgreSQL
+# database: nothing is deleted there; ingesting again replaces the same jobs, never duplicates.
 set -euo pipefail
 RS=$1
 DB=$2
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-rm -f "$DB" "$DB-wal" "$DB-shm"
-mkdir -p "$(dirname "$DB")"
+case "$DB" in
+  postgresql://* | postgres://*) ;;
+  *)
+    rm -f "$DB" "$DB-wal" "$DB-shm"
+    mkdir -p "$(dirname "$DB")"
+    ;;
+esac
 rs() { "$RS" --db "$DB" "$@"; }
 
 echo "== rightsize ingest clustercockpit (FAU Alex GPU + Fritz CPU clusters, Feb 2023)"

@@ -128,6 +128,11 @@ constexpr const char* kSecondaryIndexes =
     "CREATE INDEX IF NOT EXISTS jobs_by_name ON jobs (cluster, job_name, end_time);"
     "CREATE INDEX IF NOT EXISTS jobs_by_end ON jobs "
     "((coalesce(end_time, 9223372036854775807)), id);";
+constexpr const char* kDropSecondaryIndexes =
+    "DROP INDEX IF EXISTS jobs_by_user; DROP INDEX IF EXISTS jobs_by_name; "
+    "DROP INDEX IF EXISTS jobs_by_end;";
+// A bulk load into a table of fewer jobs than this builds the secondary indexes once at its end.
+constexpr int64_t kDeferIndexesBelow = 100'000;
 constexpr const char* kHistoryTriggers = R"sql(
 CREATE TRIGGER jobs_history_insert AFTER INSERT ON jobs REFERENCING NEW TABLE AS new_rows
   FOR EACH STATEMENT EXECUTE FUNCTION rightsize_jobs_history_insert();
@@ -235,8 +240,9 @@ std::vector<std::string> SplitColumns(std::string_view cols) {
 
 // What re-storing a stored job writes, column by column: SqliteStore's MergeAssignments (see
 // there and store.h) in PostgreSQL's words (IS NOT DISTINCT FROM for SQLite's IS, GREATEST,
-// which skips NULLs, for coalesce(max(a, b), b, a)).
-std::string MergeAssignments() {
+// which skips NULLs, for coalesce(max(a, b), b, a)). Pairs of (column, value); `jobs` is the
+// stored row, `excluded` the new one.
+std::vector<std::pair<std::string, std::string>> MergeValues() {
   constexpr const char* kIsAgent = "(excluded.source IS NOT DISTINCT FROM 'agent')";
   constexpr const char* kWasAgent = "(jobs.source IS NOT DISTINCT FROM 'agent')";
   std::string agent_over_scheduler = fmt::format("({} AND NOT {})", kIsAgent, kWasAgent);
@@ -248,7 +254,7 @@ std::string MergeAssignments() {
                                                 "gpu_util_pct", "io_read_bytes", "io_write_bytes",
                                                 "gpu_energy_j", "cpu_energy_j",  "node_energy_j"};
   static const std::set<std::string> kPeaks = {"peak_rss_bytes", "peak_gpu_mem_bytes"};
-  std::string out;
+  std::vector<std::pair<std::string, std::string>> out;
   for (const std::string& col : SplitColumns(kJobColumns)) {
     if (col == "cluster" || col == "job_id") continue;
     std::string value;
@@ -265,9 +271,29 @@ std::string MergeAssignments() {
       value = fmt::format("CASE WHEN {1} THEN jobs.{0} ELSE excluded.{0} END", col,
                           agent_over_scheduler);
     }
+    out.emplace_back(col, std::move(value));
+  }
+  return out;
+}
+
+// "col = value, …" of MergeValues, for SET.
+std::string MergeAssignments() {
+  std::string out;
+  for (const auto& [col, value] : MergeValues()) {
     out += fmt::format("{}{} = {}", out.empty() ? "" : ", ", col, value);
   }
   return out;
+}
+
+// True where merging would change the stored row: a re-ingest of the same records writes
+// nothing (no new row version, no index entries, no history bump).
+std::string MergeChanges() {
+  std::string stored, merged;
+  for (const auto& [col, value] : MergeValues()) {
+    stored += fmt::format("{}jobs.{}", stored.empty() ? "" : ", ", col);
+    merged += fmt::format("{}{}", merged.empty() ? "" : ", ", value);
+  }
+  return fmt::format("ROW({}) IS DISTINCT FROM ROW({})", stored, merged);
 }
 
 struct ResultDeleter {
@@ -515,9 +541,16 @@ class PostgresStore final : public Store {
     RS_RETURN_IF_ERROR(Exec("SET client_min_messages = warning"));
     RS_RETURN_IF_ERROR(Migrate());
     RS_RETURN_IF_ERROR(Session());
+    update_sql_ = fmt::format(
+        "UPDATE jobs SET {} FROM jobs_in AS excluded WHERE jobs.cluster = excluded.cluster AND "
+        "jobs.job_id = excluded.job_id AND {}",
+        MergeAssignments(), MergeChanges());
+    // What the UPDATE did not find (new jobs of a round that also names stored ones, or one
+    // deleted meanwhile): inserted, or merged if another writer has stored it by now.
     merge_sql_ = fmt::format(
-        "INSERT INTO jobs ({0}) SELECT {0} FROM jobs_in ON CONFLICT (cluster, job_id) DO UPDATE "
-        "SET {1}",
+        "INSERT INTO jobs ({0}) SELECT {0} FROM jobs_in AS s WHERE NOT EXISTS (SELECT 1 FROM "
+        "jobs WHERE jobs.cluster = s.cluster AND jobs.job_id = s.job_id) ON CONFLICT (cluster, "
+        "job_id) DO UPDATE SET {1}",
         kJobColumns, MergeAssignments());
     return Status::Ok();
   }
@@ -669,12 +702,25 @@ class PostgresStore final : public Store {
     return out;
   }
 
-  // Only the history triggers go (the generation is bumped once, at the end). The secondary
-  // indexes stay: kept up to date in the merge they cost what one rebuild costs on an empty
-  // table, much less than rebuilding a large one after each day's ingest, and other replicas'
-  // `predict` keeps them meanwhile.
+  // The history triggers go (the generation is bumped once, at the end). The secondary indexes
+  // go only while the table is small (fewer than kDeferIndexesBelow jobs): one sorted rebuild at
+  // the end then costs less than keeping them row by row, while rebuilding a large table after
+  // each day's ingest would cost more (and other replicas' `predict` keeps them meanwhile).
+  // Commits do not wait for the WAL flush meanwhile (synchronous_commit = off): a crash loses at
+  // most the last batches, of an ingest that had not reported success; the final transaction
+  // commits synchronously, which makes every batch before it durable.
   Status SetBulkLoad(bool on) override {
-    if (on) return Exec(kDropHistoryTriggers);
+    if (on) {
+      RS_RETURN_IF_ERROR(Exec("SET synchronous_commit = off"));
+      RS_RETURN_IF_ERROR(Exec(kDropHistoryTriggers));
+      RS_ASSIGN_OR_RETURN(Result r, Query(fmt::format("SELECT count(*) FROM (SELECT 1 FROM jobs "
+                                                      "LIMIT {}) AS j",
+                                                      kDeferIndexesBelow),
+                                          Params(), "counting jobs"));
+      if (Int(r.get(), 0, 0).value_or(0) >= kDeferIndexesBelow) return Status::Ok();
+      return Exec(kDropSecondaryIndexes);
+    }
+    RS_RETURN_IF_ERROR(Exec("RESET synchronous_commit"));
     return InTransaction([&]() -> Status {
       RS_RETURN_IF_ERROR(Exec(kSecondaryIndexes));
       RS_RETURN_IF_ERROR(Exec(kDropHistoryTriggers));
@@ -985,8 +1031,8 @@ class PostgresStore final : public Store {
     return c;
   }
 
-  // Copies the jobs into the temporary table and merges them into jobs with one statement. A
-  // statement may touch a row once, so a batch naming a job twice is merged in rounds, in order.
+  // Stores the batch in rounds of distinct jobs (a statement may touch a row once; a later
+  // record of a job is merged after its earlier one, in order).
   Status UpsertInTransaction(std::span<const JobRecord> jobs) {
     for (const JobRecord& j : jobs) {
       if (known_clusters_.count(j.cluster) > 0) continue;
@@ -996,32 +1042,52 @@ class PostgresStore final : public Store {
       known_clusters_.insert(j.cluster);
     }
     std::unordered_set<std::string> keys;
-    std::string data;
-    size_t begin = 0;
-    bool first_round = true;
-    auto flush = [&](size_t end) -> Status {
-      if (end == begin) return Status::Ok();
-      if (!first_round) RS_RETURN_IF_ERROR(Exec("TRUNCATE jobs_in"));
-      first_round = false;
-      RS_RETURN_IF_ERROR(
-          CopyIn(fmt::format("COPY jobs_in ({}) FROM STDIN", kJobColumns), data,
-                 fmt::format("storing job {}/{}", jobs[begin].cluster, jobs[begin].job_id)));
-      data.clear();
-      keys.clear();
-      begin = end;
-      return Query(merge_sql_, Params(), "merging the jobs").status();
-    };
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      std::string key = jobs[i].cluster;
+    std::vector<const JobRecord*> round;
+    for (const JobRecord& j : jobs) {
+      std::string key = j.cluster;
       key += '\0';
-      key += jobs[i].job_id;
-      if (!keys.insert(std::move(key)).second) {
-        RS_RETURN_IF_ERROR(flush(i));
-        keys.insert(jobs[i].cluster + '\0' + jobs[i].job_id);
+      key += j.job_id;
+      if (!keys.insert(key).second) {
+        RS_RETURN_IF_ERROR(UpsertRound(round));
+        round.clear();
+        keys.clear();
+        keys.insert(std::move(key));
       }
-      CopyJob(jobs[i], &data);
+      round.push_back(&j);
     }
-    return flush(jobs.size());
+    return UpsertRound(round);
+  }
+
+  // Stores jobs of distinct keys. While the jobs written are new ones (a first ingest, the
+  // next day's jobs), a round is copied straight into `jobs` under a savepoint: no staging, no
+  // ON CONFLICT (whose speculative insertion costs twice a plain insert's server CPU). A round
+  // naming a stored job fails that COPY (a unique violation): the savepoint is rolled back, and
+  // that round and the next ones go through the staging table, one UPDATE of the stored rows the
+  // merge changes (a re-ingest of the same records writes nothing) and one INSERT of the rest,
+  // until a round is new jobs only again.
+  Status UpsertRound(std::span<const JobRecord* const> round) {
+    if (round.empty()) return Status::Ok();
+    std::string what = fmt::format("storing job {}/{}", round[0]->cluster, round[0]->job_id);
+    std::string data;
+    for (const JobRecord* j : round) CopyJob(*j, &data);
+    if (all_new_) {
+      RS_RETURN_IF_ERROR(Exec("SAVEPOINT new_jobs"));
+      std::string sqlstate;
+      Status st =
+          CopyIn(fmt::format("COPY jobs ({}) FROM STDIN", kJobColumns), data, what, &sqlstate);
+      if (st.ok()) return Exec("RELEASE SAVEPOINT new_jobs");
+      if (sqlstate != "23505") return st;  // not unique_violation: a stored job
+      RS_RETURN_IF_ERROR(Exec("ROLLBACK TO SAVEPOINT new_jobs"));
+      all_new_ = false;
+    }
+    RS_RETURN_IF_ERROR(Exec("TRUNCATE jobs_in"));
+    RS_RETURN_IF_ERROR(
+        CopyIn(fmt::format("COPY jobs_in ({}) FROM STDIN", kJobColumns), data, what));
+    RS_RETURN_IF_ERROR(Query(update_sql_, Params(), "merging the jobs").status());
+    RS_ASSIGN_OR_RETURN(Result r, Query(merge_sql_, Params(), "merging the jobs"));
+    all_new_ =
+        std::strtoll(PQcmdTuples(r.get()), nullptr, 10) == static_cast<long long>(round.size());
+    return Status::Ok();
   }
 
   StatusOr<bool> WriteTelemetryInTransaction(const std::string& agent, int64_t seq,
@@ -1344,9 +1410,19 @@ class PostgresStore final : public Store {
     return r;
   }
 
-  Status CopyIn(const std::string& sql, const std::string& data, const std::string& what) {
+  // COPY … FROM STDIN of `data`; a failure's SQLSTATE goes to `sqlstate` where given.
+  Status CopyIn(const std::string& sql, const std::string& data, const std::string& what,
+                std::string* sqlstate = nullptr) {
+    RS_RETURN_IF_ERROR(EnsureConnected());
+    auto state_of = [&](const PGresult* r) {
+      const char* code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+      if (sqlstate != nullptr && code != nullptr) *sqlstate = code;
+    };
     Result start(PQexec(conn_.get(), sql.c_str()));
-    if (PQresultStatus(start.get()) != PGRES_COPY_IN) return Error(what, start.get());
+    if (PQresultStatus(start.get()) != PGRES_COPY_IN) {
+      state_of(start.get());
+      return Error(what, start.get());
+    }
     constexpr size_t kChunk = size_t{512} * 1024;
     bool ok = true;
     for (size_t off = 0; ok && off < data.size(); off += kChunk) {
@@ -1356,16 +1432,21 @@ class PostgresStore final : public Store {
     if (PQputCopyEnd(conn_.get(), ok ? nullptr : "sending failed") != 1) ok = false;
     Status st = Status::Ok();
     while (Result r{PQgetResult(conn_.get())}) {
-      if (PQresultStatus(r.get()) != PGRES_COMMAND_OK && st.ok()) st = Error(what, r.get());
+      if (PQresultStatus(r.get()) != PGRES_COMMAND_OK && st.ok()) {
+        state_of(r.get());
+        st = Error(what, r.get());
+      }
     }
     if (!ok && st.ok()) st = Error(what);
     return st;
   }
 
   Conn conn_;
-  std::string url_;  // without the password
-  std::string merge_sql_;
-  std::set<std::string> leads_;                     // roles held (TryLead)
+  std::string url_;              // without the password
+  std::string update_sql_;       // the staged jobs' changes to stored rows
+  bool all_new_ = true;          // the last round stored only new jobs (UpsertRound)
+  std::string merge_sql_;        // the staged jobs the UPDATE did not find
+  std::set<std::string> leads_;  // roles held (TryLead)
   std::unordered_set<std::string> known_clusters_;  // in the clusters table
   bool in_transaction_ = false;                     // between BEGIN and COMMIT / ROLLBACK
   mutable std::string last_sqlstate_;  // of the last failed statement (RetryingAborted)

@@ -4,11 +4,12 @@
 // One connection per Store object (not thread-safe, as every Store). The schema is versioned in
 // the table rightsize_schema and migrated forward on open, under an advisory lock so that
 // replicas opening at once migrate once; a database written by a newer rightsize is refused.
-// Statements are parameterised (no SQL is built from user strings). Large UpsertJobs batches go
-// through COPY into a temporary table and one INSERT … ON CONFLICT merge with the same usage
-// rules as SQLite (store.h); SetBulkLoad keeps the secondary indexes (see there). TryLead holds a
-// session advisory lock per role, released when the connection closes. Errors name the URL without
-// its password.
+// Statements are parameterised (no SQL is built from user strings). UpsertJobs copies new jobs
+// straight into the table with COPY, and merges stored ones (COPY into a temporary table, one
+// UPDATE of the changed rows) with the same usage rules as SQLite (store.h); SetBulkLoad defers
+// the secondary indexes of a small table and the WAL flush of each batch (see there). TryLead
+// holds a session advisory lock per role, released when the connection closes. Errors name the
+// URL without its password.
 #pragma once
 
 #include <memory>

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -563,6 +564,41 @@ TEST_P(StoreSuite, ABatchNamingAJobTwiceStoresItOnce) {
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->outcome.state, "FAILED");
   EXPECT_EQ(*got->usage.gpu_util_pct, 30) << "the first record's measurement is kept";
+}
+
+// Batches that mix stored and new jobs, one after the other (PostgreSQL copies new jobs
+// straight into the table and merges stored ones another way): every job once, the changes
+// kept, nothing else touched.
+TEST_P(StoreSuite, BatchesMixingStoredAndNewJobsStoreEveryJobOnce) {
+  auto store = Open();
+  ASSERT_TRUE(store.ok());
+  std::vector<JobRecord> first = {Job("1", 100), Job("2", 200)};
+  ASSERT_TRUE((*store)->UpsertJobs(first).ok());
+  JobRecord changed = Job("1", 100);
+  changed.outcome.state = "FAILED";
+  std::vector<JobRecord> mixed = {Job("3", 300), changed, Job("4", 400), Job("2", 200)};
+  ASSERT_TRUE((*store)->UpsertJobs(mixed).ok());
+  EXPECT_EQ(*(*store)->CountJobs({}), 4);
+  EXPECT_EQ((*store)->GetJob("c1", "1")->outcome.state, "FAILED");
+  EXPECT_EQ((*store)->GetJob("c1", "2")->outcome.state, "COMPLETED");
+  std::vector<JobRecord> fresh = {Job("5", 500), Job("6", 600)};
+  ASSERT_TRUE((*store)->UpsertJobs(fresh).ok());
+  std::vector<JobRecord> again = {Job("7", 700), Job("5", 500)};
+  again[1].usage.gpu_util_pct = 12;
+  ASSERT_TRUE((*store)->UpsertJobs(again).ok());
+  EXPECT_EQ(*(*store)->CountJobs({}), 7);
+  EXPECT_EQ(*(*store)->GetJob("c1", "5")->usage.gpu_util_pct, 12);
+  auto seven = (*store)->GetJob("c1", "7");
+  ASSERT_TRUE(seven.ok()) << seven.status().ToString();
+  EXPECT_EQ(*seven->end_time, 700);
+  EXPECT_EQ(seven->alloc.gpu_type, "a100");
+  // Each job is listed once.
+  auto list = (*store)->ListJobs({}, JobPage{});
+  ASSERT_TRUE(list.ok());
+  std::set<std::string> ids;
+  for (const JobRecord& j : list->jobs) ids.insert(j.job_id);
+  EXPECT_EQ(ids.size(), 7u);
+  EXPECT_EQ(list->jobs.size(), 7u);
 }
 
 TEST_P(StoreSuite, TextWithTabsNewlinesAndBackslashesRoundTrips) {
