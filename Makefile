@@ -19,11 +19,11 @@ build: $(BUILD)/build.ninja
 # Installs what is missing, builds, builds the demo store build/demo.db from the bundled real
 # accounting (scripts/demo-store.sh), prints the GPU cluster's report, writes report.html, then
 # serves the dashboard with an agent watching live jobs until Ctrl-C (scripts/demo.sh; without
-# a terminal for 60 s, RIGHTSIZE_DEMO_SECONDS=N to choose). `make demo DB=postgresql://…` builds
+# a terminal for 60 s, RIGHTSIZE_DEMO_SECONDS=N to choose). `make demo DEMO_DB=postgresql://…` builds
 # and serves the same demo in a PostgreSQL database.
 demo: deps
 	@$(MAKE) --no-print-directory build
-	@bash scripts/demo.sh $(BUILD)/rightsize $(DB)
+	@bash scripts/demo.sh $(BUILD)/rightsize $(DEMO_DB)
 
 test: deps
 	@$(MAKE) --no-print-directory build

@@ -9,7 +9,7 @@
 # Without a terminal (CI, `make demo </dev/null`) the live part lasts 60 s, then the demo ends;
 # RIGHTSIZE_DEMO_SECONDS=N sets its length (0: no live part). Either way the store stays:
 # `build/rightsize --db build/demo.db serve` shows it again. RIGHTSIZE_DEMO_LISTEN=HOST:PORT
-# (default 127.0.0.1:8080, else any free port). STORE (`make demo DB=…`) puts the demo in
+# (default 127.0.0.1:8080, else any free port). STORE (`make demo DEMO_DB=…`) puts the demo in
 # another store: an SQLite file, or a PostgreSQL database by its postgresql:// URL.
 # Usage: scripts/demo.sh path/to/rightsize [STORE]
 set -euo pipefail
