@@ -307,23 +307,34 @@ std::vector<DiscoveredJob> Agent::DiscoverContainers(std::set<std::string>* pres
     }
   }
   int64_t index = 0;
-  for (CgroupJob cg : containers_) {
+  for (const CgroupJob& cg : containers_) {
     DiscoveredJob job;
-    job.key = "k8s:" + cg.job_id + "/" + cg.container_id;
+    job.key.reserve(5 + cg.job_id.size() + cg.container_id.size());
+    job.key.append("k8s:").append(cg.job_id).append("/").append(cg.container_id);
     present->insert(job.key);
     if (done_.count(job.key) > 0 || ignored_.count(job.key) > 0) continue;
     job.kind = "kubernetes";
-    job.cgroup = std::move(cg.container_path);
-    job.qos = std::move(cg.qos);
+    job.cgroup = cg.container_path;
+    job.qos = cg.qos;
     // The last cycle's list and stats, unless this container's full reading is due (staggered,
     // so the cost is spread over the cycles).
     auto watched = jobs_.find(job.key);
-    const DiscoveredJob* last =
-        watched != jobs_.end() && (cycles_ + index++) % kProcessesEveryCycles != 0
-            ? &watched->second.job
-            : nullptr;
+    DiscoveredJob* last = watched != jobs_.end() && (cycles_ + index++) % kProcessesEveryCycles != 0
+                              ? &watched->second.job
+                              : nullptr;
     job.tasks = cgroups_->Tasks(job.cgroup);
     std::vector<int64_t> pids;
+    if (last != nullptr && job.tasks && job.tasks == last->tasks &&
+        last->stats.size() == last->pids.size()) {
+      // Nothing moved: the last cycle's processes and stats as they are. Taken, not copied
+      // (SampleWatched replaces the watched job's with this one).
+      job.pids = std::move(last->pids);
+      job.stats = std::move(last->stats);
+      last->pids.clear();
+      last->stats.clear();
+      out.push_back(std::move(job));
+      continue;
+    }
     if (last != nullptr && job.tasks && job.tasks == last->tasks) {
       pids = last->pids;
     } else {

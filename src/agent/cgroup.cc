@@ -113,6 +113,19 @@ std::vector<CgroupJob> CgroupFs::KubeContainers(bool relist_all) {
       std::string name = it->path().filename().string();
       if (depth == 0 && name.rfind("kubepods", 0) != 0) continue;
       std::string child = rel + "/" + name;
+      if (!relist_all) {
+        // A pod the last call listed: unchanged when its link count is (see below), which
+        // spares matching its name again.
+        if (auto last = pod_dirs_.find(child); last != pod_dirs_.end()) {
+          struct stat st {};
+          if (stat(it->path().c_str(), &st) != 0) continue;  // removed meanwhile
+          if (st.st_nlink >= 2 && last->second.links == st.st_nlink) {
+            out.insert(out.end(), last->second.containers.begin(), last->second.containers.end());
+            pod_dirs.insert(pod_dirs_.extract(last));
+            continue;
+          }
+        }
+      }
       auto job = JobFromCgroupPath(child);
       if (job && !job->container_path.empty()) {
         if (job->container_path == child) out.push_back(std::move(*job));
@@ -207,10 +220,18 @@ void CgroupFs::Release(const std::string& path) {
 bool CgroupFs::ReadFile(const std::string& file, std::string* out) {
   if (max_kept_ == 0) return ReadSmallFile(file, out, true);
   if (auto it = kept_.find(file); it != kept_.end()) {
+    if (!it->second.valid()) return false;  // not there when the cgroup was first read
     if (PreadAll(it->second.get(), out, true)) return true;
     kept_.erase(it);  // the cgroup was removed, and maybe made again: the path says which
   }
   UniqueFd fd(open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid() && errno == ENOENT && in_live_cgroup_ && kept_.size() < max_kept_) {
+    // Missing while its cgroup is there (no blkio group for the container, a kernel without
+    // memory.peak): it does not appear later. Remembered (an invalid descriptor) until
+    // Release(), so it is not looked up again every few seconds.
+    kept_.emplace(file, UniqueFd());
+    return false;
+  }
   if (!fd.valid() || !PreadAll(fd.get(), out, true)) return false;
   if (kept_.size() < max_kept_) kept_.emplace(file, std::move(fd));
   return true;
@@ -293,6 +314,12 @@ std::optional<CgroupCounters> CgroupFs::Read(const std::string& path, bool all) 
   auto usage = ReadText(mem + (v2_ ? "/memory.current" : "/memory.usage_in_bytes"));
   if (!usage && !Exists(path)) return std::nullopt;  // the job ended
   if (usage) c.memory_bytes = sane(IntIn(*usage));
+  // The cgroup is there: a file missing below is missing for good (see ReadFile).
+  struct LiveCgroup {
+    bool* flag;
+    ~LiveCgroup() { *flag = false; }
+  } live{&in_live_cgroup_};
+  in_live_cgroup_ = usage.has_value();
   if (v2_) {
     if (!all) {
       if (auto stat = ReadText(mem + "/cpu.stat")) {

@@ -115,7 +115,9 @@ class CgroupFs {
   bool v2_ = false;
   bool cgroup_fs_ = false;  // the root is a kernel cgroup file system, not a fixture tree
   size_t max_kept_ = 0;
-  std::map<std::string, UniqueFd> kept_;  // file path -> descriptor
+  // File path -> descriptor; an invalid one for a file missing from a live cgroup.
+  std::map<std::string, UniqueFd> kept_;
+  bool in_live_cgroup_ = false;  // Read() has read the cgroup's memory in use just now
   // KubeContainers: per pod directory, its link count and containers at the last call.
   struct PodDir {
     uint64_t links = 0;

@@ -19,34 +19,53 @@ void JobMonitor::Sample(double now_s, const std::vector<int64_t>* pids,
                         const std::vector<ProcStat>* stats, const NodeGpu* node) {
   int64_t t = SetSampleTime(now_s);
   ++samples_;
-  std::vector<ProcStat> tree;
-  if (stats && pids && stats->size() == pids->size()) {
-    tree = *stats;
-  } else if (pids) {
+  // The processes' stat: the caller's when it read them (no copy: the agent samples hundreds
+  // of processes a second), else read here.
+  std::vector<ProcStat> own;
+  const std::vector<ProcStat>* given =
+      stats != nullptr && pids != nullptr && stats->size() == pids->size() ? stats : nullptr;
+  if (given == nullptr && pids != nullptr) {
     for (int64_t pid : *pids) {
-      if (auto st = proc_->Stat(pid)) tree.push_back(std::move(*st));
+      if (auto st = proc_->Stat(pid)) own.push_back(std::move(*st));
     }
-  } else {
-    tree = proc_->Tree(root_pid_);
+  } else if (given == nullptr) {
+    own = proc_->Tree(root_pid_);
   }
-  pids_.clear();
+  const std::vector<ProcStat>& tree = given != nullptr ? *given : own;
+  // The pid set changes rarely from one sample to the next: rebuilt only when it did.
+  bool same_pids = pids_.size() == tree.size();
+  if (same_pids) {
+    for (const ProcStat& p : tree) {
+      if (pids_.count(p.pid) == 0) {
+        same_pids = false;
+        break;
+      }
+    }
+  }
+  if (!same_pids) {
+    pids_.clear();
+    for (const ProcStat& p : tree) pids_.insert(p.pid);
+  }
   const bool first = !last_t_;
   double cpu_delta = 0;
   double cpu_before = 0;  // first sample: what the processes did before we saw them
   int64_t rss = 0, threads = 0, open_files = 0;
-  std::map<std::pair<int64_t, int64_t>, double> cpu_now;
+  // This sample's CPU per process, sorted by (pid, start) like the last one, which it replaces
+  // (two vectors swapped: no allocation once they have grown).
+  cpu_now_.clear();
   for (const ProcStat& p : tree) {
-    pids_.insert(p.pid);
     std::pair<int64_t, int64_t> key{p.pid, p.start_ticks};
     double cpu = p.user_s + p.system_s;
-    auto seen = cpu_seen_.find(key);
+    auto seen = std::lower_bound(cpu_seen_.begin(), cpu_seen_.end(), key,
+                                 [](const auto& e, const auto& k) { return e.first < k; });
     // A process first seen now did its work since the last sample (or since it started).
     if (first) {
       cpu_before += cpu;
     } else {
-      cpu_delta += seen == cpu_seen_.end() ? cpu : std::max(0.0, cpu - seen->second);
+      cpu_delta +=
+          seen == cpu_seen_.end() || seen->first != key ? cpu : std::max(0.0, cpu - seen->second);
     }
-    cpu_now[key] = cpu;
+    cpu_now_.emplace_back(key, cpu);
     rss += p.rss_bytes;
     threads += p.threads;
     // Listing every process's fds is the costliest read: every tenth sample is enough.
@@ -61,7 +80,8 @@ void JobMonitor::Sample(double now_s, const std::vector<int64_t>* pids,
       w = std::max(w, io->write_bytes.value_or(0));
     }
   }
-  cpu_seen_ = std::move(cpu_now);
+  std::sort(cpu_now_.begin(), cpu_now_.end());
+  cpu_seen_.swap(cpu_now_);
   std::optional<int64_t> cg_memory;
   if (cgroups_ && !cgroup_path_.empty()) {
     // The counters that only grow (peak, OOM kills, throttling) lose nothing read every few

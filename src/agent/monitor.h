@@ -22,6 +22,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -85,9 +86,8 @@ class JobMonitor {
   // memory. The series above bucket by whole seconds; a shipped sample keeps its millisecond,
   // so two samples less than a second apart (--interval 0.5) stay two points on the server.
   void set_keep_new(bool keep) { keep_new_ = keep; }
-  std::map<std::string, std::vector<std::pair<int64_t, double>>> TakeNew() {
-    return std::exchange(new_, {});
-  }
+  using PendingSamples = std::vector<std::pair<int64_t, double>>;
+  std::map<std::string, PendingSamples, std::less<>> TakeNew() { return std::exchange(new_, {}); }
   static constexpr size_t kMaxNew = 3600;
 
   // DCGM's profiling fields for the GPUs the job uses (those NVML finds its processes on):
@@ -157,10 +157,14 @@ class JobMonitor {
   std::optional<double> gpu_energy_j() const;
   // `t_s` is floor(now_s) of the sample (or a second before it, for a backfilled point): the
   // shipped time adds the millisecond within the second that SetSampleTime took.
-  void Add(const std::string& metric, int64_t t_s, double v) {
-    series_[metric].Add(t_s, v);
+  void Add(std::string_view metric, int64_t t_s, double v) {
+    auto it = series_.find(metric);  // no string made for a metric already there
+    if (it == series_.end()) it = series_.emplace(std::string(metric), MetricSeries()).first;
+    it->second.Add(t_s, v);
     if (keep_new_) {
-      auto& pending = new_[metric];
+      auto at = new_.find(metric);
+      if (at == new_.end()) at = new_.emplace(std::string(metric), PendingSamples()).first;
+      auto& pending = at->second;
       if (pending.size() >= kMaxNew) pending.erase(pending.begin());
       pending.emplace_back(t_s * 1000 + sample_ms_, v);
     }
@@ -178,12 +182,13 @@ class JobMonitor {
   DcgmSource* dcgm_ = nullptr;
   int64_t root_pid_;
   std::string cgroup_path_;
-  std::map<std::string, MetricSeries> series_;
+  std::map<std::string, MetricSeries, std::less<>> series_;
   bool keep_new_ = false;
   int64_t sample_ms_ = 0;  // the millisecond within the second of the sample being taken
-  std::map<std::string, std::vector<std::pair<int64_t, double>>> new_;
-  // CPU seconds per process at the last sample, keyed by (pid, start time).
-  std::map<std::pair<int64_t, int64_t>, double> cpu_seen_;
+  std::map<std::string, PendingSamples, std::less<>> new_;
+  // CPU seconds per process at the last sample, by (pid, start time), sorted; cpu_now_ is the
+  // sample being taken (kept to reuse its storage).
+  std::vector<std::pair<std::pair<int64_t, int64_t>, double>> cpu_seen_, cpu_now_;
   std::optional<double> last_t_, started_s_;
   double cpu_total_ = 0;
   std::optional<double> cgroup_cpu_last_;

@@ -77,7 +77,7 @@ class NodeAgent {
     std::function<void(const std::string&)> kubelet_error;
   };
   // Samples every interval (on the interval's grid from the start) until `stop` is set; checks
-  // it every quarter of a second.
+  // it at every cycle and at least once a second.
   void Run(const std::atomic<bool>& stop, const Callbacks& callbacks);
 
   // With a shipper: ships what the jobs did since the last batch, then waits up to `timeout_s`

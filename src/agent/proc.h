@@ -115,6 +115,7 @@ class ProcFs {
   size_t ReadKept(int64_t pid, KeptFile which, char* buf, size_t size);
   void CloseKept(std::array<UniqueFd, kKeptFiles>& fds);
   std::string root_;
+  bool proc_fs_ = false;  // root_ is a kernel proc file system, not a fixture tree
   bool keep_stat_open_ = false;
   size_t max_open_stats_ = 0;  // files, not processes
   size_t kept_files_ = 0;
