@@ -33,9 +33,7 @@ struct SparseRows;
 
 // The probability at or above which a learned match is reported (chosen by grouped
 // cross-validation, docs/diagnosis.md).
-inline constexpr double kLearnedThreshold = 0.6;
-// Hashed feature space: 2^18 columns.
-inline constexpr unsigned kLearnedFeatureBits = 18;
+inline constexpr double kLearnedThreshold = 0.5;
 
 // One line the fallback reads: where it is and its text.
 struct FallbackLine {
@@ -90,7 +88,7 @@ class LearnedFallback {
 
 // Training parameters, fixed here so that the shipped model can be regenerated exactly.
 struct LearnedTrainParams {
-  int rounds = 60;
+  int rounds = 40;
   int max_depth = 4;
   double eta = 0.3;
   double min_child_weight = 1;
