@@ -1499,6 +1499,10 @@ void RelevantLines(bool known, const Traceback* tb, const std::vector<LogScan>& 
                    });
 }
 
+bool LearnedClassSetAside(const std::vector<Cause>& causes, FailureClass cls) {
+  return std::any_of(causes.begin(), causes.end(), [&](const Cause& c) { return c.cls == cls; });
+}
+
 std::string LearnedTermsText(const nlohmann::json& learned) {
   std::string out;
   for (const auto& t : learned["terms"])
@@ -1519,6 +1523,10 @@ bool LearnedRootCause(const std::vector<LogScan>& scans, Diagnosis& d) {
       !match->cited) {
     return false;
   }
+  // A class the rules weighed and found too weak, or set aside as a consequence of the job's own
+  // exception (an MPI banner after a ValueError), stays unnamed: that is the rules' answer, not
+  // a gap in them. The model names only classes the signatures have no evidence for.
+  if (LearnedClassSetAside(d.causes, match->cls)) return false;
   Evidence e{match->cited->file, match->cited->line, match->cited->text, "learned", match->cls};
   Cause cause;
   cause.cls = match->cls;

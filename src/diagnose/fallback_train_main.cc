@@ -42,6 +42,7 @@ struct Case {
   int label = 0;
   int rules = 0;  // the signatures' answer
   double rules_conf = 0;
+  std::set<int> set_aside;  // classes the rules weighed and did not name
   std::vector<rightsize::FallbackLine> lines;
 };
 
@@ -144,6 +145,9 @@ bool ReadCases(const fs::path& corpus, std::vector<Case>* cases) {
     input.learned_fallback = false;
     rightsize::Diagnosis d = rightsize::DiagnoseScans(std::move(scans), input);
     c.rules = static_cast<int>(d.cls);
+    for (const rightsize::Cause& cause : d.causes) {
+      c.set_aside.insert(static_cast<int>(cause.cls));
+    }
     c.rules_conf = d.confidence;
   }
   std::sort(cases->begin(), cases->end(),
@@ -179,7 +183,9 @@ constexpr int kUnknown = static_cast<int>(FailureClass::kUnknown);
 int Combined(const Case& c, const std::vector<float>& p, double threshold) {
   if (c.rules != kUnknown) return c.rules;
   int best = static_cast<int>(std::max_element(p.begin(), p.end()) - p.begin());
-  return best != kUnknown && p[static_cast<size_t>(best)] >= threshold ? best : kUnknown;
+  return best != kUnknown && p[static_cast<size_t>(best)] >= threshold && !c.set_aside.count(best)
+             ? best
+             : kUnknown;
 }
 
 int CrossValidate(const std::vector<Case>& cases, int folds,
