@@ -65,7 +65,7 @@ void AddDiagnoseCommand(CLI::App& app, Context& ctx, Action* action) {
     std::string sacct = "sacct", scontrol = "scontrol", log_dir;
     std::vector<std::string> logs;
     std::optional<int> exit_code, signal;
-    bool json = false, no_save = false;
+    bool json = false, no_save = false, no_learned = false;
   };
   auto f = std::make_shared<Flags>();
   cmd->add_option("jobid", f->job_id,
@@ -95,6 +95,8 @@ void AddDiagnoseCommand(CLI::App& app, Context& ctx, Action* action) {
   cmd->add_option("--log-dir", f->log_dir,
                   "Where jobs' slurm-N.out files are when nothing else says (as `ingest slurm`)");
   cmd->add_flag("--json", f->json, "Print the diagnosis as JSON (schema rightsize.diagnosis/v1)");
+  cmd->add_flag("--no-learned", f->no_learned,
+                "Answer with the signatures alone: no learned match when none of them applies");
   cmd->add_flag("--no-save", f->no_save,
                 "Do not keep the diagnosis with the job in the store (kept by default when "
                 "JOBID is given; `rightsize job JOBID` shows it)");
@@ -107,6 +109,7 @@ void AddDiagnoseCommand(CLI::App& app, Context& ctx, Action* action) {
       input.log_paths = f->logs;
       input.script_path = f->script;
       input.code_dir = f->code;
+      input.learned_fallback = !f->no_learned;
       if (!f->job_id.empty()) {
         auto store = ctx.OpenedStore();
         if (!store.ok()) return Fail(store.status());

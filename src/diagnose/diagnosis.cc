@@ -10,6 +10,7 @@
 
 #include "core/units.h"
 #include "diagnose/code_facts.h"
+#include "diagnose/learned_fallback.h"
 #include "diagnose/xid_catalog.h"
 #include "jobscript/job_script.h"
 
@@ -1498,6 +1499,51 @@ void RelevantLines(bool known, const Traceback* tb, const std::vector<LogScan>& 
                    });
 }
 
+bool LearnedClassSetAside(const std::vector<Cause>& causes, FailureClass cls) {
+  return std::any_of(causes.begin(), causes.end(), [&](const Cause& c) { return c.cls == cls; });
+}
+
+std::string LearnedTermsText(const nlohmann::json& learned) {
+  std::string out;
+  for (const auto& t : learned["terms"])
+    out += (out.empty() ? "\"" : ", \"") + t.get<std::string>() + "\"";
+  return out;
+}
+
+// When no signature names a class: the learned fallback's class, if its probability reaches
+// kLearnedThreshold. Its confidence is half its probability (under 0.5, below every signature's
+// answer), its evidence the line that weighed most. Returns whether it named one.
+bool LearnedRootCause(const std::vector<LogScan>& scans, Diagnosis& d) {
+  auto model = LearnedFallback::Embedded();
+  if (!model.ok()) return false;
+  std::vector<FallbackLine> lines = FallbackLines(scans);
+  if (lines.empty()) return false;
+  auto match = (*model)->Classify(lines);
+  if (!match.ok() || match->cls == C::kUnknown || match->probability < kLearnedThreshold ||
+      !match->cited) {
+    return false;
+  }
+  // A class the rules weighed and found too weak, or set aside as a consequence of the job's own
+  // exception (an MPI banner after a ValueError), stays unnamed: that is the rules' answer, not
+  // a gap in them. The model names only classes the signatures have no evidence for.
+  if (LearnedClassSetAside(d.causes, match->cls)) return false;
+  Evidence e{match->cited->file, match->cited->line, match->cited->text, "learned", match->cls};
+  Cause cause;
+  cause.cls = match->cls;
+  cause.score = match->probability;
+  cause.confidence = std::round(0.5 * match->probability * 100) / 100;
+  cause.evidence = {e};
+  cause.first_line = e.line;
+  d.causes.insert(d.causes.begin(), cause);
+  d.cls = match->cls;
+  d.confidence = cause.confidence;
+  d.evidence = {e};
+  d.learned = nlohmann::json{{"probability", std::round(match->probability * 1000) / 1000},
+                             {"threshold", kLearnedThreshold},
+                             {"terms", match->terms}};
+  return true;
+}
+
 Diagnosis DiagnoseParsed(std::vector<LogScan> scans, const DiagnoseInput& input,
                          const std::optional<JobScript>& script) {
   Diagnosis d;
@@ -1523,10 +1569,20 @@ Diagnosis DiagnoseParsed(std::vector<LogScan> scans, const DiagnoseInput& input,
   const Traceback* earlier = EarlierError(tracebacks, items, &classes);
   std::vector<int> order = RankCauses(classes, d);
   bool known = NameRootCause(classes, order, d);
+  bool learned = !known && input.learned_fallback && LearnedRootCause(scans, d);
   const Traceback* tb = ChooseTraceback(tracebacks, earlier, classes, order, known, d);
   TracebackFacts(tb, input, d);
   JobAndTelemetryFacts(input, d);
-  ExplainAndFix(known, tb, scans, script, input, d);
+  ExplainAndFix(known || learned, tb, scans, script, input, d);
+  if (learned) {
+    d.summary = "Learned match, no signature: " + d.summary;
+    d.why = fmt::format(
+        "No signature matched; a model trained on the project's failure logs names {} with "
+        "probability {:.2f} from the words: {}. {}",
+        FailureClassName(d.cls), (*d.learned)["probability"].get<double>(),
+        LearnedTermsText(*d.learned), d.why);
+    d.causes[0].summary = d.summary;
+  }
   RelevantLines(known, tb, scans, d);
   d.logs = std::move(scans);
   return d;
@@ -1608,6 +1664,8 @@ nlohmann::json DiagnosisToJson(const Diagnosis& d) {
     for (const Evidence& e : c.evidence) cj["evidence"].push_back(EvidenceJson(e));
     j["causes"].push_back(cj);
   }
+  // Added in v1 without a version change: null unless the class is a learned match.
+  j["learned"] = d.learned ? *d.learned : nlohmann::json(nullptr);
   j["relevant_lines"] = nlohmann::json::array();
   for (const Evidence& e : d.relevant_lines) j["relevant_lines"].push_back(EvidenceJson(e));
   j["logs"] = nlohmann::json::array();
@@ -1657,7 +1715,10 @@ std::string RenderDiagnosisText(const Diagnosis& d) {
   }
   const auto& lines = d.cls == C::kUnknown ? d.relevant_lines : d.evidence;
   if (!lines.empty()) {
-    out += d.cls == C::kUnknown ? "most relevant lines:\n" : "evidence:\n";
+    out += d.cls == C::kUnknown ? "most relevant lines:\n"
+           : d.learned
+               ? fmt::format("evidence (learned: tokens {}):\n", LearnedTermsText(*d.learned))
+               : "evidence:\n";
     for (const Evidence& e : lines) {
       out += e.line > 0 ? fmt::format("  {}:{}  {}\n", e.file, e.line, e.text)
                         : fmt::format("  {}: {}\n", e.file, e.text);

@@ -48,6 +48,9 @@ struct DiagnoseInput {
   std::string script_path;             // the job script, when known
   std::string code_dir;                // the job's source folder (or one file), when known
   std::optional<Telemetry> telemetry;
+  // When the signatures answer `unknown`, let the learned fallback name a class
+  // (learned_fallback.h); false gives the signatures' answer alone.
+  bool learned_fallback = true;
 };
 
 struct Evidence {
@@ -89,6 +92,9 @@ struct Diagnosis {
   // The lines a person should read: the evidence, the last exception and the end of the log.
   std::vector<Evidence> relevant_lines;
   std::vector<LogScan> logs;  // what was read (hits and tails included)
+  // Set when the class comes from the learned fallback, not a signature: its probability and
+  // the words that weighed most ({"probability", "threshold", "terms"}).
+  std::optional<nlohmann::json> learned;
   std::optional<JobRecord> job;
 };
 

@@ -47,6 +47,12 @@ class DMatrix {
     RS_XGB(XGDMatrixCreateFromMat(x, rows, cols, NAN, &h_), "matrix");
     return Status::Ok();
   }
+  Status Create(const SparseRows& x) {
+    RS_XGB(XGDMatrixCreateFromCSREx(x.indptr.data(), x.indices.data(), x.values.data(),
+                                    x.indptr.size(), x.values.size(), x.cols, &h_),
+           "sparse matrix");
+    return Status::Ok();
+  }
   DMatrixHandle get() const { return h_; }
 
  private:
@@ -148,6 +154,65 @@ StatusOr<Booster> Booster::Train(const std::vector<float>& x, size_t cols,
   // Prediction runs one row at a time: more threads only add OpenMP start-up cost.
   RS_XGB(XGBoosterSetParam(b.handle_, "nthread", "1"), "parameter");
   return b;
+}
+
+StatusOr<Booster> Booster::TrainClassifier(const SparseRows& x, const std::vector<float>& y,
+                                           int classes, const BoosterParams& p) {
+  QuietXgboost();
+  if (classes < 2 || y.size() != x.rows() || y.empty() || x.indices.size() != x.values.size() ||
+      x.indptr.back() != x.values.size()) {
+    return Status::Internal(
+        fmt::format("Booster::TrainClassifier: {} labels for {} rows", y.size(), x.rows()));
+  }
+  DMatrix d;
+  RS_RETURN_IF_ERROR(d.Create(x));
+  RS_XGB(XGDMatrixSetFloatInfo(d.get(), "label", y.data(), y.size()), "labels");
+  Booster b;
+  DMatrixHandle dmats[] = {d.get()};
+  RS_XGB(XGBoosterCreate(dmats, 1, &b.handle_), "create");
+  const std::pair<const char*, std::string> params[] = {
+      {"objective", "multi:softprob"},
+      {"num_class", fmt::format("{}", classes)},
+      {"tree_method", "exact"},  // cost in proportion to the non-empty cells, not the 2^18 columns
+      {"max_depth", fmt::format("{}", p.max_depth)},
+      {"eta", fmt::format("{}", p.eta)},
+      {"min_child_weight", fmt::format("{}", p.min_child_weight)},
+      {"subsample", fmt::format("{}", p.subsample)},
+      {"colsample_bytree", fmt::format("{}", p.colsample_bytree)},
+      {"lambda", fmt::format("{}", p.lambda)},
+      {"nthread", fmt::format("{}", p.nthread)},
+      {"seed", fmt::format("{}", p.seed)},
+      {"verbosity", "0"},
+  };
+  for (const auto& [name, value] : params) {
+    RS_XGB(XGBoosterSetParam(b.handle_, name, value.c_str()), "parameter");
+  }
+  for (int i = 0; i < p.rounds; ++i) {
+    RS_XGB(XGBoosterUpdateOneIter(b.handle_, i, d.get()), "round");
+  }
+  RS_XGB(XGBoosterSetParam(b.handle_, "nthread", "1"), "parameter");
+  return b;
+}
+
+Status Booster::PredictSparse(const SparseRows& x, std::vector<float>* out,
+                              bool contributions) const {
+  out->clear();
+  if (x.rows() == 0) return Status::Ok();
+  DMatrix d;
+  RS_RETURN_IF_ERROR(d.Create(x));
+  const bst_ulong* shape = nullptr;
+  bst_ulong dim = 0;
+  const float* result = nullptr;
+  std::string config = fmt::format(
+      R"({{"type": {}, "training": false, "iteration_begin": 0, "iteration_end": 0,
+          "strict_shape": true}})",
+      contributions ? 2 : 0);
+  RS_XGB(XGBoosterPredictFromDMatrix(handle_, d.get(), config.c_str(), &shape, &dim, &result),
+         "predict");
+  size_t n = 1;
+  for (bst_ulong i = 0; i < dim; ++i) n *= shape[i];
+  out->assign(result, result + n);
+  return Status::Ok();
 }
 
 // Predicts `rows` rows through a DMatrix: type 0 = values (one per row), 2 = SHAP

@@ -18,6 +18,16 @@
 
 namespace rightsize {
 
+// A sparse matrix in compressed-row form (CSR): row r's values are values[indptr[r] ..
+// indptr[r + 1]) at columns indices[…]; absent cells are missing (not 0).
+struct SparseRows {
+  std::vector<size_t> indptr = {0};
+  std::vector<unsigned> indices;
+  std::vector<float> values;
+  size_t cols = 0;
+  size_t rows() const { return indptr.size() - 1; }
+};
+
 struct BoosterParams {
   std::string objective = "reg:absoluteerror";  // the median: what MAE rewards
   int rounds = 200;
@@ -47,6 +57,15 @@ class Booster {
   // few rounds are spent walking there from XGBoost's default of 0.5.
   static StatusOr<Booster> Train(const std::vector<float>& x, size_t cols,
                                  const std::vector<float>& y, const BoosterParams& params);
+
+  // A multi-class classifier ("multi:softprob") over sparse rows, labels 0 .. classes - 1;
+  // `params.objective` and base_score are ignored. Deterministic for a given nthread and seed.
+  static StatusOr<Booster> TrainClassifier(const SparseRows& x, const std::vector<float>& y,
+                                           int classes, const BoosterParams& params);
+  // Per row, the probability of each class (rows × classes); with `contributions`, per row
+  // and class the SHAP contribution of each column and the bias (rows × classes × (cols + 1)).
+  Status PredictSparse(const SparseRows& x, std::vector<float>* out,
+                       bool contributions = false) const;
 
   // One prediction per row.
   Status Predict(const float* x, size_t rows, size_t cols, std::vector<float>* out) const;

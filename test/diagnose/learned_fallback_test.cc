@@ -1,0 +1,135 @@
+#include "diagnose/learned_fallback.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "diagnose/diagnosis.h"
+#include "diagnose/log_scan.h"
+#include "model/booster.h"
+
+namespace rightsize {
+namespace {
+
+Diagnosis FromText(const std::string& text, bool learned = true) {
+  std::vector<LogScan> scans;
+  scans.push_back(ScanLogText(text, "job.log"));
+  DiagnoseInput input;
+  input.learned_fallback = learned;
+  return DiagnoseScans(std::move(scans), input);
+}
+
+// A spot VM reclaimed under a job, told in words no signature has (the signatures know
+// "preempted", "spot interruption", "termination is imminent" and the like).
+constexpr const char* kSpotReclaimed =
+    "Epoch 3/40: 100%|##########| 1250/1250 [04:11<00:00,  4.97it/s]\n"
+    "Epoch 4/40:  37%|###7      | 462/1250 [01:33<02:39,  4.94it/s]\n"
+    "The spot instance running this job was reclaimed by the cloud provider; the job will be "
+    "requeued.\n";
+
+TEST(LearnedFallback, EmbeddedModelLoads) {
+  auto model = LearnedFallback::Embedded();
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  auto p = (*model)->Probabilities({{"job.log", 1, "hello"}});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->size(), static_cast<size_t>(kFailureClassCount));
+}
+
+TEST(LearnedFallback, NamesAClassTheSignaturesCallUnknownAsALearnedMatch) {
+  Diagnosis rules = FromText(kSpotReclaimed, false);
+  ASSERT_EQ(rules.cls, FailureClass::kUnknown) << "a signature now knows this wording; pick "
+                                                  "another for the fallback's test";
+  Diagnosis d = FromText(kSpotReclaimed);
+  EXPECT_EQ(d.cls, FailureClass::kPreemption);
+  ASSERT_TRUE(d.learned.has_value());
+  EXPECT_GE((*d.learned)["probability"].get<double>(), kLearnedThreshold);
+  EXPECT_FALSE((*d.learned)["terms"].empty());
+  // Less sure than any signature's answer, and says it is learned.
+  EXPECT_LT(d.confidence, 0.5);
+  ASSERT_EQ(d.evidence.size(), 1u);
+  EXPECT_EQ(d.evidence[0].signature, "learned");
+  EXPECT_EQ(d.evidence[0].line, 3);
+  EXPECT_NE(d.summary.find("Learned match"), std::string::npos);
+  std::string text = RenderDiagnosisText(d);
+  EXPECT_NE(text.find("evidence (learned: tokens"), std::string::npos) << text;
+  nlohmann::json j = DiagnosisToJson(d);
+  EXPECT_EQ(j["schema"], "rightsize.diagnosis/v1");
+  EXPECT_EQ(j["class"], "preemption");
+  EXPECT_EQ(j["evidence"][0]["signature"], "learned");
+  EXPECT_TRUE(j["learned"].is_object());
+}
+
+TEST(LearnedFallback, ALogWithoutAFailureStaysUnknown) {
+  Diagnosis d = FromText(
+      "Epoch 1/3 loss=0.6931 acc=0.51\nEpoch 2/3 loss=0.4120 acc=0.83\n"
+      "Epoch 3/3 loss=0.3011 acc=0.90\nSaved checkpoint to /scratch/alice/run7/ckpt.pt\n");
+  EXPECT_EQ(d.cls, FailureClass::kUnknown);
+  EXPECT_FALSE(d.learned.has_value());
+  EXPECT_TRUE(DiagnosisToJson(d)["learned"].is_null());
+}
+
+TEST(LearnedFallback, SignatureAnswersAreLeftAlone) {
+  Diagnosis d = FromText("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n");
+  EXPECT_EQ(d.cls, FailureClass::kGpuOom);
+  EXPECT_FALSE(d.learned.has_value());
+  EXPECT_GE(d.confidence, 0.9);
+}
+
+TEST(LearnedFallback, BadInputNeverCrashes) {
+  std::string junk;
+  for (int i = 0; i < 5000; ++i) junk += static_cast<char>((i * 7919) % 256);
+  Diagnosis d = FromText(junk);
+  (void)d;
+  EXPECT_FALSE(LearnedFallback::Load("not a model").ok());
+  EXPECT_FALSE(LearnedFallback::Load("").ok());
+  auto model = LearnedFallback::Embedded();
+  ASSERT_TRUE(model.ok());
+  EXPECT_TRUE((*model)->Classify({}).ok());
+  EXPECT_TRUE((*model)->Classify({{"x", 1, std::string(100000, '/')}}).ok());
+}
+
+TEST(LearnedFallback, TermsNormaliseNumbersHexAndPaths) {
+  auto terms =
+      FallbackTerms("Killed process 123456 at 0x7f3a9c in /home/alice/run/libfoo.so error=2");
+  auto has = [&](const std::string& t) {
+    return std::find(terms.begin(), terms.end(), t) != terms.end();
+  };
+  EXPECT_TRUE(has("killed process"));
+  EXPECT_TRUE(has("<num>"));
+  EXPECT_TRUE(has("<hex>"));
+  EXPECT_TRUE(has("libfoo"));
+  EXPECT_FALSE(has("alice"));
+  EXPECT_TRUE(has("error 2"));
+}
+
+TEST(LearnedFallback, TrainingIsDeterministic) {
+  SparseRows rows;
+  std::vector<int> labels;
+  const char* texts[] = {"CUDA out of memory",      "Killed process oom",
+                         "DUE TO TIME LIMIT",       "segmentation fault core dumped",
+                         "No space left on device", "ModuleNotFoundError No module named x"};
+  const FailureClass classes[] = {FailureClass::kGpuOom,   FailureClass::kHostOom,
+                                  FailureClass::kTimeout,  FailureClass::kSegfault,
+                                  FailureClass::kDiskFull, FailureClass::kImportError};
+  for (int rep = 0; rep < 4; ++rep) {
+    for (int k = 0; k < 6; ++k) {
+      AppendFallbackRow({{"f", 1, texts[k] + std::string(" run ") + std::to_string(rep)}}, &rows);
+      labels.push_back(static_cast<int>(classes[k]));
+    }
+  }
+  LearnedTrainParams params;
+  params.rounds = 10;
+  auto a = TrainLearnedFallback(rows, labels, params);
+  auto b = TrainLearnedFallback(rows, labels, params);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, *b);
+  auto model = LearnedFallback::Load(*a);
+  ASSERT_TRUE(model.ok());
+  auto m = model->Classify({{"f", 1, "No space left on device"}});
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->cls, FailureClass::kDiskFull);
+}
+
+}  // namespace
+}  // namespace rightsize
