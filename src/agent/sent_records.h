@@ -5,9 +5,10 @@
 // carries nothing new: the server would decode it and find its stored record equal. Such an
 // entry is left out of the server's batch, and a batch left with no entry is not posted at all
 // (its samples still go to the TSDB). An entry is kept when the job is new to this agent, its
-// record changed (it ended: end time, outcome, usage), it has stacks or a diagnosis, or its
-// record was last sent kRefreshMs or longer ago (so a server that lost it, e.g. a batch dropped
-// for good or a fresh store, has it again within that time). What the server shows does not
+// record changed (it ended: end time, outcome, usage), or it has stacks or a diagnosis. Once
+// every kRefreshMs a batch keeps all its entries (so a server that lost a record, e.g. a batch
+// dropped for good or a fresh store, has it again within that time): one post a minute for all
+// the node's jobs, not one per job whatever their start times. What the server shows does not
 // change: a job's liveness, live efficiency and charts come from its samples in the TSDB.
 //
 // Plain value type; not thread-safe (the shipper holds it under its lock).
@@ -31,18 +32,18 @@ class SentRecords {
   // memory is emptied and every job's record goes once more.
   static constexpr size_t kMaxJobs = 100'000;
 
-  // Whether the entry `t` (its samples already taken out) goes to the server in a batch made at
-  // `now_ms`; remembers it as sent when it does. A job that ended is forgotten once sent.
-  bool Keep(const JobTelemetry& t, int64_t now_ms);
-
-  // Keeps the entries of `jobs` that Keep() says go, with the same entries of `parallel` (when
-  // it is as long as `jobs`; e.g. energy_before_j).
+  // Keeps the entries of a batch made at `now_ms` (their samples already taken out) that go to
+  // the server, with the same entries of `parallel` (when it is as long as `jobs`; e.g.
+  // energy_before_j), and remembers them as sent. A job that ended is forgotten once sent.
   template <typename T>
   void Filter(std::vector<JobTelemetry>* jobs, std::vector<T>* parallel, int64_t now_ms) {
     const bool both = parallel != nullptr && parallel->size() == jobs->size();
+    // A clock set back refreshes too: better a record twice than one missing.
+    const bool refresh = now_ms - refreshed_ms_ >= kRefreshMs || now_ms < refreshed_ms_;
+    if (refresh) refreshed_ms_ = now_ms;
     size_t kept = 0;
     for (size_t i = 0; i < jobs->size(); ++i) {
-      if (!Keep((*jobs)[i], now_ms)) continue;
+      if (!Keep((*jobs)[i], refresh)) continue;
       if (kept != i) {
         (*jobs)[kept] = std::move((*jobs)[i]);
         if (both) (*parallel)[kept] = std::move((*parallel)[i]);
@@ -56,11 +57,11 @@ class SentRecords {
   size_t size() const { return sent_.size(); }
 
  private:
-  struct Sent {
-    JobRecord record;
-    int64_t at_ms = 0;
-  };
-  std::map<std::pair<std::string, std::string>, Sent> sent_;
+  // Whether the entry `t` goes (`refresh`: every entry goes); remembers it when it does.
+  bool Keep(const JobTelemetry& t, bool refresh);
+
+  std::map<std::pair<std::string, std::string>, JobRecord> sent_;
+  int64_t refreshed_ms_ = 0;
 };
 
 }  // namespace rightsize

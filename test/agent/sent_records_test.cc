@@ -11,6 +11,8 @@
 namespace rightsize {
 namespace {
 
+constexpr int64_t kT0 = 1'700'000'000'000;
+
 JobTelemetry Running(const std::string& id) {
   JobTelemetry t;
   t.job.cluster = "c1";
@@ -21,61 +23,70 @@ JobTelemetry Running(const std::string& id) {
   return t;
 }
 
-TEST(SentRecordsTest, AnUnchangedRunningJobIsPostedOncePerRefresh) {
+// The job ids of the entries that go to the server in a batch of `batch` made at `now_ms`.
+std::vector<std::string> Posted(SentRecords& sent, std::vector<JobTelemetry> batch,
+                                int64_t now_ms) {
+  sent.Filter<int>(&batch, nullptr, now_ms);
+  std::vector<std::string> ids;
+  for (const auto& t : batch) ids.push_back(t.job.job_id);
+  return ids;
+}
+
+using Ids = std::vector<std::string>;
+
+TEST(SentRecordsTest, UnchangedRunningJobsArePostedOncePerRefresh) {
   SentRecords sent;
-  const int64_t t0 = 1'700'000'000'000;
-  EXPECT_TRUE(sent.Keep(Running("1"), t0)) << "a job new to the agent goes to the server";
-  EXPECT_FALSE(sent.Keep(Running("1"), t0 + 5000)) << "the same record, 5 s later: nothing new";
-  EXPECT_FALSE(sent.Keep(Running("1"), t0 + SentRecords::kRefreshMs - 1));
-  EXPECT_TRUE(sent.Keep(Running("1"), t0 + SentRecords::kRefreshMs))
-      << "sent again after the refresh time, for a server that lost it";
-  EXPECT_FALSE(sent.Keep(Running("1"), t0 + SentRecords::kRefreshMs + 5000));
-  EXPECT_TRUE(sent.Keep(Running("1"), t0)) << "a clock set back: sent again, to be safe";
+  EXPECT_EQ(Posted(sent, {Running("1")}, kT0), Ids{"1"}) << "a job new to the agent";
+  EXPECT_EQ(Posted(sent, {Running("1")}, kT0 + 5000), Ids{}) << "the same record: nothing new";
+  EXPECT_EQ(Posted(sent, {Running("1"), Running("2")}, kT0 + 30'000), Ids{"2"})
+      << "a job that started meanwhile goes alone";
+  EXPECT_EQ(Posted(sent, {Running("1"), Running("2")}, kT0 + SentRecords::kRefreshMs - 1), Ids{});
+  EXPECT_EQ(Posted(sent, {Running("1"), Running("2")}, kT0 + SentRecords::kRefreshMs),
+            (Ids{"1", "2"}))
+      << "all of them once a minute, in one batch, for a server that lost one";
+  EXPECT_EQ(Posted(sent, {Running("1"), Running("2")}, kT0 + SentRecords::kRefreshMs + 5000),
+            Ids{});
+  EXPECT_EQ(Posted(sent, {Running("1"), Running("2")}, kT0), (Ids{"1", "2"}))
+      << "a clock set back: sent again, to be safe";
 }
 
 TEST(SentRecordsTest, WhatTheServerDoesNotHaveYetIsPosted) {
   SentRecords sent;
-  const int64_t t0 = 1'700'000'000'000;
-  ASSERT_TRUE(sent.Keep(Running("1"), t0));
+  ASSERT_EQ(Posted(sent, {Running("1")}, kT0), Ids{"1"});
   JobTelemetry changed = Running("1");
-  changed.job.request.job_name = "renamed";
-  EXPECT_TRUE(sent.Keep(changed, t0 + 1000)) << "a changed record";
-  EXPECT_FALSE(sent.Keep(changed, t0 + 2000));
+  changed.job.request.memory_bytes = int64_t{8} << 30;
+  EXPECT_EQ(Posted(sent, {changed}, kT0 + 1000), Ids{"1"}) << "a changed record";
+  EXPECT_EQ(Posted(sent, {changed}, kT0 + 2000), Ids{});
   JobTelemetry stacks = changed;
   stacks.stacks["main;loop"] = 3;
-  EXPECT_TRUE(sent.Keep(stacks, t0 + 3000)) << "stacks are stored by the server";
+  EXPECT_EQ(Posted(sent, {stacks}, kT0 + 3000), Ids{"1"}) << "stacks are stored by the server";
   JobTelemetry samples = changed;
-  samples.samples["cpu_cores"].push_back({t0, 1.5});
-  EXPECT_TRUE(sent.Keep(samples, t0 + 4000)) << "samples that did not go to a TSDB";
+  samples.samples["cpu_cores"].push_back({kT0, 1.5});
+  EXPECT_EQ(Posted(sent, {samples}, kT0 + 4000), Ids{"1"}) << "samples not sent to a TSDB";
   JobTelemetry ended = changed;
   ended.job.end_time = 2000;
   ended.job.outcome.state = "FAILED";
   ended.diagnosis = ShippedDiagnosis{"oom", 0.9, "{}"};
-  EXPECT_TRUE(sent.Keep(ended, t0 + 5000)) << "the ended record, with its diagnosis";
+  EXPECT_EQ(Posted(sent, {ended}, kT0 + 5000), Ids{"1"}) << "the ended record, its diagnosis";
   EXPECT_EQ(sent.size(), 0u) << "an ended job is forgotten";
-  EXPECT_TRUE(sent.Keep(Running("2"), t0 + 5000)) << "another job is new";
 }
 
 TEST(SentRecordsTest, FilterKeepsTheParallelEntries) {
   SentRecords sent;
-  const int64_t t0 = 1'700'000'000'000;
   std::vector<JobTelemetry> first = {Running("1"), Running("2")};
   std::vector<std::map<std::string, double>> energy(2);
-  sent.Filter(&first, &energy, t0);
+  sent.Filter(&first, &energy, kT0);
   ASSERT_EQ(first.size(), 2u);
   std::vector<JobTelemetry> batch = {Running("1"), Running("2"), Running("3")};
   batch[1].job.end_time = 2000;
   energy = {{{"gpu_energy_j", 1}}, {{"gpu_energy_j", 2}}, {{"gpu_energy_j", 3}}};
-  sent.Filter(&batch, &energy, t0 + 5000);
+  sent.Filter(&batch, &energy, kT0 + 5000);
   ASSERT_EQ(batch.size(), 2u);
   EXPECT_EQ(batch[0].job.job_id, "2");
   EXPECT_EQ(batch[1].job.job_id, "3");
   ASSERT_EQ(energy.size(), 2u);
   EXPECT_EQ(energy[0].at("gpu_energy_j"), 2);
   EXPECT_EQ(energy[1].at("gpu_energy_j"), 3);
-  std::vector<JobTelemetry> unchanged = {Running("1"), Running("3")};
-  sent.Filter<int>(&unchanged, nullptr, t0 + 6000);
-  EXPECT_TRUE(unchanged.empty()) << "a batch with nothing new for the server";
 }
 
 }  // namespace

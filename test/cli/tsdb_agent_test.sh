@@ -92,9 +92,10 @@ sleep 4
 flush
 posted=$(batches)
 later=$(series 9101 cpu_cores)
-if [ "$posted" -ge 1 ] && [ "$posted" -le 2 ]; then
+# (2 or 3: the record gains the memory limit once the agent has read it.)
+if [ "$posted" -ge 1 ] && [ "$posted" -le 3 ]; then
   pass "the server got $posted batch(es) in $((later / 2)) s of 1 s batches"
-else fail "the server got $posted batches (want 1 or 2: the unchanged record is not resent)"; fi
+else fail "the server got $posted batches (want 1 to 3: an unchanged record is not resent)"; fi
 if [ "$later" -gt "$got" ]; then pass "the job page's samples grow meanwhile ($got -> $later)"; else
   fail "job page cpu_cores: $later after $got"; fi
 expect_contains "the job page shows it running" "$(curl -s "$URL/api/v1/jobs/c1/9101")" '"RUNNING"'
