@@ -7,10 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <nlohmann/json.hpp>
-#include <optional>
-#include <set>
 #include <utility>
 #include <vector>
 
@@ -177,7 +174,6 @@ class TsdbStore final : public Store {
   }
 
   StatusOr<std::vector<bool>> WriteTelemetryGroup(std::span<const TelemetryWrite> writes) override {
-    prefetch_.reset();
     // Which batches are new: the inner store's last seq per agent, and the group's own (an
     // agent's second batch in one group is new only above its first).
     std::map<std::string, int64_t> last_seq;
@@ -218,45 +214,52 @@ class TsdbStore final : public Store {
   Status ReadSamples(const std::string& cluster, const std::string& job_id,
                      const std::string& metric, int64_t from_ms, int64_t to_ms,
                      const std::function<void(const Sample&)>& fn) override {
-    if (prefetch_ &&
-        (prefetch_->cluster != cluster || prefetch_->job_id != job_id ||
-         (!prefetch_->fetched && metric != prefetch_->first) ||
-         (prefetch_->fetched && (prefetch_->from_ms != from_ms || prefetch_->to_ms != to_ms ||
-                                 prefetch_->pending.count(metric) == 0)))) {
-      prefetch_.reset();  // not the job page's reads
-    }
-    if (prefetch_) {
-      if (!prefetch_->fetched) {
-        // The first of the job page's reads: every metric it listed, in one query.
-        prefetch_->from_ms = from_ms;
-        prefetch_->to_ms = to_ms;
-        std::string all = fmt::format("{{__name__=~\"{}.+\",cluster={},job_id={}}}", kPrefix,
-                                      Quoted(cluster), Quoted(job_id));
-        Status read =
-            QueryRange(all, from_ms, to_ms, [&](const std::string& name, const Sample& x) {
-              if (auto m = MetricOfTsdbName(name); m && prefetch_->pending.count(*m) > 0) {
-                prefetch_->samples[*m].push_back(x);
-              }
-            });
-        if (!read.ok()) {
-          prefetch_.reset();
-          return read;
-        }
-        prefetch_->fetched = true;
-      }
-      // Served once: a later read of the metric asks the engine again.
-      std::vector<Sample> samples = std::move(prefetch_->samples[metric]);
-      prefetch_->samples.erase(metric);
-      prefetch_->pending.erase(metric);
-      if (prefetch_->pending.empty()) prefetch_.reset();
-      Emit(&samples, fn);
-      return Status::Ok();
-    }
+    from_ms = std::max<int64_t>(from_ms, 0);
+    int64_t at_ms = std::min(to_ms, kMaxQueryMs);
+    if (at_ms < from_ms) return Status::Ok();
+    // A raw range selector evaluated at `to` gives the stored samples themselves on every
+    // engine (Prometheus: [at - range, at]; VictoriaMetrics: (at - range, at]).
+    std::string query = fmt::format("{}[{}ms]", Selector(TsdbMetricName(metric), cluster, job_id),
+                                    at_ms - from_ms + 1);
+    httplib::Params params{{"query", query},
+                           {"time", fmt::format("{}.{:03}", at_ms / 1000, at_ms % 1000)},
+                           // VictoriaMetrics hides the last 30 s (-search.latencyOffset) of a
+                           // query at "now" unless told not to; Prometheus ignores both.
+                           {"nocache", "1"},
+                           {"latency_offset", "0s"}};
+    RS_ASSIGN_OR_RETURN(nlohmann::json data, Get("/api/v1/query", params, "samples"));
     std::vector<Sample> samples;
-    RS_RETURN_IF_ERROR(
-        QueryRange(Selector(TsdbMetricName(metric), cluster, job_id), from_ms, to_ms,
-                   [&](const std::string&, const Sample& x) { samples.push_back(x); }));
-    Emit(&samples, fn);
+    auto shape = [&] {
+      return Status::IoError(
+          fmt::format("{}/api/v1/query answered an unexpected shape for {}", query_url_, query));
+    };
+    if (!data.is_object() || data.value("resultType", "") != "matrix") return shape();
+    const nlohmann::json& result = data["result"];
+    if (!result.is_array()) return shape();
+    // Several series (the same one through replicas, or with labels a receiver added) merge.
+    for (const auto& series : result) {
+      auto values = series.find("values");
+      if (values == series.end() || !values->is_array()) return shape();
+      for (const auto& p : *values) {
+        double t_s = 0, v = 0;
+        if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !ParseValue(p[1], &v)) {
+          return shape();
+        }
+        t_s = p[0].get<double>();
+        auto t_ms = static_cast<int64_t>(std::llround(t_s * 1000));
+        if (t_ms >= from_ms && t_ms <= to_ms) samples.push_back({t_ms, v});
+      }
+    }
+    if (result.size() > 1) {
+      std::stable_sort(samples.begin(), samples.end(),
+                       [](const Sample& a, const Sample& b) { return a.t_ms < b.t_ms; });
+    }
+    int64_t last = std::numeric_limits<int64_t>::min();
+    for (const Sample& s : samples) {
+      if (s.t_ms == last) continue;  // sent twice (a retried batch) or through two replicas
+      last = s.t_ms;
+      fn(s);
+    }
     return Status::Ok();
   }
 
@@ -280,80 +283,10 @@ class TsdbStore final : public Store {
     }
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
-    // The job page reads each of them next, over one range: the first read fetches them all.
-    prefetch_.reset();
-    if (out.empty()) return out;
-    prefetch_.emplace();
-    prefetch_->first = out.front();
-    prefetch_->cluster = cluster;
-    prefetch_->job_id = job_id;
-    prefetch_->pending.insert(out.begin(), out.end());
     return out;
   }
 
  private:
-  // The samples of `selector` in [from_ms, to_ms], as `fn(series name, sample)` in the engine's
-  // order (each series' oldest first). A raw range selector evaluated at `to` gives the stored
-  // samples themselves on every engine (Prometheus: [at - range, at]; VictoriaMetrics:
-  // (at - range, at]).
-  Status QueryRange(const std::string& selector, int64_t from_ms, int64_t to_ms,
-                    const std::function<void(const std::string&, const Sample&)>& fn) {
-    from_ms = std::max<int64_t>(from_ms, 0);
-    int64_t at_ms = std::min(to_ms, kMaxQueryMs);
-    if (at_ms < from_ms) return Status::Ok();
-    std::string query = fmt::format("{}[{}ms]", selector, at_ms - from_ms + 1);
-    httplib::Params params{{"query", query},
-                           {"time", fmt::format("{}.{:03}", at_ms / 1000, at_ms % 1000)},
-                           // VictoriaMetrics hides the last 30 s (-search.latencyOffset) of a
-                           // query at "now" unless told not to; Prometheus ignores both.
-                           {"nocache", "1"},
-                           {"latency_offset", "0s"}};
-    RS_ASSIGN_OR_RETURN(nlohmann::json data, Get("/api/v1/query", params, "samples"));
-    auto shape = [&] {
-      return Status::IoError(
-          fmt::format("{}/api/v1/query answered an unexpected shape for {}", query_url_, query));
-    };
-    if (!data.is_object() || data.value("resultType", "") != "matrix") return shape();
-    const nlohmann::json& result = data["result"];
-    if (!result.is_array()) return shape();
-    static const std::string kNoName;
-    for (const auto& series : result) {
-      auto values = series.find("values");
-      if (values == series.end() || !values->is_array()) return shape();
-      const std::string* name = &kNoName;
-      if (auto m = series.find("metric"); m != series.end() && m->is_object()) {
-        if (auto n = m->find("__name__"); n != m->end() && n->is_string()) {
-          name = &n->get_ref<const std::string&>();
-        }
-      }
-      for (const auto& p : *values) {
-        double v = 0;
-        if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !ParseValue(p[1], &v)) {
-          return shape();
-        }
-        auto t_ms = static_cast<int64_t>(std::llround(p[0].get<double>() * 1000));
-        if (t_ms >= from_ms && t_ms <= to_ms) fn(*name, {t_ms, v});
-      }
-    }
-    return Status::Ok();
-  }
-
-  // Several series of one metric (the same one through replicas, or with labels a receiver
-  // added) merge: in time order, a time once.
-  static void Emit(std::vector<Sample>* samples, const std::function<void(const Sample&)>& fn) {
-    if (!std::is_sorted(samples->begin(), samples->end(),
-                        [](const Sample& a, const Sample& b) { return a.t_ms < b.t_ms; })) {
-      std::stable_sort(samples->begin(), samples->end(),
-                       [](const Sample& a, const Sample& b) { return a.t_ms < b.t_ms; });
-    }
-    int64_t last = std::numeric_limits<int64_t>::min();
-    for (const Sample& s : *samples) {
-      if (s.t_ms == last) continue;  // sent twice (a retried batch) or through two replicas
-      last = s.t_ms;
-      fn(s);
-    }
-  }
-
   // Sends the samples of the `fresh` batches, in requests of at most kMaxRemoteWriteSamples.
   Status RemoteWrite(std::span<const TelemetryWrite> writes, const std::vector<bool>& fresh) {
     for (size_t i = 0; i < writes.size(); ++i) {
@@ -404,20 +337,6 @@ class TsdbStore final : public Store {
   std::unique_ptr<RemoteWriteClient> writer_;
   RemoteWriteEncoder encoder_;
   httplib::Client reader_;
-  // The job page (report/job_series.cc) lists a job's metrics (SampleMetrics) and then reads
-  // each over one range: 23 queries of a few thousand samples each, one after the other. After
-  // SampleMetrics, a ReadSamples of the first metric listed reads them all in one query (a
-  // __name__ regex, as SampleMetrics' match), and the next reads of the other listed metrics of
-  // the job over the same range are served from it, each once. Any other read drops it (and asks
-  // the engine), as does a write.
-  struct Prefetch {
-    std::string cluster, job_id, first;
-    std::set<std::string> pending;  // listed, not yet read
-    bool fetched = false;
-    int64_t from_ms = 0, to_ms = 0;
-    std::map<std::string, std::vector<Sample>> samples;
-  };
-  std::optional<Prefetch> prefetch_;
 };
 
 }  // namespace

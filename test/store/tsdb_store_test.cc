@@ -18,7 +18,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -308,54 +307,6 @@ TEST_P(TsdbStoreTest, TwoBatchesOfOneSeriesMerge) {
   std::vector<Sample> want = {{t0_, 1},          {t0_ + 500, 1.5}, {t0_ + 1000, 2},
                               {t0_ + 1500, 2.5}, {t0_ + 2000, 3},  {t0_ + 3000, 4}};
   EXPECT_EQ(ReadWhen(want.size(), "memory_bytes"), want);
-}
-
-TEST_P(TsdbStoreTest, TheJobPagesReadsOfEveryMetricAreExactAndFresh) {
-  // The job page lists the metrics, then reads each over one range: from one query of all of
-  // them (TsdbStore's prefetch). What it shows must be what a read of each metric alone gives,
-  // and a later page must show what was written since.
-  std::vector<Sample> mem = {{t0_, 1.5e9}, {t0_ + 1000, 2.5e9}, {t0_ + 2000, 3e9}};
-  std::vector<Sample> cores = {{t0_, 0.5}, {t0_ + 1000, 1}, {t0_ + 2000, 1.5}};
-  std::vector<Sample> gpu = {{t0_ + 500, 90}};
-  std::vector<JobTelemetry> other = {Job("c1", "j2", {{"memory_bytes", {{t0_, 7}}}})};
-  ASSERT_TRUE(*store_->WriteTelemetry("node2", 1, other));
-  std::vector<JobTelemetry> a = {
-      Job("c1", "j1", {{"memory_bytes", mem}, {"cpu_cores", cores}, {"gpu_util_pct", gpu}})};
-  ASSERT_TRUE(*store_->WriteTelemetry("node1", 1, a));
-  ASSERT_EQ(ReadWhen(3, "memory_bytes").size(), 3u);
-  ASSERT_EQ(ReadWhen(3, "cpu_cores").size(), 3u);
-  ASSERT_EQ(ReadWhen(1, "gpu_util_pct").size(), 1u);
-  ASSERT_EQ(ReadWhen(1, "memory_bytes", 0, std::numeric_limits<int64_t>::max(), "c1", "j2").size(),
-            1u);
-
-  auto page = [&](int64_t from_ms, int64_t to_ms) {
-    std::map<std::string, std::vector<Sample>> out;
-    auto metrics = store_->SampleMetrics("c1", "j1");
-    EXPECT_TRUE(metrics.ok()) << metrics.status().message();
-    for (const auto& m : *metrics) out[m] = Read(m, from_ms, to_ms);
-    return out;
-  };
-  using Page = std::map<std::string, std::vector<Sample>>;
-  EXPECT_EQ(page(t0_, t0_ + 60'000),
-            (Page{{"cpu_cores", cores}, {"gpu_util_pct", gpu}, {"memory_bytes", mem}}));
-  EXPECT_EQ(page(t0_ + 1000, t0_ + 1000),
-            (Page{{"cpu_cores", {cores[1]}}, {"gpu_util_pct", {}}, {"memory_bytes", {mem[1]}}}));
-  // Listed, then another job's and another range's reads: each exact.
-  ASSERT_TRUE(store_->SampleMetrics("c1", "j1").ok());
-  EXPECT_EQ(Read("memory_bytes", 0, std::numeric_limits<int64_t>::max(), "c1", "j2"),
-            (std::vector<Sample>{{t0_, 7}}));
-  EXPECT_EQ(Read("cpu_cores", t0_ + 2000, t0_ + 9000), (std::vector<Sample>{cores[2]}));
-  EXPECT_EQ(Read("memory_bytes", t0_, t0_ + 1000), (std::vector<Sample>{mem[0], mem[1]}));
-
-  // Written after a page: the next page has it.
-  std::vector<JobTelemetry> b = {Job("c1", "j1", {{"cpu_cores", {{t0_ + 3000, 2}}}})};
-  ASSERT_TRUE(*store_->WriteTelemetry("node1", 2, b));
-  ASSERT_EQ(ReadWhen(4, "cpu_cores").size(), 4u);
-  ASSERT_TRUE(store_->SampleMetrics("c1", "j1").ok());
-  std::vector<Sample> more = cores;
-  more.push_back({t0_ + 3000, 2});
-  EXPECT_EQ(page(t0_, t0_ + 60'000),
-            (Page{{"cpu_cores", more}, {"gpu_util_pct", gpu}, {"memory_bytes", mem}}));
 }
 
 TEST_P(TsdbStoreTest, AnEngineThatIsDownOrRefusesIsAnErrorAndNothingIsCommitted) {
