@@ -121,6 +121,7 @@ if [ $MODE = ingest ]; then
     --server-pid "$SERVER_PID" ${DRIVER_FLAGS:-} >"$WORK/driver.json" 2>"$WORK/driver.err" || rc=$?
 else
   "$DRIVER" pages --url "$URL" --jobs "$JOBS" --requests "${REQUESTS:-200}" --cluster "$CLUSTER" \
+    --server-pid "$SERVER_PID" \
     >"$WORK/driver.json" 2>"$WORK/driver.err" || rc=$?
 fi
 SERVER_METRICS=$(curl -sf "$URL/metrics" | grep -E '^rightsize_telemetry_(samples|batches)_total ' || true)

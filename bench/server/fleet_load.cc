@@ -4,7 +4,7 @@
 //
 //   fleet_load ingest --url URL --nodes N [--seconds 60] [--gpus 8] [--jobs-per-node 8]
 //       [--interval-s 1] [--ship-interval-s 5] [--connections 8] [--server-pid PID]
-//       [--cluster NAME] [--token T] [--tsdb-write-url URL]
+//       [--cluster NAME] [--token T] [--tsdb-write-url URL [--every-batch 1]]
 //     N nodes, each with --gpus GPUs and --jobs-per-node running jobs (8: a job per GPU, the
 //     heavier case; 1: one job holding all the node's GPUs). Each job has the agent's real metric
 //     set on a SLURM GPU node with DCGM and RAPL (src/agent/monitor.cc): 21 metrics every sample,
@@ -37,15 +37,22 @@
 //     With --tsdb-write-url the nodes are agents with `--tsdb-write-url`: each batch's samples go
 //     to the TSDB by remote write first (remote_write/remote_write.h, the agent's encoding) and
 //     the server gets the batch without them; "acknowledged" then counts the samples the TSDB
-//     took of batches the server answered 200, and samples_per_server_cpu_s is per those.
+//     took of batches the server answered 200, and samples_per_server_cpu_s is per those. As the
+//     agent does (agent/sent_records.h), a batch leaves out the records the server already has
+//     (sent again once a minute) and is not posted when none is left (batches_tsdb_only: its
+//     samples, in the TSDB, count as acknowledged); --every-batch 1 posts every batch with all
+//     its records, as agents did before.
 //   fleet_load pages --url URL [--jobs 100000] [--requests 200] [--cluster NAME] [--token T]
+//       [--server-pid PID]
 //     Fills the store through the API (POST /api/v1/telemetry): --jobs ended jobs of 3 metrics x
 //     10 s each, 1,000 per batch, then one hour-long 8-GPU job with the full metric set at 1 Hz in
 //     720 five-second batches (the agent's shipping). Then times, interleaved, --requests times
 //     each (after 20 warm-up rounds) from one keep-alive connection: GET the job
 //     (/api/v1/jobs/C/ID), its /series (all metrics: the dashboard's first call), its /series for
 //     each metric, and the job list as the dashboard's Jobs page asks for it
-//     (/api/v1/jobs?limit=100). Prints one JSON line: p50/p99/max per request kind.
+//     (/api/v1/jobs?limit=100). Prints one JSON line: p50/p99/max per request kind. With
+//     --server-pid, then --requests more /series (all metrics) alone: their p50/p99 and the
+//     server's CPU per request (series_all_alone_ms, series_all_server_cpu_ms).
 #include <fmt/format.h>
 #include <httplib.h>
 #include <sys/resource.h>
@@ -69,6 +76,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/sent_records.h"
 #include "agent/shipper.h"
 #include "core/json_text.h"
 #include "remote_write/remote_write.h"
@@ -273,6 +281,8 @@ struct IngestOptions {
   // Agents that remote-write their samples to a TSDB themselves (`agent --tsdb-write-url`): the
   // samples go there and the server gets batches without them.
   std::string tsdb_write_url;
+  // 1: such agents post every batch to the server, as before agent/sent_records.h (comparison).
+  int every_batch = 0;
   int nodes = 100, gpus = 8, jobs_per_node = 8, connections = 8, server_pid = 0;
   double seconds = 60, interval_s = 1, ship_interval_s = 5;
   // As the agent's shipper (agent/shipper.cc): a batch not acknowledged stays queued and is sent
@@ -309,6 +319,7 @@ struct Node {
   size_t server = 0;               // the server its batches go to (--url's list)
   Clock::time_point retry_at{};    // after every server failed in turn: the agent's backoff
   Clock::time_point down_since{};  // its first failed try since its last acknowledged batch
+  rightsize::SentRecords sent;     // with --tsdb-write-url: the records the server has
 };
 
 struct WorkerResult {
@@ -321,7 +332,8 @@ struct WorkerResult {
   std::map<std::string, int64_t> retried;
   int64_t failovers = 0, resent = 0, replays_acked = 0, renumbered = 0, dropped = 0, unacked = 0;
   int64_t nodes_shipped = 0, jobs_shipped = 0;  // nodes that made a batch, and their jobs
-  std::vector<double> outage_s;  // per recovery: first failed try to the next acknowledgement
+  std::vector<double> outage_s;   // per recovery: first failed try to the next acknowledgement
+  int64_t batches_tsdb_only = 0;  // agent-direct batches with nothing for the server
   std::map<std::string, int64_t> statuses, errors;
   std::map<std::string, std::string> example;  // the first answer of each non-200 status
 };
@@ -501,6 +513,17 @@ void RunConnection(const IngestOptions& opt, std::vector<Node*> nodes, Clock::ti
         }
         if (!ok) continue;
         for (auto& t : batch) t.samples.clear();
+        // The records the server has already stay out (agent/sent_records.h); a batch left
+        // empty is not posted: its samples are in the TSDB, delivered.
+        if (!opt.every_batch) {
+          node->sent.Filter<int>(&batch, nullptr, node->last_seq);
+          if (batch.empty()) {
+            out->samples_made += samples;
+            out->samples_acked += samples;  // the TSDB took them all (above)
+            ++out->batches_tsdb_only;
+            continue;
+          }
+        }
       }
       std::string body =
           rightsize::JsonText(rightsize::TelemetryBatchJson(node->agent, node->last_seq, batch));
@@ -596,6 +619,7 @@ int Ingest(const IngestOptions& opt) {
     all.samples_acked += r.samples_acked;
     all.batches_sent += r.batches_sent;
     all.batches_acked += r.batches_acked;
+    all.batches_tsdb_only += r.batches_tsdb_only;
     all.not_sent += r.not_sent;
     for (auto& [k, n] : r.retried) all.retried[k] += n;
     all.failovers += r.failovers;
@@ -636,6 +660,7 @@ int Ingest(const IngestOptions& opt) {
        std::round(static_cast<double>(all.samples_acked) / std::max(wall_s, opt.seconds))},
       {"batches_sent", all.batches_sent},
       {"batches_acked", all.batches_acked},
+      {"batches_tsdb_only", all.batches_tsdb_only},
       {"batches_not_sent", all.not_sent},
       {"json_bytes_per_sample", all.samples_made > 0 ? r1(static_cast<double>(all.body_bytes) /
                                                           static_cast<double>(all.samples_made))
@@ -685,6 +710,7 @@ int Ingest(const IngestOptions& opt) {
 struct PagesOptions {
   std::string url, cluster = "pages", token;
   int jobs = 100'000, requests = 200;
+  int server_pid = 0;  // its CPU per series_all request, in a phase of their own
 };
 
 constexpr const char* kLongJob = "hour-8gpu";
@@ -768,6 +794,23 @@ int Pages(const PagesOptions& opt) {
     if (!Post(client, headers, "node-hour", &long_seq, {t})) return 1;
   }
   const double long_s = std::chrono::duration<double>(Clock::now() - t1).count();
+  // A TSDB makes new series searchable a moment after they are written: the timing starts once
+  // the job's charts have every metric (at once on SQLite), waiting at most 60 s.
+  const std::string charts = fmt::format("/api/v1/jobs/{}/{}/series", opt.cluster, kLongJob);
+  double visible_s = -1;
+  for (auto w0 = Clock::now(); std::chrono::duration<double>(Clock::now() - w0).count() < 60;) {
+    auto res = client.Get(charts, headers);
+    auto doc = res && res->status == 200 ? json::parse(res->body, nullptr, false) : json();
+    int full = 0;
+    if (doc.is_object() && doc.contains("series") && doc["series"].is_object()) {
+      for (const auto& [m, points] : doc["series"].items()) full += points.empty() ? 0 : 1;
+    }
+    if (full == kMetricCount) {
+      visible_s = std::chrono::duration<double>(Clock::now() - w0).count();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
 
   // 3. The requests, interleaved so that every kind sees the same conditions.
   const std::string base = fmt::format("/api/v1/jobs/{}/{}", opt.cluster, kLongJob);
@@ -815,6 +858,7 @@ int Pages(const PagesOptions& opt) {
               {"long_job", fmt::format("{}/{}", opt.cluster, kLongJob)},
               {"long_job_samples", long_samples},
               {"long_job_ship_s", std::round(long_s * 10) / 10},
+              {"long_job_visible_after_s", std::round(visible_s * 10) / 10},
               {"requests_per_kind", opt.requests},
               {"failures", failures}};
   if (!first_failure.empty()) out["first_failure"] = first_failure;
@@ -828,6 +872,27 @@ int Pages(const PagesOptions& opt) {
     }
   }
   out["series_per_metric_ms"] = per_metric;
+  if (opt.server_pid > 0) {
+    // The job page's charts alone, --requests times: the server's CPU per request.
+    std::vector<double> alone;
+    const double cpu0 = ProcCpuSeconds(opt.server_pid);
+    for (int i = 0; i < opt.requests; ++i) {
+      auto a = Clock::now();
+      auto res = client.Get(base + "/series", headers);
+      auto b = Clock::now();
+      if (!res || res->status != 200) {
+        ++failures;
+        continue;
+      }
+      alone.push_back(std::chrono::duration<double, std::milli>(b - a).count());
+    }
+    const double cpu_s = ProcCpuSeconds(opt.server_pid) - cpu0;
+    out["series_all_alone_ms"] = Summary(alone);
+    out["series_all_server_cpu_ms"] =
+        std::round(cpu_s * 1000 / std::max<double>(1, static_cast<double>(alone.size())) * 100) /
+        100;
+    out["failures"] = failures;
+  }
   out["series_one_metric_worst_p99_ms"] = std::round(Pct(per_metric_p99, 1.0) * 100) / 100;
   out["loadavg"] = LoadAverage();
   fmt::print("{}\n", rightsize::JsonText(out));
@@ -838,10 +903,10 @@ int Usage(const std::string& why) {
   fmt::print(stderr,
              "{}\nusage: fleet_load ingest --url URL --nodes N [--seconds 60] [--gpus 8] "
              "[--jobs-per-node 8] [--interval-s 1] [--ship-interval-s 5] [--connections 8] "
-             "[--server-pid PID] [--cluster NAME] [--token T] [--tsdb-write-url URL] "
-             "[--resend 0|1] [--drain-s 60]\n"
+             "[--server-pid PID] [--cluster NAME] [--token T] "
+             "[--tsdb-write-url URL [--every-batch 1]] [--resend 0|1] [--drain-s 60]\n"
              "       fleet_load pages --url URL [--jobs 100000] [--requests 200] "
-             "[--cluster NAME] [--token T]\n",
+             "[--cluster NAME] [--token T] [--server-pid PID]\n",
              why);
   return 2;
 }
@@ -885,7 +950,8 @@ int Main(int argc, char** argv) {
          take("jobs-per-node", &o.jobs_per_node) && take("connections", &o.connections) &&
          take("server-pid", &o.server_pid) && take("seconds", &o.seconds) &&
          take("interval-s", &o.interval_s) && take("ship-interval-s", &o.ship_interval_s) &&
-         take("tsdb-write-url", &o.tsdb_write_url) && take("drain-s", &o.drain_s);
+         take("tsdb-write-url", &o.tsdb_write_url) && take("drain-s", &o.drain_s) &&
+         take("every-batch", &o.every_batch);
     int resend = 0;
     ok = ok && take("resend", &resend) && (resend == 0 || resend == 1);
     o.resend = resend == 1;
@@ -904,7 +970,8 @@ int Main(int argc, char** argv) {
   if (cmd == "pages") {
     PagesOptions o;
     ok = take("url", &o.url) && take("cluster", &o.cluster) && take("token", &o.token) &&
-         take("jobs", &o.jobs) && take("requests", &o.requests);
+         take("jobs", &o.jobs) && take("requests", &o.requests) &&
+         take("server-pid", &o.server_pid);
     if (!ok) return Usage("a flag's value is not a number");
     if (!flags.empty()) return Usage("unknown flag --" + flags.begin()->first);
     if (o.url.empty()) return Usage("--url is required");

@@ -145,7 +145,7 @@ void Shipper::Enqueue(std::vector<JobTelemetry> jobs, int64_t now_ms) {
     }
     if (t.job.end_time) energy_sent_.erase(key);
   }
-  Batch b{last_seq_, "", "", 0, {}, "", 0};
+  Batch b{last_seq_, "", "", 0, {}, "", 0, true};
   for (const auto& t : jobs) {
     for (const auto& [metric, points] : t.samples) {
       b.samples += std::count_if(points.begin(), points.end(),
@@ -158,6 +158,10 @@ void Shipper::Enqueue(std::vector<JobTelemetry> jobs, int64_t now_ms) {
     if (bodies.ok()) {
       b.remote_writes = std::move(*bodies);
       for (auto& t : jobs) t.samples.clear();
+      // Only what the server does not have yet: without a record to store it would not be
+      // posted at all (agent/sent_records.h).
+      sent_records_.Filter(&jobs, &energy_before_j, now_ms);
+      b.post = !jobs.empty();
     } else {  // cannot happen short of memory: the server gets them as without a TSDB
       stats_.last_error = bodies.status().ToString();
     }
@@ -247,6 +251,20 @@ void Shipper::Run() {
       if (refused) {
         stats_.last_error = written.ToString();
         fmt::print(stderr, "rightsize agent: {}; its samples are dropped\n", stats_.last_error);
+      }
+      if (!batch.post) {
+        // Nothing for the server: done once the TSDB has the samples.
+        in_flight_ = false;
+        if (!queue_.empty() && queue_.front().seq == batch.seq) {
+          Forget(queue_.front());
+          queue_.pop_front();
+        }
+        ++stats_.sent;
+        stats_.samples_delivered += refused ? 0 : batch.samples;
+        backoff_s = 1;
+        stats_.queued = static_cast<int64_t>(queue_.size());
+        cv_.NotifyAll();
+        continue;
       }
       lock.Unlock();
       posted = clients[current]->Post("/api/v1/telemetry", headers, batch.body, "application/json");
@@ -426,7 +444,7 @@ Status Shipper::LoadSpool() {
   for (const auto& [seq, path] : files) {
     auto body = ReadWhole(path);
     if (!body) continue;
-    Batch b{seq, std::move(*body), path.string(), 0, {}, "", 0};
+    Batch b{seq, std::move(*body), path.string(), 0, {}, "", 0, true};
     spool_bytes_ += static_cast<int64_t>(b.body.size());
     // Its samples, when the TSDB did not have them yet.
     fs::path rw_path = fs::path(path).replace_extension(".rw");

@@ -35,7 +35,10 @@
 // samples once). In the spool such a batch is two files, `<seq>.rw` (its remote-write
 // requests) written before `<seq>.json`, and the .rw file goes once the TSDB has it. A TSDB
 // that refuses samples for good (a 4xx other than 429) drops them with a log line and the
-// server's batch goes on; they are not counted as delivered.
+// server's batch goes on; they are not counted as delivered. The server's batch then leaves out
+// the running jobs whose record it already has (agent/sent_records.h: each is sent again at
+// least once a minute), and a batch left empty is not posted: the server's work no longer grows
+// with the batches, only with what changes (new and ended jobs, stacks, diagnoses).
 #pragma once
 
 #include <condition_variable>
@@ -49,6 +52,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/sent_records.h"
 #include "core/mutex.h"
 #include "core/status.h"
 #include "core/telemetry.h"
@@ -112,6 +116,9 @@ class Shipper {
     std::vector<std::string> remote_writes;
     std::string rw_file;
     int64_t rw_bytes = 0;
+    // False when the server has every record of the batch already (agent/sent_records.h): its
+    // samples go to the TSDB and nothing to the server. A batch from the spool is posted.
+    bool post = true;
   };
 
   // What a 409 answer means for `sent` (the queue's front): stored before (done), renumbered
@@ -141,6 +148,8 @@ class Shipper {
   static constexpr size_t kMaxEnergyJobs = 100'000;
   std::map<std::pair<std::string, std::string>, std::map<std::string, double>> energy_sent_
       GUARDED_BY(mu_);
+  // With a TSDB: the job records the server has (a batch leaves out those that did not change).
+  SentRecords sent_records_ GUARDED_BY(mu_);
   Stats stats_ GUARDED_BY(mu_);
   std::thread thread_;
 };

@@ -235,8 +235,9 @@ void AddAgentCommand(CLI::App& app, Context& ctx, Action* action) {
   cmd->add_flag("--no-spool", f->no_spool, "Keep unsent batches in memory only");
   cmd->add_option("--tsdb-write-url", f->tsdb_write_url,
                   "With --server: write the samples to this Prometheus-compatible TSDB by remote "
-                  "write (e.g. http://vm:8428/api/v1/write) and send the server batches without "
-                  "them; the server reads them back with its --tsdb-query-url (see "
+                  "write (e.g. http://vm:8428/api/v1/write) and send the server only the job "
+                  "records it does not have yet (new or changed, and all once a minute); the "
+                  "server reads the samples back with its --tsdb-query-url (see "
                   "docs/scale-tsdb.md)")
       ->type_name("URL");
   cmd->add_option("--ship-interval", f->ship_interval_s, "Seconds between batches (default 5)")

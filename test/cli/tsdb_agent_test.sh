@@ -85,6 +85,20 @@ expect_eq "the server's SQLite file keeps no samples" \
   "$(sqlite3 "$db" 'SELECT count(*) FROM series_chunks')" 0
 expect_eq "and has the job (its record came in the sample-free batch)" \
   "$(sqlite3 "$db" "SELECT count(*) FROM jobs WHERE job_id = '9101'")" 1
+# The job's record does not change while it runs: the server got it once, not a batch a second
+# (agent/sent_records.h); the job page still shows the job running, with its samples growing.
+batches() { curl -s "$URL/metrics" | awk '/^rightsize_telemetry_batches_total /{print $2}'; }
+sleep 4
+flush
+posted=$(batches)
+later=$(series 9101 cpu_cores)
+# (2 or 3: the record gains the memory limit once the agent has read it.)
+if [ "$posted" -ge 1 ] && [ "$posted" -le 3 ]; then
+  pass "the server got $posted batch(es) in $((later / 2)) s of 1 s batches"
+else fail "the server got $posted batches (want 1 to 3: an unchanged record is not resent)"; fi
+if [ "$later" -gt "$got" ]; then pass "the job page's samples grow meanwhile ($got -> $later)"; else
+  fail "job page cpu_cores: $later after $got"; fi
+expect_contains "the job page shows it running" "$(curl -s "$URL/api/v1/jobs/c1/9101")" '"RUNNING"'
 
 # --- the TSDB down: the agent keeps the batches in its spool, the server gets none of them ---
 stop_pid "$ENGINE"
@@ -120,6 +134,8 @@ expect_eq "each sample is in the TSDB once (stored $stored, distinct $distinct)"
 if [ "$page" -gt "$got" ]; then pass "the job page has the samples of the outage too ($page > $got)"; else
   fail "job page after the outage: $page (before $got)"; fi
 expect_eq "still no sample in SQLite" "$(sqlite3 "$db" 'SELECT count(*) FROM series_chunks')" 0
+expect_eq "the job's ended record reached the server" \
+  "$(sqlite3 "$db" "SELECT end_time IS NOT NULL FROM jobs WHERE job_id = '9101'")" 1
 stop_pid "$agent"
 stop_pid "$server"
 finish
