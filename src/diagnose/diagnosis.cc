@@ -1505,8 +1505,9 @@ bool LearnedClassSetAside(const std::vector<Cause>& causes, FailureClass cls) {
 
 std::string LearnedTermsText(const nlohmann::json& learned) {
   std::string out;
-  for (const auto& t : learned["terms"])
+  for (const auto& t : learned["terms"]) {
     out += (out.empty() ? "\"" : ", \"") + t.get<std::string>() + "\"";
+  }
   return out;
 }
 
