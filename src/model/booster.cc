@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
+#include <string>
 #include <utility>
 
 namespace rightsize {
@@ -70,6 +72,31 @@ float Median(std::vector<float> v) {
   return *mid;
 }
 
+// Sets `extra` (what one kind of model needs: its objective, its tree method, …) and then what
+// every training takes from BoosterParams: the trees' shape, sampling, regularisation, threads
+// and seed.
+Status SetParams(BoosterHandle h, const BoosterParams& p,
+                 std::initializer_list<std::pair<const char*, std::string>> extra) {
+  const std::pair<const char*, std::string> common[] = {
+      {"max_depth", fmt::format("{}", p.max_depth)},
+      {"eta", fmt::format("{}", p.eta)},
+      {"min_child_weight", fmt::format("{}", p.min_child_weight)},
+      {"subsample", fmt::format("{}", p.subsample)},
+      {"colsample_bytree", fmt::format("{}", p.colsample_bytree)},
+      {"lambda", fmt::format("{}", p.lambda)},
+      {"nthread", fmt::format("{}", p.nthread)},
+      {"seed", fmt::format("{}", p.seed)},
+      {"verbosity", "0"},
+  };
+  for (const auto& [name, value] : extra) {
+    RS_XGB(XGBoosterSetParam(h, name, value.c_str()), "parameter");
+  }
+  for (const auto& [name, value] : common) {
+    RS_XGB(XGBoosterSetParam(h, name, value.c_str()), "parameter");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Booster::Booster() = default;
@@ -103,23 +130,10 @@ StatusOr<Booster> Booster::Train(const std::vector<float>& x, size_t cols,
   // factor of the truth and ignores the far misses (see docs/model.md). XGBoost runs it
   // through BoostOneIter with our gradients; its own objective only sets up the booster.
   const bool aea = p.objective == "rightsize:aea";
-  const std::pair<const char*, std::string> params[] = {
-      {"objective", aea ? std::string("reg:squarederror") : p.objective},
-      {"tree_method", "hist"},
-      {"max_depth", fmt::format("{}", p.max_depth)},
-      {"eta", fmt::format("{}", p.eta)},
-      {"min_child_weight", fmt::format("{}", p.min_child_weight)},
-      {"subsample", fmt::format("{}", p.subsample)},
-      {"colsample_bytree", fmt::format("{}", p.colsample_bytree)},
-      {"lambda", fmt::format("{}", p.lambda)},
-      {"nthread", fmt::format("{}", p.nthread)},
-      {"seed", fmt::format("{}", p.seed)},
-      {"base_score", fmt::format("{}", Median(y))},
-      {"verbosity", "0"},
-  };
-  for (const auto& [name, value] : params) {
-    RS_XGB(XGBoosterSetParam(b.handle_, name, value.c_str()), "parameter");
-  }
+  RS_RETURN_IF_ERROR(SetParams(b.handle_, p,
+                               {{"objective", aea ? std::string("reg:squarederror") : p.objective},
+                                {"tree_method", "hist"},
+                                {"base_score", fmt::format("{}", Median(y))}}));
   if (!aea) {
     for (int i = 0; i < p.rounds; ++i) {
       RS_XGB(XGBoosterUpdateOneIter(b.handle_, i, d.get()), "round");
@@ -170,23 +184,11 @@ StatusOr<Booster> Booster::TrainClassifier(const SparseRows& x, const std::vecto
   Booster b;
   DMatrixHandle dmats[] = {d.get()};
   RS_XGB(XGBoosterCreate(dmats, 1, &b.handle_), "create");
-  const std::pair<const char*, std::string> params[] = {
-      {"objective", "multi:softprob"},
-      {"num_class", fmt::format("{}", classes)},
-      {"tree_method", "exact"},  // cost in proportion to the non-empty cells, not the 2^18 columns
-      {"max_depth", fmt::format("{}", p.max_depth)},
-      {"eta", fmt::format("{}", p.eta)},
-      {"min_child_weight", fmt::format("{}", p.min_child_weight)},
-      {"subsample", fmt::format("{}", p.subsample)},
-      {"colsample_bytree", fmt::format("{}", p.colsample_bytree)},
-      {"lambda", fmt::format("{}", p.lambda)},
-      {"nthread", fmt::format("{}", p.nthread)},
-      {"seed", fmt::format("{}", p.seed)},
-      {"verbosity", "0"},
-  };
-  for (const auto& [name, value] : params) {
-    RS_XGB(XGBoosterSetParam(b.handle_, name, value.c_str()), "parameter");
-  }
+  RS_RETURN_IF_ERROR(SetParams(b.handle_, p,
+                               {{"objective", "multi:softprob"},
+                                {"num_class", fmt::format("{}", classes)},
+                                // cost in proportion to the non-empty cells, not the 2^18 columns
+                                {"tree_method", "exact"}}));
   for (int i = 0; i < p.rounds; ++i) {
     RS_XGB(XGBoosterUpdateOneIter(b.handle_, i, d.get()), "round");
   }
