@@ -828,11 +828,16 @@ TEST(KubeAgentTest, KeptCgroupFilesNeverReadARemovedCgroup) {
   RealCgroup second(rel);
   Worker w(second, 24);
   ASSERT_TRUE(w.Ready());
+  // The worker still runs, so its CPU counter moves: the read must fall between the new
+  // cgroup's counter just before and just after it.
+  const double cpu_before = ReadInt(second.Dir("cpuacct") + "/cpuacct.usage") / 1e9;
   auto c = cgroups.Read(rel);
+  const double cpu_after = ReadInt(second.Dir("cpuacct") + "/cpuacct.usage") / 1e9;
   ASSERT_TRUE(c.has_value());
   EXPECT_GE(c->memory_bytes.value_or(0), 24 << 20);
   EXPECT_EQ(c->memory_peak_bytes, ReadInt(second.Dir("memory") + "/memory.max_usage_in_bytes"));
-  EXPECT_EQ(c->cpu_s, ReadInt(second.Dir("cpuacct") + "/cpuacct.usage") / 1e9);
+  EXPECT_GE(c->cpu_s, cpu_before);
+  EXPECT_LE(c->cpu_s, cpu_after);
   EXPECT_EQ(cgroups.Tasks(rel), 1);
   // Removed for good: gone, not the last values read.
   EXPECT_EQ(WEXITSTATUS(w.Finish()), 0);
