@@ -25,7 +25,7 @@ namespace {
 struct SimulateFlags {
   std::string trace, format, cluster, policy = "easy", predictions, plan;
   std::vector<std::string> corrections;
-  bool store = false, nodes = false, validate = false, json = false;
+  bool store = false, nodes = false, validate = false, json = false, head_guard = false;
   int64_t processors = 0;
   double risk = 0.01;
 };
@@ -143,6 +143,7 @@ int RunSimulate(Context& ctx, const SimulateFlags& f) {
   options.predictions = std::move(predictions);
   options.predictions_name = f.predictions;
   options.plan = f.plan;
+  options.head_guard = f.head_guard;
   options.corrections = f.corrections;
   options.input_name = input;
   auto what_if = sim::RunScenarios(w, options);
@@ -160,6 +161,7 @@ int RunSimulate(Context& ctx, const SimulateFlags& f) {
         {"schema", "rightsize.simulate/v1"},
         {"input", input},
         {"policy", sim::PolicyName(*policy)},
+        {"head_guard", f.head_guard},
         {"machine",
          {{"size", n}, {"unit", f.nodes ? "nodes" : "processors"}, {"from", machine->from}}},
         {"records", w.records},
@@ -181,8 +183,9 @@ int RunSimulate(Context& ctx, const SimulateFlags& f) {
     fmt::print("{}\n", JsonText(doc, 2));
     return kExitOk;
   }
-  fmt::print("{}: {} jobs on {} {} ({}), policy {}\n", input, w.jobs.size(), n,
-             f.nodes ? "nodes" : "processors", machine->from, sim::PolicyName(*policy));
+  fmt::print("{}: {} jobs on {} {} ({}), policy {}{}\n", input, w.jobs.size(), n,
+             f.nodes ? "nodes" : "processors", machine->from, sim::PolicyName(*policy),
+             f.head_guard ? " with the head guard" : "");
   for (const std::string& note : notes) fmt::print("  note: {}\n", note);
   if (!validation.is_null()) {
     fmt::print("validation: {} of {} jobs ({:.2f}%) start when the trace says\n",
@@ -236,6 +239,10 @@ void AddSimulateCommand(CLI::App& app, Context& ctx, Action* action) {
                   "in turn before its limit (comma-separated, e.g. p90,p97_5; default: straight "
                   "to the limit)")
       ->delimiter(',');
+  cmd->add_flag("--head-guard", f->head_guard,
+                "With --policy easy++: a head of the queue still waiting at the reservation EASY "
+                "would have given it is planned for with limits until it starts (jobs backfilled "
+                "on too-short predictions cannot push it back for ever)");
   cmd->add_flag("--validate", f->validate,
                 "Also count the jobs that start when the trace says (for traces that are "
                 "themselves a simulation's output)");

@@ -29,7 +29,7 @@ StatusOr<MachineSize> ResolveMachineSize(const MachineSizeInputs& in) {
 
 StatusOr<WhatIf> RunScenarios(const Workload& workload, const ScenarioOptions& options) {
   const std::vector<SimJob>& base = workload.jobs;
-  SimOptions sim_options{options.policy, options.machine_procs};
+  SimOptions sim_options{options.policy, options.machine_procs, options.head_guard};
   WhatIf out;
   std::string default_plan = options.policy == Policy::kEasyPlusPlus ? "last2" : "limit";
   auto run = [&](std::string name, std::vector<SimJob> jobs, int64_t new_limits,
@@ -50,6 +50,10 @@ StatusOr<WhatIf> RunScenarios(const Workload& workload, const ScenarioOptions& o
       (options.policy != Policy::kEasyPlusPlus || options.predictions.empty())) {
     return Status::InvalidArgument(
         "--plan: planning on rightsize's run times needs --policy easy++ and --predictions");
+  }
+  if (options.head_guard && options.policy != Policy::kEasyPlusPlus) {
+    return Status::InvalidArgument(
+        "--head-guard: guards EASY++'s head of the queue; give --policy easy++");
   }
   if (options.plan.empty() && !options.corrections.empty()) {
     return Status::InvalidArgument("--correct: give --plan too (the quantile to plan with)");

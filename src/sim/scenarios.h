@@ -52,6 +52,7 @@ struct ScenarioOptions {
   // and corrected through `corrections` (ApplyEstimates).
   std::string plan;
   std::vector<std::string> corrections;
+  bool head_guard = false;       // EASY++: SimOptions::head_guard, in every scenario
   std::string predictions_name;  // the predictions' file, for messages
   std::string input_name;        // the trace's name ("store" for the store), for messages
 };

@@ -207,6 +207,7 @@ class Machine {
   }
 
   void Start(int j, bool backfilled) {
+    if (j == head_) head_ = -1;  // a resubmitted job that is the head again gets a new promise
     int64_t run = std::min(jobs_[j].run_s, limit_[j]);
     Running r{j, jobs_[j].procs, now_, now_ + PlannedRun(j), now_ + run};
     slot_[j] = static_cast<int>(running_.size());
@@ -217,6 +218,26 @@ class Machine {
     o.backfilled = backfilled;
     Push(r.end, kEnd, j);
     if (r.plan_end < r.end) Push(r.plan_end, kPredictionOver, j);
+  }
+
+  // The earliest time at which the head `first` fits, with `free` processors free now and each
+  // running job's processors back at its planned end (or, `by_limit`, its start plus limit);
+  // `extra` gets the processors free then beyond the head's, at most those free now.
+  int64_t Shadow(int first, int64_t free, bool by_limit, int64_t* extra) {
+    ends_.clear();
+    for (const Running& r : running_) {
+      int64_t end = by_limit ? r.start + limit_[r.job] : PlanEnd(r);
+      if (end > now_) ends_.emplace_back(end, r.procs);
+    }
+    std::sort(ends_.begin(), ends_.end());
+    int64_t at_shadow = free;
+    int64_t shadow = now_;
+    for (size_t i = 0; i < ends_.size() && at_shadow < jobs_[first].procs;) {
+      shadow = ends_[i].first;
+      while (i < ends_.size() && ends_[i].first == shadow) at_shadow += ends_[i++].second;
+    }
+    *extra = std::min(at_shadow - jobs_[first].procs, free);
+    return shadow;
   }
 
   void Schedule() {
@@ -233,24 +254,19 @@ class Machine {
 
     // The head's reservation: the earliest time enough processors come back by the plan.
     int first = queue_[0];
-    ends_.clear();
-    for (const Running& r : running_) {
-      int64_t end = PlanEnd(r);
-      if (end > now_) ends_.emplace_back(end, r.procs);
+    bool by_limit = false;  // the guard: this pass plans with limits, as EASY does
+    if (o_.head_guard && o_.policy == Policy::kEasyPlusPlus) {
+      // The guard's promise is EASY's: taken once, when the job becomes the head.
+      if (head_ != first) {
+        head_ = first;
+        int64_t unused = 0;
+        head_promise_ = Shadow(first, free, true, &unused);
+      }
+      by_limit = now_ >= head_promise_;
     }
-    std::sort(ends_.begin(), ends_.end());
-    int64_t at_shadow = free;
-    int64_t shadow = now_;
-    for (size_t i = 0; i < ends_.size() && at_shadow < jobs_[first].procs;) {
-      shadow = ends_[i].first;
-      while (i < ends_.size() && ends_[i].first == shadow) at_shadow += ends_[i++].second;
-    }
-    int64_t extra = at_shadow - jobs_[first].procs;  // free at the shadow time beyond the head's
+    int64_t extra = 0;  // free at the shadow time beyond the head's
+    int64_t shadow = Shadow(first, free, by_limit, &extra);
     int64_t nonextra = free - extra;
-    if (nonextra < 0) {
-      extra += nonextra;
-      nonextra = 0;
-    }
     candidates_.assign(queue_.begin() + 1, queue_.end());
     if (o_.policy == Policy::kEasyPlusPlus) {
       std::stable_sort(candidates_.begin(), candidates_.end(),
@@ -260,7 +276,7 @@ class Machine {
     for (int j : candidates_) {
       if (extra + nonextra <= 0) break;
       int64_t procs = jobs_[j].procs;
-      if (now_ + PlannedRun(j) > shadow) {
+      if (now_ + (by_limit ? limit_[j] : PlannedRun(j)) > shadow) {
         if (procs > extra) continue;
         extra -= procs;
       } else {
@@ -288,6 +304,8 @@ class Machine {
   SimOptions o_;
   int64_t n_;
   int64_t now_ = 0;
+  int head_ = -1;             // the head the guard's promise is for
+  int64_t head_promise_ = 0;  // EASY's reservation for it
   int64_t seq_ = 0;
   std::vector<int64_t> limit_, estimate_;
   std::vector<int> attempt_, slot_;

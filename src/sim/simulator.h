@@ -8,9 +8,10 @@
 // EASY plans with each job's limit; EASY++ plans with a prediction (given per job, or the
 // user's last two completed runs in the simulation, "last2"), extends a running job's
 // prediction when the job outlives it (to its next given correction, else to its limit), and
-// backfills the shortest predicted job first. The event order and backfilling rule follow pyss (the
-// simulator of predictsim, used to make the derived traces); docs/simulate.md lists every
-// difference.
+// backfills the shortest predicted job first; with the head guard, a head that outwaits EASY's
+// reservation is planned for with limits until it starts. The event order and backfilling rule
+// follow pyss (the simulator of predictsim, used to make the derived traces); docs/simulate.md
+// lists every difference.
 //
 // Pure: no I/O, no clock. Deterministic. Thread-compatible.
 #pragma once
@@ -51,6 +52,11 @@ struct SimJob {
 struct SimOptions {
   Policy policy = Policy::kEasy;
   int64_t machine_procs = 0;  // > 0
+  // EASY++ only: a head of the queue that is still waiting at the reservation EASY would have
+  // given it (the earliest time enough processors come back by the running jobs' limits, taken
+  // when it became the head) is protected: until it starts, every pass plans with limits, as
+  // EASY does, so no job backfilled on a too-short prediction can push it back again.
+  bool head_guard = false;
 };
 
 // What happened to one job (the input's index). For a killed and resubmitted job, start and end

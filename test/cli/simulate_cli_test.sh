@@ -74,6 +74,11 @@ expect_eq "100 jobs planned on p10, none killed" \
   "$(json_get "$OUT" 'd["scenarios"][4]["jobs_planned"], d["scenarios"][4]["metrics"]["killed"]')" "100 0"
 expect_eq "the plan moves the queue" \
   "$(json_get "$OUT" 'd["scenarios"][3]["metrics"]["mean_wait_s"] != d["scenarios"][0]["metrics"]["mean_wait_s"]')" True
+run_rs simulate "$TRACE" --policy easy++ --predictions "$WORK/plan.jsonl" --plan p10 --head-guard --json
+expect_eq "head guard exits 0 and says so" "$RC $(json_get "$OUT" 'd["head_guard"]')" "0 True"
+run_rs simulate "$TRACE" --head-guard
+expect_eq "a head guard without easy++: usage error" "$RC" 1
+expect_contains "says it needs easy++" "$ERR" "give --policy easy++"
 run_rs simulate "$TRACE" --policy easy++ --predictions "$WORK/plan.jsonl" --plan point --correct p90
 expect_contains "text names the plan and its corrections" "$OUT" "point>p90"
 run_rs simulate "$TRACE" --predictions "$WORK/plan.jsonl" --plan p10

@@ -105,6 +105,28 @@ TEST(SimulatorTest, EasyPlusPlusCorrectsStepByStepThroughGivenCorrections) {
             "job A: corrections must be > 0 and ascending, got 60 after 60");
 }
 
+TEST(SimulatorTest, HeadGuardStopsShortPredictionsFromStarvingTheHead) {
+  // W needs the whole machine; A holds half of it until 100 (by its limit too: EASY's
+  // reservation for W is 100). S1..S4 are predicted to take 1 s but run 150 s each. Unguarded,
+  // each S backfills before W's planned reservation, outlives its prediction and pushes W back:
+  // W waits for all four. With the head guard, W's reservation stays EASY's: from 100 on,
+  // passes plan with limits, no S backfills past W, and W starts when S1 ends.
+  std::vector<SimJob> jobs = {Job("A", 0, 5, 100, 100), Job("W", 1, 10, 10, 10)};
+  for (int i = 1; i <= 4; ++i) {
+    jobs.push_back(Job("S" + std::to_string(i), 2, 5, 150, 1000));
+    jobs.back().estimate_s = 1;
+  }
+  std::vector<int64_t> unguarded = Starts(jobs, Policy::kEasyPlusPlus, 10);
+  EXPECT_EQ(unguarded, (std::vector<int64_t>{0, 400, 2, 100, 152, 250}));
+  auto r = Simulate(jobs, SimOptions{Policy::kEasyPlusPlus, 10, /*head_guard=*/true});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::vector<int64_t> guarded;
+  for (const JobOutcome& o : r->jobs) guarded.push_back(o.start_s);
+  EXPECT_EQ(guarded, (std::vector<int64_t>{0, 152, 2, 162, 162, 312}));
+  // EASY never backfills an S past W (their limits end after its reservation at 100).
+  EXPECT_EQ(Starts(jobs, Policy::kEasy, 10), (std::vector<int64_t>{0, 100, 110, 110, 260, 260}));
+}
+
 TEST(SimulatorTest, EasyPlusPlusLearnsLast2FromCompletedJobs) {
   // The user's two completed jobs ran 10 s each: the third is predicted 10 s, not its 500 s
   // limit, and backfills before the 8-processor job's reservation at 100.
