@@ -135,8 +135,8 @@ static_assert(kNumMigrations == kPostgresSchemaVersion);
 constexpr const char* kSecondaryIndexList[] = {
     "CREATE INDEX IF NOT EXISTS jobs_by_user ON jobs (user_name, cluster, end_time)",
     "CREATE INDEX IF NOT EXISTS jobs_by_name ON jobs (job_name, cluster, end_time)",
-    "CREATE INDEX IF NOT EXISTS jobs_by_end ON jobs ((coalesce(end_time, 9223372036854775807)), "
-    "id)",
+    ("CREATE INDEX IF NOT EXISTS jobs_by_end ON jobs "
+     "((coalesce(end_time, 9223372036854775807)), id)"),
 };
 const std::string kSecondaryIndexes = fmt::format("{};", fmt::join(kSecondaryIndexList, ";"));
 constexpr const char* kDropSecondaryIndexes =
