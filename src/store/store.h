@@ -106,7 +106,8 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  // Inserts or replaces the jobs (merging usage as the header says), in one transaction.
+  // Inserts or replaces the jobs (merging usage as the header says), in one transaction (during
+  // a bulk load, PostgreSQL splits a batch by job over its connections: one transaction each).
   virtual Status UpsertJobs(std::span<const JobRecord> jobs) = 0;
 
   // Calls `fn` for every matching job, in no particular order (callers that need one sort:

@@ -31,6 +31,18 @@ run_rs ingest sacct "$SLURM22" --cluster lab
 expect_eq "sacct ingest exits 0" "$RC" 0
 expect_contains "sacct summary" "$OUT" "10 jobs stored in cluster 'lab'"
 
+# --- a large file is a bulk load, split over several connections: two at once, then again ---
+zcat "$KTH" >"$WORK/kth.swf"
+"$RS" ingest swf "$WORK/kth.swf" --cluster bulk >"$WORK/bulk.out" 2>&1 &
+FIRST=$!
+run_rs ingest swf "$WORK/kth.swf" --cluster bulk
+wait "$FIRST" && FIRST_RC=0 || FIRST_RC=$?
+expect_eq "two ingests of one large file at once both succeed" "$RC $FIRST_RC" "0 0"
+run_rs ingest swf "$WORK/kth.swf" --cluster bulk
+expect_contains "a large file again replaces its jobs" "$OUT" "(0 new, 28,489 replaced"
+expect_eq "each job of the large file is stored once" \
+  "$(pg_psql "select count(*), count(distinct job_id) from jobs where cluster='bulk'")" "28489|28489"
+
 # --- report ---
 run_rs report --json --cluster KTH-SP2-1996-2.1-cln
 expect_eq "report exits 0" "$RC" 0

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "postgres_fixture.h"
@@ -601,6 +602,45 @@ TEST_P(StoreSuite, BatchesMixingStoredAndNewJobsStoreEveryJobOnce) {
   EXPECT_EQ(list->jobs.size(), 7u);
 }
 
+// A bulk load (a large ingest): PostgreSQL splits each batch by job over several connections.
+// A job named twice in a batch is merged in order, a re-ingest replaces, each job stored once.
+TEST_P(StoreSuite, ABulkLoadStoresEveryJobOnceInOrder) {
+  auto store = Open();
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->SetBulkLoad(true).ok());
+  std::vector<JobRecord> batch;
+  for (int i = 0; i < 6000; ++i) batch.push_back(Job(std::to_string(i), 1000 + i));
+  batch[7].usage.gpu_util_pct = 30;
+  JobRecord again = Job("7", 1007);
+  again.outcome.state = "FAILED";
+  batch.push_back(again);
+  ASSERT_TRUE((*store)->UpsertJobs(batch).ok());
+  EXPECT_EQ(*(*store)->CountJobs({}), 6000);
+  auto seven = (*store)->GetJob("c1", "7");
+  ASSERT_TRUE(seven.ok());
+  EXPECT_EQ(seven->outcome.state, "FAILED") << "the later record of the job";
+  EXPECT_EQ(*seven->usage.gpu_util_pct, 30) << "the earlier record's measurement is kept";
+  // Stored and new jobs in one batch, one of them changed.
+  batch.pop_back();
+  batch[100].outcome.state = "TIMEOUT";
+  for (int i = 6000; i < 6500; ++i) batch.push_back(Job(std::to_string(i), 1000 + i));
+  ASSERT_TRUE((*store)->UpsertJobs(batch).ok());
+  ASSERT_TRUE((*store)->SetBulkLoad(false).ok());
+  EXPECT_EQ(*(*store)->CountJobs({}), 6500);
+  EXPECT_EQ((*store)->GetJob("c1", "100")->outcome.state, "TIMEOUT");
+  JobFilter alice;
+  alice.user = "alice";
+  std::set<std::string> ids;
+  ASSERT_TRUE((*store)
+                  ->ScanJobs(alice,
+                             [&](const JobRecord& j) {
+                               EXPECT_TRUE(ids.insert(j.job_id).second) << j.job_id;
+                               return true;
+                             })
+                  .ok());
+  EXPECT_EQ(ids.size(), 6500u);
+}
+
 TEST_P(StoreSuite, TextWithTabsNewlinesAndBackslashesRoundTrips) {
   auto store = Open();
   ASSERT_TRUE(store.ok());
@@ -813,6 +853,77 @@ TEST_P(PostgresStoreTest, AStoreOutlivesADroppedConnection) {
   ASSERT_TRUE((*store)->UpsertJobs({&k, 1}).ok());
   EXPECT_EQ(*(*store)->CountJobs({}), 2);
   EXPECT_TRUE(*(*store)->TryLead("train")) << "the role is taken again on the new connection";
+}
+
+// Two bulk loads of the same jobs at once (two `ingest` processes, each over several
+// connections): both succeed and each job is stored once, with the records' values.
+TEST_P(PostgresStoreTest, ConcurrentBulkLoadsOfTheSameJobsStoreEachOnce) {
+  auto a = Open();
+  auto b = Open();
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<JobRecord> batch;
+  for (int i = 0; i < 20000; ++i) batch.push_back(Job(std::to_string(i), 1000 + i));
+  ASSERT_TRUE((*a)->SetBulkLoad(true).ok());
+  ASSERT_TRUE((*b)->SetBulkLoad(true).ok());
+  for (int round = 0; round < 3; ++round) {  // new jobs, then stored ones, twice
+    Status sa, sb;
+    std::thread ta([&] { sa = (*a)->UpsertJobs(batch); });
+    std::thread tb([&] { sb = (*b)->UpsertJobs(batch); });
+    ta.join();
+    tb.join();
+    ASSERT_TRUE(sa.ok()) << sa.ToString();
+    ASSERT_TRUE(sb.ok()) << sb.ToString();
+  }
+  ASSERT_TRUE((*a)->SetBulkLoad(false).ok());
+  ASSERT_TRUE((*b)->SetBulkLoad(false).ok());
+  EXPECT_EQ(*(*a)->CountJobs({}), 20000);
+  std::set<std::string> ids;
+  ASSERT_TRUE((*a)->ScanJobs({},
+                             [&](const JobRecord& j) {
+                               EXPECT_TRUE(ids.insert(j.job_id).second) << j.job_id;
+                               return true;
+                             })
+                  .ok());
+  EXPECT_EQ(ids.size(), 20000u);
+  EXPECT_EQ(*(*a)->GetJob("c1", "19999")->end_time, 20999);
+}
+
+// A version-1 database (its past's indexes led by the cluster) is migrated on open: the
+// indexes lead with the user's and the program's name, and the jobs are all there.
+TEST_P(PostgresStoreTest, AVersionOneDatabaseGetsTheNameLedIndexes) {
+  {
+    auto store = Open();
+    ASSERT_TRUE(store.ok());
+    JobRecord j = Job("1", 100);
+    ASSERT_TRUE((*store)->UpsertJobs({&j, 1}).ok());
+  }
+  auto sql = [&](const char* statement) {
+    PGconn* conn = PQconnectdb(location_.c_str());
+    PGresult* r = PQexec(conn, statement);
+    EXPECT_TRUE(PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK)
+        << PQerrorMessage(conn);
+    std::string out = PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
+    PQclear(r);
+    PQfinish(conn);
+    return out;
+  };
+  sql("DROP INDEX jobs_by_user, jobs_by_name; "
+      "CREATE INDEX jobs_by_user ON jobs (cluster, user_name, end_time); "
+      "CREATE INDEX jobs_by_name ON jobs (cluster, job_name, end_time); "
+      "UPDATE rightsize_schema SET version = 1");
+  auto store = Open();
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ(sql("SELECT version FROM rightsize_schema"), "2");
+  EXPECT_NE(sql("SELECT indexdef FROM pg_indexes WHERE indexname = 'jobs_by_user'")
+                .find("(user_name, cluster, end_time)"),
+            std::string::npos);
+  EXPECT_NE(sql("SELECT indexdef FROM pg_indexes WHERE indexname = 'jobs_by_name'")
+                .find("(job_name, cluster, end_time)"),
+            std::string::npos);
+  JobFilter alice;
+  alice.cluster = "c1";
+  alice.user = "alice";
+  EXPECT_EQ(*(*store)->CountJobs(alice), 1);
 }
 
 }  // namespace
