@@ -54,7 +54,7 @@ accuracy: deps $(BUILD)/build.ninja
 # Diagnoses the labelled failure corpus and writes the table in docs/diagnosis.md.
 diagnosis-accuracy: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS) --target rightsize
-	python3 scripts/diagnosis_accuracy.py $(BUILD)/rightsize test/data/failures --write docs/diagnosis.md
+	python3 scripts/diagnosis_accuracy.py $(BUILD)/rightsize test/data/failures --write docs/diagnosis.md --no-learned
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

@@ -7,8 +7,11 @@ Prints the per-class top-1 accuracy for each set (dev, holdout, holdout2, holdou
 table between the accuracy markers of docs/diagnosis.md; --min makes it exit 1 when a set
 falls below its floor (the test: --min dev=0.95 --min holdout=0.95 --min holdout2=0.95 --min holdout3=0.95). Standard library only.
 
+--no-learned measures the signatures alone (`diagnose --no-learned`): the learned fallback is
+trained on these corpora, so its answers here are in-sample (docs/diagnosis.md).
+
 Usage: diagnosis_accuracy.py RIGHTSIZE CORPUS_DIR [--write FILE] [--min SPLIT=FRACTION]...
-                             [--min-class SPLIT=FRACTION]...
+                             [--min-class SPLIT=FRACTION]... [--no-learned]
 """
 
 import argparse
@@ -76,8 +79,8 @@ def confusion_table(split, counts):
     return lines + [""]
 
 
-def diagnose(rs, path):
-    p = subprocess.run([rs, "diagnose", "--log", path, "--json"], capture_output=True,
+def diagnose(rs, path, extra=()):
+    p = subprocess.run([rs, "diagnose", "--log", path, "--json", *extra], capture_output=True,
                        text=True, check=False)
     if p.returncode != 0:
         return {"class": f"error (exit {p.returncode}: {p.stderr.strip()[:80]})", "facts": {}}
@@ -92,6 +95,8 @@ def main():
     ap.add_argument("--min", action="append", default=[], metavar="SPLIT=FRACTION")
     ap.add_argument("--min-class", action="append", default=[], metavar="SPLIT=FRACTION",
                     help="every class of SPLIT at least FRACTION")
+    ap.add_argument("--no-learned", action="store_true",
+                    help="the signatures alone, without the learned fallback")
     args = ap.parse_args()
 
     labels = load_labels(args.corpus)
@@ -108,7 +113,7 @@ def main():
             problems.append(f"{rel}: no row in cases*.tsv")
         elif label["class"] != want:
             problems.append(f"{rel}: folder says {want}, {label['where']} says {label['class']}")
-        d = diagnose(args.rightsize, path)
+        d = diagnose(args.rightsize, path, ["--no-learned"] if args.no_learned else [])
         got = d["class"]
         cell = results[split][want]
         cell[1] += 1

@@ -7,10 +7,13 @@
 //   diagnose_fallback_train CORPUS --verify share/diagnose_fallback.ubj
 //
 // CORPUS is test/data/failures. The cases read are SET/CLASS/*.log for the written sets (dev,
-// holdout, holdout2, holdout3) and real/dev/CLASS/*.log and real/blind/CLASS/*.log; no other
-// folder under real/ is opened (the later blind sets stay unseen). The folder is the label.
-// Real cases are grouped by the owner/repo of their URL (cases.real.*.tsv); in the CV a fold
-// never holds a repository it was trained on, and the written sets are always in training.
+// holdout, holdout2, holdout3), real/dev/CLASS/*.log and real/blind/CLASS/*.log, and the two
+// blind sets scored once and since developed on, real/blind2/logs/CLASS/*.log and
+// real/blind3/logs/CLASS/*.log; no other folder under real/ is opened (a later blind set stays
+// unseen). The folder is the label. Real cases are grouped by the owner/repo of their URL
+// (cases.real.*.tsv, real/blind2/cases.real.blind2.tsv, real/blind3/cases.real.blind3.tsv); in
+// the CV a fold never holds a repository it was trained on, and the written sets are always in
+// training.
 // Exit: 0 done, 1 --verify found a difference, 2 bad arguments or unreadable corpus.
 #include <fmt/format.h>
 
@@ -43,6 +46,8 @@ struct Case {
   int rules = 0;  // the signatures' answer
   double rules_conf = 0;
   std::set<int> set_aside;  // classes the rules weighed and did not name
+  std::vector<float> prob;  // the model's (of the fold that never saw the case, in the CV)
+  bool cited = false;       // the model's class has a non-routine line to cite
   std::vector<rightsize::FallbackLine> lines;
 };
 
@@ -67,12 +72,20 @@ std::string GroupOfUrl(const std::string& url, const std::string& source) {
   return Lower(source);
 }
 
+// The developed-on blind sets, each with its own cases tsv in its folder.
+constexpr const char* kLaterSets[] = {"blind2", "blind3"};
+
 std::map<std::string, std::string> RealGroups(const fs::path& corpus) {
   std::map<std::string, std::string> groups;
-  for (const auto& entry : fs::directory_iterator(corpus)) {
-    std::string name = entry.path().filename().string();
-    if (name.rfind("cases.real.", 0) != 0) continue;
-    std::ifstream in(entry.path());
+  std::vector<fs::path> tsvs;
+  for (const auto& entry : fs::directory_iterator(corpus)) tsvs.push_back(entry.path());
+  for (const char* set : kLaterSets) {
+    tsvs.push_back(corpus / "real" / set / (std::string("cases.real.") + set + ".tsv"));
+  }
+  for (const fs::path& tsv : tsvs) {
+    std::string name = tsv.filename().string();
+    if (name.rfind("cases.real.", 0) != 0 || !fs::is_regular_file(tsv)) continue;
+    std::ifstream in(tsv);
     std::string line;
     std::vector<std::string> header;
     while (std::getline(in, line)) {
@@ -123,6 +136,9 @@ bool ReadCases(const fs::path& corpus, std::vector<Case>* cases) {
   }
   AddCases(corpus, "real/dev", "real-dev", cases);
   AddCases(corpus, "real/blind", "real-blind", cases);
+  for (const char* set : kLaterSets) {
+    AddCases(corpus, std::string("real/") + set + "/logs", std::string("real-") + set, cases);
+  }
   auto groups = RealGroups(corpus);
   for (Case& c : *cases) {
     if (c.set.rfind("real-", 0) == 0) {
@@ -178,20 +194,31 @@ std::string Name(int cls) {
 
 constexpr int kUnknown = static_cast<int>(FailureClass::kUnknown);
 
+// The model's answer for a case, as `diagnose` computes it: the probabilities and whether the
+// top class has a line to cite.
+bool Answer(const rightsize::LearnedFallback& fb, Case* c) {
+  auto m = fb.Classify(c->lines);
+  auto p = fb.Probabilities(c->lines);
+  if (!m.ok() || !p.ok()) return false;
+  c->prob = *p;
+  c->cited = m->cited.has_value();
+  return true;
+}
+
 // The answer with the fallback: the rules', or for their `unknown` the model's class when its
-// probability reaches the threshold.
-int Combined(const Case& c, const std::vector<float>& p, double threshold) {
-  if (c.rules != kUnknown) return c.rules;
+// probability reaches the threshold and it has a non-routine line to cite.
+int Combined(const Case& c, double threshold) {
+  const std::vector<float>& p = c.prob;
+  if (c.rules != kUnknown || p.empty()) return c.rules;
   int best = static_cast<int>(std::max_element(p.begin(), p.end()) - p.begin());
-  return best != kUnknown && p[static_cast<size_t>(best)] >= threshold && !c.set_aside.count(best)
+  return best != kUnknown && p[static_cast<size_t>(best)] >= threshold && c.cited &&
+                 !c.set_aside.count(best)
              ? best
              : kUnknown;
 }
 
-int CrossValidate(const std::vector<Case>& cases, int folds,
-                  const rightsize::LearnedTrainParams& params,
+int CrossValidate(std::vector<Case>& cases, int folds, const rightsize::LearnedTrainParams& params,
                   const std::vector<double>& thresholds) {
-  std::vector<std::vector<float>> prob(cases.size());
   for (int f = 0; f < folds; ++f) {
     std::vector<size_t> train, test;
     for (size_t i = 0; i < cases.size(); ++i) {
@@ -209,8 +236,7 @@ int CrossValidate(const std::vector<Case>& cases, int folds,
       return 2;
     }
     for (size_t i : test) {
-      auto p = fb->Probabilities(cases[i].lines);
-      if (p.ok()) prob[i] = *p;
+      if (!Answer(*fb, &cases[i])) return 2;
     }
     std::set<std::string> groups;
     for (size_t i : test) groups.insert(cases[i].group);
@@ -220,24 +246,44 @@ int CrossValidate(const std::vector<Case>& cases, int folds,
   }
   // Threshold sweep over the real cases (each scored by the model of the fold that never saw
   // its repository).
-  fmt::print(
-      "\n| threshold | real top-1 | real-dev | real-blind | unknowns turned right | turned "
-      "wrong | labelled-unknown kept |\n|---|---|---|---|---|---|---|\n");
+  std::vector<std::string> real_sets;
+  for (const Case& c : cases) {
+    if (!c.group.empty() &&
+        std::find(real_sets.begin(), real_sets.end(), c.set) == real_sets.end()) {
+      real_sets.push_back(c.set);
+    }
+  }
+  std::string head = "\n| threshold | real top-1 |", rule = "|---|---|";
+  for (const std::string& set : real_sets) {
+    head += " " + set + " |";
+    rule += "---|";
+  }
+  fmt::print("{} unknowns turned right | turned wrong | labelled-unknown kept |\n{}---|---|---|\n",
+             head, rule);
   int rules_right = 0, n = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     if (cases[i].group.empty()) continue;
     ++n;
     rules_right += cases[i].rules == cases[i].label;
   }
-  fmt::print("| rules only | {}/{} = {:.1f}% | | | | | |\n", rules_right, n,
-             100.0 * rules_right / n);
+  fmt::print("| rules only | {}/{} = {:.1f}% |", rules_right, n, 100.0 * rules_right / n);
+  for (const std::string& set : real_sets) {
+    int ok = 0, all = 0;
+    for (const Case& c : cases) {
+      if (c.set != set) continue;
+      ++all;
+      ok += c.rules == c.label;
+    }
+    fmt::print(" {}/{} |", ok, all);
+  }
+  fmt::print(" | | |\n");
   for (double t : thresholds) {
     std::map<std::string, std::pair<int, int>> by_set;
     int right = 0, turned_right = 0, turned_wrong = 0, unk_kept = 0, unk_total = 0;
     for (size_t i = 0; i < cases.size(); ++i) {
       const Case& c = cases[i];
       if (c.group.empty()) continue;
-      int a = Combined(c, prob[i], t);
+      int a = Combined(c, t);
       right += a == c.label;
       by_set[c.set].first += a == c.label;
       by_set[c.set].second += 1;
@@ -247,10 +293,11 @@ int CrossValidate(const std::vector<Case>& cases, int folds,
         unk_kept += a == kUnknown;
       }
     }
-    fmt::print("| {:.2f} | {}/{} = {:.1f}% | {}/{} | {}/{} | {} | {} | {}/{} |\n", t, right, n,
-               100.0 * right / n, by_set["real-dev"].first, by_set["real-dev"].second,
-               by_set["real-blind"].first, by_set["real-blind"].second, turned_right, turned_wrong,
-               unk_kept, unk_total);
+    fmt::print("| {:.2f} | {}/{} = {:.1f}% |", t, right, n, 100.0 * right / n);
+    for (const std::string& set : real_sets) {
+      fmt::print(" {}/{} |", by_set[set].first, by_set[set].second);
+    }
+    fmt::print(" {} | {} | {}/{} |\n", turned_right, turned_wrong, unk_kept, unk_total);
   }
   // Per class at the shipped threshold; and the model alone (top-1 of the probabilities),
   // which says how much the words carry without the signatures.
@@ -262,9 +309,9 @@ int CrossValidate(const std::vector<Case>& cases, int folds,
     if (c.group.empty()) continue;
     auto& row = per[c.label];
     row[0] += c.rules == c.label;
-    row[1] += Combined(c, prob[i], t) == c.label;
+    row[1] += Combined(c, t) == c.label;
     row[2] += 1;
-    int best = static_cast<int>(std::max_element(prob[i].begin(), prob[i].end()) - prob[i].begin());
+    int best = static_cast<int>(std::max_element(c.prob.begin(), c.prob.end()) - c.prob.begin());
     alone += best == c.label;
   }
   fmt::print("\nmodel alone (its top class, no signatures): {}/{} = {:.1f}%\n", alone, n,
@@ -279,12 +326,13 @@ int CrossValidate(const std::vector<Case>& cases, int folds,
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     if (c.group.empty() || c.rules != kUnknown) continue;
-    int best = static_cast<int>(std::max_element(prob[i].begin(), prob[i].end()) - prob[i].begin());
-    fmt::print("  {} label={} model={} p={:.2f}{}\n", c.path, Name(c.label), Name(best),
-               prob[i][static_cast<size_t>(best)],
-               Combined(c, prob[i], t) == kUnknown ? ""
-               : best == c.label                   ? "  RIGHT"
-                                                   : "  WRONG");
+    int best = static_cast<int>(std::max_element(c.prob.begin(), c.prob.end()) - c.prob.begin());
+    fmt::print("  {} label={} model={} p={:.2f}{}{}\n", c.path, Name(c.label), Name(best),
+               c.prob[static_cast<size_t>(best)],
+               c.cited || best == kUnknown ? "" : " (nothing to cite)",
+               Combined(c, t) == kUnknown ? ""
+               : best == c.label          ? "  RIGHT"
+                                          : "  WRONG");
   }
   return 0;
 }
@@ -370,12 +418,11 @@ int main(int argc, char** argv) {
     // Per set: the rules alone and the rules with the shipped model (in-sample for the model:
     // the figure that says the corpora do not drop, not a generalisation figure).
     std::map<std::string, std::array<int, 3>> per_set;
-    for (const Case& c : cases) {
-      auto p = shipped->Probabilities(c.lines);
-      if (!p.ok()) return 1;
+    for (Case& c : cases) {
+      if (!Answer(*shipped, &c)) return 1;
       auto& row = per_set[c.set];
       row[0] += c.rules == c.label;
-      row[1] += Combined(c, *p, rightsize::kLearnedThreshold) == c.label;
+      row[1] += Combined(c, rightsize::kLearnedThreshold) == c.label;
       row[2] += 1;
     }
     fmt::print("| set | rules | rules + learned fallback |\n|---|---|---|\n");

@@ -1,6 +1,7 @@
 #include "diagnose/learned_fallback.h"
 
 #include <fmt/format.h>
+#include <re2/re2.h>
 
 #include <algorithm>
 #include <cctype>
@@ -53,6 +54,12 @@ std::string NormaliseWord(std::string_view w) {
 }
 
 }  // namespace
+
+bool IsRoutineLine(std::string_view text) {
+  static const RE2 re(
+      R"re(INFO\b|\.py:\d+: \w*Warning: |(?:^|[\s:])I\d{4} \d\d:\d\d:\d\d|\d%\||\d/\d+ \[\d|\d(?:it/s|s/it)\b|(?:\b\w+[=:] ?[-+]?\d[\d.e+-]*[,;|\s]+){2,})re");
+  return RE2::PartialMatch(text, re);
+}
 
 std::vector<FallbackLine> FallbackLines(const std::vector<LogScan>& scans) {
   std::vector<FallbackLine> out;
@@ -188,7 +195,9 @@ StatusOr<LearnedMatch> LearnedFallback::Classify(const std::vector<FallbackLine>
       term_of.emplace(c, t);
       if (seen.insert(c).second) sum += weight[c];
     }
-    if (sum > best_line) {
+    // A learned match rests on a line that reports something: when only progress and INFO
+    // lines weigh for the class, the model is reading a healthy log's noise.
+    if (sum > best_line && !IsRoutineLine(l.text)) {
       best_line = sum;
       m.cited = l;
     }

@@ -46,6 +46,12 @@ struct FallbackLine {
 // order, without repeats.
 std::vector<FallbackLine> FallbackLines(const std::vector<LogScan>& scans);
 
+// Whether a line only reports routine progress: an INFO line (NCCL's, a logger's, glog's), a
+// Python warning ("x.py:429: UserWarning: …"), a progress bar, a metrics line ("step 40 loss=0.113
+// lr=3e-4"). The line a learned match cites is never one: a class that only such lines weigh for is
+// no match (a healthy NCCL-noisy log is not an NCCL failure).
+bool IsRoutineLine(std::string_view text);
+
 // The words of one line as the model sees them (unigrams, then "a b" bigrams).
 std::vector<std::string> FallbackTerms(std::string_view line);
 
@@ -59,7 +65,8 @@ struct LearnedMatch {
   FailureClass cls = FailureClass::kUnknown;  // kUnknown: the model does not know either
   double probability = 0;                     // of cls
   std::vector<std::string> terms;             // the words that weighed most for cls
-  std::optional<FallbackLine> cited;          // the line that carried the most weight
+  std::optional<FallbackLine> cited;  // the non-routine line that carried the most weight; none:
+                                      // no match
 };
 
 // A trained fallback model (XGBoost UBJSON bytes).

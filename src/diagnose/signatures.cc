@@ -62,11 +62,22 @@ constexpr Signature
             // C++ extensions ("cuda failed with error 2 out of memory"); Julia CUDA.jl
             // ("Out of GPU memory trying to allocate"), PaddlePaddle ("Out of memory error on
             // GPU 2. Cannot allocate …"), MATLAB ("Out of memory on device"), MXNet and Kokkos
-            // (cudaMalloc failed), CuPy, ROCm/HIP, vLLM's KV cache.
+            // (cudaMalloc failed), CuPy and Chainer on it ("out of memory to allocate N bytes
+            // (total M bytes)", "Out of memory allocating N bytes (allocated so far: M bytes)"),
+            // ROCm/HIP, vLLM's KV cache, the CUDA samples' check macro ("GPUassert: out of
+            // memory").
             {"gpu_oom_other", C::kGpuOom, K::kCause, 0.93,
-             R"re((?i)out of (?:gpu|device|video) memory|out of memory (?:error )?on (?:gpu|device)|(?:gpu|device|hip|xpu|cuda) out of memory|OutOfGPUMemoryError|cannot allocate \S+ (?:memory )?on (?:gpu|device)|cudaMalloc\w* (?:retry )?failed: out of memory|cupy\.cuda\.memory\.OutOfMemoryError|hipErrorOutOfMemory|No available memory for the cache blocks|failed to allocate \S+ (?:\S+ )?(?:on|from) (?:gpu|device)|CNMEM_STATUS_OUT_OF_MEMORY|of device memory \(out of memory\)|cuMemAlloc\w* failed|\bcuda\w*\b.{0,80}\bout of memory)re",
-             R"re((?i)(?:trying to allocate|cannot allocate|tried to allocate|allocating|failed to allocate) (?P<tried>)re" RS_SIZE
+             R"re((?i)out of (?:gpu|device|video) memory|out of memory (?:error )?on (?:gpu|device)|(?:gpu|device|hip|xpu|cuda) out of memory|OutOfGPUMemoryError|cannot allocate \S+ (?:memory )?on (?:gpu|device)|cudaMalloc\w* (?:retry )?failed: out of memory|cupy\.cuda\.memory\.OutOfMemoryError|hipErrorOutOfMemory|No available memory for the cache blocks|failed to allocate \S+ (?:\S+ )?(?:on|from) (?:gpu|device)|CNMEM_STATUS_OUT_OF_MEMORY|of device memory \(out of memory\)|cuMemAlloc\w* failed|\bcuda\w*\b.{0,80}\bout of memory|\bgpu\w*(?:assert|check|error)\w*:? out of memory|out of memory (?:to allocate|allocating) [\d,]+ bytes \((?:total|allocated so far))re",
+             R"re((?i)(?:trying to allocate|cannot allocate|tried to allocate|allocating|failed to allocate|memory to allocate) (?P<tried>)re" RS_SIZE
              R"re())re"},
+
+            // Device allocators that name no device in their words: MindSpore on GPU and Ascend
+            // ("Allocate output memory failed", "Device(id:0) memory isn't enough and alloc
+            // failed", its pool's "Memory not enough: current free memory size[0] is smaller than
+            // required size"), Paddle's and OneFlow's device allocators.
+            {"device_alloc_failed_other", C::kGpuOom, K::kCause, 0.85,
+             R"re(Allocate (?:output |workspace |static |dynamic |continuous )?memory failed|memory isn't enough and alloc failed|Memory not enough: current free memory size|(?i:device|gpu|npu) memory (?:is )?(?:not enough|exhausted|insufficient))re",
+             R"re(required size\[(?P<tried>\d+)\])re"},
 
             // ---- host out of memory
             // ----------------------------------------------------------------
@@ -97,26 +108,39 @@ constexpr Signature
             {"enomem", C::kHostOom, K::kCause, 0.6, R"re(Cannot allocate memory|\bENOMEM\b)re",
              ""},
             // The schedulers' and resource managers' own words for a job over its memory:
-            // HTCondor holds, PBS/Torque and LSF kills, Ray's memory monitor, Dask's nanny,
-            // YARN containers, Flux and Kubernetes.
+            // HTCondor holds, PBS/Torque ("job killed: mem job total N kb exceeded limit M kb",
+            // "Job exceeded a memory resource limit (vmem, pvmem, etc.)") and LSF kills, Grid
+            // Engine's execd ("exceeds job hard limit "h_vmem""), Ray's memory monitor, Dask's
+            // nanny, YARN containers, Flux and Kubernetes.
             {"memory_limit_exceeded", C::kHostOom, K::kCause, 0.93,
-             R"re((?i)(?:gone|went|is|was) over (?:its |the )?(?:cgroup )?memory (?:limit|request)|memory usage (?:\S+ )?exceeded|exceeded (?:its |the |their |allowed |requested |job )*memory|(?:exceeding|over) (?:the )?memory limits?|TERM_MEMLIMIT|job killed: [pv]?mem \d+\w* exceeded|killed due to memory pressure|running low on memory|exceeded \d+% memory budget|memory (?:limit|budget) (?:was )?(?:exceeded|reached)|ray\.exceptions\.OutOfMemoryError|\boom[-_ ]?kill(?:ed|er|s)?\b|killed by (?:the )?oom|\(OOM\))re",
+             R"re((?i)(?:gone|went|is|was) over (?:its |the )?(?:cgroup )?memory (?:limit|request)|memory usage (?:\S+ )?exceeded|exceeded (?:its |the |their |a |allowed |requested |job )*memory|(?:exceeding|over) (?:the )?memory limits?|TERM_MEMLIMIT|job killed: [pv]?mem \d+\w* exceeded|job killed: [pv]*mem\b.{0,60}\bexceeded limit|exceeds? (?:job )?(?:hard|soft) limit "?[hs]_(?:vmem|rss|data)\b|killed due to memory pressure|running low on memory|exceeded \d+% memory budget|memory (?:limit|budget) (?:was )?(?:exceeded|reached)|ray\.exceptions\.OutOfMemoryError|\boom[-_ ]?kill(?:ed|er|s)?\b|killed by (?:the )?oom|\(OOM\))re",
              R"re((?i)memory limit of (?P<limit_mb>\d+) (?:megabytes|MB)|mem (?P<used_kb>\d+)kb exceeded limit (?:\d+kb|(?P<limit_kb>\d+)))re"},
             // Allocation failures as runtimes print them: R, Go, Julia, Fortran (forrtl 41),
-            // MATLAB, LAMMPS, GROMACS, C.
+            // MATLAB, LAMMPS, GROMACS, C, PyTorch's CPU allocator ("DefaultCPUAllocator: not
+            // enough memory: you tried to allocate").
             {"host_alloc_failed", C::kHostOom, K::kCause, 0.8,
-             R"re(cannot allocate vector of size|fatal error: runtime: out of memory|insufficient virtual memory|OutOfMemoryError\(\)|[Oo]ut of memory\. Type|exceeds maximum array size preference|Not enough memory\b|[Ff]ailed to (?:allocate|malloc|calloc|realloc) \d+ (?:bytes|elements)|[Mm]emory allocation failed|malloc failed|[Uu]nable to allocate (?:memory|\d+ bytes))re",
+             R"re(cannot allocate vector of size|fatal error: runtime: out of memory|insufficient virtual memory|OutOfMemoryError\(\)|[Oo]ut of memory\. Type|exceeds maximum array size preference|Not enough memory\b|[Ff]ailed to (?:allocate|malloc|calloc|realloc) \d+ (?:bytes|elements)|[Mm]emory allocation failed|malloc failed|[Uu]nable to allocate (?:memory|\d+ bytes)|CPUAllocator: (?:not enough memory|can't allocate memory))re",
              R"re(vector of size (?P<tried>[0-9.]+ [KMG]b))re"},
             // A process killed by SIGKILL as the shell (job control "line 5: 1921 Killed cmd",
-            // a bare "Killed", in the system's language too), srun, mpirun and Hydra report it.
+            // a bare "Killed", in the system's language too, or appended to the progress bar it
+            // interrupted: "331/1063 [01:06<03:59, 3.06it/s]Killed"), srun, mpirun (its banner
+            // wraps: "exited on\nsignal 9 (Killed)") and Hydra ("EXIT CODE: 9") report it, and
+            // as programs report a child's SIGKILL: a negative exit code (Python's subprocess,
+            // torch elastic's "exitcode: -9", "error code -9"), Python's "died with
+            // <Signals.SIGKILL: 9>", Go's "signal: killed".
             // The kernel's OOM killer is what sends SIGKILL to a user's process unasked, so it
             // names host_oom on its own, but weakly (0.55): any stronger cause wins.
             {"killed_report", C::kHostOom, K::kCause, 0.55,
-             R"re(line \d+: +\d+ (?:Killed|已杀死|已砍掉|Getötet|Processus arrêté|強制終了|Убито|Terminado \(killed\))(?:\s|$)|^\W{0,3}(?:Killed|已杀死|已砍掉|Getötet|Processus arrêté|強制終了|Убито)\W{0,3}$|exited on signal 9 \(Killed\)|killed by signal 9\b|task \d+: Killed\b|Killed \(signal 9\)|zsh: killed\b|^\[\d+\]\s+[+-]?\s*\d+ killed\b|\(exitcode: -9\))re",
+             R"re(line \d+: +\d+ (?:Killed|已杀死|已砍掉|Getötet|Processus arrêté|強制終了|Убито|Terminado \(killed\))(?:\s|$)|^\W{0,3}(?:Killed|已杀死|已砍掉|Getötet|Processus arrêté|強制終了|Убито)\W{0,3}$|\bsignal 9 \(Killed\)|killed by signal 9\b|task \d+: Killed\b|Killed \(signal 9\)|zsh: killed\b|^\[\d+\]\s+[+-]?\s*\d+ killed\b|\(exitcode: -9\)|(?:\]|\d|%)\s*Killed\W{0,3}$|EXIT CODE: 9\b|\bsignal: killed\b|died with <Signals\.SIGKILL: 9>|(?i:\b(?:exit|error|return)[ _]?(?:code|status)[:= ]+\(?-9\b|non-zero exit status -9\b))re",
              ""},
             {"killed_sigkill", C::kHostOom, K::kSymptom, 0.45,
              R"re(\bSIGKILL\b|\bsignal 9\b)re", ""},
-            {"exit_137", C::kHostOom, K::kSymptom, 0.4, R"re(exit (?:code|status)[: ]+137\b)re",
+            // 128 + SIGKILL, as shells, containers ("exitCode": 137), CI runners ("exit with status
+            // code 137") and IDEs print it. A symptom: a time limit's SIGKILL and scancel end in
+            // it too, so any other cause outranks it; alone in a log with no exception it names
+            // host_oom weakly (0.55, the shell's "Killed" without the word).
+            {"exit_137", C::kHostOom, K::kSymptom, 0.55,
+             R"re((?i)\bexit(?:ed)?(?: with)?(?: (?:status|exit))?(?:_| )?(?:code|status)"?[:= ]+\(?137\b)re",
              ""},
 
             // ---- time limit
@@ -133,7 +157,7 @@ constexpr Signature
             // duration"), SGE (h_rt), PBS cput, LSF CPU limits, Kubernetes deadlines, Cobalt
             // and Moab wall-clock messages, ulimit -t (SIGXCPU).
             {"time_limit_exceeded", C::kTimeout, K::kCause, 0.93,
-             R"re((?i)\b(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|cpu[- ]?time|time|job duration)[- ]limit (?:was |has been )?(?:exceeded|reached|expired|hit)\b|\bexceed(?:ed|s|ing) (?:its |the |their |allowed |maximum |max |hard |soft |requested |job |his |her |running |process )*(?:wall[- ]?(?:clock[- ]?)?(?:time)?|walltime|run[- ]?time|time[- ]?limit|(?:job )?duration|execution time|cpu[- ]?time)\b|resource allocation expired|\btype=timeout\b|TERM_(?:RUN|CPU)LIMIT|job killed: (?:walltime|cput)|active (?:on the node )?longer than (?:the )?specified deadline|execution took longer than \S+|No output has been received in the last \S+|reached (?:its |the )?(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|time)[- ]?limit|CPU time limit exceeded|(?-i:\b(?:[Dd]ue to|[Bb]ecause of|by|over) (?:the |its |a |their )?(?:job'?s? )?(?:[Ww]all[- ]?(?:[Cc]lock[- ]?)?(?:time)?|[Rr]un[- ]?time|time) limit\b)|enforced h_rt|\bh_rt\b.{0,30}\b(?:exceeded|limit reached))re", R"re((?i)duration of (?P<limit>[\d+:]+))re"},
+             R"re((?i)\b(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|cpu[- ]?time|time|job duration)[- ]limit (?:was |has been )?(?:exceeded|reached|expired|hit)\b|\bexceed(?:ed|s|ing) (?:its |the |their |allowed |maximum |max |hard |soft |requested |job |his |her |running |process )*(?:wall[- ]?(?:clock[- ]?)?(?:time)?|walltime|run[- ]?time|time[- ]?limit|(?:job )?duration|execution time|cpu[- ]?time)\b|resource allocation expired|\btype=timeout\b|TERM_(?:RUN|CPU)LIMIT|job killed: (?:walltime|cput)|active (?:on the node )?longer than (?:the )?specified deadline|execution took longer than \S+|No output has been received in the last \S+|reached (?:its |the )?(?:wall[- ]?(?:clock[- ]?)?(?:time)?|run[- ]?time|time)[- ]?limit|CPU time limit exceeded|\bcpu limit exceeded\b|exceeds? (?:job )?(?:hard|soft) limit "?[hs]_(?:rt|cpu)\b|(?-i:\b(?:[Dd]ue to|[Bb]ecause of|by|over) (?:the |its |a |their )?(?:job'?s? )?(?:[Ww]all[- ]?(?:[Cc]lock[- ]?)?(?:time)?|[Rr]un[- ]?time|time) limit\b)|enforced h_rt|\bh_rt\b.{0,30}\b(?:exceeded|limit reached))re", R"re((?i)duration of (?P<limit>[\d+:]+))re"},
 
             // Exit 140 = 128 + SIGUSR2, what LSF sends at TERM_RUNLIMIT and what Nextflow and
             // other workflow managers report for a task the scheduler stopped at its time limit.
@@ -198,7 +222,7 @@ constexpr Signature
             // terminated"; code 10's "assigned worker has failed", which Cromwell itself retries
             // as a preemption), dstack's spot interruptions, AWS Batch reclaiming its EC2 host.
             {"preempted_other", C::kPreemption, K::kCause, 0.88,
-             R"re((?i)\b(?:was|been|being|is|were|are|got) pre-?empted\b|\bPreemptionError\b|\bINTERRUPTED_BY_NO_CAPACITY\b|PAPI error code 14\b|\bworker was terminated\b|The assigned worker has failed to complete the operation|\bevicted \(preempt\)|"EventType": ?"Preempt"|\bTERM_PREEMPT\b|\bspot (?:vm|instance|node|capacity|pod)s? (?:is |was |has been |will be |are )?(?:being )?(?:evicted|reclaimed|interrupted|terminated|preempted)|\b(?:spot|preemptible) (?:instance |vm |node )?(?:eviction|termination|interruption)|\beviction notice\b|\bjob was evicted\b|preempted (?:to|in order to) (?:accommodate|admit)|Host EC2 (?:\(instance [\w-]+\) )?terminated|termination (?:is )?imminent|JOB_EVICTED\b)re",
+             R"re((?i)\b(?:was|been|being|is|were|are|got) pre-?empted\b|\bPreemptionError\b|\bINTERRUPTED_BY_NO_CAPACITY\b|PAPI error code 14\b|\bworker was terminated\b|The assigned worker has failed to complete the operation|\bevicted \(preempt\)|"EventType": ?"Preempt"|\bTERM_PREEMPT\b|\bspot (?:vm|instance|node|capacity|pod)s? (?:is |was |has been |will be |are )?(?:being )?(?:evicted|reclaimed|interrupted|terminated|preempted)|\b(?:spot|preemptible) (?:instance |vm |node )?(?:eviction|termination|interruption)|\beviction notice\b|\bjob was evicted\b|preempted (?:to|in order to) (?:accommodate|admit)|Host EC2 (?:\(instance [\w-]+\) )?terminated|termination (?:is )?imminent|JOB_EVICTED\b|\bJobEvictedEvent\b)re",
              "", true},
 
             // ---- NCCL
@@ -229,8 +253,12 @@ constexpr Signature
             {"nccl_error", C::kNcclError, K::kCause, 0.85,
              R"re(NCCL error in:|\bnccl(?:System|Remote|Internal|UnhandledCuda|InvalidUsage)Error\b|DistBackendError: NCCL error|\bnccl\w+(?:\([^)]*\))? failed: (?:unhandled|remote|internal|invalid)|NCCL: unhandled (?:system|cuda) error)re",
              R"re(NCCL error in: (?P<where>[^,]+), (?P<nccl_error>[^,\n]+))re"},
+            // Also NCCL's result by number as its callers check it (Caffe2's "status ==
+            // ncclSuccess. 2 vs 0", ncclResult_t 1-7), NCCL's own CUDA check ("Cuda failure 217
+            // 'peer access is not supported between these two devices'") wherever it is printed,
+            // and its set-up refusals (Duplicate GPU detected).
             {"nccl_error_other", C::kNcclError, K::kCause, 0.8,
-             R"re(NCCL error: |NCCL [Ee]rror \d+: |RCCL error|ncclCommInit\w* failed|IBV_WC_\w+_ERR\b|transport retry counter exceeded|Gloo connectFullMesh failed)re",
+             R"re(NCCL error: |NCCL [Ee]rror \d+: |RCCL error|ncclSuccess\W{0,3}\(?[1-7] vs\.? 0\b|(?:^|[^A-Za-z])Cuda failure (?:\d+ )?'|Duplicate GPU detected|ncclCommInit\w* failed|IBV_WC_\w+_ERR\b|transport retry counter exceeded|Gloo connectFullMesh failed)re",
              ""},
             {"nccl_ib_error", C::kNcclError, K::kCause, 0.85,
              R"re(NET/\w+ ?: ?Got completion (?:from peer \S+ )?with (?:error|status=)|NET/Socket : Connection closed by remote peer|NCCL failure)re",
@@ -313,12 +341,12 @@ constexpr Signature
             // ---- MPI abort
             // -------------------------------------------------------------------------
             {"mpi_abort", C::kMpiAbort, K::kCause, 0.85,
-             R"re(MPI_ABORT was invoked on rank|called MPI_Abort|Fatal error in P?MPI_\w+|MPI_ERR_\w+|MPI_ERRORS_ARE_FATAL|An error occurred in MPI_\w+|MPIAbortException|\bERROR on proc \d+: )re",
+             R"re(MPI_ABORT was invoked on rank|called MPI_Abort|Fatal error in (?:P?MPI[RX]?_|internal_)\w+|\bAbort\(\d+\) on node \d+ \(rank \d+|MPI_ERR_\w+|MPI_ERRORS_ARE_FATAL|An error occurred in MPI_\w+|MPIAbortException|\bERROR on proc \d+: )re",
              R"re((?:invoked on rank (?P<rank>\d+)|MPI_Abort\([^,]*, (?P<errorcode>-?\d+)\)(?: - process (?P<rank2>\d+))?))re"},
             // The MPI runtime's report that a rank went away by itself: it aborted (SIGABRT, exit
             // 134) or vanished without MPI_Finalize. Weak: a named cause on that rank wins.
             {"mpi_rank_aborted", C::kMpiAbort, K::kCause, 0.6,
-             R"re((?i)peer process has unexpectedly disconnected|exited on signal 6 \(Aborted\)|EXIT CODE: 134\b|killed by signal 6\b)re",
+             R"re((?i)peer process has unexpectedly disconnected|\bsignal 6 \(Aborted\)|EXIT CODE: 134\b|killed by signal 6\b)re",
              ""},
             {"mpi_bad_termination", C::kMpiAbort, K::kSymptom, 0.55,
              R"re(BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES|(?:mpirun|prterun) has exited due to process rank|(?:mpirun|prterun) detected that one or more processes exited with non-zero status|Primary job +terminated normally, but \d+ process returned|MPI_Abort)re",
@@ -335,7 +363,7 @@ constexpr Signature
              R"re(Disk quota exceeded|\[Errno 122\]|\bEDQUOT\b|[Qq]uota exceeded|over (?:disk |block |file )?quota)re",
              R"re(Disk quota exceeded(?:: '(?P<path>[^']+)')?)re"},
             {"disk_full_other", C::kDiskFull, K::kCause, 0.85,
-             R"re((?i)\bdisk (?:is )?full\b|\b(?:file ?system|device|volume|partition|disk) (?:is )?(?:full|out of space)\b|out of (?:disk|storage) space|not enough (?:free )?(?:disk )?space|insufficient (?:disk|storage) space|exceeded (?:your |the |its )?(?:disk|storage|file|inode|block) (?:quota|limit)|(?:disk|scratch|storage) usage exceeded|file write failed)re",
+             R"re((?i)\bdisk (?:is )?full\b|\b(?:file ?system|device|volume|partition|disk) (?:is )?(?:full|out of space)\b|out of (?:disk|storage) space|not enough (?:free )?(?:disk )?space|insufficient (?:disk|storage) space|exceed(?:ed|ing|s)? (?:your |the |its |their )?(?:disk|storage|file|inode|block|jobfs|scratch|file ?system|project) (?:quota|limit)|(?:disk|scratch|storage) usage exceeded|file write failed)re",
              ""},
 
             // ---- missing file
@@ -349,9 +377,13 @@ constexpr Signature
             // An input that is not there as its reader says it: Lua Torch ("cannot open <x.t7> in
             // mode r"), Hugging Face (no config/tokenizer/weights at the path), OpenCV asserting
             // on the empty image imread returns for a bad path, and a checkpoint that is only a
-            // Git LFS pointer (pickle's "invalid load key, 'v'": the text starts "version").
+            // Git LFS pointer (pickle's "invalid load key, 'v'": the text starts "version"), and
+            // checkpoint loaders saying the file is not there (mmcv "X is not a checkpoint file",
+            // raised when the path is no file; "No checkpoint found at" raised as an error, not
+            // the notice of a run that starts from scratch; Lightning's "Checkpoint at X not
+            // found"; TensorFlow's "Failed to find any matching files for").
             {"missing_image_or_file", C::kMissingFile, K::kCause, 0.85,
-             R"re(could not open image \S+|does not appear to have a file named|Not found: "[^"]+": No such file|cannot open <.+> in mode|couldn't find (?:any such file|a file named)|Can't load (?:tokenizer|config|the model|weights|model)\b|is not a local folder and is not a valid model identifier|!_?\w*\.empty\(\) in function|invalid load key, 'v'|version https://git-lfs)re",
+             R"re(could not open image \S+|does not appear to have a file named|Not found: "[^"]+": No such file|cannot open <.+> in mode|couldn't find (?:any such file|a file named)|Can't load (?:tokenizer|config|the model|weights|model)\b|is not a local folder and is not a valid model identifier|!_?\w*\.empty\(\) in function|invalid load key, 'v'|version https://git-lfs|is not a checkpoint file|(?:Error|Exception):\s*(?:=> ?)?[Nn]o checkpoint (?:file )?(?:was )?found|[Cc]heckpoint (?:at |file )?\S+ (?:not found|does not exist)|Failed to find any matching files for)re",
              R"re((?:could not open image (?P<path>[^\s:]+)|(?P<path2>\S+) does not appear to have a file named (?P<name>[\w.-]+)))re"},
             {"command_not_found", C::kMissingFile, K::kCause, 0.75,
              R"re(: command not found|execve\(\): .*: No such file|^\S+: (?:line )?\d+: [\w./+-]+: not found\s*$|: (?:未找到命令|命令未找到|Kommando nicht gefunden|commande introuvable|orden no encontrada|comando non trovato|コマンドが見つかりません|команда не найдена))re",
@@ -452,18 +484,19 @@ constexpr Signature
             // ---- NaN / Inf divergence
             // --------------------------------------------------------------
             {"nan_loss", C::kNanDivergence, K::kCause, 0.85,
-             R"re((?i)loss (?:is|became|=|:) ?(?:nan|inf)\b|(?i)nan loss|(?i)non-finite loss|(?i)loss is not finite|['"]loss['"]: (?:nan|inf)\b|(?i)\bloss\b.{0,40}\bis (?:nan|inf)\b)re",
+             R"re((?i)loss (?:is|became|=|:) ?(?:nan|inf)\b|(?i)\b(?:loss(?:es)?|outputs?|logits|gradients?|grads?|predictions?|weights?)\b (?:is|are|became|becomes?|turns?|turned|goes|went|gets|got)(?: to| into)? (?:a )?(?:nan|inf)\b|(?i)\bloss (?:has )?diverged\b|(?i)nan loss|(?i)non-finite loss|(?i)loss is not finite|['"]loss['"]: (?:nan|inf)\b|(?i)\bloss\b.{0,40}\bis (?:nan|inf)\b)re",
              ""},
             {"nan_detected", C::kNanDivergence, K::kCause, 0.85,
              R"re(returned nan values|Detected (?:inf|nan|NaN|Inf) or (?:inf|nan|NaN|Inf)|FloatingPointError|Minimum loss scale reached|loss scale already at minimum|tensor contains (?:either )?`?(?:inf|nan)|Tensor had (?:NaN|Inf) values|(?i)\bnon-finite\b|(?i)infinite or nan|(?i)\bfound (?:nan|inf)\b|tensor\(\[+nan\b|(?i)encountered (?:a )?nan|(?i)nan values? detected|(?i)(?:is|became) (?:nan|inf) or (?:nan|inf)|is not finite)re",
              ""},
-            // Metrics printed as nan/inf ("train_loss nan", "val_loss=inf"), NaN checks of
+            // Metrics printed as nan/inf ("train_loss nan", "val_loss=inf", a table row of a
+            // step whose every column is nan: "2000  [nan]  [nan]  [nan]"), NaN checks of
             // other frameworks (PaddlePaddle's "There are NAN or INF", scikit-learn's "Input X
             // contains NaN", Keras' TerminateOnNaN, check_numerics). A simulation that blows up
             // (LAMMPS lost atoms, WRF CFL, NAMD atoms too fast) is not here: it ends in the
             // code's own abort, and the corpus labels it mpi_abort.
             {"nan_other", C::kNanDivergence, K::kCause, 0.85,
-             R"re((?i)\b\w*(?:loss|cost)\w*['"]?\s*[:=]?\s*[-+]?(?:nan|inf)\b|\b\w*(?:l1|l2|mse|mae|entropy|nll|kl|acc\w*|ppl|perplexity|grad\w*|norm)['"]?\s*[=:]\s*[-+]?(?:nan|inf)\b|\bcontains (?:nan|inf)|\b(?:nan|inf)s? ?(?:or|and|/) ?(?:nan|inf)\b|\bcheck_?numerics\b|Invalid loss, terminating training|training diverged)re",
+             R"re((?i)\b\w*(?:loss|cost)\w*['"]?\s*[:=]?\s*[-+]?(?:nan|inf)\b|\b\w*(?:l1|l2|mse|mae|entropy|nll|kl|acc\w*|ppl|perplexity|grad\w*|norm)['"]?\s*[=:]\s*[-+]?(?:nan|inf)\b|\bcontains (?:nan|inf)|\b(?:nan|inf)s? ?(?:or|and|/) ?(?:nan|inf)\b|\bcheck_?numerics\b|Invalid loss, terminating training|training diverged|^\s*\d+(?:\s+\[?[-+]?(?:nan|inf)(?:,\s*[-+]?(?:nan|inf))*\]?){2,}\s*$)re",
              ""},
             // fp16 loss scaling collapsing: a healthy scale is 2^k >= 1, one driven under 1 (to
             // 0.000244…, or 0) means every step overflows. Printed as notes and warnings.
