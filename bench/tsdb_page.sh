@@ -40,7 +40,7 @@ cpu_s() { awk '{ print ($14 + $15) / 100 }' "/proc/$1/stat"; }
 vport=$(port)
 VM=http://127.0.0.1:$vport
 victoria-metrics -storageDataPath="$WORK/vm" -httpListenAddr="127.0.0.1:$vport" \
-  -retentionPeriod=100y -loggerLevel=WARN >"$WORK/vm.log" 2>&1 &
+  -retentionPeriod=100y -search.maxUniqueTimeseries=1000000 -loggerLevel=WARN >"$WORK/vm.log" 2>&1 &
 VM_PID=$!
 PIDS+=("$VM_PID")
 until curl -sf "$VM/health" >/dev/null; do
