@@ -438,8 +438,9 @@ class TsdbStore final : public Store {
                         Get(*readers_[0], "/api/v1/query", params, "samples", fast));
     if (data.is_discarded()) {
       if (series.size() == 1) return Emit(&series[0].samples, false, fn);
-      for (auto& one : series)
+      for (auto& one : series) {
         samples.insert(samples.end(), one.samples.begin(), one.samples.end());
+      }
       return Emit(&samples, series.size() > 1, fn);
     }
     auto shape = [&] {
