@@ -1,7 +1,6 @@
 #include "report/job_series.h"
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
 
 namespace rightsize {
@@ -36,33 +35,16 @@ StatusOr<nlohmann::json> JobSeriesJson(Store& store, const JobRecord& job,
   if ((t1 - t0) / st > kMaxSeriesPoints) {
     return Status::InvalidArgument("step: too small for the range (at most 100,000 points)");
   }
-  auto from_ms = static_cast<int64_t>(t0 * 1000), to_ms = static_cast<int64_t>(t1 * 1000);
+  BucketGrid grid{t0, st, static_cast<int64_t>(t0 * 1000), static_cast<int64_t>(t1 * 1000)};
+  std::vector<std::vector<SampleBucket>> buckets;
+  RS_RETURN_IF_ERROR(store.ReadBuckets(job.cluster, job.job_id, metrics, grid, &buckets));
   nlohmann::json series = nlohmann::json::object(), limits = nlohmann::json::object();
-  for (const auto& m : metrics) {
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    const std::string& m = metrics[i];
     nlohmann::json points = nlohmann::json::array();
-    int64_t bucket = INT64_MIN, n = 0;
-    double sum = 0, max = 0;
-    auto flush = [&] {
-      if (n > 0) {
-        points.push_back(
-            {t0 + static_cast<double>(bucket) * st, sum / static_cast<double>(n), max});
-      }
-    };
-    auto add = [&](const Sample& x) {
-      auto b = static_cast<int64_t>(std::floor((static_cast<double>(x.t_ms) / 1000.0 - t0) / st));
-      if (b != bucket) {
-        flush();
-        bucket = b;
-        n = 0;
-        sum = 0;
-        max = x.value;
-      }
-      ++n;
-      sum += x.value;
-      max = std::max(max, x.value);
-    };
-    RS_RETURN_IF_ERROR(store.ReadSamples(job.cluster, job.job_id, m, from_ms, to_ms, add));
-    flush();
+    for (const SampleBucket& b : buckets[i]) {
+      points.push_back({t0 + static_cast<double>(b.index) * st, b.mean, b.max});
+    }
     series[m] = std::move(points);
     if (auto l = SeriesLimit(job, m, prices)) limits[m] = *l;
   }

@@ -29,6 +29,44 @@
 
 namespace rightsize {
 
+// A grid of time buckets over [from_ms, to_ms] (both ends included): bucket i holds the samples
+// whose time is in [from_s + i * step_s, from_s + (i + 1) * step_s), the last one cut at to_ms.
+// from_ms is from_s in milliseconds (truncated). step_s > 0.
+struct BucketGrid {
+  double from_s = 0;
+  double step_s = 1;
+  int64_t from_ms = 0;
+  int64_t to_ms = 0;
+  // The bucket of a sample at t_ms (in the window). Exact integer arithmetic when from_s and
+  // step_s are whole milliseconds (so a sample on an edge starts the bucket on every store and
+  // engine), the floating-point division otherwise.
+  int64_t BucketOf(int64_t t_ms) const;
+  // from_s and step_s are whole milliseconds: the edges are from_ms + i * step_ms.
+  bool WholeMs() const;
+  int64_t StepMs() const;
+};
+
+// One bucket's samples: their mean and their largest value. Buckets without samples are absent.
+struct SampleBucket {
+  int64_t index = 0;
+  double mean = 0;
+  double max = 0;
+};
+
+// Folds samples, oldest first, into a grid's buckets.
+class BucketFolder {
+ public:
+  BucketFolder(const BucketGrid& grid, std::vector<SampleBucket>* out) : grid_(grid), out_(out) {}
+  void Add(const Sample& s);
+  void Finish();  // the last bucket
+
+ private:
+  BucketGrid grid_;
+  std::vector<SampleBucket>* out_;
+  int64_t bucket_ = 0, n_ = 0;
+  double sum_ = 0, max_ = 0;
+};
+
 // Which jobs a scan returns. Unset fields do not filter.
 struct JobFilter {
   std::string cluster;
@@ -186,6 +224,12 @@ class Store {
   virtual Status ReadSamples(const std::string& cluster, const std::string& job_id,
                              const std::string& metric, int64_t from_ms, int64_t to_ms,
                              const std::function<void(const Sample&)>& fn) = 0;
+  // The samples of each of `metrics` in `grid`'s buckets (out[i] for metrics[i], buckets in
+  // order): what a chart draws. The default reads each metric with ReadSamples and folds it
+  // (BucketFolder); the TSDB store lets the engine aggregate (docs/scale-tsdb.md).
+  virtual Status ReadBuckets(const std::string& cluster, const std::string& job_id,
+                             const std::vector<std::string>& metrics, const BucketGrid& grid,
+                             std::vector<std::vector<SampleBucket>>* out);
   // The metrics the job has samples of, sorted.
   virtual StatusOr<std::vector<std::string>> SampleMetrics(const std::string& cluster,
                                                            const std::string& job_id) = 0;

@@ -4,10 +4,17 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -19,6 +26,14 @@ namespace {
 constexpr std::string_view kPrefix = "rightsize_job_";
 // The latest time a query is evaluated at (2200-01-01): ReadSamples' "up to now" is INT64_MAX.
 constexpr int64_t kMaxQueryMs = 7258118400000;
+// ReadBuckets: connections to the query API used at once, and the most buckets one range query
+// asks for (Prometheus refuses more than 11,000 points a series).
+constexpr int kReadConnections = 4;
+constexpr int64_t kMaxEngineBuckets = 10000;
+// The label that tells a bucket query's series apart ("<metric's index>/<aggregate>"), and the
+// longest query sent at once (VictoriaMetrics refuses more than 16 KiB: -search.maxQueryLen).
+constexpr const char* kBucketLabel = "rightsize_bucket";
+constexpr size_t kMaxQueryChars = 12000;
 
 // A PromQL string literal (double quotes, Go escapes).
 std::string Quoted(std::string_view s) {
@@ -71,9 +86,10 @@ bool ParseValue(const std::string& s, double* out) {
   } else if (s == "-Inf") {
     *out = -std::numeric_limits<double>::infinity();
   } else {
-    char* end = nullptr;
-    *out = std::strtod(s.c_str(), &end);
-    if (end == s.c_str() || *end != '\0') return false;
+    // from_chars: several times strtod's speed (a job page reads tens of thousands of these).
+    const char* end = s.data() + s.size();
+    auto [p, ec] = std::from_chars(s.data(), end, *out);
+    if (ec != std::errc() || p != end) return false;
   }
   return true;
 }
@@ -86,17 +102,23 @@ bool ParseValue(const nlohmann::json& v, double* out) {
   return v.is_string() && ParseValue(v.get_ref<const std::string&>(), out);
 }
 
-// The samples of a successful /api/v1/query answer of resultType "matrix", read without building
-// a JSON tree (the tree of a job page's 23 answers was two thirds of the page's CPU). False for
-// anything else (an error, another shape): the caller then reads the answer as a tree, which
-// says what is wrong.
+// One series of a matrix answer: the value of the label asked for (empty when absent) and its
+// samples, in the answer's order.
+struct MatrixSeries {
+  std::string label;
+  std::vector<Sample> samples;
+};
+
+// The series of a successful /api/v1/query or /api/v1/query_range answer of resultType "matrix",
+// read without building a JSON tree (the tree of a job page's 23 answers was two thirds of the
+// page's CPU). False for anything else (an error, another shape): the caller then reads the
+// answer as a tree, which says what is wrong. Samples outside [from_ms, to_ms] are left out.
 class MatrixSax : public nlohmann::json_sax<nlohmann::json> {
  public:
-  MatrixSax(int64_t from_ms, int64_t to_ms, std::vector<Sample>* out)
-      : from_ms_(from_ms), to_ms_(to_ms), out_(out) {}
+  MatrixSax(int64_t from_ms, int64_t to_ms, std::vector<MatrixSeries>* out, std::string label = "")
+      : from_ms_(from_ms), to_ms_(to_ms), out_(out), label_(std::move(label)) {}
 
   bool ok() const { return ok_ && status_ok_ && matrix_; }
-  size_t series() const { return series_; }
 
   bool null() override { return Value(nullptr, nullptr); }
   bool boolean(bool /*b*/) override { return Value(nullptr, nullptr); }
@@ -112,13 +134,41 @@ class MatrixSax : public nlohmann::json_sax<nlohmann::json> {
   bool string(string_t& v) override { return Value(nullptr, &v); }
   bool binary(binary_t& /*v*/) override { return Fail(); }
   bool start_object(std::size_t /*n*/) override {
-    if (Depth() == 3 && stack_[0].key == "data" && stack_[1].key == "result") ++series_;
-    if ((Depth() == 5 || Depth() == 6) && In5Values()) return Fail();  // a sample: [t, "v"]
-    stack_.push_back({true, "", 0});
+    Kind kind = Kind::kOther;
+    if (stack_.empty()) {
+      kind = Kind::kRoot;
+    } else if (Top().kind == Kind::kResult) {
+      kind = Kind::kSeries;
+      out_->emplace_back();
+    } else if (Top().kind == Kind::kValues || Top().kind == Kind::kPair) {
+      return Fail();  // a sample is [t, "v"]
+    } else if (Top().kind == Kind::kRoot && Top().key == Key::kData) {
+      kind = Kind::kData;
+    } else if (Top().kind == Kind::kSeries && Top().key == Key::kMetric) {
+      kind = Kind::kMetric;
+    }
+    stack_.push_back({kind, Key::kNone, 0});
     return true;
   }
   bool key(string_t& k) override {
-    stack_.back().key = k;
+    Frame& f = Top();
+    f.key = Key::kNone;
+    switch (f.kind) {
+      case Kind::kRoot:
+        f.key = k == "status" ? Key::kStatus : k == "data" ? Key::kData : Key::kNone;
+        break;
+      case Kind::kData:
+        f.key = k == "resultType" ? Key::kResultType : k == "result" ? Key::kResult : Key::kNone;
+        break;
+      case Kind::kSeries:
+        f.key = k == "metric" ? Key::kMetric : k == "values" ? Key::kValues : Key::kNone;
+        break;
+      case Kind::kMetric:
+        f.key = !label_.empty() && k == label_ ? Key::kLabel : Key::kNone;
+        break;
+      default:
+        break;
+    }
     return true;
   }
   bool end_object() override {
@@ -127,18 +177,27 @@ class MatrixSax : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
   bool start_array(std::size_t /*n*/) override {
-    if (Depth() == 6 && In5Values()) return Fail();
-    if (Depth() == 5 && In5Values()) {
-      have_t_ = have_v_ = false;
+    Kind kind = Kind::kOther;
+    if (!stack_.empty()) {
+      const Frame& f = Top();
+      if (f.kind == Kind::kPair) return Fail();
+      if (f.kind == Kind::kValues) {
+        kind = Kind::kPair;
+        have_t_ = have_v_ = false;
+      } else if (f.kind == Kind::kData && f.key == Key::kResult) {
+        kind = Kind::kResult;
+      } else if (f.kind == Kind::kSeries && f.key == Key::kValues) {
+        kind = Kind::kValues;
+      }
     }
-    stack_.push_back({false, "", 0});
+    stack_.push_back({kind, Key::kNone, 0});
     return true;
   }
   bool end_array() override {
-    if (Depth() == 6 && In5Values()) {
-      if (!have_t_ || !have_v_ || stack_.back().index != 2) return Fail();
+    if (Top().kind == Kind::kPair) {
+      if (!have_t_ || !have_v_ || Top().index != 2 || out_->empty()) return Fail();
       auto t_ms = static_cast<int64_t>(std::llround(t_s_ * 1000));
-      if (t_ms >= from_ms_ && t_ms <= to_ms_) out_->push_back({t_ms, v_});
+      if (t_ms >= from_ms_ && t_ms <= to_ms_) out_->back().samples.push_back({t_ms, v_});
     }
     stack_.pop_back();
     Advance();
@@ -150,53 +209,73 @@ class MatrixSax : public nlohmann::json_sax<nlohmann::json> {
   }
 
  private:
-  struct Frame {
-    bool object = false;
-    std::string key;   // of an object: the last key
-    size_t index = 0;  // of an array: the element being read
+  // Where a frame is: the root object, its "data", data's "result" array, a series of it, the
+  // series' "metric" and "values", one [t, "v"] of those; anything else is kOther.
+  enum class Kind : uint8_t { kRoot, kData, kResult, kSeries, kMetric, kValues, kPair, kOther };
+  // An object's last key, where it matters.
+  enum class Key : uint8_t {
+    kNone,
+    kStatus,
+    kData,
+    kResultType,
+    kResult,
+    kMetric,
+    kValues,
+    kLabel
   };
-  size_t Depth() const { return stack_.size(); }
-  bool In(const char* key) const { return stack_.back().object && stack_.back().key == key; }
-  // Inside data.result[i].values[j]: the frames are root, data, result, series, values, pair.
-  bool In5Values() const {
-    return stack_.size() >= 5 && stack_[0].key == "data" && stack_[1].key == "result" &&
-           stack_[3].key == "values";
-  }
+  struct Frame {
+    Kind kind = Kind::kOther;
+    Key key = Key::kNone;  // of an object: its last key
+    size_t index = 0;      // of an array: the element being read
+  };
+  Frame& Top() { return stack_.back(); }
   void Advance() {
-    if (!stack_.empty() && !stack_.back().object) ++stack_.back().index;
+    if (!stack_.empty()) ++stack_.back().index;
   }
   bool Fail() {
     ok_ = false;
     return false;  // stops the parse
   }
   bool Value(const double* number, const std::string* text) {
-    if (Depth() == 1 && In("status")) status_ok_ = text != nullptr && *text == "success";
-    if (Depth() == 2 && stack_[0].key == "data" && In("resultType")) {
-      matrix_ = text != nullptr && *text == "matrix";
-    }
-    if (Depth() == 6 && In5Values()) {
-      size_t i = stack_.back().index;
-      if (i == 0 && number != nullptr) {
-        t_s_ = *number;
-        have_t_ = true;
-      } else if (i == 1 && text != nullptr && ParseValue(*text, &v_)) {
-        have_v_ = true;
-      } else if (i == 1 && number != nullptr) {
-        v_ = *number;
-        have_v_ = true;
-      } else {
-        return Fail();
-      }
+    if (stack_.empty()) return Fail();  // a bare value
+    const Frame& f = Top();
+    switch (f.kind) {
+      case Kind::kPair:
+        if (f.index == 0 && number != nullptr) {
+          t_s_ = *number;
+          have_t_ = true;
+        } else if (f.index == 1 && text != nullptr && ParseValue(*text, &v_)) {
+          have_v_ = true;
+        } else if (f.index == 1 && number != nullptr) {
+          v_ = *number;
+          have_v_ = true;
+        } else {
+          return Fail();
+        }
+        break;
+      case Kind::kValues:
+        return Fail();  // a sample is [t, "v"]
+      case Kind::kRoot:
+        if (f.key == Key::kStatus) status_ok_ = text != nullptr && *text == "success";
+        break;
+      case Kind::kData:
+        if (f.key == Key::kResultType) matrix_ = text != nullptr && *text == "matrix";
+        break;
+      case Kind::kMetric:
+        if (f.key == Key::kLabel && text != nullptr && !out_->empty()) out_->back().label = *text;
+        break;
+      default:
+        break;
     }
     Advance();
     return true;
   }
 
   int64_t from_ms_, to_ms_;
-  std::vector<Sample>* out_;
+  std::vector<MatrixSeries>* out_;
+  std::string label_;
   std::vector<Frame> stack_;
   bool ok_ = true, status_ok_ = false, matrix_ = false;
-  size_t series_ = 0;
   bool have_t_ = false, have_v_ = false;
   double t_s_ = 0, v_ = 0;
 };
@@ -208,13 +287,16 @@ class TsdbStore final : public Store {
       : inner_(std::move(inner)),
         query_url_(options.tsdb_query_url),
         query_prefix_(std::move(query.path)),
-        writer_(std::move(writer)),
-        reader_(query.scheme_host_port) {
-    reader_.set_connection_timeout(std::chrono::seconds(5));
-    reader_.set_read_timeout(std::chrono::seconds(30));
-    reader_.set_write_timeout(std::chrono::seconds(30));
-    reader_.set_keep_alive(true);
-    reader_.set_tcp_nodelay(true);  // else a kept-alive request waits for a delayed ACK
+        writer_(std::move(writer)) {
+    for (int i = 0; i < kReadConnections; ++i) {
+      auto& reader =
+          readers_.emplace_back(std::make_unique<httplib::Client>(query.scheme_host_port));
+      reader->set_connection_timeout(std::chrono::seconds(5));
+      reader->set_read_timeout(std::chrono::seconds(30));
+      reader->set_write_timeout(std::chrono::seconds(30));
+      reader->set_keep_alive(true);
+      reader->set_tcp_nodelay(true);  // else a kept-alive request waits for a delayed ACK
+    }
   }
 
   Status UpsertJobs(std::span<const JobRecord> jobs) override { return inner_->UpsertJobs(jobs); }
@@ -345,17 +427,22 @@ class TsdbStore final : public Store {
                            {"nocache", "1"},
                            {"latency_offset", "0s"}};
     std::vector<Sample> samples;
-    size_t series = 0;
+    std::vector<MatrixSeries> series;
     auto fast = [&](const std::string& body) {
-      MatrixSax sax(from_ms, to_ms, &samples);
+      MatrixSax sax(from_ms, to_ms, &series);
       nlohmann::json::sax_parse(body, &sax, nlohmann::json::input_format_t::json,
                                 /*strict=*/true, /*ignore_comments=*/false);
-      series = sax.series();
-      if (!sax.ok()) samples.clear();
       return sax.ok();
     };
-    RS_ASSIGN_OR_RETURN(nlohmann::json data, Get("/api/v1/query", params, "samples", fast));
-    if (data.is_discarded()) return Emit(&samples, series > 1, fn);
+    RS_ASSIGN_OR_RETURN(nlohmann::json data,
+                        Get(*readers_[0], "/api/v1/query", params, "samples", fast));
+    if (data.is_discarded()) {
+      if (series.size() == 1) return Emit(&series[0].samples, false, fn);
+      for (auto& one : series) {
+        samples.insert(samples.end(), one.samples.begin(), one.samples.end());
+      }
+      return Emit(&samples, series.size() > 1, fn);
+    }
     auto shape = [&] {
       return Status::IoError(
           fmt::format("{}/api/v1/query answered an unexpected shape for {}", query_url_, query));
@@ -380,13 +467,104 @@ class TsdbStore final : public Store {
     return Emit(&samples, result.size() > 1, fn);
   }
 
+  // The engine aggregates: one range query per metric at the grid's step, its evaluation times
+  // the buckets' last milliseconds and its window the step, so each answers a mean and a max a
+  // bucket instead of every sample (docs/scale-tsdb.md, "The job page"). The metrics are asked
+  // on kReadConnections connections at once. A metric the engine answers with several series
+  // (copies through replicas, labels a receiver added), or with an answer this does not expect,
+  // is read raw and folded here, as a grid that is not whole milliseconds or too fine for one
+  // range query is.
+  Status ReadBuckets(const std::string& cluster, const std::string& job_id,
+                     const std::vector<std::string>& metrics, const BucketGrid& grid,
+                     std::vector<std::vector<SampleBucket>>* out) override {
+    EngineGrid eg;
+    if (!grid.WholeMs() || grid.from_ms < 0 || grid.to_ms < grid.from_ms ||
+        grid.to_ms > kMaxQueryMs) {
+      return Store::ReadBuckets(cluster, job_id, metrics, grid, out);
+    }
+    eg.step_ms = grid.StepMs();
+    eg.from_ms = grid.from_ms;
+    eg.to_ms = grid.to_ms;
+    int64_t span = eg.to_ms + 1 - eg.from_ms;
+    eg.tail = span % eg.step_ms != 0;
+    eg.last = span / eg.step_ms - (eg.tail ? 0 : 1);
+    if (eg.last + 1 > kMaxEngineBuckets) {
+      return Store::ReadBuckets(cluster, job_id, metrics, grid, out);
+    }
+    RS_ASSIGN_OR_RETURN(bool closed, ClosedWindows());
+    if (closed) return Store::ReadBuckets(cluster, job_id, metrics, grid, out);
+
+    // The metrics in groups, a range query each, asked on the connections at once: as many
+    // groups as connections, each query at most kMaxQueryChars long. A last bucket cut short
+    // (the tail) is one more query of one step per group: in the range query it would be
+    // evaluated at every step, which doubled the engine's work.
+    std::vector<Aggregates> aggs(metrics.size());
+    std::vector<std::string> exprs(metrics.size()), tails(metrics.size());
+    for (size_t i = 0; i < metrics.size(); ++i) {
+      const std::string sel = Selector(TsdbMetricName(metrics[i]), cluster, job_id);
+      exprs[i] = BucketExpr(sel, i, eg);
+      if (eg.tail) tails[i] = TailExpr(sel, i, eg);
+    }
+    struct Query {
+      bool tail = false;
+      std::vector<size_t> metrics;
+    };
+    std::vector<Query> queries;
+    const size_t per_group = (metrics.size() + readers_.size() - 1) / readers_.size();
+    for (bool tail : {false, true}) {
+      if (tail && !eg.tail) break;
+      if (!tail && eg.tail && eg.last == 0) continue;  // the tail is the only bucket
+      const auto& text = tail ? tails : exprs;
+      size_t chars = 0, first = queries.size();
+      for (size_t i = 0; i < metrics.size(); ++i) {
+        if (queries.size() == first || queries.back().metrics.size() >= per_group ||
+            chars + text[i].size() > kMaxQueryChars) {
+          queries.push_back({tail, {}});
+          chars = 0;
+        }
+        queries.back().metrics.push_back(i);
+        chars += text[i].size() + 4;
+      }
+    }
+    std::vector<Status> errors(queries.size());
+    std::atomic<size_t> next{0};
+    auto work = [&](httplib::Client& reader) {
+      for (size_t k = next++; k < queries.size(); k = next++) {
+        errors[k] = EngineBuckets(reader, queries[k].metrics, queries[k].tail ? tails : exprs,
+                                  queries[k].tail, eg, &aggs);
+      }
+    };
+    size_t workers = std::min(readers_.size(), queries.size());
+    {
+      std::vector<std::jthread> threads;
+      for (size_t w = 1; w < workers; ++w) threads.emplace_back(work, std::ref(*readers_[w]));
+      if (workers > 0) work(*readers_[0]);
+    }
+    for (const Status& e : errors) RS_RETURN_IF_ERROR(e);
+    out->assign(metrics.size(), {});
+    std::vector<char> raw(metrics.size(), 0);
+    for (size_t i = 0; i < metrics.size(); ++i) {
+      raw[i] = aggs[i].raw || !FromAggregates(aggs[i], eg, &(*out)[i]);
+    }
+    for (size_t i = 0; i < metrics.size(); ++i) {
+      if (!raw[i]) continue;
+      (*out)[i].clear();
+      BucketFolder fold(grid, &(*out)[i]);
+      RS_RETURN_IF_ERROR(ReadSamples(cluster, job_id, metrics[i], grid.from_ms, grid.to_ms,
+                                     [&](const Sample& s) { fold.Add(s); }));
+      fold.Finish();
+    }
+    return Status::Ok();
+  }
+
   StatusOr<std::vector<std::string>> SampleMetrics(const std::string& cluster,
                                                    const std::string& job_id) override {
     std::string match = fmt::format("{{__name__=~\"{}.+\",cluster={},job_id={}}}", kPrefix,
                                     Quoted(cluster), Quoted(job_id));
     // start=0: VictoriaMetrics' default is the last day only (Prometheus': all time).
     httplib::Params params{{"match[]", match}, {"start", "0"}};
-    RS_ASSIGN_OR_RETURN(nlohmann::json data, Get("/api/v1/series", params, "a job's metrics"));
+    RS_ASSIGN_OR_RETURN(nlohmann::json data,
+                        Get(*readers_[0], "/api/v1/series", params, "a job's metrics"));
     if (!data.is_array()) {
       return Status::IoError(
           fmt::format("{}/api/v1/series answered an unexpected shape for {}", query_url_, match));
@@ -404,6 +582,175 @@ class TsdbStore final : public Store {
   }
 
  private:
+  // A grid of whole milliseconds as range queries see it: bucket i is evaluated at its last
+  // millisecond, from_ms + (i + 1) * step_ms - 1, over the window [step_ms] (left-open: exactly
+  // the bucket). `tail`: the last bucket, `last`, is cut at to_ms before its end.
+  struct EngineGrid {
+    int64_t from_ms = 0, to_ms = 0, step_ms = 1, last = 0;
+    bool tail = false;
+    int64_t EvalMs(int64_t i) const { return from_ms + (i + 1) * step_ms - 1; }
+  };
+
+  // Whether the engine's range windows [d] at t include t - d (Prometheus before 3.0: [t - d, t];
+  // VictoriaMetrics and Prometheus 3: (t - d, t]). Asked once: a subquery over a constant
+  // counts 3 points in [t - 2 ms, t] and 2 in (t - 2 ms, t]; VictoriaMetrics refuses it (its
+  // lookbehind adds 5 minutes of 1 ms points), which counts as not closed.
+  StatusOr<bool> ClosedWindows() {
+    if (closed_windows_) return *closed_windows_;
+    const std::string api = "/api/v1/query";
+    httplib::Params params{{"query", "count_over_time(vector(1)[2ms:1ms])"}, {"time", "1000"}};
+    auto res = readers_[0]->Get(query_prefix_ + api, params, httplib::Headers{});
+    if (!res) {
+      return Status::IoError(fmt::format("cannot read a job's series from the TSDB at {}{}: {}",
+                                         query_url_, api, httplib::to_string(res.error())));
+    }
+    bool closed = false;
+    auto doc = nlohmann::json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+    // {"data": {"result": [{"value": [1000, "3"]}]}}
+    const nlohmann::json* at = &doc;
+    for (const char* key : {"data", "result", "0", "value", "1"}) {
+      if (at->is_object() && at->contains(key)) {
+        at = &(*at)[key];
+      } else if (at->is_array() && !at->empty() && key[0] >= '0' && key[0] <= '1' &&
+                 at->size() > static_cast<size_t>(key[0] - '0')) {
+        at = &(*at)[static_cast<size_t>(key[0] - '0')];
+      } else {
+        at = nullptr;
+        break;
+      }
+    }
+    closed = res->status == 200 && at != nullptr && *at == "3";
+    closed_windows_ = closed;
+    return closed;
+  }
+
+  // What the engine answered for one metric: its mean and max per step, the tail's mean and
+  // max (series in a query's answer: absent when it has none); raw when it cannot be used.
+  struct Aggregates {
+    std::array<std::optional<std::vector<Sample>>, 4> series;  // mean, max, tail mean, tail max
+    bool raw = false;
+  };
+
+  // Metric i's mean and max per step in a bucket query, labelled kBucketLabel="<i>/<aggregate>".
+  static std::string BucketExpr(const std::string& sel, size_t i, const EngineGrid& g) {
+    return fmt::format("{} or {}",
+                       Tagged(fmt::format("avg_over_time({}[{}ms])", sel, g.step_ms), i, "mean"),
+                       Tagged(fmt::format("max_over_time({}[{}ms])", sel, g.step_ms), i, "max"));
+  }
+  // Metric i's tail, asked at the last bucket's evaluation time: a window ending at to_ms (an
+  // offset from that time) that starts where the bucket starts.
+  static std::string TailExpr(const std::string& sel, size_t i, const EngineGrid& g) {
+    const int64_t last_ms = g.EvalMs(g.last), start_ms = g.from_ms + g.last * g.step_ms;
+    std::string window =
+        fmt::format("[{}ms] offset {}ms", g.to_ms - start_ms + 1, last_ms - g.to_ms);
+    return fmt::format("{} or {}",
+                       Tagged(fmt::format("avg_over_time({}{})", sel, window), i, "tail_mean"),
+                       Tagged(fmt::format("max_over_time({}{})", sel, window), i, "tail_max"));
+  }
+  static std::string Tagged(const std::string& expr, size_t i, const char* tag) {
+    return fmt::format("label_replace({}, \"{}\", \"{}/{}\", \"\", \"\")", expr, kBucketLabel, i,
+                       tag);
+  }
+
+  // One range query on `reader` for the metrics `group` (indexes into exprs and aggs): their
+  // steps, or (tail) their last bucket alone. A metric the engine answers with several series
+  // of one aggregate, or all of the group when the engine refuses the query or answers another
+  // shape, is marked raw (the caller reads its samples raw). An error only when the engine
+  // cannot be reached.
+  Status EngineBuckets(httplib::Client& reader, const std::vector<size_t>& group,
+                       const std::vector<std::string>& exprs, bool tail, const EngineGrid& g,
+                       std::vector<Aggregates>* aggs) {
+    std::string query;
+    for (size_t i : group) {
+      if (!query.empty()) query += " or ";
+      query += exprs[i];
+    }
+    // The steps up to the tail, or the tail's alone.
+    const int64_t last_ms = g.EvalMs(g.last);
+    const int64_t end_ms = tail || !g.tail ? last_ms : g.EvalMs(g.last - 1);
+    auto seconds = [](int64_t ms) { return fmt::format("{}.{:03}", ms / 1000, ms % 1000); };
+    httplib::Params params{
+        {"query", query},         {"start", seconds(tail ? last_ms : g.EvalMs(0))},
+        {"end", seconds(end_ms)}, {"step", fmt::format("{}ms", g.step_ms)},
+        {"nocache", "1"},         {"latency_offset", "0s"}};
+    const std::string api = "/api/v1/query_range";
+    auto res = reader.Post(query_prefix_ + api, params);
+    if (!res) {
+      return Status::IoError(fmt::format("cannot read a job's series from the TSDB at {}{}: {}",
+                                         query_url_, api, httplib::to_string(res.error())));
+    }
+    auto all_raw = [&] {
+      for (size_t i : group) (*aggs)[i].raw = true;
+      return Status::Ok();
+    };
+    // An engine that refuses the query or answers another shape: the samples are read raw,
+    // which reports a failure of the engine itself.
+    if (res->status / 100 != 2) return all_raw();
+    std::vector<MatrixSeries> series;
+    MatrixSax sax(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &series,
+                  kBucketLabel);
+    nlohmann::json::sax_parse(res->body, &sax, nlohmann::json::input_format_t::json,
+                              /*strict=*/true, /*ignore_comments=*/false);
+    if (!sax.ok()) return all_raw();
+    for (MatrixSeries& one : series) {
+      size_t slash = one.label.find('/');
+      size_t i = 0;
+      if (slash == std::string::npos) return all_raw();
+      auto [p, ec] = std::from_chars(one.label.data(), one.label.data() + slash, i);
+      if (ec != std::errc() || std::find(group.begin(), group.end(), i) == group.end()) {
+        return all_raw();
+      }
+      std::string_view tag = std::string_view(one.label).substr(slash + 1);
+      int slot = tag == "mean"        ? 0
+                 : tag == "max"       ? 1
+                 : tag == "tail_mean" ? 2
+                 : tag == "tail_max"  ? 3
+                                      : -1;
+      if (slot < 0 || (slot >= 2) != tail) return all_raw();
+      auto& into = (*aggs)[i].series[static_cast<size_t>(slot)];
+      if (into) (*aggs)[i].raw = true;  // several series: the raw read merges them
+      into = std::move(one.samples);
+    }
+    return Status::Ok();
+  }
+
+  // One metric's buckets from its aggregates. False when they are not on the grid, a mean for
+  // every max.
+  static bool FromAggregates(const Aggregates& agg, const EngineGrid& g,
+                             std::vector<SampleBucket>* out) {
+    const int64_t last_ms = g.EvalMs(g.last);
+    // Bucket i's aggregates at EvalMs(i).
+    auto index = [&](int64_t t_ms) -> int64_t {
+      int64_t d = t_ms + 1 - g.from_ms;
+      if (d <= 0 || d % g.step_ms != 0 || d / g.step_ms - 1 > g.last) return -1;
+      return d / g.step_ms - 1;
+    };
+    static const std::vector<Sample> kNone;
+    auto get = [&](size_t slot) -> const std::vector<Sample>& {
+      return agg.series[slot] ? *agg.series[slot] : kNone;
+    };
+    const auto& means = get(0);
+    const auto& maxes = get(1);
+    if (means.size() != maxes.size()) return false;
+    out->clear();
+    out->reserve(means.size() + 1);
+    for (size_t k = 0; k < means.size(); ++k) {
+      int64_t i = index(means[k].t_ms);
+      if (i < 0 || maxes[k].t_ms != means[k].t_ms) return false;
+      if (g.tail && i == g.last) continue;  // not asked: the tail's query has it
+      if (!out->empty() && out->back().index >= i) return false;
+      out->push_back({i, means[k].value, maxes[k].value});
+    }
+    const auto& tail_means = get(2);
+    const auto& tail_maxes = get(3);
+    if (tail_means.size() != tail_maxes.size() || tail_means.size() > 1) return false;
+    if (!tail_means.empty()) {
+      if (tail_means[0].t_ms != last_ms || tail_maxes[0].t_ms != last_ms) return false;
+      out->push_back({g.last, tail_means[0].value, tail_maxes[0].value});
+    }
+    return true;
+  }
+
   // Sends the samples of the `fresh` batches, in requests of at most kMaxRemoteWriteSamples.
   Status RemoteWrite(std::span<const TelemetryWrite> writes, const std::vector<bool>& fresh) {
     for (size_t i = 0; i < writes.size(); ++i) {
@@ -443,11 +790,11 @@ class TsdbStore final : public Store {
 
   // GET the query API; its "data" on success. `fast`, when given, reads a 2xx answer first:
   // when it says it did, the result is a discarded JSON value (nothing more to read).
-  StatusOr<nlohmann::json> Get(const std::string& api, const httplib::Params& params,
-                               const std::string& what,
+  StatusOr<nlohmann::json> Get(httplib::Client& reader, const std::string& api,
+                               const httplib::Params& params, const std::string& what,
                                const std::function<bool(const std::string&)>& fast = nullptr) {
     std::string where = query_url_ + api;
-    auto res = reader_.Get(query_prefix_ + api, params, httplib::Headers{});
+    auto res = reader.Get(query_prefix_ + api, params, httplib::Headers{});
     if (!res) {
       return Status::IoError(fmt::format("cannot read {} from the TSDB at {}: {}", what, where,
                                          httplib::to_string(res.error())));
@@ -476,7 +823,10 @@ class TsdbStore final : public Store {
   std::string query_prefix_;
   std::unique_ptr<RemoteWriteClient> writer_;
   RemoteWriteEncoder encoder_;
-  httplib::Client reader_;
+  // The query API's connections: ReadSamples and SampleMetrics use the first, ReadBuckets all
+  // of them at once (one thread each, for the duration of the call).
+  std::vector<std::unique_ptr<httplib::Client>> readers_;
+  std::optional<bool> closed_windows_;  // ClosedWindows(), once asked
 };
 
 }  // namespace
