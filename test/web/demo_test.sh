@@ -37,8 +37,10 @@ job=$!
 "$RS" agent --server "http://127.0.0.1:$port" --cluster demo --interval 0.5 --ship-interval 1 \
   --stacks --spool "$WORK/spool" 2>"$WORK/agent.err" &
 agent=$!
+# Until the live job has stacks: -f, so that the 404 of a job not yet seen (a JSON error, letters
+# too) does not end the wait.
 for _ in $(seq 1 60); do
-  if curl -s "http://127.0.0.1:$port/api/v1/jobs/demo/1001/stacks" | grep -q '[a-z]'; then
+  if curl -sf "http://127.0.0.1:$port/api/v1/jobs/demo/1001/stacks" | grep -q '[a-z]'; then
     break
   fi
   sleep 0.5
