@@ -331,10 +331,13 @@ LogScan MergeScans(std::vector<LogScan> parts, const ScanOptions& options) {
 }
 
 // Scans what `read` returns in blocks that end at a line end (unless one line is longer than
-// a block): the calling thread reads and merges, `threads` workers scan blocks independently.
-// At most two blocks per worker are in flight, so memory stays bounded.
+// a block): the calling thread reads and merges, `threads` workers scan blocks independently,
+// or with `threads` 0 the calling thread scans each block itself (text already in memory: no
+// worker to start). At most two blocks per worker are in flight, so memory stays bounded.
+// `buffer_bytes` (at most options.block_bytes) sizes the read buffers: a text shorter than a
+// block needs no 4 MiB of them, and is cut into the same pieces either way.
 StatusOr<LogScan> ScanStream(const BlockSource& read, const std::string& name,
-                             const ScanOptions& options, unsigned threads) {
+                             const ScanOptions& options, unsigned threads, size_t buffer_bytes) {
   struct Piece {
     uint64_t seq = 0;
     std::vector<char> buf;  // from `pool`, returned to it when scanned
@@ -351,6 +354,18 @@ StatusOr<LogScan> ScanStream(const BlockSource& read, const std::string& name,
     // Block buffers for reuse: fresh 4 MiB allocations cost a page fault per page.
     std::vector<std::vector<char>> pool GUARDED_BY(mu);
   } sh;
+  // Scans one block and files its result for `drain`.
+  auto scan_piece = [&](Piece piece) {
+    std::string_view data(piece.buf.data(), piece.size);
+    Scanner scanner(name, options);
+    scanner.Block(data, piece.cut);
+    if (piece.last) scanner.set_ends_without_newline(!data.empty() && data.back() != '\n');
+    LogScan scan = scanner.Finish();
+    MutexLock lock(sh.mu);
+    sh.finished.emplace(piece.seq, std::move(scan));
+    sh.pool.push_back(std::move(piece.buf));
+    sh.cv.NotifyAll();
+  };
   std::vector<std::thread> workers;
   for (unsigned t = 0; t < threads; ++t) {
     workers.emplace_back([&] {
@@ -363,15 +378,7 @@ StatusOr<LogScan> ScanStream(const BlockSource& read, const std::string& name,
           piece = std::move(sh.queue.front());
           sh.queue.pop_front();
         }
-        std::string_view data(piece.buf.data(), piece.size);
-        Scanner scanner(name, options);
-        scanner.Block(data, piece.cut);
-        if (piece.last) scanner.set_ends_without_newline(!data.empty() && data.back() != '\n');
-        LogScan scan = scanner.Finish();
-        MutexLock lock(sh.mu);
-        sh.finished.emplace(piece.seq, std::move(scan));
-        sh.pool.push_back(std::move(piece.buf));
-        sh.cv.NotifyAll();
+        scan_piece(std::move(piece));
       }
     });
   }
@@ -415,7 +422,7 @@ StatusOr<LogScan> ScanStream(const BlockSource& read, const std::string& name,
 
   auto take = [&] {
     MutexLock lock(sh.mu);
-    if (sh.pool.empty()) return std::vector<char>(options.block_bytes);
+    if (sh.pool.empty()) return std::vector<char>(buffer_bytes);
     std::vector<char> b = std::move(sh.pool.back());
     sh.pool.pop_back();
     return b;
@@ -450,12 +457,17 @@ StatusOr<LogScan> ScanStream(const BlockSource& read, const std::string& name,
     if (have > 0) std::memcpy(next.data(), buf.data() + use, have);
     Piece piece{submitted, std::move(buf), use, cut, eof && use == n};
     buf = std::move(next);
-    {
-      MutexLock lock(sh.mu);
-      sh.queue.push_back(std::move(piece));
+    if (threads == 0) {
       ++submitted;
+      scan_piece(std::move(piece));
+    } else {
+      {
+        MutexLock lock(sh.mu);
+        sh.queue.push_back(std::move(piece));
+        ++submitted;
+      }
+      sh.cv.NotifyAll();
     }
-    sh.cv.NotifyAll();
     drain(false);
     if (eof && have == 0) break;
   }
@@ -471,7 +483,8 @@ StatusOr<LogScan> ScanStream(const BlockSource& read, const std::string& name,
 }  // namespace
 
 LogScan ScanLogText(std::string_view text, std::string name, const ScanOptions& options) {
-  // The same path as files and pipes, so tests of text test it too.
+  // The same path as files and pipes (tests of text test it too), on this thread: the text is
+  // in memory, and a pasted log of a few lines should not start a worker or fill 8 MiB.
   size_t pos = 0;
   auto scan = ScanStream(
       [&](char* buf, size_t n) -> StatusOr<size_t> {
@@ -480,7 +493,7 @@ LogScan ScanLogText(std::string_view text, std::string name, const ScanOptions& 
         pos += got;
         return got;
       },
-      name, options, 1);
+      name, options, 0, std::min(options.block_bytes, text.size() + 1));
   return std::move(*scan);  // reading memory cannot fail
 }
 
@@ -505,7 +518,7 @@ StatusOr<LogScan> ScanLogFile(const std::string& path, const ScanOptions& option
             return static_cast<size_t>(got);
           }
         },
-        name, options, threads);
+        name, options, threads, options.block_bytes);
   }
   // Compressed, or a pipe that may be: zlib reads plain data as is.
   std::unique_ptr<gzFile_s, GzCloser> file(gzdopen(dup(fd), "rb"));
@@ -522,7 +535,7 @@ StatusOr<LogScan> ScanLogFile(const std::string& path, const ScanOptions& option
         }
         return static_cast<size_t>(got);
       },
-      name, options, threads);
+      name, options, threads, options.block_bytes);
 }
 
 std::string CleanLogText(std::string_view text, size_t max_bytes) {

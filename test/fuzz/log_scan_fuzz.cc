@@ -10,8 +10,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
-  // Each scan starts a worker thread, so one scan per input: small blocks (lines straddle
-  // blocks, long lines are searched in pieces) for inputs of even size, the defaults for odd.
+  // One scan per input: small blocks (lines straddle blocks, long lines are searched in
+  // pieces) for inputs of even size, the defaults for odd.
   rightsize::ScanOptions options;
   if (size % 2 == 0) {
     options.block_bytes = 4096;
