@@ -105,22 +105,43 @@ class PrometheusApi {
     bool too_big = false;
     int status = 0;
     std::string content_type;
-    auto res = client_.Get(
-        path, params, headers_,
-        [&](const httplib::Response& r) {
-          status = r.status;
-          content_type = r.get_header_value("Content-Type");
-          return true;
-        },
-        [&](const char* data, size_t n) {
-          if (static_cast<int64_t>(body.size() + n) > options_.max_answer_bytes) {
-            too_big = true;
-            return false;
-          }
-          body.append(data, n);
-          return true;
-        });
     std::string where = options_.url + "/api/v1/" + api;
+    std::optional<std::string> failed;  // why no answer came
+    if (options_.transport) {
+      auto answer = options_.transport(api, {params.begin(), params.end()});
+      if (answer.ok()) {
+        status = answer->status;
+        content_type = std::move(answer->content_type);
+        too_big = static_cast<int64_t>(answer->body.size()) > options_.max_answer_bytes;
+        if (!too_big) body = std::move(answer->body);
+      } else {
+        failed = answer.status().message();
+      }
+    } else {
+      auto res = client_.Get(
+          path, params, headers_,
+          [&](const httplib::Response& r) {
+            status = r.status;
+            content_type = r.get_header_value("Content-Type");
+            return true;
+          },
+          [&](const char* data, size_t n) {
+            if (static_cast<int64_t>(body.size() + n) > options_.max_answer_bytes) {
+              too_big = true;
+              return false;
+            }
+            body.append(data, n);
+            return true;
+          });
+      if (!res && !too_big) {
+        auto err = res.error();
+        failed = httplib::to_string(err);
+        if (err == httplib::Error::Read) {
+          *failed +=
+              fmt::format(" (no complete answer within --timeout {} s?)", options_.timeout_s);
+        }
+      }
+    }
     if (too_big) {
       refusal->too_big = true;
       refusal->status = Status::BadInput(fmt::format(
@@ -129,13 +150,9 @@ class PrometheusApi {
           where, what, FormatThousands(static_cast<double>(options_.max_answer_bytes), 0)));
       return false;
     }
-    if (!res) {
-      auto err = res.error();
-      std::string why = httplib::to_string(err);
-      if (err == httplib::Error::Read) {
-        why += fmt::format(" (no complete answer within --timeout {} s?)", options_.timeout_s);
-      }
-      refusal->status = Status::IoError(fmt::format("cannot get {} from {}: {}", what, where, why));
+    if (failed) {
+      refusal->status =
+          Status::IoError(fmt::format("cannot get {} from {}: {}", what, where, *failed));
       return false;
     }
     nlohmann::json doc = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);

@@ -62,9 +62,8 @@ rightsize_fuzz_target(swf HOSTILE text LIBS rightsize::ingest)
 rightsize_fuzz_target(sacct HOSTILE text MUTATIONS 200 LIBS rightsize::ingest)
 rightsize_fuzz_target(clustercockpit HOSTILE text LIBS rightsize::ingest)
 rightsize_fuzz_target(sinfo HOSTILE text LIBS rightsize::ingest rightsize::store)
-# `ingest prometheus` against a loopback server answering with the fuzzed bytes.
-rightsize_fuzz_target(prometheus HOSTILE json MUTATIONS 100
-  LIBS rightsize::ingest PkgConfig::HTTPLIB Threads::Threads)
+# `ingest prometheus` answered with the fuzzed bytes through the reader's transport.
+rightsize_fuzz_target(prometheus HOSTILE json MUTATIONS 100 LIBS rightsize::ingest)
 # Batch scripts (`predict`, `submit`) and GRES lists.
 rightsize_fuzz_target(jobscript HOSTILE text LIBS rightsize::jobscript rightsize::ingest)
 # `diagnose`'s log scanner: only its sources, not diagnose's library (which links code/).
