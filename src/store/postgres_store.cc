@@ -1185,7 +1185,7 @@ class PostgresStore final : public Store {
     part_of.reserve(jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {
       const JobRecord& j = jobs[i];
-      auto [it, first] = part_of.try_emplace(JobKey(j.cluster, j.job_id), i / run);
+      auto it = part_of.try_emplace(JobKey(j.cluster, j.job_id), i / run).first;
       parts[it->second].push_back(&j);
     }
     std::vector<Status> results(n);
