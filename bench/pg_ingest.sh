@@ -8,7 +8,8 @@
 # and prints, per run: wall seconds and records/s, CPU seconds and microseconds per record of
 # the client (`rightsize`, every thread), of the ingest's PostgreSQL backends (polled from
 # /proc) and of all of PostgreSQL (postmaster and every child, exited ones included), and the
-# load average before and after. The machine and the PostgreSQL version come first.
+# load average before and after. The machine and the PostgreSQL version come first; a summary
+# per trace (median records/s, CPU per record from-to) comes last.
 #
 # Usage: bench/pg_ingest.sh [BUILD_DIR] [RUNS]   (default build, 2 runs; well under a minute on an
 # idle 2-core machine). AGAIN=1 also ingests each file a second time into the filled store (every
@@ -143,4 +144,20 @@ for run in $(seq 1 "$RUNS"); do
     measure "$format" "$file" empty
     if [ -n "${AGAIN:-}" ]; then measure "$format" "$file" again; fi
   done
-done
+done | tee "$WORK/runs.txt"
+
+# Per trace and case: the median records/s and the range of CPU per record, for the docs.
+python3 - "$WORK/runs.txt" <<'EOF'
+import re, statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"(\w+) +(\w+) .* = +(\d+) records/s .*client +[\d.]+ \( *([\d.]+)\).* all PostgreSQL "
+                 r"+[\d.]+ \( *([\d.]+)\), total +([\d.]+)", line)
+    if m:
+        runs.setdefault((m[1], m[2]), []).append([float(x) for x in m.groups()[2:]])
+for (fmt, case), rs in runs.items():
+    col = list(zip(*rs))
+    span = lambda i: f"{min(col[i]):.1f}-{max(col[i]):.1f}"
+    print(f"{fmt:5} {case:5} median {statistics.median(col[0]):7.0f} records/s ({len(rs)} runs) | "
+          f"CPU us/record: client {span(1)}, all PostgreSQL {span(2)}, total {span(3)}")
+EOF
