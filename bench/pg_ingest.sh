@@ -8,11 +8,17 @@
 # and prints, per run: wall seconds and records/s, CPU seconds and microseconds per record of
 # the client (`rightsize`, every thread), of the ingest's PostgreSQL backends (polled from
 # /proc) and of all of PostgreSQL (postmaster and every child, exited ones included), and the
-# load average before and after. The machine and the PostgreSQL version come first.
+# load average before and after. The machine and the PostgreSQL version come first; a summary
+# per trace (median records/s, CPU per record from-to) comes last.
 #
 # Usage: bench/pg_ingest.sh [BUILD_DIR] [RUNS]   (default build, 2 runs; well under a minute on an
 # idle 2-core machine). AGAIN=1 also ingests each file a second time into the filled store (every
-# job replaced, none changed).
+# job replaced, none changed). IDS=ascending numbers the copies so that their job ids, compared as
+# text (the store's key), ascend through the file, as a real scheduler's do (SWF 1,000,000 + copy x
+# 100,000 + line, sacct 10,000,000 + copy x 1,000,000 + id); the default prefixes the copy number
+# ("12" + "163485"), which scatters the copies through the text order of the keys (copy 10 sorts
+# before copy 1), so most inserts into the (cluster, job_id) index land mid-index instead of at
+# its right edge.
 # Environment: PG_BIN (default /usr/lib/postgresql/15/bin).
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,19 +32,26 @@ source "$SRC/test/cli/postgres.sh"
 trap 'pg_stop; rm -rf "$WORK"' EXIT
 chmod 755 "$WORK"
 
+IDS=${IDS:-prefixed}
+case $IDS in
+  prefixed) swf_id='c * 100000 + NR' sacct_id='c $1' ;;
+  ascending) swf_id='1000000 + c * 100000 + NR' sacct_id='10000000 + c * 1000000 + $1' ;;
+  *) echo "IDS: expected prefixed or ascending, got $IDS" >&2; exit 2 ;;
+esac
 zcat "$SRC/test/data/swf/KTH-SP2-1996-2.1-cln.swf.gz" | grep -v '^;' >"$WORK/one.swf"
-for c in $(seq 0 9); do awk -v c="$c" '{ $1 = c * 100000 + NR; print }' "$WORK/one.swf"; done \
+for c in $(seq 0 9); do awk -v c="$c" "{ \$1 = $swf_id; print }" "$WORK/one.swf"; done \
   >"$WORK/kth10.swf"
 zcat "$SRC/test/data/sacct/sites/ub-ccr-phillips_slurm-2016-12-2017-01.psv.gz" >"$WORK/one.psv"
 { head -1 "$WORK/one.psv"; for c in $(seq 1 30); do
-  awk -F'|' -v OFS='|' -v c="$c" 'NR > 1 { $1 = c $1; $2 = c $2; print }' "$WORK/one.psv"; done; } \
-  >"$WORK/ccr30.psv"
+  awk -F'|' -v OFS='|' -v c="$c" "NR > 1 { id = $sacct_id; \$1 = id; \$2 = id; print }" \
+    "$WORK/one.psv"; done; } >"$WORK/ccr30.psv"
 
 pg_start || exit $?
 PG_POSTMASTER=$(head -1 "$PG_ROOT/data/postmaster.pid")
 echo "machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(free -g | awk '/^Mem:/ { print $2 }') GiB"
 echo "postgresql: $("$PG_BIN/postgres" --version) (test/cli/postgres.sh settings: fsync=off, synchronous_commit=off, full_page_writes=off)"
 echo "rightsize: $RS (source tree at $(git -C "$SRC" rev-parse --short HEAD)$(git -C "$SRC" diff --quiet HEAD -- src || echo ' with changes'))"
+echo "job ids: $IDS (IDS=prefixed|ascending)"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 measure() { # measure FORMAT FILE CASE: one ingest (CASE "empty": into an emptied store), one line
@@ -131,4 +144,20 @@ for run in $(seq 1 "$RUNS"); do
     measure "$format" "$file" empty
     if [ -n "${AGAIN:-}" ]; then measure "$format" "$file" again; fi
   done
-done
+done | tee "$WORK/runs.txt"
+
+# Per trace and case: the median records/s and the range of CPU per record, for the docs.
+python3 - "$WORK/runs.txt" <<'EOF'
+import re, statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"(\w+) +(\w+) .* = +(\d+) records/s .*client +[\d.]+ \( *([\d.]+)\).* all PostgreSQL "
+                 r"+[\d.]+ \( *([\d.]+)\), total +([\d.]+)", line)
+    if m:
+        runs.setdefault((m[1], m[2]), []).append([float(x) for x in m.groups()[2:]])
+for (fmt, case), rs in runs.items():
+    col = list(zip(*rs))
+    span = lambda i: f"{min(col[i]):.1f}-{max(col[i]):.1f}"
+    print(f"{fmt:5} {case:5} median {statistics.median(col[0]):7.0f} records/s ({len(rs)} runs) | "
+          f"CPU us/record: client {span(1)}, all PostgreSQL {span(2)}, total {span(3)}")
+EOF

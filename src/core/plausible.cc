@@ -51,9 +51,14 @@ std::string Got(double value, std::string_view text) {
 
 }  // namespace
 
-Status CheckPlausible(std::string_view field, Plausible kind, double value, std::string_view text) {
+bool IsPlausible(Plausible kind, double value) {
   Range r = RangeOf(kind);
-  if (std::isfinite(value) && value >= r.min && value <= r.max) return Status::Ok();
+  return std::isfinite(value) && value >= r.min && value <= r.max;
+}
+
+Status CheckPlausible(std::string_view field, Plausible kind, double value, std::string_view text) {
+  if (IsPlausible(kind, value)) return Status::Ok();
+  Range r = RangeOf(kind);
   return Status::BadInput(
       fmt::format("field {}: expected {}, got {}", field, r.expected, Got(value, text)));
 }

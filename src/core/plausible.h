@@ -73,6 +73,10 @@ enum class Plausible {
 Status CheckPlausible(std::string_view field, Plausible kind, double value,
                       std::string_view text = {});
 
+// True when `value` is finite and within the range of `kind`: CheckPlausible without its
+// message, for a caller that builds the field's name only for a value that fails.
+bool IsPlausible(Plausible kind, double value);
+
 // The CPU time against CPUs x run time (see kMaxPlausibleCpuEfficiency); Ok when any is unknown
 // (pass NaN or a negative number) or zero CPUs.
 Status CheckCpuEfficiency(std::string_view field, double cpu_time_s, double cpus, double elapsed_s);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <ctime>
 
@@ -224,14 +225,14 @@ StatusOr<std::optional<int64_t>> ParseSlurmTimestamp(std::string_view text) {
       *mi > 59 || *s > 60) {
     return Expected("a time like 2023-08-31T12:29:47", text);
   }
-  std::tm tm{};
-  tm.tm_year = static_cast<int>(*y - 1900);
-  tm.tm_mon = static_cast<int>(*mo - 1);
-  tm.tm_mday = static_cast<int>(*d);
-  tm.tm_hour = static_cast<int>(*h);
-  tm.tm_min = static_cast<int>(*mi);
-  tm.tm_sec = static_cast<int>(*s);
-  return std::optional<int64_t>(static_cast<int64_t>(timegm(&tm)));
+  // The seconds timegm gives (a day past the month's end, such as 02-31, counts on into the
+  // next month; second 60 is the next minute's 0), by calendar arithmetic instead of libc's
+  // normalising of a struct tm, at a fraction of its cost: every sacct line has three.
+  using namespace std::chrono;
+  const sys_days day = year_month_day(year(static_cast<int>(*y)), month(static_cast<unsigned>(*mo)),
+                                      std::chrono::day(static_cast<unsigned>(*d)));
+  return std::optional<int64_t>(int64_t{day.time_since_epoch().count()} * 86400 + *h * 3600 +
+                                *mi * 60 + *s);
 }
 
 std::string FormatTimestamp(int64_t unix_s) {

@@ -4,6 +4,7 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <chrono>
 #include <cinttypes>
@@ -18,6 +19,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -422,76 +424,75 @@ void ReadJob(const PGresult* r, int row, JobRecord& j) {
   u.node_energy_j = Real(r, row, c++);
 }
 
-// Appends one row of COPY's text format: fields separated by tabs, \N for NULL (an unknown,
-// including empty text outside the key columns), backslash escapes for the separators.
+// COPY's binary format (PostgreSQL's "COPY", "Binary Format"): a signature, then per row the
+// field count and each field as a 32-bit length (-1 for NULL) and the value as the column's
+// send function writes it: big-endian int8 and float8, text as its bytes. The server stores
+// exactly these values without parsing text (int8in, float8in, the delimiter and escape scan),
+// and the client formats no numbers and escapes nothing. NULL stands for an unknown, including
+// empty text outside the key columns.
+constexpr char kCopyBinaryHeader[] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
+constexpr size_t kCopyBinaryHeaderSize = sizeof kCopyBinaryHeader - 1;  // 11 + flags + extension
+static_assert(kCopyBinaryHeaderSize == 19);
+constexpr char kCopyBinaryTrailer[] = "\377\377";  // a field count of -1
+
+// Writes one row at `out`, which has room for it (CopyRowSize).
 class CopyRow {
  public:
-  explicit CopyRow(std::string* out) : out_(*out) {}
+  CopyRow(char* out, int16_t fields) : p_(out) { Put16(static_cast<uint16_t>(fields)); }
   void Text(const std::string& v, bool required = false) {
-    Sep();
-    if (v.empty() && !required) {
-      out_ += "\\N";
-      return;
-    }
-    // Most text has nothing to escape: appended whole, not byte by byte.
-    auto special = [](char c) { return c == '\\' || c == '\t' || c == '\n' || c == '\r'; };
-    if (std::none_of(v.begin(), v.end(), special)) {
-      out_ += v;
-      return;
-    }
-    for (char c : v) {
-      switch (c) {
-        case '\\':
-          out_ += "\\\\";
-          break;
-        case '\t':
-          out_ += "\\t";
-          break;
-        case '\n':
-          out_ += "\\n";
-          break;
-        case '\r':
-          out_ += "\\r";
-          break;
-        default:
-          out_ += c;
-      }
-    }
+    if (v.empty() && !required) return Null();
+    Put32(static_cast<uint32_t>(v.size()));
+    std::memcpy(p_, v.data(), v.size());
+    p_ += v.size();
   }
   void Int(std::optional<int64_t> v) {
-    Sep();
-    if (v) {
-      fmt::format_int digits(*v);
-      out_.append(digits.data(), digits.size());
-    } else {
-      out_ += "\\N";
-    }
+    if (!v) return Null();
+    Put32(8);
+    Put64(static_cast<uint64_t>(*v));
   }
   void Int(std::optional<int> v) { Int(v ? std::optional<int64_t>(*v) : std::nullopt); }
   void Real(std::optional<double> v) {
-    Sep();
-    if (v) {
-      // The shortest text that reads back as the same double.
-      char buf[32];
-      auto end = std::to_chars(buf, buf + sizeof buf, *v).ptr;
-      out_.append(buf, end);
-    } else {
-      out_ += "\\N";
-    }
+    if (!v) return Null();
+    Put32(8);
+    Put64(std::bit_cast<uint64_t>(*v));
   }
-  void End() { out_ += '\n'; }
+  char* end() const { return p_; }
 
  private:
-  void Sep() {
-    if (!first_) out_ += '\t';
-    first_ = false;
+  void Null() { Put32(0xffffffffU); }
+  void Put16(uint16_t v) {
+    if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap16(v);
+    std::memcpy(p_, &v, 2);
+    p_ += 2;
   }
-  std::string& out_;
-  bool first_ = true;
+  void Put32(uint32_t v) {
+    if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap32(v);
+    std::memcpy(p_, &v, 4);
+    p_ += 4;
+  }
+  void Put64(uint64_t v) {
+    if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap64(v);
+    std::memcpy(p_, &v, 8);
+    p_ += 8;
+  }
+  char* p_;
 };
 
-void CopyJob(const JobRecord& j, std::string* out) {
-  CopyRow b(out);
+// The most bytes a row can take in CopyRow (a NULL takes fewer).
+class CopyRowSize {
+ public:
+  void Text(const std::string& v, bool /*required*/ = false) { bytes_ += 4 + v.size(); }
+  void Int(const auto& /*v*/) { bytes_ += 12; }
+  void Real(const auto& /*v*/) { bytes_ += 12; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  size_t bytes_ = 2;
+};
+
+// A job's fields, in kJobColumns order, to a CopyRow or a CopyRowSize.
+template <typename Row>
+void JobFields(const JobRecord& j, Row& b) {
   b.Text(j.cluster, true);
   b.Text(j.job_id, true);
   b.Text(j.source);
@@ -536,8 +537,27 @@ void CopyJob(const JobRecord& j, std::string* out) {
   b.Real(u.gpu_energy_j);
   b.Real(u.cpu_energy_j);
   b.Real(u.node_energy_j);
-  b.End();
 }
+
+// Appends a job's row to COPY binary data.
+void CopyJob(const JobRecord& j, std::string* out) {
+  CopyRowSize size;
+  JobFields(j, size);
+  const size_t used = out->size();
+  out->resize(used + size.bytes());
+  CopyRow row(out->data() + used, kNumJobColumns);
+  JobFields(j, row);
+  out->resize(static_cast<size_t>(row.end() - out->data()));
+}
+
+// A job's (cluster, job id), as views of a record's strings: sets of a batch's jobs hold no
+// copies (the records outlive them).
+using JobKey = std::pair<std::string_view, std::string_view>;
+struct JobKeyHash {
+  size_t operator()(const JobKey& k) const {
+    return std::hash<std::string_view>()(k.second) ^ (std::hash<std::string_view>()(k.first) * 31);
+  }
+};
 
 uint64_t Fnv1a(std::string_view s) {
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -1086,17 +1106,16 @@ class PostgresStore final : public Store {
                              .status());
       known_clusters_.insert(j->cluster);
     }
-    std::unordered_set<std::string> keys;
+    std::unordered_set<JobKey, JobKeyHash> keys;
+    keys.reserve(jobs.size());
     std::vector<const JobRecord*> round;
     for (const JobRecord* j : jobs) {
-      std::string key = j->cluster;
-      key += '\0';
-      key += j->job_id;
+      JobKey key(j->cluster, j->job_id);
       if (!keys.insert(key).second) {
         RS_RETURN_IF_ERROR(UpsertRound(round));
         round.clear();
         keys.clear();
-        keys.insert(std::move(key));
+        keys.insert(key);
       }
       round.push_back(j);
     }
@@ -1137,10 +1156,15 @@ class PostgresStore final : public Store {
     for (auto& t : threads) t.join();
   }
 
-  // A bulk load's batch, split by job over this connection and the extra ones, each part in
-  // its own transaction on its own thread: every record of a job goes to the same connection,
-  // in order, and the next batch starts once every part is committed, so a job's records are
-  // stored in the order given, once each. Concurrent writers of the same jobs (another ingest,
+  // A bulk load's batch, split over this connection and the extra ones, each part in its own
+  // transaction on its own thread: every record of a job goes to the same connection, in order,
+  // and the next batch starts once every part is committed, so a job's records are stored in the
+  // order given, once each. The parts are runs of the batch (the first half to one connection,
+  // the second to the other; a job's later records follow its first): a scheduler's job ids
+  // ascend through its files, so the two backends insert into distant pages of the (cluster,
+  // job_id) index. Split by a hash of the job they inserted neighbouring keys into the same
+  // pages, and waited on each other's page locks: 20 % more server CPU for the same rows
+  // (docs/scale-postgres.md). Concurrent writers of the same jobs (another ingest,
   // an agent) meet as on one connection: a stored job fails the COPY and is merged, a deadlock
   // is retried. An error in one part leaves the other parts committed, as a batch committed
   // before a failed one stays (run the ingest again: re-ingesting replaces).
@@ -1154,11 +1178,15 @@ class PostgresStore final : public Store {
       for (auto& w : bulk_writers_) w->known_clusters_.insert(j.cluster);
     }
     const size_t n = bulk_writers_.size() + 1;
+    const size_t run = (jobs.size() + n - 1) / n;
     std::vector<std::vector<const JobRecord*>> parts(n);
-    for (auto& part : parts) part.reserve(jobs.size() / n + jobs.size() / 8);
-    for (const JobRecord& j : jobs) {
-      uint64_t h = Fnv1a(j.job_id) ^ (Fnv1a(j.cluster) * 31);
-      parts[h % n].push_back(&j);
+    for (auto& part : parts) part.reserve(run + run / 8);
+    std::unordered_map<JobKey, size_t, JobKeyHash> part_of;  // a job's first record's part
+    part_of.reserve(jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const JobRecord& j = jobs[i];
+      auto it = part_of.try_emplace(JobKey(j.cluster, j.job_id), i / run).first;
+      parts[it->second].push_back(&j);
     }
     std::vector<Status> results(n);
     std::vector<std::thread> threads;
@@ -1182,22 +1210,24 @@ class PostgresStore final : public Store {
   Status UpsertRound(std::span<const JobRecord* const> round) {
     if (round.empty()) return Status::Ok();
     std::string what = fmt::format("storing job {}/{}", round[0]->cluster, round[0]->job_id);
-    std::string data;
-    data.reserve(round.size() * 256);
+    // One buffer for every round: its pages are faulted in once, not once a round.
+    std::string& data = copy_buffer_;
+    data.assign(kCopyBinaryHeader, kCopyBinaryHeaderSize);
     for (const JobRecord* j : round) CopyJob(*j, &data);
+    data.append(kCopyBinaryTrailer, 2);
     if (all_new_) {
       RS_RETURN_IF_ERROR(Exec("SAVEPOINT new_jobs"));
       std::string sqlstate;
-      Status st =
-          CopyIn(fmt::format("COPY jobs ({}) FROM STDIN", kJobColumns), data, what, &sqlstate);
+      Status st = CopyIn(fmt::format("COPY jobs ({}) FROM STDIN (FORMAT binary)", kJobColumns),
+                         data, what, &sqlstate);
       if (st.ok()) return Exec("RELEASE SAVEPOINT new_jobs");
       if (sqlstate != "23505") return st;  // not unique_violation: a stored job
       RS_RETURN_IF_ERROR(Exec("ROLLBACK TO SAVEPOINT new_jobs"));
       all_new_ = false;
     }
     RS_RETURN_IF_ERROR(Exec("TRUNCATE jobs_in"));
-    RS_RETURN_IF_ERROR(
-        CopyIn(fmt::format("COPY jobs_in ({}) FROM STDIN", kJobColumns), data, what));
+    RS_RETURN_IF_ERROR(CopyIn(
+        fmt::format("COPY jobs_in ({}) FROM STDIN (FORMAT binary)", kJobColumns), data, what));
     RS_RETURN_IF_ERROR(Query(update_sql_, Params(), "merging the jobs").status());
     RS_ASSIGN_OR_RETURN(Result r, Query(merge_sql_, Params(), "merging the jobs"));
     all_new_ =
@@ -1572,6 +1602,7 @@ class PostgresStore final : public Store {
   bool all_new_ = true;           // the last round stored only new jobs (UpsertRound)
   bool indexes_dropped_ = false;  // by SetBulkLoad(true), to build at its end
   std::string merge_sql_;         // the staged jobs the UPDATE did not find
+  std::string copy_buffer_;       // UpsertRound's COPY data, kept for the next round
   std::set<std::string> leads_;   // roles held (TryLead)
   std::unordered_set<std::string> known_clusters_;  // in the clusters table
   bool in_transaction_ = false;                     // between BEGIN and COMMIT / ROLLBACK
