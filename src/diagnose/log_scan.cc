@@ -119,7 +119,6 @@ class Scanner {
     size_t n = AllSignatures().size();
     scan_.counts.assign(n, 0);
     first_.resize(n);
-    last_.resize(n);
     for (const Signature& sig : AllSignatures()) keep_scale_.push_back(KeepScale(sig));
   }
 
@@ -152,7 +151,9 @@ class Scanner {
     scan_.lines = line_ + (ends_without_newline_ ? 1 : 0);
     for (size_t i = 0; i < first_.size(); ++i) {
       for (auto& h : first_[i]) scan_.hits.push_back(std::move(h));
-      for (auto& h : last_[i]) scan_.hits.push_back(std::move(h));
+      if (auto it = last_.find(i); it != last_.end()) {
+        for (auto& h : it->second) scan_.hits.push_back(std::move(h));
+      }
     }
     std::stable_sort(scan_.hits.begin(), scan_.hits.end(),
                      [](const SignatureHit& a, const SignatureHit& b) { return a.line < b.line; });
@@ -270,7 +271,9 @@ class Scanner {
   std::string tail_bytes_;
   bool tail_truncated_ = false;
   std::vector<std::vector<SignatureHit>> first_;
-  std::vector<std::deque<SignatureHit>> last_;
+  // Made for a signature at its first hit past keep_first: a deque allocates even empty, and
+  // a pasted log of four lines meets few of the hundreds of signatures.
+  std::map<size_t, std::deque<SignatureHit>> last_;
   std::vector<size_t> keep_scale_;  // per signature: KeepScale()
 };
 
