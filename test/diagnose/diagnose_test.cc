@@ -589,6 +589,7 @@ TEST(DiagnoseTest, WordingFamiliesOfTheFourthRound) {
        "preemption"},
       {"pool gpu-lp: the low-priority node tvm-12 was preempted\n", "preemption"},
       {"StateReason: {Code: Server.SpotInstanceTermination}\n", "preemption"},
+      {"worker-3: the VM gke-pool-b-9f2 was reclaimed by Compute Engine\n", "preemption"},
       // ... but not a hedged list, nor the scheduler's search for a victim.
       {"FailedScheduling  0/4 nodes are available. preemption: 0/4 nodes are available: 4 No "
        "preemption victims found for incoming pod.\n",
@@ -604,6 +605,7 @@ TEST(DiagnoseTest, WordingFamiliesOfTheFourthRound) {
       {"[ 8812.001] Kernel panic - not syncing: Fatal machine check\n", "node_failure"},
       {"  Reason: DeletionByTaintManager\n", "node_failure"},
       {"4711    alice   UNKWN  gpu   login1   n07   train   Jan  1 10:00\n", "node_failure"},
+      {"slurmctld: error: Node n12 is not responding\n", "node_failure"},
       {"    Exit_status = -20\n", "node_failure"},
       // Space: installers, CI runners, inodes, Kubernetes, SIGXFSZ, Lustre's return codes.
       {"Please make sure there is enough free disk space in $HOME and try again\n", "disk_full"},
