@@ -919,6 +919,9 @@ const std::vector<ClassFixTable>& FixTables() {
         {"rerun", "node",
          "Resubmit the job, avoiding the node: --exclude={node} (add --requeue so SLURM "
          "resubmits it next time)"},
+        {"sbatch", "",
+         "Checkpoint periodically so that the resubmitted job resumes from its last checkpoint "
+         "instead of the start"},
         {"node", "node",
          "Operators: check the node and drain it until it is fixed: scontrol update "
          "NodeName={node} State=DRAIN Reason=\"node failure under a job\""}}},
@@ -928,8 +931,18 @@ const std::vector<ClassFixTable>& FixTables() {
        {{"", "",
          "It ran in a preemptible partition or QOS (or on spot capacity), and the scheduler "
          "took its resources back."}},
-       {{"sbatch", "", "Make preemption cheap: checkpoint periodically and add --requeue"},
-        {"sbatch", "", "Or submit to a partition or QOS that is not preemptible"}}},
+       {{"sbatch", "",
+         "Make preemption cheap: checkpoint periodically, save one more when the job gets "
+         "SIGTERM (SLURM sends it at preemption and SIGKILL after the partition's GraceTime: "
+         "trap TERM in the batch script) and add --requeue so the job resumes from it"},
+        {"rerun", "capacity",
+         "On {capacity} capacity, resume automatically: a retry policy that restarts from the "
+         "last checkpoint (torchrun --max-restarts=3, a Kubernetes Job's backoffLimit, AWS "
+         "Batch's retryStrategy), or on-demand capacity for a run that cannot checkpoint"},
+        {"sbatch", "",
+         "Or run where nothing preempts it: a partition or QOS that no other QOS preempts "
+         "(sacctmgr show qos format=name,preempt,preemptmode), on Kubernetes a higher "
+         "priorityClassName"}}},
       {C::kNcclTimeout,
        nullptr,
        {{"", "",
@@ -1014,7 +1027,13 @@ const std::vector<ClassFixTable>& FixTables() {
        {{"", "",
          "The job wrote more than the file system or the user's quota allows (checkpoints, "
          "logs, caches)."}},
-       {{"info", "",
+       {{"info", "inodes",
+         "The file system ran out of inodes (files), not bytes: df -i on the path; pack many "
+         "small files into archives or shards (tar, WebDataset, HDF5)"},
+        {"sbatch", "path~/tmp",
+         "Point TMPDIR at a larger file system before the command (export "
+         "TMPDIR=$SCRATCH/tmp), or ask for node-local space (#SBATCH --tmp=100G)"},
+        {"info", "",
          "Check space and quota: df -h on the path, quota -s, or lfs quota -hu $USER on "
          "Lustre"},
         {"code", "",

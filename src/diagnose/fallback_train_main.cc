@@ -7,11 +7,11 @@
 //   diagnose_fallback_train CORPUS --verify share/diagnose_fallback.ubj
 //
 // CORPUS is test/data/failures. The cases read are SET/CLASS/*.log for the written sets (dev,
-// holdout, holdout2, holdout3), real/dev/CLASS/*.log and real/blind/CLASS/*.log, and the two
-// blind sets scored once and since developed on, real/blind2/logs/CLASS/*.log and
-// real/blind3/logs/CLASS/*.log; no other folder under real/ is opened (a later blind set stays
-// unseen). The folder is the label. Real cases are grouped by the owner/repo of their URL
-// (cases.real.*.tsv, real/blind2/cases.real.blind2.tsv, real/blind3/cases.real.blind3.tsv); in
+// holdout, holdout2, holdout3), real/dev/CLASS/*.log and real/blind/CLASS/*.log, and the three
+// blind sets scored once and since developed on, real/blindN/logs/CLASS/*.log for blind2,
+// blind3 and blind4; no other folder under real/ is opened (a later blind set stays unseen).
+// The folder is the label. Real cases are grouped by the owner/repo of their URL
+// (cases.real.*.tsv, real/blindN/cases.real.blindN.tsv); in
 // the CV a fold never holds a repository it was trained on, and the written sets are always in
 // training.
 // Exit: 0 done, 1 --verify found a difference, 2 bad arguments or unreadable corpus.
@@ -73,7 +73,7 @@ std::string GroupOfUrl(const std::string& url, const std::string& source) {
 }
 
 // The developed-on blind sets, each with its own cases tsv in its folder.
-constexpr const char* kLaterSets[] = {"blind2", "blind3"};
+constexpr const char* kLaterSets[] = {"blind2", "blind3", "blind4"};
 
 std::map<std::string, std::string> RealGroups(const fs::path& corpus) {
   std::map<std::string, std::string> groups;

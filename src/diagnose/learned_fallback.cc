@@ -57,7 +57,7 @@ std::string NormaliseWord(std::string_view w) {
 
 bool IsRoutineLine(std::string_view text) {
   static const RE2 re(
-      R"re(INFO\b|\.py:\d+: \w*Warning: |(?:^|[\s:])I\d{4} \d\d:\d\d:\d\d|\d%\||\d/\d+ \[\d|\d(?:it/s|s/it)\b|(?:\b\w+[=:] ?[-+]?\d[\d.e+-]*[,;|\s]+){2,})re");
+      R"re(INFO\b|\.py:\d+: \w*Warning: |(?:^|[\s:])I\d{4} \d\d:\d\d:\d\d|\d%\||\d/\d+ \[\d|\d(?:it/s|s/it)\b|(?:\b\w+[=:] ?[-+]?\d[\d.e+-]*[,;|\s]+){2,}|\bFailedScheduling\b|\b\d+/\d+ nodes are available\b)re");
   return RE2::PartialMatch(text, re);
 }
 

@@ -48,8 +48,10 @@ std::vector<FallbackLine> FallbackLines(const std::vector<LogScan>& scans);
 
 // Whether a line only reports routine progress: an INFO line (NCCL's, a logger's, glog's), a
 // Python warning ("x.py:429: UserWarning: …"), a progress bar, a metrics line ("step 40 loss=0.113
-// lr=3e-4"). The line a learned match cites is never one: a class that only such lines weigh for is
-// no match (a healthy NCCL-noisy log is not an NCCL failure).
+// lr=3e-4"), a scheduler's report that a pod is still pending (Kubernetes' FailedScheduling, "0/4
+// nodes are available: … No preemption victims found"). The line a learned match cites is never
+// one: a class that only such lines weigh for is no match (a healthy NCCL-noisy log is not an NCCL
+// failure, a pod waiting for a GPU was not preempted).
 bool IsRoutineLine(std::string_view text);
 
 // The words of one line as the model sees them (unigrams, then "a b" bigrams).

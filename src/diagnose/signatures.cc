@@ -94,7 +94,7 @@ constexpr Signature
              R"re(Kill(?:ed)? process (?P<pid>\d+) \((?P<process>[^)]+)\))re"},
             {"k8s_oomkilled", C::kHostOom, K::kCause, 0.95, R"re(\bOOMKilled\b)re", ""},
             {"k8s_evicted_memory", C::kHostOom, K::kCause, 0.9,
-             R"re(node was low on resource: memory)re", ""},
+             R"re(node was low on resource: memory|had condition: \[?MemoryPressure|\bMemoryPressure\s+True\b)re", ""},
             {"java_oom", C::kHostOom, K::kCause, 0.9,
              R"re(java\.lang\.OutOfMemoryError|Out of memory\. *$|out of memory allocating \d+ bytes)re",
              ""},
@@ -119,7 +119,7 @@ constexpr Signature
             // MATLAB, LAMMPS, GROMACS, C, PyTorch's CPU allocator ("DefaultCPUAllocator: not
             // enough memory: you tried to allocate").
             {"host_alloc_failed", C::kHostOom, K::kCause, 0.8,
-             R"re(cannot allocate vector of size|fatal error: runtime: out of memory|insufficient virtual memory|OutOfMemoryError\(\)|[Oo]ut of memory\. Type|exceeds maximum array size preference|Not enough memory\b|[Ff]ailed to (?:allocate|malloc|calloc|realloc) \d+ (?:bytes|elements)|[Mm]emory allocation failed|malloc failed|[Uu]nable to allocate (?:memory|\d+ bytes)|CPUAllocator: (?:not enough memory|can't allocate memory))re",
+             R"re(cannot allocate vector of size|fatal error: runtime: out of memory|insufficient virtual memory|OutOfMemoryError\(\)|[Oo]ut of memory\. Type|exceeds maximum array size preference|Not enough memory\b|[Ff]ailed to (?:allocate|malloc|calloc|realloc) \d+ (?:bytes|elements)|[Mm]emory allocation failed|malloc failed|[Uu]nable to allocate (?:memory|\d+ bytes)|CPUAllocator: (?:not enough memory|can't allocate memory)|posix_memalign\([^)]*\) == 0\. 12 vs 0|posix_memalign failed)re",
              R"re(vector of size (?P<tried>[0-9.]+ [KMG]b))re"},
             // A process killed by SIGKILL as the shell (job control "line 5: 1921 Killed cmd",
             // a bare "Killed", in the system's language too, or appended to the progress bar it
@@ -166,6 +166,12 @@ constexpr Signature
             {"exit_140", C::kTimeout, K::kCause, 0.55,
              RS_EXIT R"re(140\b)re",
              ""},
+            // A job, task or step that timed out as workflow managers and job libraries say it
+            // (submitit's "this job is timed-out", "not requeued because: timed-out", Airflow's and
+            // Celery's "Task … timed out"); not "has not timed out".
+            {"job_timed_out", C::kTimeout, K::kCause, 0.8,
+             R"re((?i)\bnot requeued because: timed-out|\bthis job is timed-out\b|\b(?:job|task|step|allocation)(?: \S+)? (?:has |was |got )?timed[- ]out\b)re",
+             ""},
             {"batch_exit_timeout", C::kTimeout, K::kCause, 0.85,
              RS_EXIT R"re(50005\b)re",
              ""},
@@ -205,6 +211,19 @@ constexpr Signature
              R"re((?i)(?:Prolog failure on node|send to MOM) '?(?P<node>[\w.-]+))re"},
             {"batch_exit_node", C::kNodeFailure, K::kCause, 0.8, RS_EXIT R"re(5000[2346]\b)re",
              ""},
+            // A node lost in the other words the resource managers use: slurmstepd's "DUE TO JOB
+            // NOT RUNNING" (the controller no longer sees the job on the node), the state
+            // BOOT_FAIL, squeue's "launch failed requeued held", slurmctld's "unexpectedly
+            // rebooted", a Kubernetes node not ready or its pods evicted by the taint manager,
+            // srun's "Nodes … are still not ready", LSF's UNKWN state and TERM_REMOVE_HUNG_JOB
+            // (execution host unavailable), PBS Pro's JOB_EXEC_RERUN_SIS_FAIL/RERUN_MS_FAIL
+            // (mother superior or a sister lost), the kernel panicking or reporting machine checks.
+            {"node_failure_other", C::kNodeFailure, K::kCause, 0.8,
+             R"re((?i)DUE TO JOB NOT RUNNING|\bBOOT_FAIL\b|launch failed requeued held|\bunexpectedly rebooted\b|\bhas been rebooted\b|\bnode (?:\S+ )?(?:was |has )?(?:rebooted|power[- ]?cycled)\b|Kernel panic - not syncing|\bmce: \[Hardware Error\]|Machine check events logged|node\.kubernetes\.io/not-ready|\bDeletionByTaintManager\b|\bnodes? (?:\S+ )?(?:is |are |was |became )?(?:still )?not[ -]?ready\b|\bUNKWN\b|\bnode \S+ is down\b|\bnodes? \S+ (?:is|are) not responding\b|\blost\*? node\b|TERM_REMOVE_HUNG_JOB|hung job removed|JOB_EXEC_RERUN_(?:ON_)?(?:SIS|MS)_FAIL|Mother superior connection failed)re",
+             ""},
+            // PBS Pro's negative exit statuses for a lost sister (-14) or mother superior (-20).
+            {"pbs_exit_node", C::kNodeFailure, K::kCause, 0.75, RS_EXIT R"re(-(?:14|20)\b)re",
+             ""},
             {"node_disconnected", C::kNodeFailure, K::kSymptom, 0.5,
              R"re((?i)job disconnected, attempting to reconnect|connection to \S+ closed by remote host|Destination Host Unreachable)re",
              ""},
@@ -223,7 +242,18 @@ constexpr Signature
             // as a preemption), dstack's spot interruptions, AWS Batch reclaiming its EC2 host.
             {"preempted_other", C::kPreemption, K::kCause, 0.88,
              R"re((?i)\b(?:was|been|being|is|were|are|got) pre-?empted\b|\bPreemptionError\b|\bINTERRUPTED_BY_NO_CAPACITY\b|PAPI error code 14\b|\bworker was terminated\b|The assigned worker has failed to complete the operation|\bevicted \(preempt\)|"EventType": ?"Preempt"|\bTERM_PREEMPT\b|\bspot (?:vm|instance|node|capacity|pod)s? (?:is |was |has been |will be |are )?(?:being )?(?:evicted|reclaimed|interrupted|terminated|preempted)|\b(?:spot|preemptible) (?:instance |vm |node )?(?:eviction|termination|interruption)|\beviction notice\b|\bjob was evicted\b|preempted (?:to|in order to) (?:accommodate|admit)|Host EC2 (?:\(instance [\w-]+\) )?terminated|termination (?:is )?imminent|JOB_EVICTED\b|\bJobEvictedEvent\b)re",
-             "", true},
+             R"re((?i)\b(?P<capacity>spot|preemptible|low[- ]priority)\b)re", true},
+
+            // Preemption as a status word and in the other schedulers' sentences: a job whose
+            // state, reason or message is "Preempted" (Armada, Kueue, Volcano, Beaker), "has been
+            // (manually) preempted", PBS's "Job preempted by requeuing", Kubernetes' "Preempted
+            // by pod … on node …" and PreemptionByScheduler, LSF's "job killed after preemption"
+            // and TERM_RC_RECLAIM (a resource-connector host reclaimed), slurmctld's "requeued to
+            // reclaim resources for", low-priority/spot/preemptible capacity taken back, EC2's
+            // Server.SpotInstanceTermination.
+            {"preempted_status", C::kPreemption, K::kCause, 0.85,
+             R"re((?i)^\W{0,3}preempted\b|["'=:]\s*["']?preempted\b|\b(?:has|have|had) been \w+ly pre-?empted\b|\b(?:was|were|got|is being) \w+ly pre-?empted\b|\b(?:job|pod|task|workload) preempted by\b|\bpreemption (?:was |has been )?requested\b|\bPreemptionByScheduler\b|\b(?:reason|status|state|phase)["']?\s*[:=]\s*["']?preempt(?:ing|ion)\b|\bjob killed after preemption\b|(?-i:\b(?:due to|because of|by) (?:a |the |spot |node )?pre-?emption\b)|\bpreemption (?:notice|signal|warning|event)\b|\bTERM_RC_RECLAIM\b|\b(?:execution host|host|instance|vm|machine)s? (?:\S+ )?(?:is |was |were |has been |is being |got )?reclaimed\b|to reclaim resources for\b|\b(?:low[- ]priority|spot|preemptible|preemptable) (?:\S+ ){0,2}(?:was |were |has been |is being |got )?(?:preempted|reclaimed|evicted|interrupted)\b|Server\.Spot(?:Instance)?(?:Termination|Shutdown))re",
+             R"re((?i)\b(?P<capacity>spot|preemptible|low[- ]priority)\b)re", true},
 
             // ---- NCCL
             // ------------------------------------------------------------------------------
@@ -241,7 +271,7 @@ constexpr Signature
              R"re(Watchdog caught collective operation timeout)re",
              R"re((?:\[Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:.*?Timeout\(ms\)=(?P<timeout_ms>\d+))?\)(?: ran for (?P<ran_ms>\d+) milliseconds)?)re"},
             {"nccl_timed_out", C::kNcclTimeout, K::kCause, 0.75,
-             R"re(Some NCCL operations have failed or timed out|ProcessGroupNCCL.{0,80}(?:timed out|timeout)|NCCL watchdog thread terminated|watchdog got stuck|Heartbeat monitor timed out|NCCL communicator was aborted|WorkNCCL\(SeqNum=\d+.{0,300}\) timed out)re",
+             R"re(Some NCCL operations have failed or timed out|ProcessGroupNCCL.{0,80}(?:timed out|timeout)|NCCL watchdog thread terminated|watchdog got stuck|Heartbeat monitor timed out|NCCL communicator was aborted|WorkNCCL\(SeqNum=\d+.{0,300}\) timed out|WorkNCCL::checkTimeout\b)re",
              ""},
             {"dist_timeout", C::kNcclTimeout, K::kCause, 0.5,
              R"re(DistStoreError: .*[Tt]imed? ?out|Socket Timeout|torch\.distributed\.DistNetworkError|Timed out initializing process group|store based barrier.{0,80}[Tt]imed? ?out)re",
@@ -258,7 +288,7 @@ constexpr Signature
             // 'peer access is not supported between these two devices'") wherever it is printed,
             // and its set-up refusals (Duplicate GPU detected).
             {"nccl_error_other", C::kNcclError, K::kCause, 0.8,
-             R"re(NCCL error: |NCCL [Ee]rror \d+: |RCCL error|ncclSuccess\W{0,3}\(?[1-7] vs\.? 0\b|(?:^|[^A-Za-z])Cuda failure (?:\d+ )?'|Duplicate GPU detected|ncclCommInit\w* failed|IBV_WC_\w+_ERR\b|transport retry counter exceeded|Gloo connectFullMesh failed)re",
+             R"re(NCCL error: |NCCL [Ee]rror \d+: |NCCL error \S+\.\w+:\d+|remote process exited or there was a network error|RCCL error|ncclSuccess\W{0,3}\(?[1-7] vs\.? 0\b|(?:^|[^A-Za-z])Cuda failure (?:\d+ )?'|Duplicate GPU detected|ncclCommInit\w* failed|IBV_WC_\w+_ERR\b|transport retry counter exceeded|Gloo connectFullMesh failed)re",
              ""},
             {"nccl_ib_error", C::kNcclError, K::kCause, 0.85,
              R"re(NET/\w+ ?: ?Got completion (?:from peer \S+ )?with (?:error|status=)|NET/Socket : Connection closed by remote peer|NCCL failure)re",
@@ -269,6 +299,11 @@ constexpr Signature
             // communicator could not be built or lost its peer.
             {"nccl_warn_failure", C::kNcclError, K::kCause, 0.8,
              R"re((?:\.(?:h|cc):\d+ |NCCL )WARN (?:socketProgress|[Ss]ocket\w*|[Bb]ootstrap\w*|Net\b|NET/\w+|Invalid rank|Duplicate GPU|Connect to|Call to \w+|Error while)[^\n]*?(?:failed|[Ee]rror|closed|refused|reset|requested|detected|[Tt]imeout|timed out|truncated|no socket interface|wrong|mismatch|unexpected)|(?:\.(?:h|cc):\d+ |NCCL )WARN Error while|\bWARN (?:\S+\.(?:cu|cc|h):\d+ )?Cuda failure ')re",
+             ""},
+            // NCCL's bootstrap retrying a refused or timed-out connection, logged at INFO: half
+            // strength next to another cause, the cause when nothing else is said.
+            {"nccl_connect_retry", C::kNcclError, K::kCause, 0.6,
+             R"re(NCCL INFO (?:Call to connect returned|socketStartConnect|Connect to \S+ failed)[^\n]*(?:refused|timed out|No route to host|retrying))re",
              ""},
             {"nccl_warn", C::kNcclError, K::kSymptom, 0.35, R"re(NCCL WARN)re", ""},
 
@@ -341,7 +376,7 @@ constexpr Signature
             // ---- MPI abort
             // -------------------------------------------------------------------------
             {"mpi_abort", C::kMpiAbort, K::kCause, 0.85,
-             R"re(MPI_ABORT was invoked on rank|called MPI_Abort|Fatal error in (?:P?MPI[RX]?_|internal_)\w+|\bAbort\(\d+\) on node \d+ \(rank \d+|MPI_ERR_\w+|MPI_ERRORS_ARE_FATAL|An error occurred in MPI_\w+|MPIAbortException|\bERROR on proc \d+: )re",
+             R"re(MPI_ABORT was invoked on rank|called MPI_Abort|Fatal error in (?:P?MPI[A-Z]*_|internal_)\w+|\bAbort\(\d+\) on node \d+ \(rank \d+|MPI_ERR_\w+|MPI_ERRORS_ARE_FATAL|An error occurred in MPI_\w+|MPIAbortException|\bERROR on proc \d+: )re",
              R"re((?:invoked on rank (?P<rank>\d+)|MPI_Abort\([^,]*, (?P<errorcode>-?\d+)\)(?: - process (?P<rank2>\d+))?))re"},
             // The MPI runtime's report that a rank went away by itself: it aborted (SIGABRT, exit
             // 134) or vanished without MPI_Finalize. Weak: a named cause on that rank wins.
@@ -365,6 +400,15 @@ constexpr Signature
             {"disk_full_other", C::kDiskFull, K::kCause, 0.85,
              R"re((?i)\bdisk (?:is )?full\b|\b(?:file ?system|device|volume|partition|disk) (?:is )?(?:full|out of space)\b|out of (?:disk|storage) space|not enough (?:free )?(?:disk )?space|insufficient (?:disk|storage) space|exceed(?:ed|ing|s)? (?:your |the |its |their )?(?:disk|storage|file|inode|block|jobfs|scratch|file ?system|project) (?:quota|limit)|(?:disk|scratch|storage) usage exceeded|file write failed)re",
              ""},
+
+            // Space and quota in other words: installers' "ensure there is enough space in
+            // /tmp", "insufficient space on", CI runners "running out of disk space", inodes,
+            // block/file/inode quota reached, Kubernetes DiskPressure evictions and emptyDir
+            // limits, SIGXFSZ (a file-size limit), Lustre's ENOSPC/EDQUOT as return codes,
+            // HTCondor's disk request, PBS jobfs/scratch limits.
+            {"disk_space_other", C::kDiskFull, K::kCause, 0.85,
+             R"re((?i)\b(?:ensure|make sure|check) (?:that )?there is enough (?:free )?(?:disk )?space\b|\binsufficient (?:free )?(?:disk |storage )?space (?:on|in|at|left)\b|\b(?:running|ran|run) (?:low on|out of) (?:free )?(?:disk|storage) space\b|\bout of (?:free )?inodes\b|\bno (?:free )?inodes\b|\b(?:block|inode|disk|storage) (?:quota|limit) (?:was |has been )?(?:exceeded|reached)\b|had condition: \[?DiskPressure|\bDiskPressure\s+True\b|Usage of EmptyDir volume .{0,80} exceeds the limit|File size limit exceeded|\bSIGXFSZ\b|LustreError.*\brc = -(?:28|122)\b|(?:gone|went|is|was) over (?:its |the )?disk (?:limit|request|usage)|\b(?:jobfs|scratch|local disk) (?:usage |space )?(?:\S+ )?exceeded (?:the |its )?(?:limit|quota|allocation)\b)re",
+             R"re((?i)(?P<inodes>\binodes?\b)|space (?:in|on|at) (?P<path>/[\w./-]+))re"},
 
             // ---- missing file
             // ----------------------------------------------------------------------
@@ -455,7 +499,7 @@ constexpr Signature
             // (kernel vs DSO version), CuPy/Numba, HIP. Not XLA's "driver's CUDA version is …
             // older than the ptxas": a warning after which XLA compiles through the driver.
             {"gpu_binary_mismatch", C::kDriverMismatch, K::kCause, 0.92,
-             R"re((?i)unsupported PTX version|cudaErrorUnsupportedPtxVersion|CUDA_ERROR_NO_BINARY_FOR_GPU|no binary for GPU|cudaErrorNoKernelImageForDevice|invalid device function|cudaErrorInvalidDeviceFunction|CUDA driver version is insufficient|kernel version [\d.]+ does not match DSO version|COMPAT_NOT_SUPPORTED_ON_DEVICE|CUDA_ERROR_INSUFFICIENT_DRIVER|cudaErrorSystemDriverMismatch|requires (?:a )?(?:newer|more recent) (?:NVIDIA |CUDA |GPU )?driver|(?:cuInit|cuModuleLoad\w*) returned error (?:35|209|218|222|803|804)\b|hipErrorNoBinaryForGpu|could not insert '?nvidia|NVRM: API mismatch|\bnvidia\w*: (?:Unknown symbol|disagrees about version|version magic))re",
+             R"re((?i)unsupported PTX version|cudaErrorUnsupportedPtxVersion|CUDA_ERROR_NO_BINARY_FOR_GPU|no binary for GPU|cudaErrorNoKernelImageForDevice|invalid device function|cudaErrorInvalidDeviceFunction|CUDA driver version is insufficient|kernel version [\d.]+ does not match DSO version|COMPAT_NOT_SUPPORTED_ON_DEVICE|CUDA_ERROR_INSUFFICIENT_DRIVER|cudaErrorSystemDriverMismatch|requires (?:a )?(?:newer|more recent) (?:NVIDIA |CUDA |GPU )?driver|(?:cuInit|cuModuleLoad\w*) returned error (?:35|209|218|222|803|804)\b|hipErrorNoBinaryForGpu|could not insert '?nvidia|NVRM: API mismatch|\bnvidia\w*: (?:Unknown symbol|disagrees about version|version magic)|but (?:JAX|jaxlib|TensorFlow|PyTorch|XLA|it) was (?:built|compiled) (?:against|with) (?:CUDA |cuDNN |cuBLAS |cuSPARSE |cuFFT |NCCL )?version|must be at least as new as the version against which|Loaded runtime (?:CuDNN|cuDNN) library: \S+ but source was compiled with)re",
              ""},
 
             // ---- numbered CUDA errors (class from CudaErrorByCode)
@@ -478,7 +522,7 @@ constexpr Signature
              R"re((?i)insufficient shared memory|unexpected (?:bus error|segmentation fault|floating-point exception) encountered in worker)re",
              ""},
             {"dataloader_other", C::kDataloaderKilled, K::kCause, 0.88,
-             R"re(DataLoader timed out after|unable to write to file </torch_|[Uu]nable to (?:allocate|open) shared memory ?(?:\(shm\)|object </torch_)|worker \(pid[^)]*\) (?:is killed|exited unexpectedly|died))re",
+             R"re(DataLoader timed out after|unable to write to file </torch_|[Uu]nable to (?:allocate|open) shared memory ?(?:\(shm\)|object </torch_)|worker \(pid[^)]*\) (?:is killed|exited unexpectedly|died)|DataLoader worker (?:\S+ )?(?:is killed by|was killed by|exited unexpectedly|died))re",
              ""},
 
             // ---- NaN / Inf divergence

@@ -182,6 +182,12 @@ TEST(SignaturesTest, EverySignatureMatchesItsWording) {
       {"batch_exit_preempted", "Task task-3 failed with exit code 50001"},
       {"host_shutdown", "The agent has received a shutdown signal. Stopping the job."},
       {"exit_127", "Task exited with exit code 127"},
+      {"job_timed_out", "Job not requeued because: timed-out and not checkpointable."},
+      {"node_failure_other", "JobState=BOOT_FAIL Reason=NodeDown"},
+      {"pbs_exit_node", "Exit_status = -14"},
+      {"preempted_status", "Preempted - preemption requested by the operator"},
+      {"nccl_connect_retry", "NCCL INFO Call to connect returned Connection refused, retrying"},
+      {"disk_space_other", "Error: insufficient space on /scratch for the output"},
       {"device_alloc_failed_other",
        "[ERROR] DEVICE(1,7f,python):2024-01-01 [mem_manager.cc:77] Device(id:1) memory isn't "
        "enough and alloc failed, kernel name: Conv2D-op12, alloc size: 1073741824B."},
@@ -565,6 +571,85 @@ TEST(DiagnoseTest, WordingFamiliesOfTheThirdRound) {
                     "n1:77:90 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read\n"
                     "Epoch 3:  45%|####5     | 450/1000 [00:59<01:10, 7.71it/s, loss=1.23]\n"),
             "unknown");
+}
+
+// Round 4 (issue 26): the wording families of the classes with few real cases, written from
+// the schedulers' and runtimes' documented messages, not from the corpus's lines.
+TEST(DiagnoseTest, WordingFamiliesOfTheFourthRound) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // Preemption as a status word and in other schedulers' sentences.
+      {"04/01/2025 10:00:00;0008;Server@pbs1;Job;812.pbs1;Job preempted by requeuing\n",
+       "preemption"},
+      {"  Conditions:\n    Type: Evicted\n    Reason: Preempted\n", "preemption"},
+      {"  Type: DisruptionTarget  Status: True  Reason: PreemptionByScheduler\n", "preemption"},
+      {"Job <4711>: Exited by LSF signal TERM_RC_RECLAIM\n", "preemption"},
+      {"trial 12: the task has been administratively preempted\n", "preemption"},
+      {"[2025-03-01T10:00:00.000] preempted JobId=812 has been requeued to reclaim resources for "
+       "JobId=813\n",
+       "preemption"},
+      {"pool gpu-lp: the low-priority node tvm-12 was preempted\n", "preemption"},
+      {"StateReason: {Code: Server.SpotInstanceTermination}\n", "preemption"},
+      {"worker-3: the VM gke-pool-b-9f2 was reclaimed by Compute Engine\n", "preemption"},
+      // ... but not a hedged list, nor the scheduler's search for a victim.
+      {"FailedScheduling  0/4 nodes are available. preemption: 0/4 nodes are available: 4 No "
+       "preemption victims found for incoming pod.\n",
+       "unknown"},
+      // A node lost in other words: slurmstepd, sacct, slurmctld, the kernel, Kubernetes, LSF,
+      // PBS Pro's exit statuses.
+      {"slurmstepd: error: *** JOB 4242 STEPD TERMINATED ON n07 AT 2025-01-01T00:00:00 DUE TO "
+       "JOB NOT RUNNING ***\n",
+       "node_failure"},
+      {"4242         train        gpu    BOOT_FAIL      0:0\n", "node_failure"},
+      {"[2025-01-01T00:00:00.000] Node n07 unexpectedly rebooted boot_time=1735689600\n",
+       "node_failure"},
+      {"[ 8812.001] Kernel panic - not syncing: Fatal machine check\n", "node_failure"},
+      {"  Reason: DeletionByTaintManager\n", "node_failure"},
+      {"4711    alice   UNKWN  gpu   login1   n07   train   Jan  1 10:00\n", "node_failure"},
+      {"slurmctld: error: Node n12 is not responding\n", "node_failure"},
+      {"    Exit_status = -20\n", "node_failure"},
+      // Space: installers, CI runners, inodes, Kubernetes, SIGXFSZ, Lustre's return codes.
+      {"Please make sure there is enough free disk space in $HOME and try again\n", "disk_full"},
+      {"You are running out of disk space. The runner will stop working soon.\n", "disk_full"},
+      {"df: /scratch has no free inodes\n", "disk_full"},
+      {"  Warning  Evicted  pod/trainer-0  The node had condition: [DiskPressure].\n", "disk_full"},
+      {"Usage of EmptyDir volume \"cache\" exceeds the limit \"10Gi\".\n", "disk_full"},
+      {"bash: line 1:  4711 File size limit exceeded (core dumped) ./writer\n", "disk_full"},
+      {"LustreError: 11-0: scratch-OST0003-osc: operation ost_write failed: rc = -122\n",
+       "disk_full"},
+      // Others: a job library's timed-out job, the NCCL watchdog's frame, NCCL's result by
+      // its string, an MPICH device layer's fatal error, a framework built for a newer CUDA,
+      // a data-loader worker named without its pid, Kubernetes memory pressure.
+      {"[submitit][WARNING] - Caught signal SIGUSR2 on n1: this job is timed-out.\n", "timeout"},
+      {"celery.worker: Task train[8c1d] timed out after 3600 s\n", "timeout"},
+      {"frame #2: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::"
+       "duration<long, std::ratio<1l, 1000l> > >) + 0x1d2 (0x7f in libtorch_cuda.so)\n",
+       "nccl_timeout"},
+      {"NCCL error /src/runtime/comm.cc:120 'unhandled system error'\n", "nccl_error"},
+      {"init.cc:120 NCCL INFO Call to connect returned Connection timed out, retrying\n",
+       "nccl_error"},
+      {"Fatal error in MPIDI_CH3_Abort: Other MPI error, error stack:\n", "mpi_abort"},
+      {"RuntimeError: Found cuDNN version 8600, but JAX was built against version 8900, which "
+       "is newer.\n",
+       "driver_mismatch"},
+      {"RuntimeError: DataLoader worker is killed by signal: Bus error.\n", "dataloader_killed"},
+      {"MemoryPressure   True   KubeletHasInsufficientMemory   kubelet has insufficient "
+       "memory available\n",
+       "host_oom"},
+  };
+  for (const auto& [log, want] : cases) EXPECT_EQ(ClassOf(log), want) << log;
+  // The fixes say what to change for the kind of capacity or space that ran out.
+  Diagnosis spot = FromText(
+      "Spot instance interruption notice: the instance will be "
+      "interrupted in two minutes\n");
+  ASSERT_EQ(FailureClassName(spot.cls), "preemption");
+  bool retry = false;
+  for (const auto& f : spot.fixes) retry |= f.text.find("--max-restarts") != std::string::npos;
+  EXPECT_TRUE(retry);
+  Diagnosis tmp = FromText("OSError: [Errno 28] No space left on device: '/tmp/pip-build-x'\n");
+  ASSERT_EQ(FailureClassName(tmp.cls), "disk_full");
+  bool tmpdir = false;
+  for (const auto& f : tmp.fixes) tmpdir |= f.text.find("TMPDIR") != std::string::npos;
+  EXPECT_TRUE(tmpdir);
 }
 
 TEST(DiagnoseTest, OneDecisiveLineIsEnough) {
