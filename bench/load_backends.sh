@@ -23,7 +23,7 @@ RS_BIN=$(realpath "${RS:-$BUILD/rightsize}")
 [ -x "$BUILD/bench/fleet_load" ] || { echo "load_backends.sh: build fleet_load first" >&2; exit 2; }
 command -v victoria-metrics >/dev/null || { echo "load_backends.sh: victoria-metrics not installed" >&2; exit 2; }
 
-WORK=$(mktemp -d /tmp/rightsize-load-backends.XXXXXX)
+WORK=$(mktemp -d)  # under $TMPDIR or /tmp
 chmod 755 "$WORK"
 VM_PID=""
 # shellcheck source=../test/cli/postgres.sh

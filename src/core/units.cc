@@ -13,6 +13,12 @@ namespace {
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
+Status Expected(const char* what, std::string_view got) {
+  return Status::BadInput(fmt::format("expected {}, got {}", what, Quote(got)));
+}
+
+}  // namespace
+
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -23,12 +29,6 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   }
   return true;
 }
-
-Status Expected(const char* what, std::string_view got) {
-  return Status::BadInput(fmt::format("expected {}, got {}", what, Quote(got)));
-}
-
-}  // namespace
 
 std::string_view Trim(std::string_view text) {
   while (!text.empty() && IsSpace(text.front())) text.remove_prefix(1);

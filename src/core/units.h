@@ -118,6 +118,9 @@ StatusOr<JobIdParts> ParseJobId(std::string_view text);
 std::optional<int64_t> ParseInt(std::string_view text);
 std::optional<double> ParseDouble(std::string_view text);
 
+// ASCII letters compared without case ("Unlimited" == "UNLIMITED"); other bytes exactly.
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+
 // Strips ASCII whitespace from both ends.
 std::string_view Trim(std::string_view text);
 

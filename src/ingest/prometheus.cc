@@ -100,59 +100,24 @@ class PrometheusApi {
   bool Get(const std::string& api, const httplib::Params& params, const std::string& what,
            std::vector<Series>* out, Refusal* refusal) {
     ++requests_;
-    std::string path = prefix_ + "/api/v1/" + api;
-    std::string body;
-    bool too_big = false;
-    int status = 0;
-    std::string content_type;
     std::string where = options_.url + "/api/v1/" + api;
-    std::optional<std::string> failed;  // why no answer came
-    if (options_.transport) {
-      auto answer = options_.transport(api, {params.begin(), params.end()});
-      if (answer.ok()) {
-        status = answer->status;
-        content_type = std::move(answer->content_type);
-        too_big = static_cast<int64_t>(answer->body.size()) > options_.max_answer_bytes;
-        if (!too_big) body = std::move(answer->body);
-      } else {
-        failed = answer.status().message();
-      }
-    } else {
-      auto res = client_.Get(
-          path, params, headers_,
-          [&](const httplib::Response& r) {
-            status = r.status;
-            content_type = r.get_header_value("Content-Type");
-            return true;
-          },
-          [&](const char* data, size_t n) {
-            if (static_cast<int64_t>(body.size() + n) > options_.max_answer_bytes) {
-              too_big = true;
-              return false;
-            }
-            body.append(data, n);
-            return true;
-          });
-      if (!res && !too_big) {
-        auto err = res.error();
-        failed = httplib::to_string(err);
-        if (err == httplib::Error::Read) {
-          *failed +=
-              fmt::format(" (no complete answer within --timeout {} s?)", options_.timeout_s);
-        }
-      }
+    StatusOr<PrometheusAnswer> answer =
+        options_.transport ? options_.transport(api, {params.begin(), params.end()})
+                           : HttpGet(api, params);
+    if (!answer.ok()) {
+      refusal->status = Status::IoError(
+          fmt::format("cannot get {} from {}: {}", what, where, answer.status().message()));
+      return false;
     }
-    if (too_big) {
+    const int status = answer->status;
+    const std::string& content_type = answer->content_type;
+    const std::string& body = answer->body;
+    if (static_cast<int64_t>(body.size()) > options_.max_answer_bytes) {
       refusal->too_big = true;
       refusal->status = Status::BadInput(fmt::format(
           "{}: the answer to {} is larger than {} bytes even for one chunk: raise "
           "--max-answer",
           where, what, FormatThousands(static_cast<double>(options_.max_answer_bytes), 0)));
-      return false;
-    }
-    if (failed) {
-      refusal->status =
-          Status::IoError(fmt::format("cannot get {} from {}: {}", what, where, *failed));
       return false;
     }
     nlohmann::json doc = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
@@ -204,9 +169,40 @@ class PrometheusApi {
   }
 
   int64_t requests() const { return requests_; }
+
   const std::set<std::string>& warnings() const { return warnings_; }
 
  private:
+  // The answer over HTTP; the body stops one byte past max_answer_bytes (so Get refuses it
+  // without reading the rest). IoError when no answer came.
+  StatusOr<PrometheusAnswer> HttpGet(const std::string& api, const httplib::Params& params) {
+    PrometheusAnswer answer;
+    bool too_big = false;
+    auto res = client_.Get(
+        prefix_ + "/api/v1/" + api, params, headers_,
+        [&](const httplib::Response& r) {
+          answer.status = r.status;
+          answer.content_type = r.get_header_value("Content-Type");
+          return true;
+        },
+        [&](const char* data, size_t n) {
+          size_t room = static_cast<size_t>(options_.max_answer_bytes) + 1 - answer.body.size();
+          answer.body.append(data, std::min(n, room));
+          too_big = n >= room;
+          return !too_big;
+        });
+    if (too_big) return answer;
+    if (!res) {
+      auto err = res.error();
+      std::string why = httplib::to_string(err);
+      if (err == httplib::Error::Read) {
+        why += fmt::format(" (no complete answer within --timeout {} s?)", options_.timeout_s);
+      }
+      return Status::IoError(why);
+    }
+    return answer;
+  }
+
   // The member `key` when it is a string, else `otherwise` (json::value throws for another type).
   static std::string StringOr(const nlohmann::json& j, const char* key, const char* otherwise) {
     auto it = j.find(key);

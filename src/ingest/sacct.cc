@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <tuple>
 
 #include "core/plausible.h"
+#include "core/units.h"
 
 namespace rightsize {
 
@@ -72,19 +72,10 @@ const char* const kColNames[kNumCols] = {
     "NodeList",  "ConsumedEnergyRaw"};
 // clang-format on
 
-// ASCII case-insensitive equality, without the copies Lower makes (a header of 40 fields is
-// compared with every column name).
-bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 int ColumnId(std::string_view name) {
   name = Trim(name);
   for (int i = 0; i < kNumCols; ++i) {
-    if (EqualsIgnoringCase(name, kColNames[i])) return i;
+    if (EqualsIgnoreCase(name, kColNames[i])) return i;
   }
   return -1;
 }
@@ -225,7 +216,7 @@ Status SacctParser::ParseLine(std::string_view line, std::vector<JobRecord>& out
   if (fields_.size() != column_ids_.size()) {
     // A header repeated mid-file (concatenated sacct runs) is not an error.
     if (!fields_.empty() && column_ids_[0] >= 0 &&
-        EqualsIgnoringCase(fields_[0], kColNames[column_ids_[0]])) {
+        EqualsIgnoreCase(fields_[0], kColNames[column_ids_[0]])) {
       ++non_record_lines_;
       return Status::Ok();
     }
@@ -236,7 +227,7 @@ Status SacctParser::ParseLine(std::string_view line, std::vector<JobRecord>& out
                         ? " (wrong --delimiter, or a headerless file that needs --columns?)"
                         : ""));
   }
-  if (column_ids_[0] >= 0 && EqualsIgnoringCase(Trim(fields_[0]), kColNames[column_ids_[0]])) {
+  if (column_ids_[0] >= 0 && EqualsIgnoreCase(Trim(fields_[0]), kColNames[column_ids_[0]])) {
     ++non_record_lines_;  // a repeated header
     return Status::Ok();
   }
