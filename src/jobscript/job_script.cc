@@ -1289,6 +1289,10 @@ class CommandReader {
                                                                 "same_network"};
     while (i_ < w_.size() && w_[i_].starts_with('-') && w_[i_] != "-") {
       std::string_view o = w_[i_];
+      if (o == "--") {  // the end of the launcher's options: the program comes next
+        ++i_;
+        return false;
+      }
       if (o == "-m" || o == "--module") {
         ++i_;
         if (i_ < w_.size()) {

@@ -238,6 +238,17 @@ TEST(JobScriptTest, DeepspeedMemPerGpuAndContainers) {
   EXPECT_EQ(eval.args, (std::vector<std::string>{"--ckpt", "last"}));
 }
 
+TEST(JobScriptTest, DoubleDashEndsLauncherOptions) {
+  // `--` alone ends a launcher's options, as torchrun and deepspeed read it; a fuzzer found that
+  // the launcher reader threw std::out_of_range on it (the server or `predict` would abort).
+  JobScript s = ParseString(
+      "#!/bin/bash\n#SBATCH -c 4\ndeepspeed --num_gpus 8 -- train.py --lr 3\ndeepspeed --\n");
+  ASSERT_EQ(s.commands.size(), 2u);
+  EXPECT_EQ(s.commands[0].launcher, "deepspeed");
+  EXPECT_EQ(s.commands[0].program, "train.py");
+  EXPECT_EQ(s.commands[0].args, (std::vector<std::string>{"--lr", "3"}));
+}
+
 TEST(JobScriptTest, WholeNodeMemoryUnlimitedTimeLoopsAndHeredocs) {
   JobScript s = Parse("python_module.sh");
   EXPECT_TRUE(s.warnings.empty()) << ::testing::PrintToString(Warnings(s));
