@@ -1301,7 +1301,8 @@ class CommandReader {
         }
         return true;
       }
-      std::string_view name = o.substr(o.find_first_not_of('-'));
+      const size_t dashes = o.find_first_not_of('-');  // npos for a word of dashes ("---")
+      std::string_view name = dashes == std::string_view::npos ? "" : o.substr(dashes);
       bool flag = o.find('=') != std::string_view::npos ||
                   std::find(kFlags.begin(), kFlags.end(), name) != kFlags.end() ||
                   i_ + 1 >= w_.size() || w_[i_ + 1].starts_with('-') || w_[i_ + 1].ends_with(".py");

@@ -242,11 +242,15 @@ TEST(JobScriptTest, DoubleDashEndsLauncherOptions) {
   // `--` alone ends a launcher's options, as torchrun and deepspeed read it; a fuzzer found that
   // the launcher reader threw std::out_of_range on it (the server or `predict` would abort).
   JobScript s = ParseString(
-      "#!/bin/bash\n#SBATCH -c 4\ndeepspeed --num_gpus 8 -- train.py --lr 3\ndeepspeed --\n");
-  ASSERT_EQ(s.commands.size(), 2u);
+      "#!/bin/bash\n#SBATCH -c 4\ndeepspeed --num_gpus 8 -- train.py --lr 3\ndeepspeed --\n"
+      "torchrun ---- --- train.py\n");
+  ASSERT_EQ(s.commands.size(), 3u);
   EXPECT_EQ(s.commands[0].launcher, "deepspeed");
   EXPECT_EQ(s.commands[0].program, "train.py");
   EXPECT_EQ(s.commands[0].args, (std::vector<std::string>{"--lr", "3"}));
+  // A word of dashes only is an unknown option, not a crash.
+  EXPECT_EQ(s.commands[2].launcher, "torchrun");
+  EXPECT_EQ(s.commands[2].program, "train.py");
 }
 
 TEST(JobScriptTest, WholeNodeMemoryUnlimitedTimeLoopsAndHeredocs) {
