@@ -133,6 +133,13 @@ struct CodeFacts {
   Fact<bool> fused_attention;  // SDPA / FlashAttention: no s² attention scores kept
   Fact<int> zero_stage;        // 0 none; 1, 2, 3 (FSDP full shard counts as 3)
   Fact<bool> optimizer_offload;
+  // ZeRO-3 / FSDP parameter offload (DeepSpeed offload_param.device, accelerate's
+  // offload_param_device, FSDP offload_params): the weights live in CPU memory and only those
+  // gathered for the layers being computed are on the GPU, at most DeepSpeed's
+  // stage3_max_live_parameters (max_live_parameters; 1e9 by default) besides the one being
+  // fetched.
+  Fact<bool> param_offload;
+  Fact<double> max_live_parameters;
   Fact<std::string> parallelism;  // "DDP", "FSDP", "DeepSpeed", "Accelerate", "Lightning", …
   Fact<int> processes;            // processes the launcher starts, all nodes together
   Fact<int> num_workers;

@@ -195,6 +195,7 @@ class Analyzer {
   bool ExtractTorchTransformer(const CallSite& c);  // nn.Transformer*, its layers and stacks
   void ExtractTorchLayer(const CallSite& c);        // nn.Embedding, nn.Linear, F.linear
   void ExtractConfigs();
+  void ExtractAccelerateConfigs();
   void ExtractModelConfigFiles();                // a Hugging Face config.json read
   CallMatch ExtractPeftCall(const CallSite& c);  // LoraConfig, get_peft_model, kbit prep
   void ExtractFallbacks();
@@ -225,6 +226,9 @@ class Analyzer {
   std::vector<std::string> config_refs_;  // file names mentioned in strings and arguments
   std::vector<ConfigFile> configs_;
   std::set<std::string> loaded_configs_;
+  // The launcher (torchrun, accelerate) was given no process count: an accelerate config
+  // file's num_processes may set it.
+  bool launcher_default_processes_ = false;
   std::map<std::string, std::pair<std::string, std::string>> cmdline_;  // dest -> (flag, value)
   std::map<std::string, Undetermined> pending_;                         // what -> why unknown
   std::string branch_condition_;  // the undecided condition around the call being read

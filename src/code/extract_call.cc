@@ -610,6 +610,7 @@ void Analyzer::ExtractCall(const CallSite& c) {
 
 void Analyzer::ExtractConfigs() {
   ExtractModelConfigFiles();
+  ExtractAccelerateConfigs();
   // DeepSpeed's JSON: the launcher-level truth about batch, precision, ZeRO and the optimizer.
   for (const auto& cfg : configs_) {
     auto get = [&](const char* key) -> std::optional<ConfigValue> {
@@ -630,6 +631,15 @@ void Analyzer::ExtractConfigs() {
     if (auto v = get("zero_optimization.offload_optimizer.device"); v && v->text != "none") {
       Set(facts_.optimizer_offload, true, where(*v), "offload_optimizer.device=" + v->text,
           kRankConfig);
+    }
+    if (auto v = get("zero_optimization.offload_param.device"); v && v->text != "none") {
+      Set(facts_.param_offload, true, where(*v), "offload_param.device=" + v->text, kRankConfig);
+    }
+    if (auto v = get("zero_optimization.stage3_max_live_parameters")) {
+      if (auto n = ParseNumber(v->text); n && *n > 0) {  // "auto" keeps DeepSpeed's default
+        Set(facts_.max_live_parameters, *n, where(*v),
+            cfg.name + ": zero_optimization.stage3_max_live_parameters", kRankConfig);
+      }
     }
     if (auto v = get("train_micro_batch_size_per_gpu")) {
       SetNumber(facts_.batch_size,
@@ -660,6 +670,102 @@ void Analyzer::ExtractConfigs() {
     }
     Set(facts_.parallelism, std::string("DeepSpeed"), SourceLine{cfg.name, 1}, cfg.name,
         kRankDefault);
+  }
+}
+
+// An `accelerate launch --config_file` YAML (what `accelerate config` writes): the
+// distributed_type, the DeepSpeed plugin's zero_stage and offload devices (or the DeepSpeed JSON
+// it names), FSDP's sharding and offload, mixed_precision and num_processes. accelerate builds
+// its DeepSpeed config from these keys, so they are read as DeepSpeed reads its own JSON.
+void Analyzer::ExtractAccelerateConfigs() {
+  size_t n_configs = configs_.size();
+  for (size_t i = 0; i < n_configs; ++i) {
+    const ConfigFile& cfg = configs_[i];
+    if (!cfg.values.contains("distributed_type")) continue;
+    if (auto it = cfg.values.find("deepspeed_config.deepspeed_config_file");
+        it != cfg.values.end() && !it->second.text.empty() && it->second.text != "null") {
+      config_refs_.push_back(it->second.text);
+    }
+  }
+  LoadConfigs();  // the DeepSpeed JSON an accelerate config names: read below with the others
+  for (size_t i = 0; i < n_configs; ++i) {
+    const ConfigFile& cfg = configs_[i];
+    auto get = [&](const char* key) -> std::optional<ConfigValue> {
+      auto it = cfg.values.find(key);
+      if (it == cfg.values.end()) return std::nullopt;
+      return it->second;
+    };
+    auto type = get("distributed_type");
+    if (!type) continue;
+    auto where = [&](const ConfigValue& v) { return SourceLine{cfg.name, v.line}; };
+    auto how = [&](const char* key, const ConfigValue& v) {
+      return fmt::format("{}: {}: {}", cfg.name, key, v.text);
+    };
+    auto offloaded = [](const std::optional<ConfigValue>& v) {
+      if (!v) return false;
+      std::string t = Lower(v->text);
+      return t == "cpu" || t == "nvme";
+    };
+    std::string kind = Lower(type->text);
+    if (kind == "deepspeed") {
+      Set(facts_.parallelism, std::string("DeepSpeed"), where(*type),
+          how("distributed_type", *type), kRankConfig);
+      if (auto v = get("deepspeed_config.zero_stage")) {
+        if (auto n = ParseNumber(v->text)) {
+          Set(facts_.zero_stage, static_cast<int>(*n), where(*v),
+              how("deepspeed_config.zero_stage", *v), kRankConfig);
+        }
+      }
+      if (auto v = get("deepspeed_config.offload_optimizer_device"); offloaded(v)) {
+        Set(facts_.optimizer_offload, true, where(*v),
+            how("deepspeed_config.offload_optimizer_device", *v), kRankConfig);
+      }
+      if (auto v = get("deepspeed_config.offload_param_device"); offloaded(v)) {
+        Set(facts_.param_offload, true, where(*v), how("deepspeed_config.offload_param_device", *v),
+            kRankConfig);
+      }
+    } else if (kind == "fsdp") {
+      Set(facts_.parallelism, std::string("FSDP"), where(*type), how("distributed_type", *type),
+          kRankConfig);
+      int stage = 3;  // accelerate's default sharding strategy is FULL_SHARD
+      if (auto v = get("fsdp_config.fsdp_sharding_strategy")) {
+        std::string t = Lower(v->text);
+        if (t == "shard_grad_op" || t == "2") stage = 2;
+        if (t == "no_shard" || t == "3") stage = 0;
+        if (t == "hybrid_shard" || t == "4") stage = 3;
+      }
+      Set(facts_.zero_stage, stage, where(*type), cfg.name + ": fsdp_sharding_strategy",
+          kRankConfig);
+      if (auto v = get("fsdp_config.fsdp_offload_params"); v && Lower(v->text) == "true") {
+        // FSDP's CPUOffload(offload_params=True): the parameters, their gradients and so the
+        // optimizer step live on the CPU.
+        Set(facts_.param_offload, true, where(*v), how("fsdp_config.fsdp_offload_params", *v),
+            kRankConfig);
+        Set(facts_.optimizer_offload, true, where(*v), how("fsdp_config.fsdp_offload_params", *v),
+            kRankConfig);
+      }
+    } else if (kind == "multi_gpu") {
+      Set(facts_.parallelism, std::string("DDP"), where(*type), how("distributed_type", *type),
+          kRankConfig);
+    }
+    if (auto v = get("mixed_precision")) {
+      std::string t = Lower(v->text);
+      if (t == "bf16") {
+        Set(facts_.precision, Precision::kMixedBf16, where(*v), how("mixed_precision", *v),
+            kRankConfig);
+      } else if (t == "fp16") {
+        Set(facts_.precision, Precision::kMixedFp16, where(*v), how("mixed_precision", *v),
+            kRankConfig);
+      }
+    }
+    if (auto v = get("num_processes"); v && launcher_default_processes_) {
+      if (auto n = ParseNumber(v->text); n && *n >= 1) {
+        // accelerate's --num_processes on the command line wins over the file; the file wins
+        // over the launcher's default of one process.
+        Set(facts_.processes, static_cast<int>(*n), where(*v), how("num_processes", *v),
+            kRankLauncher);
+      }
+    }
   }
 }
 

@@ -133,6 +133,32 @@ bool AutocastOverFp32(const CodeFacts& f, Precision precision) {
   return f.zero_stage.value.value_or(0) == 0 && par != "FSDP" && par != "DeepSpeed";
 }
 
+// ZeRO-3 with the parameters offloaded to CPU memory (DeepSpeed offload_param, FSDP
+// offload_params): the parameters on the GPU at once, whole (gathered, not sharded). DeepSpeed
+// keeps fetched parameters until stage3_max_live_parameters of them are resident (1e9 by default;
+// it does not release one it will reuse soon, and the backward pass reuses them in reverse), and
+// fetches a parameter whole even when it alone passes that limit: the limit plus the largest
+// tensor, the token embedding (vocab × hidden) where the model's shape is read. nullopt when the
+// weights are not offloaded.
+std::optional<double> ResidentParameters(const CodeFacts& f, double params) {
+  if (!f.param_offload.value.value_or(false) || f.zero_stage.value.value_or(0) < 3) {
+    return std::nullopt;
+  }
+  double live = f.max_live_parameters.value.value_or(1e9);
+  double largest = 0;
+  if (f.vocab.known() && f.hidden.known()) {
+    largest = static_cast<double>(*f.vocab.value) * static_cast<double>(*f.hidden.value);
+  }
+  return std::min(params, live + largest);
+}
+
+std::string ResidentNote(const CodeFacts& f, double resident) {
+  return fmt::format(
+      " (parameters offloaded to CPU memory: {} resident at once, stage3_max_live_parameters {} "
+      "+ the largest tensor)",
+      Millions(resident), Millions(f.max_live_parameters.value.value_or(1e9)));
+}
+
 // The terms that do not grow with the batch: weights, gradients (and DDP's bucket copy),
 // optimizer states, each sharded by the ZeRO stage. Returns their sum.
 double StaticTerms(const CodeFacts& f, bool training, Precision precision, Optimizer optimizer,
@@ -148,11 +174,15 @@ double StaticTerms(const CodeFacts& f, bool training, Precision precision, Optim
     return stage >= from_stage && d > 1 ? fmt::format(" ÷ {} GPUs (ZeRO-{})", d, stage) : "";
   };
 
+  std::optional<double> resident = ResidentParameters(f, params);
   MemoryTerm weights{
       "weights",
-      shard(params * per.weights, 3),
-      fmt::format("{} params × {}{}", Millions(params), per.weights_why, split_note(3)),
+      resident ? *resident * per.weights : shard(params * per.weights, 3),
+      resident ? fmt::format("{} params × {}{}", Millions(params), per.weights_why,
+                             ResidentNote(f, *resident))
+               : fmt::format("{} params × {}{}", Millions(params), per.weights_why, split_note(3)),
       {}};
+  AddLine(&weights.lines, f.param_offload);
   AddLine(&weights.lines, f.parameters);
   AddLine(&weights.lines, f.model);
   AddLine(&weights.lines, f.precision);
@@ -295,11 +325,14 @@ bool FrozenBaseTerms(const CodeFacts& f, bool training, Precision precision, Opt
     }
   } else {
     double bytes = half_load ? 2 : 4;
-    MemoryTerm w{"weights (frozen)",
-                 shard(params * bytes, 3),
-                 fmt::format("{} params × {} B ({}, frozen under LoRA)", Millions(params), bytes,
-                             half_load ? "16-bit" : "fp32"),
-                 {}};
+    std::optional<double> resident = ResidentParameters(f, params);
+    MemoryTerm w{
+        "weights (frozen)",
+        resident ? *resident * bytes : shard(params * bytes, 3),
+        fmt::format("{} params × {} B ({}, frozen under LoRA){}", Millions(params), bytes,
+                    half_load ? "16-bit" : "fp32", resident ? ResidentNote(f, *resident) : ""),
+        {}};
+    AddLine(&w.lines, f.param_offload);
     AddLine(&w.lines, f.parameters);
     AddLine(&w.lines, f.weight_dtype);
     add(std::move(w));

@@ -303,6 +303,10 @@ void Analyzer::ReadLauncherOptions(const JobScript& script, const JobScript::Com
       }
     } else if (w == "__deepspeed_config_file") {
       config_refs_.push_back(value);
+    } else if (w == "__config_file" && cmd.launcher == "accelerate") {
+      // `accelerate launch --config_file ds_zero3.yaml`: the launcher's own settings
+      // (distributed_type, deepspeed_config, fsdp_config, num_processes), read in ExtractConfigs.
+      config_refs_.push_back(value);
     }
   }
   const std::string& l = cmd.launcher;
@@ -313,6 +317,7 @@ void Analyzer::ReadLauncherOptions(const JobScript& script, const JobScript::Com
                      ? std::max(1, gpus_requested_ / std::max(1, script.request.nodes.value_or(1)))
                      : 1;
       facts_.processes.how = "launcher default";
+      launcher_default_processes_ = true;
     }
     Set(facts_.processes, per_node * nodes, where,
         fmt::format("{}: {} per node × {} node{}", l, per_node, nodes, nodes == 1 ? "" : "s"),

@@ -64,6 +64,8 @@ void ForEachFact(const CodeFacts& f, F fn) {
   fn("mlp_widest", f.mlp_widest);
   fn("zero_stage", f.zero_stage);
   fn("optimizer_offload", f.optimizer_offload);
+  fn("param_offload", f.param_offload);
+  fn("max_live_parameters", f.max_live_parameters);
   fn("parallelism", f.parallelism);
   fn("processes", f.processes);
   fn("num_workers", f.num_workers);

@@ -963,5 +963,135 @@ with torch.no_grad():
   EXPECT_DOUBLE_EQ(Term(infer.estimate, "activations"), 8388608.0);
 }
 
+// A job launched with `accelerate launch --config_file FILE train.py`, FILE and any extra files
+// written beside train.py.
+Analysed AnalyseAccelerate(const std::string& name, const std::string& python,
+                           const std::string& config_file,
+                           const std::vector<std::pair<std::string, std::string>>& files) {
+  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / ("rightsize-" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "train.sh") << "#!/bin/bash\n#SBATCH --gres=gpu:1\naccelerate launch "
+                                  << "--config_file " << config_file << " train.py\n";
+  std::ofstream(dir / "train.py") << python;
+  for (const auto& [file, text] : files) std::ofstream(dir / file) << text;
+  Analysed a;
+  auto script = ParseJobScriptFile((dir / "train.sh").string());
+  EXPECT_TRUE(script.ok());
+  if (!script.ok()) return a;
+  a.script = *script;
+  auto facts = AnalyzeJobCode(a.script, dir.string(), "train.sh");
+  EXPECT_TRUE(facts.ok()) << facts.status().ToString();
+  if (!facts.ok()) return a;
+  a.facts = *facts;
+  auto e = EstimateGpuMemory(a.facts);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  if (e.ok()) a.estimate = *e;
+  return a;
+}
+
+constexpr char kPeftAccelerateLoop[] = R"(
+import torch
+from accelerate import Accelerator
+from transformers import AutoModelForCausalLM
+from peft import LoraConfig, get_peft_model
+
+accelerator = Accelerator()
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-hf")
+model = get_peft_model(model, LoraConfig(r=8, lora_alpha=32, target_modules=["q_proj", "v_proj"]))
+optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+loader = torch.utils.data.DataLoader(ds, batch_size=8)
+model, loader, optimizer = accelerator.prepare(model, loader, optimizer)
+for x, y in loader:
+    loss = model(input_ids=x[:, :64], labels=y).loss
+    accelerator.backward(loss)
+    optimizer.step()
+)";
+
+std::string AccelerateDeepSpeedYaml(const std::string& param_device) {
+  return "compute_environment: LOCAL_MACHINE\n"
+         "deepspeed_config:\n"
+         "  gradient_accumulation_steps: 1\n"
+         "  offload_optimizer_device: cpu\n"
+         "  offload_param_device: " +
+         param_device +
+         "\n"
+         "  zero3_init_flag: true\n"
+         "  zero_stage: 3\n"
+         "distributed_type: DEEPSPEED\n"
+         "mixed_precision: 'no'\n"
+         "num_machines: 1\n"
+         "num_processes: 1\n";
+}
+
+TEST(MemoryModelTest, AccelerateConfigFileWithZero3ParamOffloadKeepsOnlyLiveParametersOnTheGpu) {
+  Analysed off = AnalyseAccelerate("acc-ds-offload", kPeftAccelerateLoop, "ds_zero3_cpu.yaml",
+                                   {{"ds_zero3_cpu.yaml", AccelerateDeepSpeedYaml("cpu")}});
+  const CodeFacts& f = off.facts;
+  // The launcher's config file is read the way accelerate builds its DeepSpeed config.
+  EXPECT_EQ(f.parallelism.value, "DeepSpeed");
+  EXPECT_EQ(f.zero_stage.value, 3);
+  EXPECT_EQ(f.zero_stage.where.ToString(), "ds_zero3_cpu.yaml:7");
+  EXPECT_EQ(f.optimizer_offload.value, true);
+  EXPECT_EQ(f.param_offload.value, true);
+  EXPECT_EQ(f.param_offload.where.ToString(), "ds_zero3_cpu.yaml:5");
+  EXPECT_EQ(f.processes.value, 1);
+  EXPECT_EQ(f.precision.value, Precision::kFp32);  // mixed_precision: 'no'
+  // DeepSpeed keeps up to stage3_max_live_parameters (1e9 by default) gathered, and fetches the
+  // 32000 × 4096 embedding whole: 1,131,072,000 of the 6,738,415,616 fp32 weights on the GPU.
+  EXPECT_DOUBLE_EQ(Term(off.estimate, "weights (frozen)"), (1e9 + 32000.0 * 4096) * 4);
+  EXPECT_DOUBLE_EQ(Term(off.estimate, "optimizer states"), 0);
+
+  Analysed on = AnalyseAccelerate("acc-ds-nooffload", kPeftAccelerateLoop, "ds_zero3.yaml",
+                                  {{"ds_zero3.yaml", AccelerateDeepSpeedYaml("none")}});
+  EXPECT_FALSE(on.facts.param_offload.value.value_or(false));
+  // Without parameter offload a single GPU holds every weight (ZeRO-3 over one GPU shards
+  // nothing).
+  EXPECT_DOUBLE_EQ(Term(on.estimate, "weights (frozen)"), 6738415616.0 * 4);
+  EXPECT_GT(on.estimate.p50_bytes, off.estimate.p50_bytes + 20e9);
+}
+
+TEST(MemoryModelTest, DeepSpeedJsonNamedByAnAccelerateConfigSetsTheLiveParameterLimit) {
+  const std::string yaml =
+      "compute_environment: LOCAL_MACHINE\n"
+      "deepspeed_config:\n"
+      "  deepspeed_config_file: ds.json\n"
+      "distributed_type: DEEPSPEED\n"
+      "num_processes: 2\n";
+  const std::string json = R"({
+  "train_micro_batch_size_per_gpu": 8,
+  "zero_optimization": {
+    "stage": 3,
+    "offload_param": {"device": "cpu"},
+    "offload_optimizer": {"device": "cpu"},
+    "stage3_max_live_parameters": 3e8
+  }
+})";
+  Analysed a = AnalyseAccelerate("acc-ds-json", kPeftAccelerateLoop, "acc.yaml",
+                                 {{"acc.yaml", yaml}, {"ds.json", json}});
+  const CodeFacts& f = a.facts;
+  EXPECT_EQ(f.zero_stage.value, 3);
+  EXPECT_EQ(f.param_offload.value, true);
+  EXPECT_DOUBLE_EQ(*f.max_live_parameters.value, 3e8);
+  EXPECT_EQ(f.processes.value, 2);  // the file's num_processes: no --num_processes given
+  EXPECT_DOUBLE_EQ(Term(a.estimate, "weights (frozen)"), (3e8 + 32000.0 * 4096) * 4);
+}
+
+TEST(MemoryModelTest, AccelerateFsdpConfigShardsAndOffloads) {
+  const std::string yaml =
+      "distributed_type: FSDP\n"
+      "fsdp_config:\n"
+      "  fsdp_sharding_strategy: SHARD_GRAD_OP\n"
+      "mixed_precision: bf16\n"
+      "num_processes: 4\n";
+  Analysed a =
+      AnalyseAccelerate("acc-fsdp", kPeftAccelerateLoop, "fsdp.yaml", {{"fsdp.yaml", yaml}});
+  EXPECT_EQ(a.facts.parallelism.value, "FSDP");
+  EXPECT_EQ(a.facts.zero_stage.value, 2);
+  EXPECT_EQ(a.facts.precision.value, Precision::kMixedBf16);
+  EXPECT_EQ(a.facts.processes.value, 4);
+  EXPECT_FALSE(a.facts.param_offload.value.value_or(false));
+}
+
 }  // namespace
 }  // namespace rightsize::code
