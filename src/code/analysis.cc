@@ -102,6 +102,7 @@ void Analyzer::Extract() {
   LoadConfigs();  // configs named by calls (deepspeed=…) found during the pass
   ExtractConfigs();
   ResolveAdapters();
+  ResolveCastAfterMove();
   ExtractFallbacks();
   for (auto& [what, u] : pending_) facts_.undetermined.push_back(std::move(u));
 }

@@ -92,6 +92,9 @@ struct CodeFacts {
   // The dtype the weights are loaded in (from_pretrained's torch_dtype, `.half()`), when read;
   // `precision` says how training computes, which can differ (bf16 autocast over fp32 weights).
   Fact<Precision> weight_dtype;
+  // The model was moved to the GPU in fp32 and cast to 16-bit only there (`.to(device)` then
+  // `.to(torch.bfloat16)` or `.half()`): its fp32 weights were all on the GPU first.
+  Fact<bool> cast_after_move;
   // bitsandbytes loading (load_in_4bit / load_in_8bit, precision kInt4 / kInt8): the weights of
   // the transformer blocks' nn.Linear layers, which it quantises; embeddings, the output layer,
   // norms and biases stay 16-bit. Double quantisation shrinks the per-block constants.

@@ -203,6 +203,15 @@ class Analyzer {
   // The adapters' trainable parameters and the quantised weights, from the model's spec and
   // the LoRA and bitsandbytes calls read (in either order).
   void ResolveAdapters();
+  // Device moves and 16-bit casts of a model, for ResolveCastAfterMove.
+  struct MoveSite {
+    int file = 0;
+    uint32_t end = 0;
+    int line = 0;
+    std::string receiver, target;
+  };
+  void NoteMove(const CallSite& c, std::vector<MoveSite>* sites);
+  void ResolveCastAfterMove();
   void InferenceFallbacks();  // batch 1 and the prompt length when generation gives none
   template <typename T>
   void SetNumber(Fact<T>& f, const Value& v, const SourceLine& use, const std::string& what,
@@ -229,6 +238,7 @@ class Analyzer {
   // The launcher (torchrun, accelerate) was given no process count: an accelerate config
   // file's num_processes may set it.
   bool launcher_default_processes_ = false;
+  std::vector<MoveSite> device_moves_, casts_;
   std::map<std::string, std::pair<std::string, std::string>> cmdline_;  // dest -> (flag, value)
   std::map<std::string, Undetermined> pending_;                         // what -> why unknown
   std::string branch_condition_;  // the undecided condition around the call being read

@@ -236,18 +236,29 @@ Analyzer::CallMatch Analyzer::ExtractPrecisionCall(const CallSite& c) {
   } else if (name == "half" || name == "bfloat16") {
     Set(facts_.precision, name == "half" ? Precision::kFp16 : Precision::kBf16, where,
         fmt::format(".{}() on the model", name), kRankDefault);
+    NoteMove(c, &casts_);
+  } else if (name == "cuda" && c.callee.find('.') != std::string::npos) {
+    NoteMove(c, &device_moves_);
   } else if (name == "to" && c.callee.find('.') != std::string::npos) {
     std::string args = Text(c.file, Field(c.node, "arguments"));
     // `.to(torch.bfloat16 if args.precision == "bf16-pure" else torch.float16)`: the one taken.
     TSNode dtype_node = Kw(c.file, c.node, "dtype");
     Value dtype = Eval(c.file, ts_node_is_null(dtype_node) ? Pos(c.node, 0) : dtype_node, 0);
     if (dtype.kind == Value::Kind::kName) args = dtype.text;
+    bool cast = false;
     if (args.find("torch.bfloat16") != std::string::npos) {
       Set(facts_.precision, Precision::kBf16, where, ".to(torch.bfloat16)", kRankDefault);
+      cast = true;
     }
     if (args.find("torch.float16") != std::string::npos ||
         args.find("torch.half") != std::string::npos) {
       Set(facts_.precision, Precision::kFp16, where, ".to(torch.float16)", kRankDefault);
+      cast = true;
+    }
+    if (cast) {
+      NoteMove(c, &casts_);
+    } else if (args.find("cuda") != std::string::npos || args.find("device") != std::string::npos) {
+      NoteMove(c, &device_moves_);
     }
   } else if (name == "BitsAndBytesConfig") {
     if (KwValue(c, "load_in_4bit").Truthy()) {
@@ -765,6 +776,48 @@ void Analyzer::ExtractAccelerateConfigs() {
         Set(facts_.processes, static_cast<int>(*n), where(*v), how("num_processes", *v),
             kRankLauncher);
       }
+    }
+  }
+}
+
+// `x.to(...)`, `x.cuda()`, `x.half()`: where the call ends (a chain's inner call ends first),
+// the name its receiver starts with ("model" of `model.to`, "MLP" of `MLP().to`) and the name
+// the result is assigned to (`model = MLP().to(device)`).
+void Analyzer::NoteMove(const CallSite& c, std::vector<MoveSite>* sites) {
+  MoveSite m;
+  m.file = c.file;
+  m.end = ts_node_end_byte(c.node);
+  m.line = Where(c).line;
+  size_t cut = c.callee.find_first_of(".([");
+  m.receiver = c.callee.substr(0, cut);
+  TSNode parent = ts_node_parent(c.node);
+  if (!ts_node_is_null(parent) && TypeOf(parent) == "assignment") {
+    m.target = Text(c.file, Field(parent, "left"));
+  }
+  if (sites->size() < 64) sites->push_back(std::move(m));
+}
+
+// A model built in fp32 (a module's constructor, from_pretrained without torch_dtype) that is
+// moved to the GPU and only then cast to 16-bit (`model = MLP().to(device)` …
+// `model = model.to(torch.bfloat16)`, `model.cuda().half()`): its fp32 weights were all on the
+// GPU before the cast, which replaces them one tensor at a time.
+void Analyzer::ResolveCastAfterMove() {
+  if (facts_.precision.value != Precision::kBf16 && facts_.precision.value != Precision::kFp16) {
+    return;
+  }
+  if (facts_.weight_dtype.value == Precision::kBf16 ||
+      facts_.weight_dtype.value == Precision::kFp16) {
+    return;  // loaded in 16-bit (torch_dtype=…): never fp32 on the GPU
+  }
+  for (const auto& cast : casts_) {
+    for (const auto& move : device_moves_) {
+      if (move.file != cast.file || move.end > cast.end) continue;
+      if (move.receiver != cast.receiver && move.target != cast.receiver) continue;
+      Set(facts_.cast_after_move, true, SourceLine{files_[cast.file].name, cast.line},
+          fmt::format("cast to 16-bit after the move to the device at {}:{}",
+                      files_[move.file].name, move.line),
+          kRankCall);
+      return;
     }
   }
 }

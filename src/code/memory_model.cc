@@ -589,6 +589,31 @@ StatusOr<MemoryEstimate> EstimateGpuMemory(const CodeFacts& f) {
   RS_RETURN_IF_ERROR(
       ActivationTerms(f, training, precision, AutocastOverFp32(f, precision), &e, &dynamic_bytes));
 
+  if (f.cast_after_move.value.value_or(false) &&
+      (precision == Precision::kBf16 || precision == Precision::kFp16)) {
+    // The fp32 weights were on the GPU before the cast, which replaces them one tensor at a
+    // time (each 16-bit copy made before its fp32 tensor is freed): that peak, when it passes the
+    // 16-bit run's, is the job's.
+    double largest = 0;
+    if (f.vocab.known() && f.hidden.known()) {
+      largest = static_cast<double>(*f.vocab.value) * static_cast<double>(*f.hidden.value);
+    } else if (f.mlp_widest.known()) {
+      largest = *f.mlp_widest.value * *f.mlp_widest.value;
+    }
+    double before_cast = params * 4 + largest * 2;
+    double excess = before_cast - (static_bytes + dynamic_bytes);
+    if (excess > 0) {
+      MemoryTerm t{"fp32 weights before the cast",
+                   excess,
+                   fmt::format("{} params × 4 B on the GPU before the 16-bit cast (+ one 16-bit "
+                               "tensor), {} more than the 16-bit run's peak",
+                               Millions(params), FormatGb(excess)),
+                   {}};
+      AddLine(&t.lines, f.cast_after_move);
+      e.terms.push_back(t);
+      dynamic_bytes += excess;
+    }
+  }
   e.terms.push_back(
       {"CUDA context", kCudaContextBytes, "CUDA context and cuBLAS/cuDNN workspaces", {}});
   double allocated = static_bytes + dynamic_bytes;

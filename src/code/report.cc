@@ -48,6 +48,7 @@ void ForEachFact(const CodeFacts& f, F fn) {
   fn("image_size", f.image_size);
   fn("precision", f.precision);
   fn("weight_dtype", f.weight_dtype);
+  fn("cast_after_move", f.cast_after_move);
   fn("quantized_parameters", f.quantized_parameters);
   fn("double_quant", f.double_quant);
   fn("kbit_prepared", f.kbit_prepared);

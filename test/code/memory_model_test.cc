@@ -1093,5 +1093,58 @@ TEST(MemoryModelTest, AccelerateFsdpConfigShardsAndOffloads) {
   EXPECT_FALSE(a.facts.param_offload.value.value_or(false));
 }
 
+constexpr char kMlpCastProgram[] = R"(
+import torch
+import torch.nn as nn
+
+device = torch.device("cuda")
+model = nn.Sequential(nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
+                      nn.Linear(4096, 10))
+%MOVE%
+model.eval()
+with torch.no_grad():
+    for step in range(10):
+        x = torch.randn(16, 4096, device=device, dtype=torch.bfloat16)
+        y = model(x)
+)";
+
+Analysed AnalyseCast(const std::string& name, const std::string& move) {
+  std::string program = kMlpCastProgram;
+  program.replace(program.find("%MOVE%"), 6, move);
+  return AnalyseSource(name, program);
+}
+
+TEST(MemoryModelTest, ModelCastTo16BitOnTheGpuPeaksWithItsFp32Weights) {
+  // 2 × (4096² + 4096) + 4096 × 10 + 10: 33,603,594 params.
+  const double params = 2.0 * 4096 * 4096 + 2 * 4096 + 4096 * 10 + 10;
+  Analysed after = AnalyseCast("cast-after-move",
+                               "model = model.to(device)\n"
+                               "model = model.to(torch.bfloat16)");
+  EXPECT_EQ(after.facts.precision.value, Precision::kBf16);
+  EXPECT_EQ(after.facts.cast_after_move.value, true);
+  EXPECT_EQ(after.facts.cast_after_move.where.ToString(), "train.py:9");
+  ASSERT_DOUBLE_EQ(*after.facts.parameters.value, params);
+  // The fp32 weights and one 16-bit copy of the widest layer (4096²) were on the GPU at once:
+  // that, not the bf16 run, is the peak.
+  double tensors = 0;
+  for (const auto& t : after.estimate.terms) {
+    if (t.name != "CUDA context" && t.name != "allocator overhead") tensors += t.bytes;
+  }
+  EXPECT_DOUBLE_EQ(tensors, params * 4 + 4096.0 * 4096 * 2);
+  EXPECT_GT(Term(after.estimate, "fp32 weights before the cast"), 0);
+
+  // Chained on one line, the move first: the same.
+  Analysed chain = AnalyseCast("cast-chain", "model = model.cuda().half()");
+  EXPECT_EQ(chain.facts.cast_after_move.value, true);
+
+  // Cast first, then moved: the GPU only ever holds the 16-bit weights.
+  Analysed before = AnalyseCast("cast-before-move",
+                                "model = model.to(torch.bfloat16)\n"
+                                "model = model.to(device)");
+  EXPECT_FALSE(before.facts.cast_after_move.value.value_or(false));
+  EXPECT_EQ(Term(before.estimate, "fp32 weights before the cast"), -1);
+  EXPECT_LT(before.estimate.p50_bytes, after.estimate.p50_bytes);
+}
+
 }  // namespace
 }  // namespace rightsize::code
