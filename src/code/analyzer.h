@@ -47,6 +47,9 @@ constexpr int kRankLauncher = 4;  // the launcher's own options
 
 // The prompt assumed for generation when no tokenizer max_length or sequence length is read.
 constexpr int64_t kAssumedPromptTokens = 512;
+// Characters per token of English text and code under the BPE tokenizers of today's LLMs (the
+// usual rule of thumb, about 4): sizes a prompt the program writes out as a string. Not fitted.
+constexpr double kCharsPerToken = 4.0;
 
 template <typename T>
 bool Set(Fact<T>& f, T value, SourceLine where, std::string how, int rank) {

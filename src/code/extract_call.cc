@@ -559,6 +559,17 @@ void Analyzer::ExtractShapeCall(const CallSite& c) {
     generates_ = true;
     SetNumber(facts_.max_new_tokens, KwValue(c, "max_new_tokens"), where, "max_new_tokens",
               kRankCall);
+    // A text-generation pipeline called on a prompt the program spells out: its length in
+    // tokens, at kCharsPerToken characters a token (no tokenizer is run).
+    Value prompt = name == "generate" ? Value{} : Eval(c.file, Pos(c.node, 0), 0);
+    if (prompt.kind == Value::Kind::kString && !prompt.text.empty()) {
+      auto tokens =
+          static_cast<int64_t>(std::ceil(static_cast<double>(prompt.text.size()) / kCharsPerToken));
+      Set(facts_.seq_len, tokens, where,
+          fmt::format("the prompt: {} characters ÷ {:.0f} a token", prompt.text.size(),
+                      kCharsPerToken),
+          kRankDefault);
+    }
   }
   if (name == "RandomResizedCrop" || name == "Resize" || name == "CenterCrop" ||
       name == "RandomCrop") {

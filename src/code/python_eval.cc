@@ -60,6 +60,27 @@ Value Analyzer::Eval(int file, TSNode node, int depth) const {
   if (type == "binary_operator") {
     Value a = Eval(file, Field(node, "left"), depth + 1);
     Value b = Eval(file, Field(node, "right"), depth + 1);
+    if (a.kind == Value::Kind::kString || b.kind == Value::Kind::kString) {
+      // "a" + "b", 10 * "a", "a" * 10: what a prompt built in the program is.
+      std::string_view op = files_[file].tree.Text(Field(node, "operator"));
+      constexpr size_t kMaxString = 1 << 20;
+      if (op == "+" && a.kind == b.kind && a.text.size() + b.text.size() <= kMaxString) {
+        a.text += b.text;
+        return a;
+      }
+      if (op == "*" && (a.IsNumber() || b.IsNumber())) {
+        const Value& str = a.IsNumber() ? b : a;
+        double times = a.IsNumber() ? a.number : b.number;
+        if (str.kind == Value::Kind::kString && times >= 0 &&
+            str.text.size() * times <= kMaxString) {
+          Value r = str;
+          r.text.clear();
+          for (int i = 0; i < static_cast<int>(times); ++i) r.text += str.text;
+          return r;
+        }
+      }
+      return Value::Unknown(fmt::format("{}: string operation not folded", text));
+    }
     if (!a.IsNumber() || !b.IsNumber()) {
       return Value::Unknown(fmt::format("{}: {}", text, !a.known() ? a.reason : b.reason));
     }

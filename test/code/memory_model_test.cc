@@ -1146,5 +1146,25 @@ TEST(MemoryModelTest, ModelCastTo16BitOnTheGpuPeaksWithItsFp32Weights) {
   EXPECT_LT(before.estimate.p50_bytes, after.estimate.p50_bytes);
 }
 
+TEST(MemoryModelTest, APromptWrittenInTheProgramSetsTheKvCacheLength) {
+  Analysed a = AnalyseSource("generate-prompt", R"(
+import torch
+from transformers import pipeline
+
+system_prompt = """You are a helpful assistant. """
+question = "Question: what is two plus two? Answer:"
+pipe = pipeline("text-generation", model="Qwen/Qwen2.5-7B-Instruct", torch_dtype=torch.bfloat16)
+long_prompt = 100 * system_prompt + question
+out = pipe(long_prompt, max_new_tokens=256)
+)");
+  const CodeFacts& f = a.facts;
+  // 100 × 29 + 39 = 2,939 characters at 4 a token: 735 tokens, not the assumed 512.
+  EXPECT_EQ(f.seq_len.value, 735);
+  EXPECT_FALSE(f.seq_len.assumed);
+  EXPECT_EQ(f.seq_len.where.ToString(), "train.py:9");
+  // 2 · 28 layers · 4 KV heads · 128 · (735 + 256) tokens · 2 B = 56,827,904.
+  EXPECT_DOUBLE_EQ(Term(a.estimate, "KV cache"), 56827904.0);
+}
+
 }  // namespace
 }  // namespace rightsize::code
