@@ -327,6 +327,9 @@ Analyzer::CallMatch Analyzer::ExtractOptimizerCall(const CallSite& c) {
                 kRankCall);
   } else if (name == "scaled_dot_product_attention" || name == "flash_attn_func") {
     Set(facts_.fused_attention, true, where, fmt::format("{}()", c.callee), kRankCall);
+  } else if (name == "to_bettertransformer") {
+    // Optimum's BetterTransformer swaps the model's attention for torch's SDPA.
+    Set(facts_.fused_attention, true, where, ".to_bettertransformer(): SDPA attention", kRankCall);
   } else {
     return CallMatch::kNone;
   }

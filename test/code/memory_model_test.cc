@@ -1166,5 +1166,31 @@ out = pipe(long_prompt, max_new_tokens=256)
   EXPECT_DOUBLE_EQ(Term(a.estimate, "KV cache"), 56827904.0);
 }
 
+TEST(MemoryModelTest, BetterTransformerDropsTheAttentionScores) {
+  const std::string program = R"(
+import torch
+from transformers import AutoModelForCausalLM
+
+model = AutoModelForCausalLM.from_pretrained("bigcode/starcoder", torch_dtype=torch.bfloat16)
+%BT%
+ids = torch.randint(0, 49152, (1, 4096))
+out = model.generate(ids, max_new_tokens=60)
+)";
+  std::string eager_src = program, bt_src = program;
+  eager_src.replace(eager_src.find("%BT%"), 4, "");
+  bt_src.replace(bt_src.find("%BT%"), 4, "model.to_bettertransformer()");
+  Analysed eager = AnalyseSource("bt-eager", eager_src);
+  Analysed bt = AnalyseSource("bt-sdpa", bt_src);
+  EXPECT_FALSE(eager.facts.fused_attention.value.value_or(false));
+  EXPECT_EQ(bt.facts.fused_attention.value, true);
+  EXPECT_EQ(bt.facts.fused_attention.where.ToString(), "train.py:6");
+  // Eager attention keeps one layer's b·a·s² scores live: 5·a·s/h more per position and feature
+  // (starcoder: a = 48, h = 6144).
+  ASSERT_TRUE(bt.facts.seq_len.known());
+  double s = static_cast<double>(*bt.facts.seq_len.value);
+  EXPECT_NEAR(Term(bt.estimate, "activations") / Term(eager.estimate, "activations"),
+              34.0 / (34.0 + 5.0 * 48 * s / 6144), 1e-9);
+}
+
 }  // namespace
 }  // namespace rightsize::code
