@@ -302,12 +302,15 @@ std::optional<TimeLimit> ParseSbatchTime(std::string_view text) {
     t.unlimited = true;
     return t;
   }
+  // Any part past 2^40 (35,000 years of seconds) is not a limit; refused before the arithmetic
+  // below, which it would overflow.
+  constexpr int64_t kMaxPart = int64_t{1} << 40;
   int64_t days = 0;
   bool has_days = false;
   std::string_view rest = text;
   if (auto dash = rest.find('-'); dash != std::string_view::npos) {
     auto d = ParseInt(rest.substr(0, dash));
-    if (!d || *d < 0) return std::nullopt;
+    if (!d || *d < 0 || *d > kMaxPart) return std::nullopt;
     days = *d;
     has_days = true;
     rest = rest.substr(dash + 1);
@@ -316,7 +319,7 @@ std::optional<TimeLimit> ParseSbatchTime(std::string_view text) {
   while (true) {
     auto colon = rest.find(':');
     auto v = ParseInt(rest.substr(0, colon));
-    if (!v || *v < 0 || parts.size() == 3) return std::nullopt;
+    if (!v || *v < 0 || *v > kMaxPart || parts.size() == 3) return std::nullopt;
     parts.push_back(*v);
     if (colon == std::string_view::npos) break;
     rest = rest.substr(colon + 1);
@@ -333,7 +336,7 @@ std::optional<TimeLimit> ParseSbatchTime(std::string_view text) {
     s = parts[0] * 3600 + parts[1] * 60 + parts[2];
   }
   s += days * 86400;
-  if (s > int64_t{1} << 40) return std::nullopt;
+  if (s > kMaxPart) return std::nullopt;
   int64_t minutes = (s + 59) / 60;
   if (minutes == 0) {
     t.unlimited = true;

@@ -355,6 +355,15 @@ TEST(JobScriptTest, AllOfSbatchTimeFormats) {
   }
   JobScript unlimited = ParseString("#!/bin/bash\n#SBATCH --time=UNLIMITED\nhostname\n");
   EXPECT_TRUE(unlimited.request.time_unlimited);
+  // A part too large to be a limit is refused with the usual warning, never wrapped into a
+  // negative or tiny limit (200000000000000000 minutes wrapped to a negative limit before).
+  for (const char* huge :
+       {"200000000000000000", "200000000000000000-1", "5124095576030431:00:00"}) {
+    JobScript s = ParseString(std::string("#!/bin/bash\n#SBATCH --time=") + huge + "\nhostname\n");
+    EXPECT_FALSE(s.request.time_limit_s.has_value()) << huge;
+    EXPECT_FALSE(s.request.time_unlimited) << huge;
+    EXPECT_TRUE(HasWarning(s, "line 2: --time: expected a time")) << huge;
+  }
   JobScript attached = ParseString("#!/bin/bash\n#SBATCH -c4 -N1 -n2 --gpus=2\nhostname\n");
   EXPECT_DOUBLE_EQ(*attached.request.cpus, 8);
   EXPECT_EQ(*attached.request.gpus, 2);
