@@ -172,7 +172,7 @@ constexpr Signature
             // runners: Azure Pipelines' "ran longer than the maximum time of 60 minutes", "failed
             // to finish within 60 seconds", AWS Batch's "Job attempt duration exceeded timeout".
             {"job_timed_out", C::kTimeout, K::kCause, 0.8,
-             R"re((?i)\bnot requeued because: timed-out|\bthis job is timed-out\b|\b(?:job|task|step|allocation)(?: \S+)? (?:has |was |got )?timed[- ]out\b|\b(?:job|task|step|run|process|script|workflow|build|pipeline)s? (?:\S+ )?(?:failed to|did not|didn't|could not|couldn't) (?:finish|complete|terminate) (?:with)?in (?:the )?(?:\d+(?:\.\d+)? ?(?:s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|days?)\b|(?:allotted|allowed|given|maximum|max|requested) (?:time|duration|wall ?time))|\bran longer than (?:the )?maximum time\b|\b(?:attempt|job|task|run) duration exceeded\b)re",
+             R"re((?i)\bnot requeued because: timed-out|\bthis job is timed-out\b|\b(?:job|task|step|allocation)(?: \S+)? (?:has |was |got )?timed[- ]out\b|\b(?:job|task|step|run|process|script|workflow|build|pipeline)s? (?:\S+ )?(?:failed to|did not|didn't|could not|couldn't) (?:finish|complete|terminate) (?:with)?in (?:the )?(?:\d+(?:\.\d+)? ?(?:s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|days?)\b|(?:allotted|allowed|given|maximum|max|requested) (?:time|duration|wall ?time))|\bran longer than (?:the )?maximum time\b|\bexceeded the maximum allowed time\b|\b(?:attempt|job|task|run) duration exceeded\b)re",
              ""},
             {"batch_exit_timeout", C::kTimeout, K::kCause, 0.85,
              RS_EXIT R"re(50005\b)re",
@@ -682,6 +682,7 @@ constexpr CudaErrorInfo kCudaErrors[] = {
     // (fallen off the bus, failing power, after a suspend), but it follows other causes too, so
     // a symptom that names gpu_hardware only when nothing else in the log does.
     {999, "cudaErrorUnknown", C::kGpuHardware, 0.55, true},
+    {30, "cudaErrorUnknown (CUDA <= 10.0)", C::kGpuHardware, 0.55, true},
 };
 
 constexpr std::string_view kClassNames[kFailureClassCount] = {

@@ -473,10 +473,11 @@ TEST(DiagnoseTest, NumberedCudaErrorsAreDecoded) {
   EXPECT_EQ(CudaErrorByCode(700)->cls, FailureClass::kIllegalMemoryAccess);
   EXPECT_EQ(CudaErrorByCode(35)->cls, FailureClass::kDriverMismatch);
   EXPECT_EQ(CudaErrorByCode(214)->cls, FailureClass::kGpuHardware);
-  EXPECT_EQ(CudaErrorByCode(30), nullptr);  // cudaErrorUnknown (<= 10.0)
   // cudaErrorUnknown (999) follows many causes: since round 5 a symptom of gpu_hardware.
   ASSERT_NE(CudaErrorByCode(999), nullptr);
   EXPECT_TRUE(CudaErrorByCode(999)->symptom);
+  ASSERT_NE(CudaErrorByCode(30), nullptr);  // the same before CUDA 10.1
+  EXPECT_TRUE(CudaErrorByCode(30)->symptom);
   // The number alone, without the message that usually follows it.
   EXPECT_EQ(
       ClassOf("F0101 00:00:00.0 1 math.cu:12] Check failed: status == cudaSuccess (2 vs. 0)\n"),
@@ -709,6 +710,8 @@ TEST(DiagnoseTest, WordingFamiliesOfTheFifthRound) {
        "timeout"},
       {"Task failed to complete within 300 seconds and was stopped\n", "timeout"},
       {"JobFailed: Job attempt duration exceeded timeout\n", "timeout"},
+      {"##[error]The job exceeded the maximum allowed time of 01:00:00 and was stopped.\n",
+       "timeout"},
       // Windows DLLs that do not load, in any language.
       {"OSError: [WinError 126] Das angegebene Modul wurde nicht gefunden. Error loading "
        "\"C:\\env\\lib\\site-packages\\torch\\lib\\c10.dll\" or one of its dependencies.\n",
