@@ -205,7 +205,7 @@ bool IsWarningLine(std::string_view text) {
 int CudaErrorCode(std::string_view text) {
   static const RE2 vs(R"re(\((\d+) vs\. (\d+)\))re");
   static const RE2 other(
-      R"re((?:[Ee]rror(?:_t)?|[Ff]ailure|error=|code=|returned(?: error)?|[Ee]rror code) ?[:(#]? ?(\d+))re");
+      R"re((?:[Ee]rror(?:_t)?(?: (?:DRIVER|RUNTIME|[Dd]river|[Rr]untime))?|[Ff]ailure|error=|code=|returned(?: error)?|[Ee]rror code) ?[:(#]? ?'?(\d+))re");
   int a = 0, b = 0;
   if (RE2::PartialMatch(text, vs, &a, &b)) return a != 0 ? a : b;
   if (RE2::PartialMatch(text, other, &a)) return a;
@@ -271,7 +271,7 @@ void LogItems(const std::vector<LogScan>& scans, std::vector<Item>* items,
         if (!info) continue;
         item.cls = info->cls;
         item.strength = info->strength;
-        item.kind = SignatureKind::kCause;
+        item.kind = info->symptom ? SignatureKind::kSymptom : SignatureKind::kCause;
       }
       if (sig.kind == SignatureKind::kXid) {
         std::string code = FactOf(hit.facts, "xid");
@@ -304,6 +304,22 @@ struct ClassScore {
   std::optional<C> consequence_of;
   std::vector<const Item*> items;
 };
+
+// Whether every piece of evidence for `effect` was printed before the first for `cause`, in the
+// same log: a crash printed after the MPI library's own fatal error is the process dying on its
+// way out, not what made MPI fail (an Intel MPI init failure that ends "Segmentation fault").
+bool AllBefore(const ClassScore& effect, const ClassScore& cause) {
+  if (effect.items.empty() || cause.items.empty()) return false;
+  for (const Item* e : effect.items) {
+    for (const Item* c : cause.items) {
+      if (e->evidence.line <= 0 || c->evidence.line <= 0 || e->evidence.file != c->evidence.file ||
+          e->evidence.line >= c->evidence.line) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
 
 // The most a class supported by a single symptom signature can score: under kMinScore.
 constexpr double kSymptomAloneMax = 0.45;
@@ -361,6 +377,10 @@ std::array<ClassScore, kFailureClassCount> Score(const std::vector<Item>& items,
         continue;
       }
       if (!Explains(static_cast<C>(c), static_cast<C>(e))) continue;
+      if (static_cast<C>(c) == C::kSegfault && static_cast<C>(e) == C::kMpiAbort &&
+          AllBefore(classes[e], classes[c])) {
+        continue;
+      }
       if (classes[c].score > strongest) {
         strongest = classes[c].score;
         classes[e].consequence_of = static_cast<C>(c);

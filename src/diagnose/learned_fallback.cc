@@ -61,6 +61,12 @@ bool IsRoutineLine(std::string_view text) {
   return RE2::PartialMatch(text, re);
 }
 
+bool IsSubmissionRefused(std::string_view text) {
+  static const RE2 re(
+      R"re((?i)\bBatch job submission failed\b|\bUnable to allocate resources\b|\bJob submit/allocate failed\b|\bqsub: (?:Job rejected|Job exceeds|would exceed|submit error|Unknown queue|Illegal attribute)|\bJob not submitted\b|\bUnable to run job: |\bJob violates accounting/QOS policy\b|\bjob submission (?:failed|rejected|refused)\b)re");
+  return RE2::PartialMatch(text, re);
+}
+
 std::vector<FallbackLine> FallbackLines(const std::vector<LogScan>& scans) {
   std::vector<FallbackLine> out;
   for (const LogScan& scan : scans) {
@@ -179,6 +185,11 @@ StatusOr<LearnedMatch> LearnedFallback::Classify(const std::vector<FallbackLine>
   m.cls = static_cast<FailureClass>(best);
   m.probability = p[best];
   if (!explain || m.cls == FailureClass::kUnknown) return m;
+  // A job the scheduler refused never ran: no line of such a log is a failure to cite.
+  if (std::any_of(lines.begin(), lines.end(),
+                  [](const FallbackLine& l) { return IsSubmissionRefused(l.text); })) {
+    return m;
+  }
 
   // SHAP contributions of each column to the chosen class: rows × classes × (cols + 1).
   std::vector<float> contrib;

@@ -168,9 +168,11 @@ constexpr Signature
              ""},
             // A job, task or step that timed out as workflow managers and job libraries say it
             // (submitit's "this job is timed-out", "not requeued because: timed-out", Airflow's and
-            // Celery's "Task … timed out"); not "has not timed out".
+            // Celery's "Task … timed out"); not "has not timed out". Also CI services and job
+            // runners: Azure Pipelines' "ran longer than the maximum time of 60 minutes", "failed
+            // to finish within 60 seconds", AWS Batch's "Job attempt duration exceeded timeout".
             {"job_timed_out", C::kTimeout, K::kCause, 0.8,
-             R"re((?i)\bnot requeued because: timed-out|\bthis job is timed-out\b|\b(?:job|task|step|allocation)(?: \S+)? (?:has |was |got )?timed[- ]out\b)re",
+             R"re((?i)\bnot requeued because: timed-out|\bthis job is timed-out\b|\b(?:job|task|step|allocation)(?: \S+)? (?:has |was |got )?timed[- ]out\b|\b(?:job|task|step|run|process|script|workflow|build|pipeline)s? (?:\S+ )?(?:failed to|did not|didn't|could not|couldn't) (?:finish|complete|terminate) (?:with)?in (?:the )?(?:\d+(?:\.\d+)? ?(?:s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|days?)\b|(?:allotted|allowed|given|maximum|max|requested) (?:time|duration|wall ?time))|\bran longer than (?:the )?maximum time\b|\bexceeded the maximum allowed time\b|\b(?:attempt|job|task|run) duration exceeded\b)re",
              ""},
             {"batch_exit_timeout", C::kTimeout, K::kCause, 0.85,
              RS_EXIT R"re(50005\b)re",
@@ -252,7 +254,7 @@ constexpr Signature
             // reclaim resources for", low-priority/spot/preemptible capacity taken back, EC2's
             // Server.SpotInstanceTermination.
             {"preempted_status", C::kPreemption, K::kCause, 0.85,
-             R"re((?i)^\W{0,3}preempted\b|["'=:]\s*["']?preempted\b|\b(?:has|have|had) been \w+ly pre-?empted\b|\b(?:was|were|got|is being) \w+ly pre-?empted\b|\b(?:job|pod|task|workload) preempted by\b|\bpreemption (?:was |has been )?requested\b|\bPreemptionByScheduler\b|\b(?:reason|status|state|phase)["']?\s*[:=]\s*["']?preempt(?:ing|ion)\b|\bjob killed after preemption\b|(?-i:\b(?:due to|because of|by) (?:a |the |spot |node )?pre-?emption\b)|\bpreemption (?:notice|signal|warning|event)\b|\bTERM_RC_RECLAIM\b|\b(?:execution host|host|instance|vm|machine)s? (?:\S+ )?(?:is |was |were |has been |is being |got )?reclaimed\b|to reclaim resources for\b|\b(?:low[- ]priority|spot|preemptible|preemptable) (?:\S+ ){0,2}(?:was |were |has been |is being |got )?(?:preempted|reclaimed|evicted|interrupted)\b|Server\.Spot(?:Instance)?(?:Termination|Shutdown))re",
+             R"re((?i)^\W{0,3}preempted\b|["'=:]\s*["']?preempted\b|\b(?:has|have|had) been \w+ly pre-?empted\b|\b(?:was|were|got|is being) \w+ly pre-?empted\b|\b(?:job|pod|task|workload) preempted by\b|\bpreemption (?:was |has been )?requested\b|\bPreemptionByScheduler\b|\b(?:reason|status|state|phase)["']?\s*[:=]\s*["']?preempt(?:ing|ion)\b|\bjob killed after preemption\b|(?-i:\b(?:due to|because of|by) (?:a |the |spot |node )?pre-?emption\b)|\bpreemption (?:notice|signal|warning|event)\b|\bTERM_RC_RECLAIM\b|\b(?:execution host|host|instance|vm|machine)s? (?:\S+ )?(?:is |was |were |has been |is being |got )?reclaimed\b|to reclaim resources for\b|\b(?:low[- ]priority|spot|preemptible|preemptable) (?:\S+ ){0,2}(?:was |were |has been |is being |got )?(?:preempted|reclaimed|evicted|interrupted)\b|Server\.Spot(?:Instance)?(?:Termination|Shutdown)|\b(?:tpu|vm|node|instance|worker|host|pod|slice)s? (?:[\w.-]*\d[\w.-]* )?(?:was |has been |got )?preempted\b|\b(?:spot|preemptible) (?:instance|vm|node)s? (?:is |was |has been )?scheduled for (?:termination|interruption|eviction))re",
              R"re((?i)\b(?P<capacity>spot|preemptible|low[- ]priority)\b)re", true},
 
             // ---- NCCL
@@ -325,7 +327,14 @@ constexpr Signature
              R"re(\b(?:Xid|XID)(?: error)?(?: code)?[ :=]+\d+)re",
              R"re((?:Xid|XID)(?: error)?(?: code)?[ :=]+(?P<xid>\d+))re"},
             {"gpu_lost_other", C::kGpuHardware, K::kCause, 0.88,
-             R"re((?i)RmInitAdapter failed|GPU requires reset|GPU reset (?:is )?required|uncorrectable (?:ECC|memory|PCIe|NVLink) errors?|AER: (?:Multiple )?Uncorrected \(Fatal\)|NVLink (?:is )?(?:down|inactive)|cudaErrorDevicesUnavailable|Detected Critical Xid Error|retired pages pending|pending page retirement)re",
+             R"re((?i)RmInitAdapter failed|GPU requires reset|GPU reset (?:is )?required|uncorrectable (?:ECC|memory|PCIe|NVLink) errors?|AER: (?:Multiple )?Uncorrected \(Fatal\)|NVLink (?:is )?(?:down|inactive)|cudaErrorDevicesUnavailable|Detected Critical Xid Error|retired pages pending|pending page retirement|row remapping (?:is )?pending|remapped rows? pending|\bDCGM_FR_(?:VOLATILE_DBE|XID_ERROR|ROW_REMAP|RETIRED_PAGES|NVLINK_DOWN|NVLINK_ERROR|PCIE|SRAM|UNCONTAINED|FALLEN_OFF_BUS|GPU_LOST|UNCORRECTABLE)\w*|\bamdgpu\b.{0,80}\b(?:GPU reset begin|ring \S+ timeout|GPU recovery|hardware error)|HW Exception by GPU node)re",
+             ""},
+
+            // CUDA's "unknown error" in words (PyTorch's "CUDA unknown error - this may be due to
+            // an incorrectly set up environment", "CUDA error: unknown error", the enum names):
+            // a symptom, like code 999 (the numbered-errors table below).
+            {"cuda_unknown_error", C::kGpuHardware, K::kSymptom, 0.55,
+             R"re(CUDA unknown error|CUDA error: unknown error|\bcudaErrorUnknown\b|\bCUDA_ERROR_UNKNOWN\b)re",
              ""},
 
             // ---- illegal memory access
@@ -378,6 +387,14 @@ constexpr Signature
             {"mpi_abort", C::kMpiAbort, K::kCause, 0.85,
              R"re(MPI_ABORT was invoked on rank|called MPI_Abort|Fatal error in (?:P?MPI[A-Z]*_|internal_)\w+|\bAbort\(\d+\) on node \d+ \(rank \d+|MPI_ERR_\w+|MPI_ERRORS_ARE_FATAL|An error occurred in MPI_\w+|MPIAbortException|\bERROR on proc \d+: )re",
              R"re((?:invoked on rank (?P<rank>\d+)|MPI_Abort\([^,]*, (?P<errorcode>-?\d+)\)(?: - process (?P<rank2>\d+))?))re"},
+            // The MPI library's own report of its failure, beside or instead of the abort banner:
+            // MPICH's error stack ("MPIR_Init_thread(176)........:", "MPIDI_OFI_mpi_init_hook(1473):"),
+            // its internal assertions ("Assertion failed in file ../src/mpi/coll/…") and
+            // "internal ABORT - process 0", Cray MPICH's "MPICH ERROR [Rank 0]", MS-MPI's
+            // "aborting MPI_COMM_WORLD", Open MPI's "MPI_INIT failed" / "ompi_rte_init failed".
+            {"mpi_library_error", C::kMpiAbort, K::kCause, 0.8,
+             R"re(internal ABORT - process \d+|MPICH ERROR \[Rank \d+\]|aborting MPI_COMM_WORLD|\bMPI_INIT failed\b|\b(?:orte|ompi_rte|ompi_mpi|opal|ess_\w+|pmix)_init(?:_thread)? failed|Assertion failed in file \S*src/mpid?/|^\W{0,3}(?:MPIR|MPID|MPIDI|MPIC|MPII|PMPI)_\w+\(\d+\)\.*:)re",
+             ""},
             // The MPI runtime's report that a rank went away by itself: it aborted (SIGABRT, exit
             // 134) or vanished without MPI_Finalize. Weak: a named cause on that rank wins.
             {"mpi_rank_aborted", C::kMpiAbort, K::kCause, 0.6,
@@ -398,7 +415,7 @@ constexpr Signature
              R"re(Disk quota exceeded|\[Errno 122\]|\bEDQUOT\b|[Qq]uota exceeded|over (?:disk |block |file )?quota)re",
              R"re(Disk quota exceeded(?:: '(?P<path>[^']+)')?)re"},
             {"disk_full_other", C::kDiskFull, K::kCause, 0.85,
-             R"re((?i)\bdisk (?:is )?full\b|\b(?:file ?system|device|volume|partition|disk) (?:is )?(?:full|out of space)\b|out of (?:disk|storage) space|not enough (?:free )?(?:disk )?space|insufficient (?:disk|storage) space|exceed(?:ed|ing|s)? (?:your |the |its |their )?(?:disk|storage|file|inode|block|jobfs|scratch|file ?system|project) (?:quota|limit)|(?:disk|scratch|storage) usage exceeded|file write failed)re",
+             R"re((?i)\bdisk (?:is )?full\b|\b(?:file ?system|device|volume|partition|disk) (?:is )?(?:full|out of space)\b|out of (?:disk|storage) space|not enough (?:free )?(?:disk )?space|insufficient (?:disk|storage) space|exceed(?:ed|ing|s)? (?:your |the |its |their )?(?:disk|storage|file|inode|block|jobfs|scratch|file ?system|project) (?:quota|limit)|(?:disk|scratch|storage) usage exceeded|file write failed|PytorchStreamWriter failed writing|database or disk is full|\bSQLITE_FULL\b)re",
              ""},
 
             // Space and quota in other words: installers' "ensure there is enough space in
@@ -409,6 +426,15 @@ constexpr Signature
             {"disk_space_other", C::kDiskFull, K::kCause, 0.85,
              R"re((?i)\b(?:ensure|make sure|check) (?:that )?there is enough (?:free )?(?:disk )?space\b|\binsufficient (?:free )?(?:disk |storage )?space (?:on|in|at|left)\b|\b(?:running|ran|run) (?:low on|out of) (?:free )?(?:disk|storage) space\b|\bout of (?:free )?inodes\b|\bno (?:free )?inodes\b|\b(?:block|inode|disk|storage) (?:quota|limit) (?:was |has been )?(?:exceeded|reached)\b|had condition: \[?DiskPressure|\bDiskPressure\s+True\b|Usage of EmptyDir volume .{0,80} exceeds the limit|File size limit exceeded|\bSIGXFSZ\b|LustreError.*\brc = -(?:28|122)\b|(?:gone|went|is|was) over (?:its |the )?disk (?:limit|request|usage)|\b(?:jobfs|scratch|local disk) (?:usage |space )?(?:\S+ )?exceeded (?:the |its )?(?:limit|quota|allocation)\b)re",
              R"re((?i)(?P<inodes>\binodes?\b)|space (?:in|on|at) (?P<path>/[\w./-]+))re"},
+
+            // A temporary directory that cannot be written: Python's tempfile after trying every
+            // candidate ("No usable temporary directory found in ['/tmp', …]", raised as
+            // FileNotFoundError), R at start-up ("cannot create 'R_TempDir'"), and the tools'
+            // "cannot create temporary file". A full /tmp is the common cause, permissions the
+            // other, so a cause a little weaker than the space messages themselves.
+            {"tmpdir_unusable", C::kDiskFull, K::kCause, 0.8,
+             R"re(No usable temporary directory found in|cannot create '?R_TempDir|(?i:(?:cannot|can't|could not|couldn't|unable to|failed to) (?:create|make|write to|open) (?:a |the |any )?(?:new )?temp(?:orary)? (?:file|directory|dir|folder)))re",
+             ""},
 
             // ---- missing file
             // ----------------------------------------------------------------------
@@ -463,9 +489,12 @@ constexpr Signature
             {"r_package_missing", C::kImportError, K::kCause, 0.9,
              R"re(there is no package called|Package \w+ not found in current path)re", ""},
             // Other languages' missing modules: Perl, Java, Node, Julia, R, MATLAB toolboxes,
-            // and Python's own "No module named" from `python -m`.
+            // and Python's own "No module named" from `python -m`; Windows DLLs that do not load
+            // (WinError 126 module not found, 127 procedure not found, 193 wrong architecture,
+            // 1114 initialisation failed, and PyTorch's "Error loading "…\fbgemm.dll" or one of
+            // its dependencies", whatever the system's language).
             {"import_error_other", C::kImportError, K::kCause, 0.85,
-             R"re(No module named ['"]?\w|module '[\w.]+' not found|no field package\.preload\['|Can't locate \S+\.pm in @INC|ClassNotFoundException|NoClassDefFoundError|Cannot find module '|is required but does not seem to be installed|package or namespace load failed|symbol lookup error|DLL load failed|The specified module could not be found|UnsatisfiedLinkError|cannot be preloaded|Invalid MEX-file|Unrecognized function or variable|[Uu]ndefined function '|could not load (?:library|dynamic library|module) )re",
+             R"re(No module named ['"]?\w|module '[\w.]+' not found|no field package\.preload\['|Can't locate \S+\.pm in @INC|ClassNotFoundException|NoClassDefFoundError|Cannot find module '|is required but does not seem to be installed|package or namespace load failed|symbol lookup error|DLL load failed|The specified module could not be found|UnsatisfiedLinkError|cannot be preloaded|Invalid MEX-file|Unrecognized function or variable|[Uu]ndefined function '|could not load (?:library|dynamic library|module) |\[WinError (?:126|127|193|1114)\]|Error loading "[^"]+\.dll" or one of its dependencies)re",
              R"re(No module named ['"]?(?P<module>[\w.]+))re"},
             // An environment-module system that cannot find or load a module (Lmod, Tcl
             // Environment Modules, Spack): an input of the job that does not exist, so
@@ -510,7 +539,7 @@ constexpr Signature
             // "CUDA Error 77:", "CUDA error(700)", NCCL's "Cuda failure 700", "cuda failed with
             // error 2", "cudaGetDeviceProperties returned 35", "cuInit returned error 804".
             {"cuda_error_code", C::kUnknown, K::kCudaError, 0,
-             R"re([Cc][Uu][Dd][Aa](?: runtime)? (?:[Ee]rror|[Ff]ailure) ?[:(#]? ?\d+|[Cc][Uu][Dd][Aa] \w+ (?:failure|failed|error) with (?:error|code) \d+|THCudaCheck FAIL.*\berror=\d+|cudaSuccess(?: == \w+)? \(\d+ vs\. \d+\)|\bcode=\d+\(cuda|\bcu(?:da)?[A-Z]\w*(?:\(\))? returned (?:error )?\d+|[Cc][Uu][Dd][Aa] failed with error \d+|\bcudaError(?:_t)?[ =:]+\d+|(?i:error code \(\d+\).*\bcuda|\bcuda\w*\b.*error code \(\d+\)))re",
+             R"re([Cc][Uu][Dd][Aa](?: runtime| driver)? (?:[Ee]rror|[Ff]ailure) ?(?:(?:DRIVER|RUNTIME|[Dd]river|[Rr]untime):? )?[:(#]? ?'?\d+|[Cc][Uu][Dd][Aa] \w+ (?:failure|failed|error) with (?:error|code) \d+|THCudaCheck FAIL.*\berror=\d+|cudaSuccess(?: == \w+)? \(\d+ vs\. \d+\)|\bcode=\d+\(cuda|\bcu(?:da)?[A-Z]\w*(?:\(\))? returned (?:error )?\d+|[Cc][Uu][Dd][Aa] failed with error \d+|\bcudaError(?:_t)?[ =:]+\d+|(?i:error code \(\d+\).*\bcuda|\bcuda\w*\b.*error code \(\d+\)))re",
              ""},
 
             // ---- data-loader workers
@@ -519,16 +548,16 @@ constexpr Signature
              R"re(DataLoader worker \(pid)re",
              R"re(DataLoader worker \(pid(?:\(s\))? (?P<pids>[\d, ]+)\) (?:is killed by signal: (?P<worker_signal>[\w ]+?)\.?\s*$|exited unexpectedly))re"},
             {"dataloader_shm", C::kDataloaderKilled, K::kCause, 0.85,
-             R"re((?i)insufficient shared memory|unexpected (?:bus error|segmentation fault|floating-point exception) encountered in worker)re",
+             R"re((?i)insufficient shared memory|unexpected (?:bus error|segmentation fault|floating-point exception|\w+ error) encountered in (?:the )?(?:data ?loader |reader )?(?:worker|subprocess|child process)s?)re",
              ""},
             {"dataloader_other", C::kDataloaderKilled, K::kCause, 0.88,
-             R"re(DataLoader timed out after|unable to write to file </torch_|[Uu]nable to (?:allocate|open) shared memory ?(?:\(shm\)|object </torch_)|worker \(pid[^)]*\) (?:is killed|exited unexpectedly|died)|DataLoader worker (?:\S+ )?(?:is killed by|was killed by|exited unexpectedly|died))re",
+             R"re(DataLoader timed out after|unable to write to file </torch_|[Uu]nable to (?:allocate|open) shared memory ?(?:\(shm\)|object </torch_)|worker \(pid[^)]*\) (?:is killed|exited unexpectedly|died)|DataLoader worker (?:\S+ )?(?:is killed by|was killed by|exited unexpectedly|died)|DataLoader (?:\d+ )?workers? (?:\S+ )?(?:exit|exits|exited|died|crashed) unexpectedly)re",
              ""},
 
             // ---- NaN / Inf divergence
             // --------------------------------------------------------------
             {"nan_loss", C::kNanDivergence, K::kCause, 0.85,
-             R"re((?i)loss (?:is|became|=|:) ?(?:nan|inf)\b|(?i)\b(?:loss(?:es)?|outputs?|logits|gradients?|grads?|predictions?|weights?)\b (?:is|are|became|becomes?|turns?|turned|goes|went|gets|got)(?: to| into)? (?:a )?(?:nan|inf)\b|(?i)\bloss (?:has )?diverged\b|(?i)nan loss|(?i)non-finite loss|(?i)loss is not finite|['"]loss['"]: (?:nan|inf)\b|(?i)\bloss\b.{0,40}\bis (?:nan|inf)\b)re",
+             R"re((?i)loss (?:is|became|=|:) ?(?:nan|inf)\b|(?i)\b(?:loss(?:es)?|outputs?|logits|gradients?|grads?|predictions?|weights?|(?:grad(?:ient)?[_ ])?norms?|activations?|parameters?|params)\b (?:is|are|became|becomes?|turns?|turned|goes|went|gets|got)(?: to| into)? (?:a )?(?:nan|inf)\b|(?i)\bloss (?:has )?diverged\b|(?i)nan loss|(?i)non-finite loss|(?i)loss is not finite|['"]loss['"]: (?:nan|inf)\b|(?i)\bloss\b.{0,40}\bis (?:nan|inf)\b)re",
              ""},
             {"nan_detected", C::kNanDivergence, K::kCause, 0.85,
              R"re(returned nan values|Detected (?:inf|nan|NaN|Inf) or (?:inf|nan|NaN|Inf)|FloatingPointError|Minimum loss scale reached|loss scale already at minimum|tensor contains (?:either )?`?(?:inf|nan)|Tensor had (?:NaN|Inf) values|(?i)\bnon-finite\b|(?i)infinite or nan|(?i)\bfound (?:nan|inf)\b|tensor\(\[+nan\b|(?i)encountered (?:a )?nan|(?i)nan values? detected|(?i)(?:is|became) (?:nan|inf) or (?:nan|inf)|is not finite)re",
@@ -540,7 +569,7 @@ constexpr Signature
             // (LAMMPS lost atoms, WRF CFL, NAMD atoms too fast) is not here: it ends in the
             // code's own abort, and the corpus labels it mpi_abort.
             {"nan_other", C::kNanDivergence, K::kCause, 0.85,
-             R"re((?i)\b\w*(?:loss|cost)\w*['"]?\s*[:=]?\s*[-+]?(?:nan|inf)\b|\b\w*(?:l1|l2|mse|mae|entropy|nll|kl|acc\w*|ppl|perplexity|grad\w*|norm)['"]?\s*[=:]\s*[-+]?(?:nan|inf)\b|\bcontains (?:nan|inf)|\b(?:nan|inf)s? ?(?:or|and|/) ?(?:nan|inf)\b|\bcheck_?numerics\b|Invalid loss, terminating training|training diverged|^\s*\d+(?:\s+\[?[-+]?(?:nan|inf)(?:,\s*[-+]?(?:nan|inf))*\]?){2,}\s*$)re",
+             R"re((?i)\b\w*(?:loss|cost)\w*['"]?\s*[:=]?\s*[-+]?(?:nan|inf)\b|\b\w*(?:l1|l2|mse|mae|entropy|nll|kl|acc\w*|ppl|perplexity|grad\w*|norm)['"]?\s*[=:]\s*[-+]?(?:nan|inf)\b|\bcontain(?:s|ed|ing)? (?:a |an )?(?:nan|inf)|\bnans? (?:values? )?(?:was |were )?(?:found|encountered)\b|\b(?:nan|inf)s? ?(?:or|and|/) ?(?:nan|inf)\b|\bcheck_?numerics\b|Invalid loss, terminating training|training diverged|^\s*\d+(?:\s+\[?[-+]?(?:nan|inf)(?:,\s*[-+]?(?:nan|inf))*\]?){2,}\s*$)re",
              ""},
             // fp16 loss scaling collapsing: a healthy scale is 2^k >= 1, one driven under 1 (to
             // 0.000244…, or 0) means every step overflows. Printed as notes and warnings.
@@ -649,6 +678,11 @@ constexpr CudaErrorInfo kCudaErrors[] = {
     {717, "cudaErrorInvalidAddressSpace", C::kIllegalMemoryAccess, 0.9},
     {76, "cudaErrorInvalidPc (CUDA <= 10.0)", C::kIllegalMemoryAccess, 0.9},
     {718, "cudaErrorInvalidPc", C::kIllegalMemoryAccess, 0.9},
+    // The runtime's and the driver's "unknown error": most often a GPU or driver in a bad state
+    // (fallen off the bus, failing power, after a suspend), but it follows other causes too, so
+    // a symptom that names gpu_hardware only when nothing else in the log does.
+    {999, "cudaErrorUnknown", C::kGpuHardware, 0.55, true},
+    {30, "cudaErrorUnknown (CUDA <= 10.0)", C::kGpuHardware, 0.55, true},
 };
 
 constexpr std::string_view kClassNames[kFailureClassCount] = {

@@ -79,6 +79,8 @@ struct CudaErrorInfo {
   std::string_view name;  // "cudaErrorMemoryAllocation"
   FailureClass cls;
   double strength;
+  // A code that follows many causes (999, unknown): a symptom, named only when nothing else is.
+  bool symptom = false;
 };
 const CudaErrorInfo* CudaErrorByCode(int code);
 

@@ -183,6 +183,9 @@ TEST(SignaturesTest, EverySignatureMatchesItsWording) {
       {"host_shutdown", "The agent has received a shutdown signal. Stopping the job."},
       {"exit_127", "Task exited with exit code 127"},
       {"job_timed_out", "Job not requeued because: timed-out and not checkpointable."},
+      {"tmpdir_unusable", "Fatal error: cannot create 'R_TempDir'"},
+      {"cuda_unknown_error", "RuntimeError: CUDA error: unknown error"},
+      {"mpi_library_error", "MPIR_Init_thread(805).....: fail failed"},
       {"node_failure_other", "JobState=BOOT_FAIL Reason=NodeDown"},
       {"pbs_exit_node", "Exit_status = -14"},
       {"preempted_status", "Preempted - preemption requested by the operator"},
@@ -470,8 +473,11 @@ TEST(DiagnoseTest, NumberedCudaErrorsAreDecoded) {
   EXPECT_EQ(CudaErrorByCode(700)->cls, FailureClass::kIllegalMemoryAccess);
   EXPECT_EQ(CudaErrorByCode(35)->cls, FailureClass::kDriverMismatch);
   EXPECT_EQ(CudaErrorByCode(214)->cls, FailureClass::kGpuHardware);
-  EXPECT_EQ(CudaErrorByCode(30), nullptr);   // cudaErrorUnknown (<= 10.0)
-  EXPECT_EQ(CudaErrorByCode(999), nullptr);  // cudaErrorUnknown
+  // cudaErrorUnknown (999) follows many causes: since round 5 a symptom of gpu_hardware.
+  ASSERT_NE(CudaErrorByCode(999), nullptr);
+  EXPECT_TRUE(CudaErrorByCode(999)->symptom);
+  ASSERT_NE(CudaErrorByCode(30), nullptr);  // the same before CUDA 10.1
+  EXPECT_TRUE(CudaErrorByCode(30)->symptom);
   // The number alone, without the message that usually follows it.
   EXPECT_EQ(
       ClassOf("F0101 00:00:00.0 1 math.cu:12] Check failed: status == cudaSuccess (2 vs. 0)\n"),
@@ -481,7 +487,12 @@ TEST(DiagnoseTest, NumberedCudaErrorsAreDecoded) {
   EXPECT_EQ(ClassOf("Cuda failure 39 in file 'conv.cu'\n"), "gpu_hardware");
   EXPECT_EQ(ClassOf("cuInit returned error 804\n"), "driver_mismatch");
   EXPECT_EQ(ClassOf("cudaError_t 209 while loading the module\n"), "driver_mismatch");
-  EXPECT_EQ(ClassOf("CUDA error 999 in cudaStreamSynchronize\n"), "unknown");
+  // Alone it names gpu_hardware (a GPU or driver in a bad state); after an exception no signature
+  // knows, it is no diagnosis.
+  EXPECT_EQ(ClassOf("CUDA error 999 in cudaStreamSynchronize\n"), "gpu_hardware");
+  EXPECT_EQ(ClassOf("Traceback (most recent call last):\n  File \"t.py\", line 3, in <module>\n"
+                    "ValueError: bad shape\nCUDA error 999 in cudaStreamSynchronize\n"),
+            "unknown");
   EXPECT_EQ(ClassOf("THCudaCheck FAIL file=/src/THC/THCGeneral.c line=844 error=77\n"),
             "illegal_memory_access");
 }
@@ -650,6 +661,80 @@ TEST(DiagnoseTest, WordingFamiliesOfTheFourthRound) {
   bool tmpdir = false;
   for (const auto& f : tmp.fixes) tmpdir |= f.text.find("TMPDIR") != std::string::npos;
   EXPECT_TRUE(tmpdir);
+}
+
+// Round 5 (issue 26): families written from the tools' own messages (MPICH, Open MPI, MS-MPI,
+// Python's tempfile, R, Windows' loader, CI services, DCGM, amdgpu), none a line of the corpus.
+TEST(DiagnoseTest, WordingFamiliesOfTheFifthRound) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // A data-loader worker's crash as PaddlePaddle and other loaders word it.
+      {"ERROR: Unexpected BUS error encountered in DataLoader worker. This might be caused by "
+       "insufficient shared memory (shm)\n",
+       "dataloader_killed"},
+      {"RuntimeError: DataLoader 4 workers exit unexpectedly, pids: 812, 813\n",
+       "dataloader_killed"},
+      // A temporary directory nobody can write, and writers that failed mid-file.
+      {"FileNotFoundError: [Errno 2] No usable temporary directory found in ['/tmp', "
+       "'/var/tmp', '/usr/tmp', '/work']\n",
+       "disk_full"},
+      {"Fatal error: cannot create 'R_TempDir'\n", "disk_full"},
+      {"RuntimeError: [enforce fail at inline_container.cc:595] . PytorchStreamWriter failed "
+       "writing file data/12: file write failed\n",
+       "disk_full"},
+      {"sqlite3.OperationalError: database or disk is full\n", "disk_full"},
+      // CUDA's unknown error (999) alone: a GPU or driver in a bad state.
+      {"CUDA error RUNTIME: '999' in func 'launch' line 12\n", "gpu_hardware"},
+      {"cuda.cc:88: CUDA Error 999: unknown error\n", "gpu_hardware"},
+      {"DCGM_FR_VOLATILE_DBE_DETECTED: Detected 2 volatile double-bit ECC error(s) in GPU 3.\n",
+       "gpu_hardware"},
+      {"amdgpu 0000:c3:00.0: amdgpu: GPU reset begin!\n", "gpu_hardware"},
+      // MPI libraries reporting their own failure.
+      {"Assertion failed in file src/mpid/ch4/src/ch4_self.c at line 87: 0\ninternal ABORT - "
+       "process 3\n",
+       "mpi_abort"},
+      {"MPICH ERROR [Rank 12] [job id 4711.0] [Mon Jan  1 10:00:00 2025] [nid001] - Abort(1) "
+       "(rank 12 in comm 0): application called MPI_Abort\n",
+       "mpi_abort"},
+      {"job aborted:\n[ranks] message\n[0] application aborted\naborting MPI_COMM_WORLD "
+       "(comm=0x44000000), error 1, comm rank 0\n",
+       "mpi_abort"},
+      {"It looks like MPI_INIT failed for some reason; your parallel process is\n", "mpi_abort"},
+      // ... and a crash printed after MPI's own fatal error is its consequence, not its cause.
+      {"Abort(1091215) on node 0 (rank 0 in comm 0): Fatal error in PMPI_Init: Other MPI error, "
+       "error stack:\nMPIR_Init_thread(138)........:\nMPID_Init(1183)..............:\n"
+       "Segmentation fault (core dumped)\n",
+       "mpi_abort"},
+      // Time limits as CI services and job runners say them.
+      {"##[error]The job running on agent Hosted Agent ran longer than the maximum time of 60 "
+       "minutes.\n",
+       "timeout"},
+      {"Task failed to complete within 300 seconds and was stopped\n", "timeout"},
+      {"JobFailed: Job attempt duration exceeded timeout\n", "timeout"},
+      {"##[error]The job exceeded the maximum allowed time of 01:00:00 and was stopped.\n",
+       "timeout"},
+      // Windows DLLs that do not load, in any language.
+      {"OSError: [WinError 126] Das angegebene Modul wurde nicht gefunden. Error loading "
+       "\"C:\\env\\lib\\site-packages\\torch\\lib\\c10.dll\" or one of its dependencies.\n",
+       "import_error"},
+      // NaN in other words; preempted capacity named by its kind.
+      {"WARNING: grad norm is nan, skipping update\n", "nan_divergence"},
+      {"ValueError: Gradients contain NaN at step 1200\n", "nan_divergence"},
+      {"[tpu-worker] TPU v4-32 node-7 was preempted\n", "preemption"},
+      {"notice: spot instance is scheduled for termination at 2025-01-01T10:02:00Z\n",
+       "preemption"},
+  };
+  for (const auto& [log, want] : cases) EXPECT_EQ(ClassOf(log), want) << log;
+  // A code 999 beside a named cause is that cause's consequence.
+  EXPECT_EQ(ClassOf("n1:77:90 [0] NCCL WARN Cuda failure 999 'unknown error'\n"
+                    "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1191, unhandled cuda "
+                    "error, NCCL version 2.18.1\n"),
+            "nccl_error");
+  // A job the scheduler refused never ran: unknown, with or without the learned fallback.
+  for (const char* log : {"sbatch: error: Batch job submission failed: Requested node "
+                          "configuration is not available\n",
+                          "qsub: Job rejected by all possible destinations\n"}) {
+    EXPECT_EQ(ClassOf(log), "unknown") << log;
+  }
 }
 
 TEST(DiagnoseTest, OneDecisiveLineIsEnough) {
