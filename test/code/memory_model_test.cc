@@ -40,17 +40,16 @@ Analysed AnalyseFixture(const std::string& name, const std::string& script_name 
   return a;
 }
 
-// A job written into a fresh folder: train.sh runs `python train.py ARGS`, beside train.py and,
-// when given, config.json.
-Analysed AnalyseSource(const std::string& name, const std::string& python,
-                       const std::string& args = "", const std::string& config = "") {
+// A job written into a fresh folder: train.sh runs COMMAND (`python train.py ARGS`, `accelerate
+// launch ...`), beside train.py and the extra FILES.
+Analysed AnalyseJob(const std::string& name, const std::string& command, const std::string& python,
+                    const std::vector<std::pair<std::string, std::string>>& files) {
   std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / ("rightsize-" + name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  std::ofstream(dir / "train.sh") << "#!/bin/bash\n#SBATCH --gres=gpu:1\npython train.py " << args
-                                  << "\n";
+  std::ofstream(dir / "train.sh") << "#!/bin/bash\n#SBATCH --gres=gpu:1\n" << command << "\n";
   std::ofstream(dir / "train.py") << python;
-  if (!config.empty()) std::ofstream(dir / "config.json") << config;
+  for (const auto& [file, text] : files) std::ofstream(dir / file) << text;
   Analysed a;
   auto script = ParseJobScriptFile((dir / "train.sh").string());
   EXPECT_TRUE(script.ok());
@@ -64,6 +63,14 @@ Analysed AnalyseSource(const std::string& name, const std::string& python,
   EXPECT_TRUE(e.ok()) << e.status().ToString();
   if (e.ok()) a.estimate = *e;
   return a;
+}
+
+// `python train.py ARGS`, with config.json beside it when given.
+Analysed AnalyseSource(const std::string& name, const std::string& python,
+                       const std::string& args = "", const std::string& config = "") {
+  std::vector<std::pair<std::string, std::string>> files;
+  if (!config.empty()) files.emplace_back("config.json", config);
+  return AnalyseJob(name, "python train.py " + args, python, files);
 }
 
 double Term(const MemoryEstimate& e, const std::string& name) {
@@ -968,26 +975,8 @@ with torch.no_grad():
 Analysed AnalyseAccelerate(const std::string& name, const std::string& python,
                            const std::string& config_file,
                            const std::vector<std::pair<std::string, std::string>>& files) {
-  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / ("rightsize-" + name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "train.sh") << "#!/bin/bash\n#SBATCH --gres=gpu:1\naccelerate launch "
-                                  << "--config_file " << config_file << " train.py\n";
-  std::ofstream(dir / "train.py") << python;
-  for (const auto& [file, text] : files) std::ofstream(dir / file) << text;
-  Analysed a;
-  auto script = ParseJobScriptFile((dir / "train.sh").string());
-  EXPECT_TRUE(script.ok());
-  if (!script.ok()) return a;
-  a.script = *script;
-  auto facts = AnalyzeJobCode(a.script, dir.string(), "train.sh");
-  EXPECT_TRUE(facts.ok()) << facts.status().ToString();
-  if (!facts.ok()) return a;
-  a.facts = *facts;
-  auto e = EstimateGpuMemory(a.facts);
-  EXPECT_TRUE(e.ok()) << e.status().ToString();
-  if (e.ok()) a.estimate = *e;
-  return a;
+  return AnalyseJob(name, "accelerate launch --config_file " + config_file + " train.py", python,
+                    files);
 }
 
 constexpr char kPeftAccelerateLoop[] = R"(
