@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -596,6 +597,7 @@ class OptionState {
   MemoryOption mem_node_, mem_cpu_, mem_gpu_;
   std::optional<GresGpus> gpus_, gpus_per_node_, gpus_per_task_, gres_;
   int gpu_line_ = 0;  // the last GPU option's line, for warnings about the total
+  int cpu_line_ = 0;  // the last node, task or CPU option's line, likewise
   std::optional<TimeLimit> time_;
   int order_ = 0;
 };
@@ -638,20 +640,25 @@ void OptionState::Apply(const OptionSpec& spec, const std::string& value,
       break;
     }
     case Field::kNodes:
+      cpu_line_ = line;
       SetOrWarn(nodes_, ParseNodes(value), written, value, "a node count like 2 or 2-4", line);
       break;
     case Field::kNtasks:
+      cpu_line_ = line;
       SetOrWarn(ntasks_, ParseCount(value, 1), written, value, "a positive whole number", line);
       break;
     case Field::kNtasksPerNode:
+      cpu_line_ = line;
       SetOrWarn(ntasks_per_node_, ParseCount(value, 1), written, value, "a positive whole number",
                 line);
       break;
     case Field::kCpusPerTask:
+      cpu_line_ = line;
       SetOrWarn(cpus_per_task_, ParseCount(value, 1), written, value, "a positive whole number",
                 line);
       break;
     case Field::kCpusPerGpu:
+      cpu_line_ = line;
       SetOrWarn(cpus_per_gpu_, ParseCount(value, 1), written, value, "a positive whole number",
                 line);
       break;
@@ -740,7 +747,9 @@ void OptionState::Finish() {
   } else if (!ntasks_ || *ntasks_ == 1) {
     r.nodes = 1;  // one task fits on one node; else SLURM decides and the totals are a minimum
   }
-  int tasks = ntasks_ ? *ntasks_ : ntasks_per_node_.value_or(1) * nodes_lower_bound;
+  // In int64 (a billion tasks per node on a billion nodes), like every total below.
+  const int64_t tasks =
+      ntasks_ ? *ntasks_ : int64_t{ntasks_per_node_.value_or(1)} * nodes_lower_bound;
 
   // GPUs: --gpus is for the job; the per-node and per-task forms multiply.
   GresGpus gpus;    // none when no GPU option: the job asks for 0
@@ -769,36 +778,53 @@ void OptionState::Finish() {
   r.gpus = gpus.count;
   r.gpu_type = gpus.count > 0 ? gpus.type : "";
 
-  // CPUs.
+  // CPUs, in double; a total no job can get is warned about and read as no CPU request.
+  double cpus = static_cast<double>(tasks);
   if (cpus_per_task_) {
-    r.cpus = static_cast<double>(tasks) * *cpus_per_task_;
+    cpus = static_cast<double>(tasks) * *cpus_per_task_;
   } else if (cpus_per_gpu_ && gpus.count > 0) {
-    r.cpus = static_cast<double>(*cpus_per_gpu_) * gpus.count;
+    cpus = static_cast<double>(*cpus_per_gpu_) * gpus.count;
+  }
+  if (cpus > kMaxPlausibleCpus) {
+    Warn(cpu_line_, fmt::format("{:.0f} CPUs in all is more than any job can get (at most "
+                                "100,000,000); reading it as no CPU request",
+                                cpus));
   } else {
-    r.cpus = static_cast<double>(tasks);
+    r.cpus = cpus;
   }
 
-  // Memory totals.
+  // Memory totals: the per-unit size times the units, checked in double before it is stored
+  // (64 GiB per CPU on a billion CPUs would wrap an int64).
+  auto total_memory = [&](const MemoryOption& m, double units) {
+    const double total = static_cast<double>(*m.bytes) * units;
+    if (total > kMaxPlausibleMemoryBytes) {
+      Warn(m.line, fmt::format("{}: {:.3g} bytes in all is more than any job can get; reading "
+                               "it as no memory request",
+                               m.written, total));
+      return;
+    }
+    r.memory_bytes = static_cast<int64_t>(total);
+  };
   if (mem_node_.bytes) {
     r.memory_scope = MemoryScope::kPerNode;
     if (*mem_node_.bytes == 0) {
       s_.mem_whole_node = true;  // "all of each node's memory": unknown here, never 0 bytes
     } else {
       r.memory_per_unit_bytes = mem_node_.bytes;
-      r.memory_bytes = *mem_node_.bytes * nodes_lower_bound;
+      total_memory(mem_node_, nodes_lower_bound);
       s_.mem_per_node_bytes = mem_node_.bytes;
     }
   } else if (mem_cpu_.bytes) {
     r.memory_scope = MemoryScope::kPerCpu;
     r.memory_per_unit_bytes = mem_cpu_.bytes;
-    r.memory_bytes = *mem_cpu_.bytes * static_cast<int64_t>(*r.cpus);
+    if (r.cpus) total_memory(mem_cpu_, std::floor(*r.cpus));
     s_.mem_per_cpu_bytes = mem_cpu_.bytes;
   } else if (mem_gpu_.bytes) {
     r.memory_scope = MemoryScope::kPerGpu;
     r.memory_per_unit_bytes = mem_gpu_.bytes;
     s_.mem_per_gpu_bytes = mem_gpu_.bytes;
     if (gpus.count > 0) {
-      r.memory_bytes = *mem_gpu_.bytes * gpus.count;
+      total_memory(mem_gpu_, gpus.count);
     } else {
       Warn(mem_gpu_.line, fmt::format("{} without a GPU request: the job gets no memory from it",
                                       mem_gpu_.written));

@@ -369,6 +369,33 @@ TEST(JobScriptTest, AllOfSbatchTimeFormats) {
   EXPECT_EQ(*attached.request.gpus, 2);
 }
 
+TEST(JobScriptTest, TotalsNoJobCanGetAreWarnedAboutNotWrapped) {
+  // 480 GiB on each of 422,222,222 nodes wrapped an int64 into a negative request (found by the
+  // jobscript fuzz campaign); a billion tasks per node on a billion nodes wrapped an int.
+  JobScript mem = ParseString("#!/bin/bash\n#SBATCH -N 422222222\n#SBATCH --mem=480G\nhostname\n");
+  EXPECT_FALSE(mem.request.memory_bytes.has_value());
+  EXPECT_TRUE(HasWarning(mem,
+                         "line 3: --mem: 2.18e+20 bytes in all is more than any job can get; "
+                         "reading it as no memory request"))
+      << ::testing::PrintToString(Warnings(mem));
+  EXPECT_EQ(*mem.request.nodes, 422222222);
+
+  JobScript cpus = ParseString(
+      "#!/bin/bash\n#SBATCH -N 1000000000\n#SBATCH --ntasks-per-node=1000000000\n"
+      "#SBATCH --mem-per-cpu=1G\nhostname\n");
+  EXPECT_FALSE(cpus.request.cpus.has_value());
+  EXPECT_FALSE(cpus.request.memory_bytes.has_value());
+  EXPECT_TRUE(HasWarning(cpus,
+                         "line 3: 1000000000000000000 CPUs in all is more than any job can get "
+                         "(at most 100,000,000); reading it as no CPU request"))
+      << ::testing::PrintToString(Warnings(cpus));
+
+  // Large but possible totals are kept.
+  JobScript big = ParseString("#!/bin/bash\n#SBATCH -N 10000\n#SBATCH --mem=4T\nhostname\n");
+  EXPECT_EQ(*big.request.memory_bytes, 10000 * 4 * 1024 * kGiB);
+  EXPECT_TRUE(big.warnings.empty());
+}
+
 TEST(JobScriptTest, ConflictingMemoryOptionsAreFlagged) {
   JobScript s = ParseString(
       "#!/bin/bash\n#SBATCH --mem=8G\n#SBATCH --mem-per-cpu=1G\n#SBATCH -c 4\nhostname\n");
