@@ -301,11 +301,11 @@ void Analyzer::ReadLauncherOptions(const JobScript& script, const JobScript::Com
         Set(facts_.zero_stage, static_cast<int>(*n), where, "accelerate launch --zero_stage",
             kRankLauncher);
       }
-    } else if (w == "__deepspeed_config_file") {
-      config_refs_.push_back(value);
-    } else if (w == "__config_file" && cmd.launcher == "accelerate") {
-      // `accelerate launch --config_file ds_zero3.yaml`: the launcher's own settings
-      // (distributed_type, deepspeed_config, fsdp_config, num_processes), read in ExtractConfigs.
+    } else if (w == "__deepspeed_config_file" ||
+               (w == "__config_file" && cmd.launcher == "accelerate")) {
+      // A DeepSpeed JSON, or `accelerate launch --config_file ds_zero3.yaml`: the launcher's own
+      // settings (distributed_type, deepspeed_config, fsdp_config, num_processes), both read in
+      // ExtractConfigs.
       config_refs_.push_back(value);
     }
   }
