@@ -133,6 +133,16 @@ bool AutocastOverFp32(const CodeFacts& f, Precision precision) {
   return f.zero_stage.value.value_or(0) == 0 && par != "FSDP" && par != "DeepSpeed";
 }
 
+// The largest single tensor, in parameters: the token embedding (vocab × hidden) where the
+// model's shape is read, else the widest MLP layer squared, else 0.
+double LargestTensor(const CodeFacts& f) {
+  if (f.vocab.known() && f.hidden.known()) {
+    return static_cast<double>(*f.vocab.value) * static_cast<double>(*f.hidden.value);
+  }
+  if (f.mlp_widest.known()) return *f.mlp_widest.value * *f.mlp_widest.value;
+  return 0;
+}
+
 // ZeRO-3 with the parameters offloaded to CPU memory (DeepSpeed offload_param, FSDP
 // offload_params): the parameters on the GPU at once, whole (gathered, not sharded). DeepSpeed
 // keeps fetched parameters until stage3_max_live_parameters of them are resident (1e9 by default;
@@ -145,10 +155,7 @@ std::optional<double> ResidentParameters(const CodeFacts& f, double params) {
     return std::nullopt;
   }
   double live = f.max_live_parameters.value.value_or(1e9);
-  double largest = 0;
-  if (f.vocab.known() && f.hidden.known()) {
-    largest = static_cast<double>(*f.vocab.value) * static_cast<double>(*f.hidden.value);
-  }
+  double largest = f.vocab.known() && f.hidden.known() ? LargestTensor(f) : 0;
   return std::min(params, live + largest);
 }
 
@@ -594,13 +601,7 @@ StatusOr<MemoryEstimate> EstimateGpuMemory(const CodeFacts& f) {
     // The fp32 weights were on the GPU before the cast, which replaces them one tensor at a
     // time (each 16-bit copy made before its fp32 tensor is freed): that peak, when it passes the
     // 16-bit run's, is the job's.
-    double largest = 0;
-    if (f.vocab.known() && f.hidden.known()) {
-      largest = static_cast<double>(*f.vocab.value) * static_cast<double>(*f.hidden.value);
-    } else if (f.mlp_widest.known()) {
-      largest = *f.mlp_widest.value * *f.mlp_widest.value;
-    }
-    double before_cast = params * 4 + largest * 2;
+    double before_cast = params * 4 + LargestTensor(f) * 2;
     double excess = before_cast - (static_bytes + dynamic_bytes);
     if (excess > 0) {
       MemoryTerm t{"fp32 weights before the cast",

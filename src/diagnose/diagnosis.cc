@@ -1557,7 +1557,13 @@ bool LearnedRootCause(const std::vector<LogScan>& scans, Diagnosis& d) {
   auto model = LearnedFallback::Embedded();
   if (!model.ok()) return false;
   std::vector<FallbackLine> lines = FallbackLines(scans);
-  if (lines.empty()) return false;
+  // A job the scheduler refused at submission never ran: `unknown` by the class boundaries,
+  // whatever the words around the refusal suggest.
+  if (lines.empty() || std::any_of(lines.begin(), lines.end(), [](const FallbackLine& l) {
+        return IsSubmissionRefused(l.text);
+      })) {
+    return false;
+  }
   auto match = (*model)->Classify(lines);
   if (!match.ok() || match->cls == C::kUnknown || match->probability < kLearnedThreshold ||
       !match->cited) {

@@ -185,11 +185,6 @@ StatusOr<LearnedMatch> LearnedFallback::Classify(const std::vector<FallbackLine>
   m.cls = static_cast<FailureClass>(best);
   m.probability = p[best];
   if (!explain || m.cls == FailureClass::kUnknown) return m;
-  // A job the scheduler refused never ran: no line of such a log is a failure to cite.
-  if (std::any_of(lines.begin(), lines.end(),
-                  [](const FallbackLine& l) { return IsSubmissionRefused(l.text); })) {
-    return m;
-  }
 
   // SHAP contributions of each column to the chosen class: rows × classes × (cols + 1).
   std::vector<float> contrib;
