@@ -849,8 +849,8 @@ def cmd_baselines(a):
     kinds = sorted({r["change_kind"] for r, _ in scored} - {"none", "new"})
     by_kind = {k: score(scored, lambda r, k=k: r["change_kind"] == k) for k in kinds}
     lines = []
-    lines.append("| runs | n | target | user_mean | last2 | VPA | best | rightsize | vs best |")
-    lines.append("|---|---:|---|---:|---:|---:|---|---:|---:|")
+    lines.append("| runs | n | target | user_mean | last2 | VPA | best |")
+    lines.append("|---|---:|---|---:|---:|---:|---|")
     for name, _ in groups:
         s = res[name]
         for t, label, _, unit in TARGETS:
@@ -858,7 +858,7 @@ def cmd_baselines(a):
             if vals["user_mean"] is None:
                 continue
             best = min(vals, key=lambda b: vals[b])
-            lines.append("| %s | %d | %s MAE (%s) | %s | %s | %s | %s | *(change)* | *(change)* |"
+            lines.append("| %s | %d | %s MAE (%s) | %s | %s | %s | %s |"
                          % (name, s[(t, "n")], label, unit,
                             *("%.3f" % vals[b] for b in BASELINES), best))
     kind_lines = ["| change | n | peak memory MAE (GiB): user_mean / last2 / VPA "

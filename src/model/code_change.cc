@@ -101,6 +101,17 @@ CodeReading ReadCode(const std::string& facts_json, const std::string& estimate_
   return r;
 }
 
+bool SameCode(const CodeReading& a, const CodeReading& b) {
+  return !a.code_hash.empty() && a.code_hash == b.code_hash && a.facts == b.facts;
+}
+
+std::optional<double> SameCodeMean(const std::vector<double>& measured) {
+  if (measured.empty()) return std::nullopt;
+  double mean = 0;
+  for (double v : measured) mean += v / static_cast<double>(measured.size());
+  return mean;
+}
+
 std::vector<std::string> ChangedFacts(const CodeReading& before, const CodeReading& now) {
   std::vector<std::string> out;
   for (const auto& [name, fact] : now.facts.items()) {
@@ -179,6 +190,20 @@ void CodeCalibration::AddEstimate(Target t, double measured, double code_figure)
   estimate_log_ratio[static_cast<int>(t)].push_back(std::log(measured / code_figure));
 }
 
+void CodeCalibration::AddRepeat(Target t, double measured, double same_code_mean) {
+  if (!(measured > 0) || !(same_code_mean > 0)) return;
+  auto& v = repeat_log_error[static_cast<int>(t)];
+  v.push_back(std::log(measured / same_code_mean));
+  if (v.size() > kMaxRepeats) v.erase(v.begin());
+}
+
+std::shared_ptr<const QuantileGrid> CodeCalibration::RepeatErrors(Target t) const {
+  const auto& v = repeat_log_error[static_cast<int>(t)];
+  if (static_cast<int64_t>(v.size()) < QuantileGrid::CountToBound(0.9)) return nullptr;
+  return std::make_shared<const QuantileGrid>(
+      QuantileGrid::From(std::vector<float>(v.begin(), v.end())));
+}
+
 double CodeCalibration::Slope(Target t) const {
   const Change& c = change[static_cast<int>(t)];
   return std::clamp((c.sxy + kPriorWeight) / (c.sxx + kPriorWeight), 0.0, 1.5);
@@ -208,12 +233,11 @@ nlohmann::json CodeCalibration::ToJson() const {
   for (Target t : kAllTargets) {
     const Change& c = change[static_cast<int>(t)];
     const auto& e = estimate_log_ratio[static_cast<int>(t)];
-    if (c.n == 0 && e.empty()) continue;
-    out[std::string(NameOf(t))] = {{"changes", c.n},
-                                   {"sxy", c.sxy},
-                                   {"sxx", c.sxx},
-                                   {"syy", c.syy},
-                                   {"estimate_log_ratio", e}};
+    const auto& r = repeat_log_error[static_cast<int>(t)];
+    if (c.n == 0 && e.empty() && r.empty()) continue;
+    out[std::string(NameOf(t))] = {
+        {"changes", c.n},          {"sxy", c.sxy},         {"sxx", c.sxx}, {"syy", c.syy},
+        {"estimate_log_ratio", e}, {"repeat_log_error", r}};
   }
   return out;
 }
@@ -233,6 +257,14 @@ CodeCalibration CodeCalibration::FromJson(const nlohmann::json& j) {
       for (const auto& v : *e) {
         if (v.is_number()) c.estimate_log_ratio[static_cast<int>(t)].push_back(v.get<double>());
       }
+    }
+    if (auto r = it->find("repeat_log_error"); r != it->end() && r->is_array()) {
+      auto& errors = c.repeat_log_error[static_cast<int>(t)];
+      for (const auto& v : *r) {
+        if (v.is_number()) errors.push_back(v.get<double>());
+      }
+      if (errors.size() > kMaxRepeats)
+        errors.erase(errors.begin(), errors.end() - static_cast<std::ptrdiff_t>(kMaxRepeats));
     }
   }
   return c;
@@ -257,21 +289,30 @@ CodeCalibration CalibrateOnJobs(const std::vector<JobRecord>& jobs,
     auto& earlier = runs[ProgramKey(*j)];
     auto it = code.find(j->job_id);
     if (it != code.end() && j->end_time) {
-      const JobRecord* prev = nullptr;
+      // The program's runs with code that had ended by j's submission, newest first.
+      std::vector<const JobRecord*> ended;
       for (auto k = earlier.rbegin(); k != earlier.rend(); ++k) {
         if ((*k)->end_time && *(*k)->end_time <= *j->submit_time && code.count((*k)->job_id) > 0) {
-          prev = *k;
-          break;
+          ended.push_back(*k);
         }
       }
+      const CodeReading* before_code = ended.empty() ? nullptr : &code.at(ended[0]->job_id);
       for (Target t : kAllTargets) {
         auto y = TargetValue(*j, t);
         if (!y || *y <= 0) continue;
         if (auto f = CodeFigure(t, it->second)) cal.AddEstimate(t, *y, *f);
-        if (prev == nullptr) continue;
-        auto before = TargetValue(*prev, t);
-        if (!before || *before <= 0) continue;
-        if (auto x = CodeLogRatio(t, code.at(prev->job_id), it->second, before)) {
+        if (before_code == nullptr) continue;
+        std::vector<double> same;
+        for (const JobRecord* k : ended) {
+          if (same.size() >= kRepeatRuns) break;
+          if (k != ended[0] && !SameCode(code.at(k->job_id), *before_code)) break;
+          if (auto v = TargetValue(*k, t); v && *v > 0) same.push_back(*v);
+        }
+        auto before = SameCodeMean(same);
+        if (!before) continue;
+        if (SameCode(*before_code, it->second)) {
+          cal.AddRepeat(t, *y, *before);
+        } else if (auto x = CodeLogRatio(t, *before_code, it->second, before)) {
           cal.AddChange(t, *x, std::log(*y / *before));
         }
       }

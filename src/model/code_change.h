@@ -2,13 +2,18 @@
 //
 // A job keeps the facts its code analysis read at submission (code/report.h's FactsJson, stored
 // by store/'s job_code table). When the same program (same user and job name) ran before with
-// other facts, the history's prediction is moved by what the code says changed: the ratio of the
-// analytical figures between the new and the previous facts — peak host memory by the tensors'
-// estimate (new − old, added to the last run's measured peak), GPU memory by the estimate's
-// ratio, run time by the work per run (parameters × samples × tokens or pixels per sample ×
-// 3 for training, × steps where known). The ratio is shrunk toward 1 by how well such ratios
-// predicted past changes of the cluster (a least-squares slope of the measured log ratio on the
-// code's, with a prior of 1 worth kPriorWeight), and its residual spread widens the interval.
+// other facts, the prediction is what the last runs of the previous code measured (the mean of
+// its newest same-code runs, at most kRepeatRuns) moved by what the code says changed: the ratio
+// of the analytical figures between the new and the previous facts — peak host memory by the
+// tensors' estimate (new − old, added to the last runs' measured peak), GPU memory by the
+// estimate's ratio, run time by the work per run (parameters × samples × tokens or pixels per
+// sample × 3 for training, × steps where known). The ratio is shrunk toward 1 by how well such
+// ratios predicted past changes of the cluster (a least-squares slope of the measured log ratio
+// on the code's, with a prior of 1 worth kPriorWeight), and its residual spread widens the
+// history's interval. When the same program runs the same code again (SameCode: the same files
+// and facts), the prediction is the mean of those same-code runs, and its interval and requests
+// come from how the cluster's past repeats missed such a mean (conformal, as the history
+// groups'), not from the history's errors, which describe jobs whose code may have changed.
 // A program with no past gets the code's figure calibrated by the cluster's median log ratio of
 // measured to estimated, its spread widening the interval.
 //
@@ -18,6 +23,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -25,6 +31,7 @@
 #include <vector>
 
 #include "core/job.h"
+#include "model/predictor.h"
 #include "model/target.h"
 
 namespace rightsize {
@@ -43,6 +50,18 @@ struct CodeReading {
 // From stored JSON texts (either may be ""); an empty reading for malformed JSON.
 CodeReading ReadCode(const std::string& facts_json, const std::string& estimate_json,
                      const std::string& program = "", const std::string& code_hash = "");
+
+// Whether two readings are of the same code: the same (non-empty) hash of the files the analysis
+// read and the same facts, arguments included. A repeat of a program's last run.
+bool SameCode(const CodeReading& a, const CodeReading& b);
+
+// How many of a program's newest same-code runs a prediction averages (as last2 does for any
+// job): identical runs vary by the allocator and the machine's noise only.
+inline constexpr size_t kRepeatRuns = 2;
+
+// The mean of `measured` (a program's newest same-code runs, at most kRepeatRuns); nullopt
+// when empty.
+std::optional<double> SameCodeMean(const std::vector<double>& measured);
 
 // The facts that differ ("batch_size 16 → 32 at train.py:40"); empty when none does.
 std::vector<std::string> ChangedFacts(const CodeReading& before, const CodeReading& now);
@@ -68,9 +87,17 @@ struct CodeCalibration {
   };
   std::array<Change, kNumTargets> change{};
   std::array<std::vector<double>, kNumTargets> estimate_log_ratio{};  // log measured / code
+  // log measured / SameCodeMean of the program's runs before, per repeat, newest last; the
+  // newest kMaxRepeats are kept.
+  static constexpr size_t kMaxRepeats = 2000;
+  std::array<std::vector<double>, kNumTargets> repeat_log_error{};
 
   void AddChange(Target t, double code_log_ratio, double measured_log_ratio);
   void AddEstimate(Target t, double measured, double code_figure);
+  void AddRepeat(Target t, double measured, double same_code_mean);
+  // The past repeats' errors as a conformal grid; nullptr under QuantileGrid::CountToBound(0.9)
+  // of them (the history's interval then stands around the repeat's point).
+  std::shared_ptr<const QuantileGrid> RepeatErrors(Target t) const;
   // The slope applied to the code's log ratio: in [0, 1.5].
   double Slope(Target t) const;
   // The spread (sd of the log) a change of log ratio `x` adds to the interval.

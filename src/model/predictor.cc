@@ -217,7 +217,9 @@ const QuantileGrid& GroupGrid(const TargetModel& m, int group) {
   return group < 2 || g.n >= kMinGroupScores ? g : m.scores;
 }
 
-const QuantileGrid& TargetPrediction::Grid() const { return GroupGrid(*model, group); }
+const QuantileGrid& TargetPrediction::Grid() const {
+  return own_errors ? *own_errors : GroupGrid(*model, group);
+}
 
 namespace {
 // The errors requests of history `group` are cut on (TargetPrediction::RequestGrid).
@@ -228,7 +230,7 @@ const QuantileGrid& RequestGroupGrid(const TargetModel& m, int group) {
 }  // namespace
 
 const QuantileGrid& TargetPrediction::RequestGrid() const {
-  return RequestGroupGrid(*model, group);
+  return own_errors ? *own_errors : RequestGroupGrid(*model, group);
 }
 
 double TargetPrediction::Quantile(double q) const {
@@ -306,6 +308,7 @@ double PricedRequest(const JobOptions& o, double weight, double req, double pric
 // the cluster-wide risk. The older jobs' errors of group 2 (RequestGrid) do not count here:
 // KillPrices holds a group to its share of the risk only from kMinTuningJobs held-out jobs.
 bool OwnGrid(const TargetPrediction& p) {
+  if (p.own_errors) return p.own_errors->n >= kMinGroupScores;
   return p.model->group_scores[p.group].n >= kMinGroupScores;
 }
 // The highest risk one job's request may be made at, for a cluster-wide `risk`. A job whose

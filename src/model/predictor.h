@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -167,6 +168,10 @@ struct TargetPrediction {
   double weight = 1;  // SubmitWeight: what the request is multiplied by to make resource-time
   std::array<float, kNumBaselines> baselines{};
   const TargetModel* model = nullptr;
+  // Where set, the errors its quantiles and requests are drawn from instead of its history
+  // group's: a repeat of its program's last code takes the cluster's past repeats' errors
+  // (model/code_change.h).
+  std::shared_ptr<const QuantileGrid> own_errors;
   // The value not exceeded with probability q. Not capped at the request: where a cluster
   // lets jobs overrun their limits, the held-out errors say so and the quantiles follow.
   double Quantile(double q) const;

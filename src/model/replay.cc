@@ -269,9 +269,15 @@ class ReplayRun {
   // (-1: no model). Zero where the code says nothing.
   struct CodeMove {
     double shift = 0, spread = 0;
-    const char* why = nullptr;  // "change", "new program"
+    const char* why = nullptr;                   // "change", "new program", "repeat"
+    bool absolute = false;                       // shift is the log point itself, not a move of it
+    std::shared_ptr<const QuantileGrid> errors;  // a repeat's: replace the history's interval
   };
   CodeMove MoveOf(Target t, size_t r, int group);
+  // The measured `t` of row `from` (which ran `code`) and of the program's runs before it,
+  // newest first, that ran exactly `code` too (SameCode), at most kRepeatRuns of them and none
+  // past the first that differs.
+  std::vector<double> SameCodeRuns(Target t, int64_t from, const CodeReading& code) const;
   // The cluster's code evidence of `t` as of `now`: the changes and estimates of the rows that
   // were submitted before and had ended by then. Built incrementally as `now` grows (rows are
   // scored in submit order per target); rebuilt when it goes back.
@@ -516,16 +522,16 @@ void ReplayRun::ScoreJob(TargetEval& e, Task& task, size_t k2, std::vector<doubl
     move = MoveOf(e.t, r, task.preds[k2].group);
     if (move.why != nullptr) {
       moved = task.preds[k2];
-      double shift =
-          std::string_view(move.why) == "new program" ? move.shift - moved->log_point : move.shift;
+      double shift = move.absolute ? move.shift - moved->log_point : move.shift;
       moved->log_point += shift;
       moved->point *= std::exp(shift);
+      moved->own_errors = move.errors;
       move.shift = shift;
     }
   } else {
     move = MoveOf(e.t, r, -1);
     if (move.why != nullptr && std::isfinite(fallback_point)) {
-      fallback_point *= std::exp(move.shift);
+      fallback_point = move.absolute ? std::exp(move.shift) : fallback_point * std::exp(move.shift);
     }
   }
   const TargetPrediction* shipped = moved ? &*moved : (model.ok() ? &task.preds[k2] : nullptr);
@@ -624,9 +630,12 @@ const CodeCalibration& ReplayRun::EvidenceAt(Target t, int64_t now) {
     if (auto f = CodeFigure(t, *c.reading)) ev.cal.AddEstimate(t, *y, *f);
     if (c.prev < 0) continue;
     auto p = static_cast<size_t>(c.prev);
-    auto before = measured(p);
-    if (!before || code_[p].reading == nullptr) continue;
-    if (auto x = CodeLogRatio(t, *code_[p].reading, *c.reading, before)) {
+    if (code_[p].reading == nullptr) continue;
+    auto before = SameCodeMean(SameCodeRuns(t, c.prev, *code_[p].reading));
+    if (!before) continue;
+    if (SameCode(*code_[p].reading, *c.reading)) {
+      ev.cal.AddRepeat(t, *y, *before);
+    } else if (auto x = CodeLogRatio(t, *code_[p].reading, *c.reading, before)) {
       ev.cal.AddChange(t, *x, std::log(*y / *before));
     }
   }
@@ -636,19 +645,25 @@ const CodeCalibration& ReplayRun::EvidenceAt(Target t, int64_t now) {
 ReplayRun::CodeMove ReplayRun::MoveOf(Target t, size_t r, int group) {
   CodeMove move;
   if (code_.empty() || code_[r].reading == nullptr) return move;
-  int ti = static_cast<int>(t);
-  auto measured = [&](size_t k) -> std::optional<double> {
-    double v = d_.y[ti][k];
-    return std::isnan(v) || v <= 0 ? std::nullopt : std::optional<double>(v);
-  };
   const CodeCalibration& cal = EvidenceAt(t, d_.submit[r]);
   const RowCode& c = code_[r];
   if (c.prev >= 0) {
     auto p = static_cast<size_t>(c.prev);
     if (code_[p].reading == nullptr) return move;
-    auto x = CodeLogRatio(t, *code_[p].reading, *c.reading, measured(p));
+    // The previous code's newest runs: what a repeat is predicted by, and what a change moves.
+    auto before = SameCodeMean(SameCodeRuns(t, c.prev, *code_[p].reading));
+    if (!before) return move;
+    if (SameCode(*code_[p].reading, *c.reading)) {
+      move.shift = std::log(*before);
+      move.absolute = true;
+      move.errors = cal.RepeatErrors(t);
+      move.why = "repeat";
+      return move;
+    }
+    auto x = CodeLogRatio(t, *code_[p].reading, *c.reading, before);
     if (!x || std::abs(*x) < 1e-9) return move;  // nothing the code sees changed
-    move.shift = cal.Slope(t) * *x;
+    move.shift = std::log(*before) + cal.Slope(t) * *x;
+    move.absolute = true;
     move.spread = cal.ChangeSpread(t, *x);
     move.why = "change";
     return move;
@@ -660,8 +675,22 @@ ReplayRun::CodeMove ReplayRun::MoveOf(Target t, size_t r, int group) {
     move.shift = std::log(*f) + corr->first;  // the absolute log figure; the caller subtracts
     move.spread = corr->second;
     move.why = "new program";
+    move.absolute = true;
   }
   return move;
+}
+
+std::vector<double> ReplayRun::SameCodeRuns(Target t, int64_t from, const CodeReading& now) const {
+  std::vector<double> out;
+  int ti = static_cast<int>(t);
+  for (int64_t k = from; k >= 0 && out.size() < kRepeatRuns;) {
+    auto p = static_cast<size_t>(k);
+    if (code_[p].reading == nullptr || (k != from && !SameCode(*code_[p].reading, now))) break;
+    double v = d_.y[ti][p];
+    if (!std::isnan(v) && v > 0) out.push_back(v);
+    k = code_[p].prev;
+  }
+  return out;
 }
 
 nlohmann::json ReplayRun::Document() const {

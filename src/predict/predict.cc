@@ -165,6 +165,10 @@ struct Work {  // NOLINT(bugprone-exception-escape): json's move may throw
   CodeReading reading;
   const JobRecord* prev_job = nullptr;
   CodeReading prev_reading;
+  // prev_job and the program's runs before it that ran the same code (SameCode), newest
+  // first, at most kRepeatRuns: what a change moves, or what a repeat (`repeat`) is.
+  std::vector<const JobRecord*> prev_same;
+  bool repeat = false;
   std::vector<std::string> changed;
   bool program_seen = false;  // the program (user and job name) has finished jobs
   CodeCalibration calibration;
@@ -401,12 +405,26 @@ Status ReadCodeChange(Store& store, Work& w) {
     if (!prev.ok()) return prev.status();
     w.prev_job = &run;
     w.prev_reading = ReadCode(prev->facts, prev->estimate, prev->program, prev->code_hash);
+    w.prev_same = {&run};
+    w.repeat = SameCode(w.prev_reading, w.reading);
     w.changed = ChangedFacts(w.prev_reading, w.reading);
     if (w.changed.empty() && !prev->code_hash.empty() && prev->code_hash != w.code->code_hash) {
       w.notes.push_back(fmt::format(
           "the code changed since the last run of this program (job {}), but none of the facts "
           "its estimate reads did",
           run.job_id));
+    }
+    // The runs before it with the same code, while they last.
+    for (++it; it != w.past->jobs.rend() && w.prev_same.size() < kRepeatRuns; ++it) {
+      if (ProgramKey(**it) != key) continue;
+      auto same = store.GetJobCode(w.cluster, (*it)->job_id);
+      if (same.status().code() == Status::Code::kNotFound) break;
+      if (!same.ok()) return same.status();
+      if (!SameCode(ReadCode(same->facts, same->estimate, same->program, same->code_hash),
+                    w.prev_reading)) {
+        break;
+      }
+      w.prev_same.push_back(*it);
     }
     break;
   }
@@ -426,27 +444,61 @@ Status ReadCodeChange(Store& store, Work& w) {
 double MoveByCode(Work& w, Target t, TargetPrediction& p, nlohmann::json& tj) {
   if (!w.code) return 0;
   if (w.prev_job != nullptr) {
-    auto x = CodeLogRatio(t, w.prev_reading, w.reading, TargetValue(*w.prev_job, t));
+    std::vector<double> measured;
+    for (const JobRecord* run : w.prev_same) {
+      if (auto v = TargetValue(*run, t); v && *v > 0) measured.push_back(*v);
+    }
+    auto before = SameCodeMean(measured);
+    if (!before) return 0;
+    std::string runs = measured.size() == 1
+                           ? fmt::format("last run of this program (job {})", w.prev_job->job_id)
+                           : fmt::format("last {} runs of this program (newest: job {})",
+                                         measured.size(), w.prev_job->job_id);
+    const char* verb = t == Target::kRuntime ? "ran" : "used";
+    if (w.repeat) {
+      // The same files and facts again: what those runs measured, and the interval of how
+      // the cluster's past repeats missed such a mean.
+      p.point = *before;
+      p.log_point = std::log(*before);
+      p.own_errors = w.calibration.RepeatErrors(t);
+      auto repeats =
+          static_cast<int64_t>(w.calibration.repeat_log_error[static_cast<int>(t)].size());
+      std::string said = fmt::format(
+          "the same code and facts as the {}, which {} {} (mean); {}", runs, verb,
+          FormatTargetValue(t, *before),
+          p.own_errors ? fmt::format("interval from {} past repeats of this cluster", repeats)
+                       : fmt::format("interval from the history's errors ({} past repeats of this "
+                                     "cluster, {} needed for their own)",
+                                     repeats, QuantileGrid::CountToBound(0.9)));
+      w.why_lines.push_back(fmt::format("  {}: {}", NameOf(t), said));
+      tj["code_change"] = {{"repeat", true},
+                           {"previous_job", w.prev_job->job_id},
+                           {"previous_runs", measured.size()},
+                           {"previous_mean", *before},
+                           {"past_repeats", repeats},
+                           {"why", said}};
+      return 0;
+    }
+    auto x = CodeLogRatio(t, w.prev_reading, w.reading, before);
     if (!x || std::abs(*x) < 1e-9) return 0;
     double slope = w.calibration.Slope(t);
     double shift = slope * *x;
-    p.log_point += shift;
-    p.point *= std::exp(shift);
+    p.log_point = std::log(*before) + shift;
+    p.point = std::exp(p.log_point);
     double spread = w.calibration.ChangeSpread(t, *x);
     int64_t n = w.calibration.change[static_cast<int>(t)].n;
-    auto last = TargetValue(*w.prev_job, t);
     std::string said = fmt::format(
-        "{}; last run of this program (job {}) {} {}; the code says ×{:.2f}, applied ×{:.2f} "
-        "({})",
+        "{}; {} {} {}; the code says ×{:.2f}, applied ×{:.2f} ({})",
         w.changed.empty() ? std::string("the code's estimate changed")
                           : fmt::format("{}", fmt::join(w.changed, ", ")),
-        w.prev_job->job_id, t == Target::kRuntime ? "ran" : "used",
-        last ? FormatTargetValue(t, *last) : std::string("-"), std::exp(*x), std::exp(shift),
+        runs, verb, FormatTargetValue(t, *before), std::exp(*x), std::exp(shift),
         n > 0 ? fmt::format("slope {:.2f} from {} past changes of this cluster", slope, n)
               : std::string("no past changes on this cluster to calibrate on"));
     w.why_lines.push_back(fmt::format("  {}: {}", NameOf(t), said));
     tj["code_change"] = {{"changed", w.changed},
                          {"previous_job", w.prev_job->job_id},
+                         {"previous_runs", measured.size()},
+                         {"previous_mean", *before},
                          {"code_ratio", std::exp(*x)},
                          {"applied_ratio", std::exp(shift)},
                          {"slope", slope},
