@@ -554,6 +554,34 @@ struct RunsFlags {
   bool json = false;
 };
 
+namespace {
+
+// What the job script asked for where the run's record says nothing (`rightsize run` knows the
+// command, not the request): the limits a scheduler would have been given.
+void FillRequestFromScript(const ResourceRequest& script, ResourceRequest& request) {
+  if (!request.cpus) request.cpus = script.cpus;
+  if (!request.memory_bytes) {
+    request.memory_bytes = script.memory_bytes;
+    request.memory_per_unit_bytes = script.memory_per_unit_bytes;
+    request.memory_scope = script.memory_scope;
+  }
+  if (!request.gpus) {
+    request.gpus = script.gpus;
+    request.gpu_type = script.gpu_type;
+  }
+  if (!request.time_limit_s && !request.time_unlimited) {
+    request.time_limit_s = script.time_limit_s;
+    request.time_unlimited = script.time_unlimited;
+  }
+  if (!request.nodes) request.nodes = script.nodes;
+  if (request.partition.empty()) request.partition = script.partition;
+  if (request.account.empty()) request.account = script.account;
+  if (request.qos.empty()) request.qos = script.qos;
+  if (request.job_name.empty()) request.job_name = script.job_name;
+}
+
+}  // namespace
+
 int IngestRuns(Context& ctx, const std::vector<std::string>& files, const RunsFlags& flags) {
   auto store = ctx.OpenedStore();
   if (!store.ok()) return Fail(store.status());
@@ -597,6 +625,7 @@ int IngestRuns(Context& ctx, const std::vector<std::string>& files, const RunsFl
         // The code is the code: analysed now as it was at submission.
         std::string path = (std::filesystem::path(flags.code_root) / script).string();
         auto parsed = ParseJobScriptFile(path, {});
+        if (parsed.ok()) FillRequestFromScript(parsed->request, record->request);
         StatusOr<StoredJobCode> code =
             parsed.ok() ? ReadJobCode(*parsed, path, "") : StatusOr<StoredJobCode>(parsed.status());
         if (code.ok()) {
@@ -643,13 +672,13 @@ void AddIngestRuns(CLI::App* ingest, Context& ctx, Action* action) {
       "runs",
       "Read rightsize.run/v1 documents (what `rightsize run --json` prints), one a line, with "
       "the code facts of each run's job script (\"corpus\".script or \"script\", under "
-      "--code-root)");
+      "--code-root) and, where the record has none, the script's request");
   auto files = std::make_shared<std::vector<std::string>>();
   auto flags = std::make_shared<RunsFlags>();
   cmd->add_option("files", *files, "JSON-lines files")->required()->type_name("FILE");
   cmd->add_option("--code-root", flags->code_root,
-                  "The folder the documents' script paths are relative to; without it no code "
-                  "is read");
+                  "The folder the documents' script paths are relative to; without it no script "
+                  "is read (no code, no request from it)");
   cmd->add_flag("--strict", flags->strict,
                 "Stop at the first malformed line (exit 2), storing nothing of its file");
   cmd->add_flag("--json", flags->json, "Print the ingest summary as JSON");

@@ -130,11 +130,13 @@ run_rs --db "$WORK/g2.db" ingest swf "$KTH"
 if grep -q '\[#' <<<"$ERR"; then fail "progress bar drawn into a pipe"; else pass "no progress bar when piped"; fi
 
 # Runs with their code: `run --script` reads the job script's code (test/data/code), and
-# `ingest runs` stores each run's record with its script's facts, read again from --code-root.
+# `ingest runs` stores each run's record with its script's facts, read again from --code-root,
+# and the script's request where the record has none.
 mkdir -p "$WORK/runs/a" "$WORK/runs/b"
 for r in a b; do cp "$SRCDIR/test/data/code/text_classifier/train.py" "$WORK/runs/$r/"; done
 printf '#!/bin/bash\n#SBATCH -J tc\npython train.py --batch_size 8\n' >"$WORK/runs/a/job.sbatch"
-printf '#!/bin/bash\n#SBATCH -J tc\npython train.py --batch_size 16\n' >"$WORK/runs/b/job.sbatch"
+printf '#!/bin/bash\n#SBATCH -J tc\n#SBATCH --time=00:30:00\n#SBATCH --mem=4G\npython train.py --batch_size 16\n' \
+  >"$WORK/runs/b/job.sbatch"
 run_rs run --json --no-cgroup --script "$WORK/runs/a/job.sbatch" -- true
 DOC=$(sed -n '/^{/,$p' <<<"$OUT")
 expect_eq "run --json: the script's batch size" \
@@ -162,6 +164,13 @@ for job, program, facts in db.execute('SELECT job_id, program, facts FROM job_co
     print(job, program, json.loads(facts)['facts']['batch_size']['value'])")
 expect_eq "each run's own facts stored" "$stored" "r0 train.py 8
 r1 train.py 16"
+requests=$(python3 -c "
+import sqlite3
+db = sqlite3.connect('$WORK/runs.db')
+for row in db.execute('SELECT job_id, time_limit_s, req_mem_bytes FROM jobs ORDER BY job_id'):
+    print(*row)")
+expect_eq "each run's script's request stored" "$requests" "r0 None None
+r1 1800 4294967296"
 run_rs --db "$WORK/runs2.db" ingest runs "$WORK/runs.jsonl" --code-root "$WORK/runs" --strict
 expect_eq "ingest runs --strict exit" "$RC" 2
 
