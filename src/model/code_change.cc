@@ -263,8 +263,9 @@ CodeCalibration CodeCalibration::FromJson(const nlohmann::json& j) {
       for (const auto& v : *r) {
         if (v.is_number()) errors.push_back(v.get<double>());
       }
-      if (errors.size() > kMaxRepeats)
+      if (errors.size() > kMaxRepeats) {
         errors.erase(errors.begin(), errors.end() - static_cast<std::ptrdiff_t>(kMaxRepeats));
+      }
     }
   }
   return c;
