@@ -219,9 +219,10 @@ constexpr Signature
             // rebooted", a Kubernetes node not ready or its pods evicted by the taint manager,
             // srun's "Nodes … are still not ready", LSF's UNKWN state and TERM_REMOVE_HUNG_JOB
             // (execution host unavailable), PBS Pro's JOB_EXEC_RERUN_SIS_FAIL/RERUN_MS_FAIL
-            // (mother superior or a sister lost), the kernel panicking or reporting machine checks.
+            // (mother superior or a sister lost), the kernel panicking or reporting machine checks,
+            // and any scheduler's "its node is down" (Nomad's lost allocations).
             {"node_failure_other", C::kNodeFailure, K::kCause, 0.8,
-             R"re((?i)DUE TO JOB NOT RUNNING|\bBOOT_FAIL\b|launch failed requeued held|\bunexpectedly rebooted\b|\bhas been rebooted\b|\bnode (?:\S+ )?(?:was |has )?(?:rebooted|power[- ]?cycled)\b|Kernel panic - not syncing|\bmce: \[Hardware Error\]|Machine check events logged|node\.kubernetes\.io/not-ready|\bDeletionByTaintManager\b|\bnodes? (?:\S+ )?(?:is |are |was |became )?(?:still )?not[ -]?ready\b|\bUNKWN\b|\bnode \S+ is down\b|\bnodes? \S+ (?:is|are) not responding\b|\blost\*? node\b|TERM_REMOVE_HUNG_JOB|hung job removed|JOB_EXEC_RERUN_(?:ON_)?(?:SIS|MS)_FAIL|Mother superior connection failed)re",
+             R"re((?i)DUE TO JOB NOT RUNNING|\bBOOT_FAIL\b|launch failed requeued held|\bunexpectedly rebooted\b|\bhas been rebooted\b|\bnode (?:\S+ )?(?:was |has )?(?:rebooted|power[- ]?cycled)\b|Kernel panic - not syncing|\bmce: \[Hardware Error\]|Machine check events logged|node\.kubernetes\.io/not-ready|\bDeletionByTaintManager\b|\bnodes? (?:\S+ )?(?:is |are |was |became )?(?:still )?not[ -]?ready\b|\bUNKWN\b|\bnode \S+ is down\b|\b(?:its|the|their|whose) nodes? (?:is|are|was|were|went|has gone) down\b|\bnodes? \S+ (?:is|are) not responding\b|\blost\*? node\b|TERM_REMOVE_HUNG_JOB|hung job removed|JOB_EXEC_RERUN_(?:ON_)?(?:SIS|MS)_FAIL|Mother superior connection failed)re",
              ""},
             // PBS Pro's negative exit statuses for a lost sister (-14) or mother superior (-20).
             {"pbs_exit_node", C::kNodeFailure, K::kCause, 0.75, RS_EXIT R"re(-(?:14|20)\b)re",
@@ -322,12 +323,13 @@ constexpr Signature
             {"gpu_uncorrectable_nvlink", C::kGpuHardware, K::kCause, 0.8,
              R"re(NVLink (?:error|fatal)|uncorrectable NVLink)re", ""},
             // Xid codes outside the kernel's own line (DCGM, nvidia-smi, Kubernetes device
-            // plugin) and the driver's other words for a GPU that is gone.
+            // plugin) and the driver's other words for a GPU that is gone (a GSP-era NVRM status
+            // of NV_ERR_RESET_REQUIRED among them).
             {"xid_other", C::kGpuHardware, K::kXid, 0.9,
              R"re(\b(?:Xid|XID)(?: error)?(?: code)?[ :=]+\d+)re",
              R"re((?:Xid|XID)(?: error)?(?: code)?[ :=]+(?P<xid>\d+))re"},
             {"gpu_lost_other", C::kGpuHardware, K::kCause, 0.88,
-             R"re((?i)RmInitAdapter failed|GPU requires reset|GPU reset (?:is )?required|uncorrectable (?:ECC|memory|PCIe|NVLink) errors?|AER: (?:Multiple )?Uncorrected \(Fatal\)|NVLink (?:is )?(?:down|inactive)|cudaErrorDevicesUnavailable|Detected Critical Xid Error|retired pages pending|pending page retirement|row remapping (?:is )?pending|remapped rows? pending|\bDCGM_FR_(?:VOLATILE_DBE|XID_ERROR|ROW_REMAP|RETIRED_PAGES|NVLINK_DOWN|NVLINK_ERROR|PCIE|SRAM|UNCONTAINED|FALLEN_OFF_BUS|GPU_LOST|UNCORRECTABLE)\w*|\bamdgpu\b.{0,80}\b(?:GPU reset begin|ring \S+ timeout|GPU recovery|hardware error)|HW Exception by GPU node)re",
+             R"re((?i)RmInitAdapter failed|GPU requires reset|GPU reset (?:is )?required|\bNV_ERR_RESET_REQUIRED\b|NVRM: .{0,160}\bReset required\b|uncorrectable (?:ECC|memory|PCIe|NVLink) errors?|AER: (?:Multiple )?Uncorrected \(Fatal\)|NVLink (?:is )?(?:down|inactive)|cudaErrorDevicesUnavailable|Detected Critical Xid Error|retired pages pending|pending page retirement|row remapping (?:is )?pending|remapped rows? pending|\bDCGM_FR_(?:VOLATILE_DBE|XID_ERROR|ROW_REMAP|RETIRED_PAGES|NVLINK_DOWN|NVLINK_ERROR|PCIE|SRAM|UNCONTAINED|FALLEN_OFF_BUS|GPU_LOST|UNCORRECTABLE)\w*|\bamdgpu\b.{0,80}\b(?:GPU reset begin|ring \S+ timeout|GPU recovery|hardware error)|HW Exception by GPU node)re",
              ""},
 
             // CUDA's "unknown error" in words (PyTorch's "CUDA unknown error - this may be due to

@@ -737,6 +737,23 @@ TEST(DiagnoseTest, WordingFamiliesOfTheFifthRound) {
   }
 }
 
+// After the seventh blind set (issue 26): a GSP-era driver's reset-required status and a
+// workload manager's allocation lost with its node, in wordings of the families, not the logs.
+TEST(DiagnoseTest, WordingFamiliesAfterTheSeventhSet) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] "
+       "(0x00000062) returned from status @ kernel_channel.c:100\n",
+       "gpu_hardware"},
+      {"[12345.678] NVRM: GPU 0000:41:00.0: RmInitAdapter returned NV_ERR_RESET_REQUIRED\n",
+       "gpu_hardware"},
+      {"allocation 3f2c lost: its node is down\n", "node_failure"},
+      {"task group 'train' rescheduled: the node went down during the run\n", "node_failure"},
+  };
+  for (const auto& [log, want] : cases) EXPECT_EQ(ClassOf(log), want) << log;
+  // A service that is down is not a node.
+  EXPECT_EQ(ClassOf("Error: the license server is down\n"), "unknown");
+}
+
 TEST(DiagnoseTest, OneDecisiveLineIsEnough) {
   // GPU memory as Theano/CNMeM and a TF 1.x op (logged at warning level) report it.
   EXPECT_EQ(ClassOf("MemoryError: Error allocating 268435456 bytes of device memory (out of "
