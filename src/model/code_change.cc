@@ -176,13 +176,13 @@ std::optional<double> CodeFigure(Target t, const CodeReading& r) {
   return std::nullopt;
 }
 
-void CodeCalibration::AddChange(Target t, double x, double y) {
-  if (!std::isfinite(x) || !std::isfinite(y) || x == 0) return;
-  Change& c = change[static_cast<int>(t)];
-  c.sxy += x * y;
-  c.sxx += x * x;
-  c.syy += y * y;
-  ++c.n;
+void CodeCalibration::AddChange(Target t, double x, double y, double before) {
+  if (!std::isfinite(x) || !std::isfinite(y) || x == 0 || !(before > 0) || !std::isfinite(before)) {
+    return;
+  }
+  auto& v = changes[static_cast<int>(t)];
+  v.push_back({x, y, before});
+  if (v.size() > kMaxChanges) v.erase(v.begin());
 }
 
 void CodeCalibration::AddEstimate(Target t, double measured, double code_figure) {
@@ -204,18 +204,71 @@ std::shared_ptr<const QuantileGrid> CodeCalibration::RepeatErrors(Target t) cons
       QuantileGrid::From(std::vector<float>(v.begin(), v.end())));
 }
 
-double CodeCalibration::Slope(Target t) const {
-  const Change& c = change[static_cast<int>(t)];
-  return std::clamp((c.sxy + kPriorWeight) / (c.sxx + kPriorWeight), 0.0, 1.5);
+double CodeCalibration::FixedPart(Target t) const {
+  if (t != Target::kRuntime) return 0;
+  // measured = a + (before − a) × r, so measured / before − r = a (1 − r) / before: least
+  // squares in a on relative errors (a long run's noise would drown a short one's fixed part),
+  // once the changes add up to a ×2 change's evidence ((1 − r)² summing to 1).
+  double szz = 0, szv = 0, evidence = 0;
+  for (const Change& c : changes[static_cast<int>(t)]) {
+    double r = std::exp(c.x);
+    double z = (1 - r) / c.before;
+    szz += z * z;
+    szv += z * (std::exp(c.y) - r);
+    evidence += (1 - r) * (1 - r);
+  }
+  if (evidence < 1 || !(szz > 0)) return 0;
+  return std::max(0.0, szv / szz);
 }
 
-double CodeCalibration::ChangeSpread(Target t, double x) const {
-  const Change& c = change[static_cast<int>(t)];
-  double b = Slope(t);
-  double prior = kPriorSpread * x;
+namespace {
+
+double ScaledBy(double a, double x, double before) {
+  a = std::min(a, 0.9 * before);
+  if (a <= 0) return x;
+  return std::log((a + (before - a) * std::exp(x)) / before);
+}
+
+}  // namespace
+
+double CodeCalibration::Scaled(Target t, double x, double before) const {
+  return ScaledBy(FixedPart(t), x, before);
+}
+
+namespace {
+
+// The prior-weighted slope of y on the scaled x, and the residual sum of squares.
+std::pair<double, double> FitSlope(const std::vector<CodeCalibration::Change>& changes, double a) {
+  double sxy = 0, sxx = 0, syy = 0;
+  for (const auto& c : changes) {
+    double x = ScaledBy(a, c.x, c.before);
+    sxy += x * c.y;
+    sxx += x * x;
+    syy += c.y * c.y;
+  }
+  double k = CodeCalibration::kPriorWeight;
+  double b = std::clamp((sxy + k) / (sxx + k), 0.0, 1.5);
+  return {b, std::max(0.0, syy - 2 * b * sxy + b * b * sxx)};
+}
+
+}  // namespace
+
+double CodeCalibration::Slope(Target t) const {
+  return FitSlope(changes[static_cast<int>(t)], FixedPart(t)).first;
+}
+
+double CodeCalibration::Applied(Target t, double x, double before) const {
+  double a = FixedPart(t);
+  return FitSlope(changes[static_cast<int>(t)], a).first * ScaledBy(a, x, before);
+}
+
+double CodeCalibration::ChangeSpread(Target t, double x, double before) const {
+  const auto& v = changes[static_cast<int>(t)];
+  double a = FixedPart(t);
+  double rss = FitSlope(v, a).second;
   // The residuals of the fitted slope, with the prior's spread counted as one more change.
-  double rss = std::max(0.0, c.syy - 2 * b * c.sxy + b * b * c.sxx);
-  return std::sqrt((rss + prior * prior) / static_cast<double>(c.n + 1));
+  double prior = kPriorSpread * ScaledBy(a, x, before);
+  return std::sqrt((rss + prior * prior) / static_cast<double>(v.size() + 1));
 }
 
 std::optional<std::pair<double, double>> CodeCalibration::EstimateCorrection(Target t) const {
@@ -231,13 +284,14 @@ std::optional<std::pair<double, double>> CodeCalibration::EstimateCorrection(Tar
 nlohmann::json CodeCalibration::ToJson() const {
   nlohmann::json out = nlohmann::json::object();
   for (Target t : kAllTargets) {
-    const Change& c = change[static_cast<int>(t)];
+    const auto& c = changes[static_cast<int>(t)];
     const auto& e = estimate_log_ratio[static_cast<int>(t)];
     const auto& r = repeat_log_error[static_cast<int>(t)];
-    if (c.n == 0 && e.empty() && r.empty()) continue;
+    if (c.empty() && e.empty() && r.empty()) continue;
+    nlohmann::json pairs = nlohmann::json::array();
+    for (const Change& k : c) pairs.push_back({k.x, k.y, k.before});
     out[std::string(NameOf(t))] = {
-        {"changes", c.n},          {"sxy", c.sxy},         {"sxx", c.sxx}, {"syy", c.syy},
-        {"estimate_log_ratio", e}, {"repeat_log_error", r}};
+        {"changes", std::move(pairs)}, {"estimate_log_ratio", e}, {"repeat_log_error", r}};
   }
   return out;
 }
@@ -248,11 +302,16 @@ CodeCalibration CodeCalibration::FromJson(const nlohmann::json& j) {
   for (Target t : kAllTargets) {
     auto it = j.find(std::string(NameOf(t)));
     if (it == j.end() || !it->is_object()) continue;
-    Change& ch = c.change[static_cast<int>(t)];
-    ch.n = it->value("changes", int64_t{0});
-    ch.sxy = it->value("sxy", 0.0);
-    ch.sxx = it->value("sxx", 0.0);
-    ch.syy = it->value("syy", 0.0);
+    // Each change as [x, y, before]; anything else (an older `train`'s sums) is left out, and
+    // the next `train` writes them again.
+    if (auto ch = it->find("changes"); ch != it->end() && ch->is_array()) {
+      for (const auto& k : *ch) {
+        if (k.is_array() && k.size() == 3 && k[0].is_number() && k[1].is_number() &&
+            k[2].is_number()) {
+          c.AddChange(t, k[0].get<double>(), k[1].get<double>(), k[2].get<double>());
+        }
+      }
+    }
     if (auto e = it->find("estimate_log_ratio"); e != it->end() && e->is_array()) {
       for (const auto& v : *e) {
         if (v.is_number()) c.estimate_log_ratio[static_cast<int>(t)].push_back(v.get<double>());
@@ -314,7 +373,7 @@ CodeCalibration CalibrateOnJobs(const std::vector<JobRecord>& jobs,
         if (SameCode(*before_code, it->second)) {
           cal.AddRepeat(t, *y, *before);
         } else if (auto x = CodeLogRatio(t, *before_code, it->second, before)) {
-          cal.AddChange(t, *x, std::log(*y / *before));
+          cal.AddChange(t, *x, std::log(*y / *before), *before);
         }
       }
     }

@@ -7,13 +7,16 @@
 // of the analytical figures between the new and the previous facts — peak host memory by the
 // tensors' estimate (new − old, added to the last runs' measured peak), GPU memory by the
 // estimate's ratio, run time by the work per run (parameters × samples × tokens or pixels per
-// sample × 3 for training, × steps where known). The ratio is shrunk toward 1 by how well such
-// ratios predicted past changes of the cluster (a least-squares slope of the measured log ratio
-// on the code's, with a prior of 1 worth kPriorWeight), and its residual spread widens the
-// history's interval. When the same program runs the same code again (SameCode: the same files
-// and facts), the prediction is the mean of those same-code runs, and its interval and requests
-// come from how the cluster's past repeats missed such a mean (conformal, as the history
-// groups'), not from the history's errors, which describe jobs whose code may have changed.
+// sample × 3 for training, × steps where known). Run time has a part that does not grow with
+// the work (start-up, imports, loading: FixedPart, seconds fitted by least squares on the
+// cluster's past changes, 0 without them), so only the rest is scaled. The ratio is then shrunk
+// toward 1 by how well such ratios predicted past changes of the cluster (a least-squares slope
+// of the measured log ratio on the code's, with a prior of 1 worth kPriorWeight), and its
+// residual spread widens the history's interval. Both are fitted on the newest kMaxChanges past
+// changes, kept as they were measured. When the same program runs the same code again (SameCode:
+// the same files and facts), the prediction is the mean of those same-code runs, and its interval
+// and requests come from how the cluster's past repeats missed such a mean (conformal, as the
+// history groups'), not from the history's errors, which describe jobs whose code may have changed.
 // A program with no past gets the code's figure calibrated by the cluster's median log ratio of
 // measured to estimated, its spread widening the interval.
 //
@@ -77,31 +80,44 @@ std::optional<double> CodeLogRatio(Target t, const CodeReading& before, const Co
 std::optional<double> CodeFigure(Target t, const CodeReading& r);
 
 // How the cluster's past changes and past estimates bore out, per target. Neutral (slope 1,
-// a prior spread) without evidence.
+// no fixed part, a prior spread) without evidence.
 struct CodeCalibration {
   static constexpr double kPriorWeight = 0.25;  // in squared log ratios (a ×2 change is 0.48)
   static constexpr double kPriorSpread = 0.3;   // relative, per unit of log ratio
+  // A past change: the code's log ratio, the measured log ratio, and the value it moved from
+  // (the mean of the previous code's last runs).
   struct Change {
-    double sxy = 0, sxx = 0, syy = 0;
-    int64_t n = 0;
+    double x = 0, y = 0, before = 0;
   };
-  std::array<Change, kNumTargets> change{};
+  static constexpr size_t kMaxChanges = 2000;
+  std::array<std::vector<Change>, kNumTargets> changes{};             // newest last
   std::array<std::vector<double>, kNumTargets> estimate_log_ratio{};  // log measured / code
   // log measured / SameCodeMean of the program's runs before, per repeat, newest last; the
   // newest kMaxRepeats are kept.
   static constexpr size_t kMaxRepeats = 2000;
   std::array<std::vector<double>, kNumTargets> repeat_log_error{};
 
-  void AddChange(Target t, double code_log_ratio, double measured_log_ratio);
+  void AddChange(Target t, double code_log_ratio, double measured_log_ratio, double before);
   void AddEstimate(Target t, double measured, double code_figure);
   void AddRepeat(Target t, double measured, double same_code_mean);
   // The past repeats' errors as a conformal grid; nullptr under QuantileGrid::CountToBound(0.9)
   // of them (the history's interval then stands around the repeat's point).
   std::shared_ptr<const QuantileGrid> RepeatErrors(Target t) const;
-  // The slope applied to the code's log ratio: in [0, 1.5].
+  // Run time's part that does not scale with the work, in seconds (0 for the other targets and
+  // without past changes that scaled the work).
+  double FixedPart(Target t) const;
+  // The code's log ratio `x` from `before` with the fixed part held: log((a + (before − a) e^x)
+  // / before), a = FixedPart capped at 90 % of `before`.
+  double Scaled(Target t, double x, double before) const;
+  // The slope applied to Scaled's log ratio: in [0, 1.5].
   double Slope(Target t) const;
-  // The spread (sd of the log) a change of log ratio `x` adds to the interval.
-  double ChangeSpread(Target t, double x) const;
+  // The log ratio a prediction moves `before` by: Slope × Scaled.
+  double Applied(Target t, double x, double before) const;
+  // The spread (sd of the log) a change of log ratio `x` from `before` adds to the interval.
+  double ChangeSpread(Target t, double x, double before) const;
+  int64_t Changes(Target t) const {
+    return static_cast<int64_t>(changes[static_cast<int>(t)].size());
+  }
   // The median log ratio of measured to code and its spread; nullopt under 3 estimates.
   std::optional<std::pair<double, double>> EstimateCorrection(Target t) const;
   nlohmann::json ToJson() const;

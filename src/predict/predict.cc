@@ -482,16 +482,20 @@ double MoveByCode(Work& w, Target t, TargetPrediction& p, nlohmann::json& tj) {
     auto x = CodeLogRatio(t, w.prev_reading, w.reading, before);
     if (!x || std::abs(*x) < 1e-9) return 0;
     double slope = w.calibration.Slope(t);
-    double shift = slope * *x;
+    double fixed = std::min(w.calibration.FixedPart(t), 0.9 * *before);
+    double shift = w.calibration.Applied(t, *x, *before);
     p.log_point = std::log(*before) + shift;
     p.point = std::exp(p.log_point);
-    double spread = w.calibration.ChangeSpread(t, *x);
-    int64_t n = w.calibration.change[static_cast<int>(t)].n;
+    double spread = w.calibration.ChangeSpread(t, *x, *before);
+    int64_t n = w.calibration.Changes(t);
     std::string said = fmt::format(
-        "{}; {} {} {}; the code says ×{:.2f}, applied ×{:.2f} ({})",
+        "{}; {} {} {}; the code says ×{:.2f}, applied ×{:.2f} ({}{})",
         w.changed.empty() ? std::string("the code's estimate changed")
                           : fmt::format("{}", fmt::join(w.changed, ", ")),
         runs, verb, FormatTargetValue(t, *before), std::exp(*x), std::exp(shift),
+        fixed > 0
+            ? fmt::format("{} of it does not grow with the work; ", FormatTargetValue(t, fixed))
+            : std::string(),
         n > 0 ? fmt::format("slope {:.2f} from {} past changes of this cluster", slope, n)
               : std::string("no past changes on this cluster to calibrate on"));
     w.why_lines.push_back(fmt::format("  {}: {}", NameOf(t), said));
@@ -502,6 +506,7 @@ double MoveByCode(Work& w, Target t, TargetPrediction& p, nlohmann::json& tj) {
                          {"code_ratio", std::exp(*x)},
                          {"applied_ratio", std::exp(shift)},
                          {"slope", slope},
+                         {"fixed_part", fixed},
                          {"past_changes", n},
                          {"spread", spread},
                          {"why", said}};

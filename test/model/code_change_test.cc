@@ -64,24 +64,56 @@ TEST(CodeChangeTest, ReadsWhatChangedAndHowMuch) {
 TEST(CodeChangeTest, CalibrationShrinksTowardWhatPastChangesShowed) {
   CodeCalibration neutral;
   EXPECT_DOUBLE_EQ(neutral.Slope(Target::kRuntime), 1.0);
-  EXPECT_GT(neutral.ChangeSpread(Target::kRuntime, std::log(2.0)), 0.0);
+  EXPECT_GT(neutral.ChangeSpread(Target::kRuntime, std::log(2.0), 600.0), 0.0);
+  EXPECT_DOUBLE_EQ(neutral.FixedPart(Target::kRuntime), 0.0);
   EXPECT_FALSE(neutral.EstimateCorrection(Target::kRuntime));
   // Past changes moved run time by half (in logs) of what the code said.
   CodeCalibration half;
   for (int k = 0; k < 40; ++k) {
     double x = (k % 2 == 0 ? 1 : -1) * std::log(2.0);
-    half.AddChange(Target::kRuntime, x, 0.5 * x);
+    half.AddChange(Target::kPeakMemory, x, 0.5 * x, 1e9);
   }
-  EXPECT_NEAR(half.Slope(Target::kRuntime), 0.5, 0.05);
-  EXPECT_LT(half.ChangeSpread(Target::kRuntime, std::log(2.0)),
-            neutral.ChangeSpread(Target::kRuntime, std::log(2.0)));
+  EXPECT_NEAR(half.Slope(Target::kPeakMemory), 0.5, 0.05);
+  EXPECT_DOUBLE_EQ(half.FixedPart(Target::kPeakMemory), 0.0);
+  EXPECT_LT(half.ChangeSpread(Target::kPeakMemory, std::log(2.0), 1e9),
+            neutral.ChangeSpread(Target::kPeakMemory, std::log(2.0), 1e9));
   // It survives the cluster meta's JSON.
   CodeCalibration back = CodeCalibration::FromJson(half.ToJson());
-  EXPECT_DOUBLE_EQ(back.Slope(Target::kRuntime), half.Slope(Target::kRuntime));
+  EXPECT_DOUBLE_EQ(back.Slope(Target::kPeakMemory), half.Slope(Target::kPeakMemory));
+  EXPECT_EQ(back.Changes(Target::kPeakMemory), 40);
+  // An older train's sums are not read as changes (the next train writes them again).
+  EXPECT_EQ(CodeCalibration::FromJson(
+                nlohmann::json::parse(R"({"runtime":{"changes":4,"sxy":1,"sxx":1,"syy":1}})"))
+                .Changes(Target::kRuntime),
+            0);
   // A widened quantile moves outward on both sides, and not at all without a spread.
   EXPECT_LT(WidenLogOffset(-0.2, 0.1, 0.3), -0.2);
   EXPECT_GT(WidenLogOffset(0.2, 0.9, 0.3), 0.2);
   EXPECT_DOUBLE_EQ(WidenLogOffset(0.2, 0.9, 0), 0.2);
+}
+
+// Runs that start in a minute whatever they do (the interpreter, the imports, loading), then
+// work for a time the batch scales: past batch ×2 and ÷2 changes of runs of 2-30 minutes show
+// the minute, and a new change scales only the rest.
+TEST(CodeChangeTest, RunTimesFixedPartIsNotScaled) {
+  std::mt19937 rng(3);
+  std::normal_distribution<double> noise(0, 0.02);
+  std::uniform_real_distribution<double> work(60, 1800);
+  CodeCalibration cal;
+  for (int k = 0; k < 30; ++k) {
+    double r = k % 2 == 0 ? 2.0 : 0.5;
+    double w = work(rng);
+    double before = 60 + w, after = (60 + w * r) * std::exp(noise(rng));
+    cal.AddChange(Target::kRuntime, std::log(r), std::log(after / before), before);
+  }
+  EXPECT_NEAR(cal.FixedPart(Target::kRuntime), 60, 10);
+  // A run of 2 minutes (1 of work) with its batch doubled takes 3, not 4.
+  double predicted = 120 * std::exp(cal.Applied(Target::kRuntime, std::log(2.0), 120));
+  EXPECT_NEAR(predicted, 180, 180 * 0.05);
+  EXPECT_NEAR(120 * std::exp(CodeCalibration().Applied(Target::kRuntime, std::log(2.0), 120)), 240,
+              1e-9);
+  // The fixed part is never more than 90 % of the run it moves from.
+  EXPECT_GT(cal.Applied(Target::kRuntime, std::log(2.0), 30), 0.0);
 }
 
 // 24 users, each running one program every 8 hours for 40 runs; now and then the batch size is
