@@ -93,10 +93,18 @@ CodeReading ReadCode(const std::string& facts_json, const std::string& estimate_
         it != r.facts.end() && it->contains("value") && (*it)["value"].is_boolean()) {
       training = (*it)["value"].get<bool>();
     }
+    // Training is a forward and a backward of twice its cost; full activation checkpointing
+    // runs the forward once more in the backward (selective recomputes only the attention's
+    // cheap parts and is not counted).
+    bool full_checkpointing = false;
+    if (auto it = r.facts.find("checkpointing");
+        it != r.facts.end() && it->is_object() && it->contains("value")) {
+      full_checkpointing = (*it)["value"] == "full";
+    }
+    double passes = training ? (full_checkpointing ? 4.0 : 3.0) : 1.0;
     double accum = Number(r.facts, "grad_accum").value_or(1);
     double steps = Number(r.facts, "steps").value_or(1);  // a fact the analysis may add
-    r.work = *params * *batch * per_sample * (training ? 3.0 : 1.0) * std::max(1.0, accum) *
-             std::max(1.0, steps);
+    r.work = *params * *batch * per_sample * passes * std::max(1.0, accum) * std::max(1.0, steps);
   }
   return r;
 }

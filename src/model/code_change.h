@@ -7,18 +7,18 @@
 // of the analytical figures between the new and the previous facts — peak host memory by the
 // tensors' estimate (new − old, added to the last runs' measured peak), GPU memory by the
 // estimate's ratio, run time by the work per run (parameters × samples × tokens or pixels per
-// sample × 3 for training, × steps where known). Run time has a part that does not grow with
-// the work (start-up, imports, loading: FixedPart, seconds fitted by least squares on the
-// cluster's past changes, 0 without them), so only the rest is scaled. The ratio is then shrunk
-// toward 1 by how well such ratios predicted past changes of the cluster (a least-squares slope
-// of the measured log ratio on the code's, with a prior of 1 worth kPriorWeight), and its
-// residual spread widens the history's interval. Both are fitted on the newest kMaxChanges past
-// changes, kept as they were measured. When the same program runs the same code again (SameCode:
-// the same files and facts), the prediction is the mean of those same-code runs, and its interval
-// and requests come from how the cluster's past repeats missed such a mean (conformal, as the
-// history groups'), not from the history's errors, which describe jobs whose code may have changed.
-// A program with no past gets the code's figure calibrated by the cluster's median log ratio of
-// measured to estimated, its spread widening the interval.
+// sample × 3 for training, 4 with full activation checkpointing, × steps where known). Run time has
+// a part that does not grow with the work (start-up, imports, loading: FixedPart, seconds fitted by
+// least squares on the cluster's past changes, 0 without them), so only the rest is scaled. The
+// ratio is then shrunk toward 1 by how well such ratios predicted past changes of the cluster (a
+// least-squares slope of the measured log ratio on the code's, with a prior of 1 worth
+// kPriorWeight), and its residual spread widens the history's interval. Both are fitted on the
+// newest kMaxChanges past changes, kept as they were measured. When the same program runs the same
+// code again (SameCode: the same files and facts), the prediction is the mean of those same-code
+// runs, and its interval and requests come from how the cluster's past repeats missed such a mean
+// (conformal, as the history groups'), not from the history's errors, which describe jobs whose
+// code may have changed. A program with no past gets the code's figure calibrated by the cluster's
+// median log ratio of measured to estimated, its spread widening the interval.
 //
 // Pure functions and plain values; thread-compatible. Malformed JSON gives an empty reading
 // (no change, no estimate), never an error: the history's prediction then stands as it is.

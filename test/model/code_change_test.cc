@@ -54,6 +54,14 @@ TEST(CodeChangeTest, ReadsWhatChangedAndHowMuch) {
   EXPECT_NEAR(std::exp(*x), (1e9 + 4e7 * 16) / 1e9, 1e-9);
   // Run time: the work per run doubles with the batch.
   EXPECT_NEAR(std::exp(*CodeLogRatio(Target::kRuntime, a, b, 600.0)), 2.0, 1e-9);
+  // Full activation checkpointing runs the forward again: 4 passes of work instead of 3.
+  nlohmann::json ckpt = nlohmann::json::parse(Facts(16));
+  ckpt["facts"]["checkpointing"] = {{"value", "full"}, {"where", "train.py:60"}};
+  CodeReading c = ReadCode(ckpt.dump(), Estimate(16));
+  EXPECT_NEAR(std::exp(*CodeLogRatio(Target::kRuntime, a, c, 600.0)), 4.0 / 3.0, 1e-9);
+  ckpt["facts"]["checkpointing"]["value"] = "selective";
+  EXPECT_NEAR(*CodeLogRatio(Target::kRuntime, a, ReadCode(ckpt.dump(), Estimate(16)), 600.0), 0,
+              1e-12);
   EXPECT_FALSE(CodeLogRatio(Target::kCpuCores, a, b, 1.0));
   // Malformed JSON: an empty reading, no change.
   CodeReading bad = ReadCode("{not json", "");
