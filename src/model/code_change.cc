@@ -120,6 +120,18 @@ std::optional<double> SameCodeMean(const std::vector<double>& measured) {
   return mean;
 }
 
+std::string ChangeKind(const CodeReading& before, const CodeReading& now) {
+  std::string kind;
+  for (const auto& [name, fact] : now.facts.items()) {
+    auto v = Number(now.facts, name.c_str());
+    if (!v) continue;
+    if (Number(before.facts, name.c_str()) == v) continue;
+    if (!kind.empty()) kind += '+';
+    kind += name;
+  }
+  return kind;
+}
+
 std::vector<std::string> ChangedFacts(const CodeReading& before, const CodeReading& now) {
   std::vector<std::string> out;
   for (const auto& [name, fact] : now.facts.items()) {
@@ -184,12 +196,12 @@ std::optional<double> CodeFigure(Target t, const CodeReading& r) {
   return std::nullopt;
 }
 
-void CodeCalibration::AddChange(Target t, double x, double y, double before) {
+void CodeCalibration::AddChange(Target t, double x, double y, double before, std::string kind) {
   if (!std::isfinite(x) || !std::isfinite(y) || x == 0 || !(before > 0) || !std::isfinite(before)) {
     return;
   }
   auto& v = changes[static_cast<int>(t)];
-  v.push_back({x, y, before});
+  v.push_back({x, y, before, std::move(kind)});
   if (v.size() > kMaxChanges) v.erase(v.begin());
 }
 
@@ -245,29 +257,47 @@ double CodeCalibration::Scaled(Target t, double x, double before) const {
 
 namespace {
 
-// The prior-weighted slope of y on the scaled x, and the residual sum of squares.
-std::pair<double, double> FitSlope(const std::vector<CodeCalibration::Change>& changes, double a) {
-  double sxy = 0, sxx = 0, syy = 0;
+// The prior-weighted slope of y on the scaled x (of `kind`'s changes, shrunk toward the slope of
+// all, when `kind` is given and seen), and the residual sum of squares of the slope of all.
+std::pair<double, double> FitSlope(const std::vector<CodeCalibration::Change>& changes, double a,
+                                   const std::string& kind = "") {
+  double sxy = 0, sxx = 0, syy = 0, kxy = 0, kxx = 0;
+  int64_t n = 0, nk = 0;
   for (const auto& c : changes) {
     double x = ScaledBy(a, c.x, c.before);
     sxy += x * c.y;
     sxx += x * x;
     syy += c.y * c.y;
+    ++n;
+    if (!kind.empty() && c.kind == kind) {
+      kxy += x * c.y;
+      kxx += x * x;
+      ++nk;
+    }
   }
   double k = CodeCalibration::kPriorWeight;
   double b = std::clamp((sxy + k) / (sxx + k), 0.0, 1.5);
-  return {b, std::max(0.0, syy - 2 * b * sxy + b * b * sxx)};
+  double rss = std::max(0.0, syy - 2 * b * sxy + b * b * sxx);
+  if (nk == 0 || !(sxx > 0)) return {b, rss};
+  double prior = CodeCalibration::kKindPriorChanges * sxx / static_cast<double>(n);
+  return {std::clamp((kxy + prior * b) / (kxx + prior), 0.0, 1.5), rss};
 }
 
 }  // namespace
 
-double CodeCalibration::Slope(Target t) const {
-  return FitSlope(changes[static_cast<int>(t)], FixedPart(t)).first;
+int64_t CodeCalibration::Changes(Target t, const std::string& kind) const {
+  const auto& v = changes[static_cast<int>(t)];
+  if (kind.empty()) return static_cast<int64_t>(v.size());
+  return std::count_if(v.begin(), v.end(), [&](const Change& c) { return c.kind == kind; });
 }
 
-double CodeCalibration::Applied(Target t, double x, double before) const {
+double CodeCalibration::Slope(Target t, const std::string& kind) const {
+  return FitSlope(changes[static_cast<int>(t)], FixedPart(t), kind).first;
+}
+
+double CodeCalibration::Applied(Target t, double x, double before, const std::string& kind) const {
   double a = FixedPart(t);
-  return FitSlope(changes[static_cast<int>(t)], a).first * ScaledBy(a, x, before);
+  return FitSlope(changes[static_cast<int>(t)], a, kind).first * ScaledBy(a, x, before);
 }
 
 double CodeCalibration::ChangeSpread(Target t, double x, double before) const {
@@ -297,7 +327,7 @@ nlohmann::json CodeCalibration::ToJson() const {
     const auto& r = repeat_log_error[static_cast<int>(t)];
     if (c.empty() && e.empty() && r.empty()) continue;
     nlohmann::json pairs = nlohmann::json::array();
-    for (const Change& k : c) pairs.push_back({k.x, k.y, k.before});
+    for (const Change& k : c) pairs.push_back({k.x, k.y, k.before, k.kind});
     out[std::string(NameOf(t))] = {
         {"changes", std::move(pairs)}, {"estimate_log_ratio", e}, {"repeat_log_error", r}};
   }
@@ -310,13 +340,14 @@ CodeCalibration CodeCalibration::FromJson(const nlohmann::json& j) {
   for (Target t : kAllTargets) {
     auto it = j.find(std::string(NameOf(t)));
     if (it == j.end() || !it->is_object()) continue;
-    // Each change as [x, y, before]; anything else (an older `train`'s sums) is left out, and
-    // the next `train` writes them again.
+    // Each change as [x, y, before, kind]; anything else (an older `train`'s sums) is left
+    // out, and the next `train` writes them again.
     if (auto ch = it->find("changes"); ch != it->end() && ch->is_array()) {
       for (const auto& k : *ch) {
-        if (k.is_array() && k.size() == 3 && k[0].is_number() && k[1].is_number() &&
-            k[2].is_number()) {
-          c.AddChange(t, k[0].get<double>(), k[1].get<double>(), k[2].get<double>());
+        if (k.is_array() && k.size() == 4 && k[0].is_number() && k[1].is_number() &&
+            k[2].is_number() && k[3].is_string()) {
+          c.AddChange(t, k[0].get<double>(), k[1].get<double>(), k[2].get<double>(),
+                      k[3].get<std::string>());
         }
       }
     }
@@ -381,7 +412,8 @@ CodeCalibration CalibrateOnJobs(const std::vector<JobRecord>& jobs,
         if (SameCode(*before_code, it->second)) {
           cal.AddRepeat(t, *y, *before);
         } else if (auto x = CodeLogRatio(t, *before_code, it->second, before)) {
-          cal.AddChange(t, *x, std::log(*y / *before), *before);
+          cal.AddChange(t, *x, std::log(*y / *before), *before,
+                        ChangeKind(*before_code, it->second));
         }
       }
     }

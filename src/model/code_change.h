@@ -66,6 +66,10 @@ inline constexpr size_t kRepeatRuns = 2;
 // when empty.
 std::optional<double> SameCodeMean(const std::vector<double>& measured);
 
+// The kind of a change: the names of the numeric facts that differ, in order, joined by '+'
+// ("batch_size", "hidden+parameters"); "" when none does.
+std::string ChangeKind(const CodeReading& before, const CodeReading& now);
+
 // The facts that differ ("batch_size 16 → 32 at train.py:40"); empty when none does.
 std::vector<std::string> ChangedFacts(const CodeReading& before, const CodeReading& now);
 
@@ -88,7 +92,10 @@ struct CodeCalibration {
   // (the mean of the previous code's last runs).
   struct Change {
     double x = 0, y = 0, before = 0;
+    std::string kind;  // ChangeKind's name of what changed ("" when unknown)
   };
+  // A kind's own slope is shrunk toward the cluster's by this many changes' worth of it.
+  static constexpr double kKindPriorChanges = 2;
   static constexpr size_t kMaxChanges = 2000;
   std::array<std::vector<Change>, kNumTargets> changes{};             // newest last
   std::array<std::vector<double>, kNumTargets> estimate_log_ratio{};  // log measured / code
@@ -97,7 +104,8 @@ struct CodeCalibration {
   static constexpr size_t kMaxRepeats = 2000;
   std::array<std::vector<double>, kNumTargets> repeat_log_error{};
 
-  void AddChange(Target t, double code_log_ratio, double measured_log_ratio, double before);
+  void AddChange(Target t, double code_log_ratio, double measured_log_ratio, double before,
+                 std::string kind = "");
   void AddEstimate(Target t, double measured, double code_figure);
   void AddRepeat(Target t, double measured, double same_code_mean);
   // The past repeats' errors as a conformal grid; nullptr under QuantileGrid::CountToBound(0.9)
@@ -109,15 +117,16 @@ struct CodeCalibration {
   // The code's log ratio `x` from `before` with the fixed part held: log((a + (before − a) e^x)
   // / before), a = FixedPart capped at 90 % of `before`.
   double Scaled(Target t, double x, double before) const;
-  // The slope applied to Scaled's log ratio: in [0, 1.5].
-  double Slope(Target t) const;
+  // The slope applied to Scaled's log ratio, in [0, 1.5]: the cluster's over every change, or,
+  // for a `kind` of change seen before, that kind's own (a bigger batch may not slow a run as
+  // much as a wider model does), shrunk toward the cluster's by kKindPriorChanges.
+  double Slope(Target t, const std::string& kind = "") const;
   // The log ratio a prediction moves `before` by: Slope × Scaled.
-  double Applied(Target t, double x, double before) const;
+  double Applied(Target t, double x, double before, const std::string& kind = "") const;
   // The spread (sd of the log) a change of log ratio `x` from `before` adds to the interval.
   double ChangeSpread(Target t, double x, double before) const;
-  int64_t Changes(Target t) const {
-    return static_cast<int64_t>(changes[static_cast<int>(t)].size());
-  }
+  // The past changes kept (of `kind`, when given).
+  int64_t Changes(Target t, const std::string& kind = "") const;
   // The median log ratio of measured to code and its spread; nullopt under 3 estimates.
   std::optional<std::pair<double, double>> EstimateCorrection(Target t) const;
   nlohmann::json ToJson() const;

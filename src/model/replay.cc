@@ -636,7 +636,8 @@ const CodeCalibration& ReplayRun::EvidenceAt(Target t, int64_t now) {
     if (SameCode(*code_[p].reading, *c.reading)) {
       ev.cal.AddRepeat(t, *y, *before);
     } else if (auto x = CodeLogRatio(t, *code_[p].reading, *c.reading, before)) {
-      ev.cal.AddChange(t, *x, std::log(*y / *before), *before);
+      ev.cal.AddChange(t, *x, std::log(*y / *before), *before,
+                       ChangeKind(*code_[p].reading, *c.reading));
     }
   }
   return ev.cal;
@@ -662,7 +663,8 @@ ReplayRun::CodeMove ReplayRun::MoveOf(Target t, size_t r, int group) {
     }
     auto x = CodeLogRatio(t, *code_[p].reading, *c.reading, before);
     if (!x || std::abs(*x) < 1e-9) return move;  // nothing the code sees changed
-    move.shift = std::log(*before) + cal.Applied(t, *x, *before);
+    move.shift =
+        std::log(*before) + cal.Applied(t, *x, *before, ChangeKind(*code_[p].reading, *c.reading));
     move.absolute = true;
     move.spread = cal.ChangeSpread(t, *x, *before);
     move.why = "change";

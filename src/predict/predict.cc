@@ -481,13 +481,15 @@ double MoveByCode(Work& w, Target t, TargetPrediction& p, nlohmann::json& tj) {
     }
     auto x = CodeLogRatio(t, w.prev_reading, w.reading, before);
     if (!x || std::abs(*x) < 1e-9) return 0;
-    double slope = w.calibration.Slope(t);
+    std::string kind = ChangeKind(w.prev_reading, w.reading);
+    double slope = w.calibration.Slope(t, kind);
     double fixed = std::min(w.calibration.FixedPart(t), 0.9 * *before);
-    double shift = w.calibration.Applied(t, *x, *before);
+    double shift = w.calibration.Applied(t, *x, *before, kind);
     p.log_point = std::log(*before) + shift;
     p.point = std::exp(p.log_point);
     double spread = w.calibration.ChangeSpread(t, *x, *before);
     int64_t n = w.calibration.Changes(t);
+    int64_t n_kind = kind.empty() ? 0 : w.calibration.Changes(t, kind);
     std::string said = fmt::format(
         "{}; {} {} {}; the code says ×{:.2f}, applied ×{:.2f} ({}{})",
         w.changed.empty() ? std::string("the code's estimate changed")
@@ -496,8 +498,11 @@ double MoveByCode(Work& w, Target t, TargetPrediction& p, nlohmann::json& tj) {
         fixed > 0
             ? fmt::format("{} of it does not grow with the work; ", FormatTargetValue(t, fixed))
             : std::string(),
-        n > 0 ? fmt::format("slope {:.2f} from {} past changes of this cluster", slope, n)
-              : std::string("no past changes on this cluster to calibrate on"));
+        n == 0 ? std::string("no past changes on this cluster to calibrate on")
+        : n_kind > 0
+            ? fmt::format("slope {:.2f} from {} past changes of {} among {} of this cluster", slope,
+                          n_kind, kind, n)
+            : fmt::format("slope {:.2f} from {} past changes of this cluster", slope, n));
     w.why_lines.push_back(fmt::format("  {}: {}", NameOf(t), said));
     tj["code_change"] = {{"changed", w.changed},
                          {"previous_job", w.prev_job->job_id},
@@ -505,6 +510,7 @@ double MoveByCode(Work& w, Target t, TargetPrediction& p, nlohmann::json& tj) {
                          {"previous_mean", *before},
                          {"code_ratio", std::exp(*x)},
                          {"applied_ratio", std::exp(shift)},
+                         {"kind", kind},
                          {"slope", slope},
                          {"fixed_part", fixed},
                          {"past_changes", n},

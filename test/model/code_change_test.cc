@@ -100,6 +100,33 @@ TEST(CodeChangeTest, CalibrationShrinksTowardWhatPastChangesShowed) {
   EXPECT_DOUBLE_EQ(WidenLogOffset(0.2, 0.9, 0), 0.2);
 }
 
+// A bigger batch slowed past runs by a third of what the code said (more samples per step, the
+// same steps' overhead), a wider model by all of it: each kind of change gets its own slope, and
+// a kind never seen gets the cluster's.
+TEST(CodeChangeTest, EachKindOfChangeHasItsOwnSlope) {
+  CodeCalibration cal;
+  for (int k = 0; k < 20; ++k) {
+    double x = (k % 2 == 0 ? 1 : -1) * std::log(2.0);
+    cal.AddChange(Target::kPeakMemory, x, x / 3, 1e9, "batch_size");
+    cal.AddChange(Target::kPeakMemory, x, x, 1e9, "hidden+parameters");
+  }
+  EXPECT_NEAR(cal.Slope(Target::kPeakMemory, "batch_size"), 1.0 / 3, 0.05);
+  EXPECT_NEAR(cal.Slope(Target::kPeakMemory, "hidden+parameters"), 1.0, 0.05);
+  double all = cal.Slope(Target::kPeakMemory);
+  EXPECT_GT(all, 0.5);
+  EXPECT_LT(all, 0.8);
+  EXPECT_DOUBLE_EQ(cal.Slope(Target::kPeakMemory, "seq_len"), all);
+  // The kinds survive the cluster meta's JSON.
+  CodeCalibration back = CodeCalibration::FromJson(cal.ToJson());
+  EXPECT_DOUBLE_EQ(back.Slope(Target::kPeakMemory, "batch_size"),
+                   cal.Slope(Target::kPeakMemory, "batch_size"));
+  // What a change is: the numeric facts that differ, in order.
+  EXPECT_EQ(ChangeKind(ReadCode(Facts(16), ""), ReadCode(Facts(32), "")), "batch_size");
+  EXPECT_EQ(ChangeKind(ReadCode(Facts(16), ""), ReadCode(Facts(32, 2e7), "")),
+            "batch_size+parameters");
+  EXPECT_EQ(ChangeKind(ReadCode(Facts(16), ""), ReadCode(Facts(16), "")), "");
+}
+
 // Runs that start in a minute whatever they do (the interpreter, the imports, loading), then
 // work for a time the batch scales: past batch ×2 and ÷2 changes of runs of 2-30 minutes show
 // the minute, and a new change scales only the rest.
