@@ -662,7 +662,10 @@ ReplayRun::CodeMove ReplayRun::MoveOf(Target t, size_t r, int group) {
       return move;
     }
     auto x = CodeLogRatio(t, *code_[p].reading, *c.reading, before);
-    if (!x || std::abs(*x) < 1e-9) return move;  // nothing the code sees changed
+    // The code says nothing of this target, or no fact changed (and, without a hash, it is
+    // not known to be a repeat): the history's prediction stands. A change the code cannot
+    // size (x = 0 with other facts) still moves from the last runs.
+    if (!x || (std::abs(*x) < 1e-9 && code_[p].reading->facts == c.reading->facts)) return move;
     move.shift =
         std::log(*before) + cal.Applied(t, *x, *before, ChangeKind(*code_[p].reading, *c.reading));
     move.absolute = true;

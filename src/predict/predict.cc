@@ -480,7 +480,10 @@ double MoveByCode(Work& w, Target t, TargetPrediction& p, nlohmann::json& tj) {
       return 0;
     }
     auto x = CodeLogRatio(t, w.prev_reading, w.reading, before);
-    if (!x || std::abs(*x) < 1e-9) return 0;
+    // A change the code cannot size (x = 0 with other facts: an optimizer, a precision, workers)
+    // still moves from the last runs' measurement, not from the history's, which the change
+    // may mislead. With no fact changed (and no hash to call it a repeat), the history stands.
+    if (!x || (std::abs(*x) < 1e-9 && w.prev_reading.facts == w.reading.facts)) return 0;
     std::string kind = ChangeKind(w.prev_reading, w.reading);
     double slope = w.calibration.Slope(t, kind);
     double fixed = std::min(w.calibration.FixedPart(t), 0.9 * *before);

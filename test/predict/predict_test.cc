@@ -211,10 +211,10 @@ class CodeChangeTest : public PredictServiceTest {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-  void WriteScript(const std::string& name, int batch) const {
+  void WriteScript(const std::string& name, int batch, const std::string& more = "") const {
     std::ofstream(Path(name))
         << "#!/bin/bash\n#SBATCH -J tc\n#SBATCH -n 1\n#SBATCH --time=1:00:00\n"
-        << "#SBATCH --mem=8G\npython train.py --batch_size " << batch << "\n";
+        << "#SBATCH --mem=8G\npython train.py --batch_size " << batch << more << "\n";
   }
   PredictRequest File(const std::string& name) const {
     PredictRequest r;
@@ -280,6 +280,21 @@ TEST_F(CodeChangeTest, BatchDoubledMovesTheLastRunsUpAndAnUnchangedRerunIsTheirM
   EXPECT_NE(doubled->text.find("batch_size 16 → 32"), std::string::npos) << doubled->text;
   EXPECT_NE(doubled->text.find("last 2 runs of this program (newest: job tc-4)"), std::string::npos)
       << doubled->text;
+}
+
+TEST_F(CodeChangeTest, AChangeTheCodeCannotSizeStartsFromTheLastRuns) {
+  // Twice the attention heads at the same width: the parameters, and so the work per run, stay;
+  // the facts differ, so it is no repeat, and the run time is the last runs' (not the history's).
+  WriteScript("h8.sh", 16, " --n_heads 8");
+  auto heads = PredictJob(*store_, File("h8.sh"));
+  ASSERT_TRUE(heads.ok()) << heads.status().ToString();
+  const auto& r = heads->doc["targets"]["runtime"];
+  ASSERT_TRUE(r.contains("code_change")) << r.dump();
+  EXPECT_FALSE(r["code_change"].value("repeat", false));
+  EXPECT_DOUBLE_EQ(r["code_change"]["code_ratio"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(r["p50"].get<double>(), (630.0 + 640.0) / 2) << r.dump();
+  EXPECT_NE(r["code_change"]["why"].get<std::string>().find("heads 4 → 8"), std::string::npos)
+      << r.dump();
 }
 
 // The server predicts on several threads with one ModelCache: the predictions of one model set
