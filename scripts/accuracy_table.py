@@ -801,6 +801,26 @@ def render_notes(doc, scored, placeholder_of):
     doc.add("## Code analysis", "",
             "The analytical GPU-memory estimate read from a job's source is measured against "
             "real PyTorch runs in [accuracy-code.md](accuracy-code.md) (bench/corpus/).", "")
+    # Measured by `bench/corpus/score_replay.py` on the changing-programs corpus
+    # (docs/accuracy-changing.md has the commands); static here, as that replay needs the
+    # corpus's run folders, which are generated, not kept.
+    doc.add('## When programs change: the measured corpus (issue 25)', "",
+            ('1,120 real PyTorch runs of 22 simulated users who change their programs now and then'
+             ' (batch, sequence, width, depth, precision, checkpointing, optimizer, workers, a new'
+             " model), measured on this machine's CPU and replayed by `eval` with each run's code,"
+             ' 1,009 scored (measured 2026-12-07; the corpus, the commands and every row in '
+             '[accuracy-changing.md](accuracy-changing.md)). MAE against the best baseline (last2 '
+             'of the same program, never the request), development / blind users (split by user '
+             'before tuning):'),
+            '',
+            ('| target | right after a change (143 runs) | unchanged (856) | inside the 80 % / 95 '
+             '% interval, all scored |'),
+            '|---|---|---|---|',
+            ('| peak memory | 0.068 / 0.081 GiB, −35.2 % / −61.2 % ✓ | 0.0076 / 0.0081 GiB, −36.4 '
+             '% / −53.6 % ✓ | 80.5 % / 95.1 % ✓ |'),
+            ('| run time | 0.18 / 0.39 s, −27.4 % / −19.5 % ✗ (34 % asked) | 0.099 / 0.127 s, −2.4'
+             ' % / −10.2 % ✓ | 81.7 % / 96.0 % ✓ |'),
+            '')
     # Measured by `rightsize simulate` (docs/simulate.md has the commands, every row and the
     # controls); static here, as the simulations are not part of this script's replays.
     doc.add("## The queue: rightsize's requests through a backfilling scheduler (issue 29)", "",
