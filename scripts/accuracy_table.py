@@ -816,10 +816,10 @@ def render_notes(doc, scored, placeholder_of):
             ('| target | right after a change (143 runs) | unchanged (856) | inside the 80 % / 95 '
              '% interval, all scored |'),
             '|---|---|---|---|',
-            ('| peak memory | 0.068 / 0.081 GiB, −35.2 % / −61.2 % ✓ | 0.0076 / 0.0081 GiB, −36.4 '
-             '% / −53.6 % ✓ | 80.5 % / 95.1 % ✓ |'),
-            ('| run time | 0.18 / 0.39 s, −27.4 % / −19.5 % ✗ (34 % asked) | 0.099 / 0.127 s, −2.4'
-             ' % / −10.2 % ✓ | 81.7 % / 96.0 % ✓ |'),
+            ('| peak memory | 0.068 / 0.063 GiB, −34.7 % / −69.9 % ✓ | 0.0076 / 0.0081 GiB, −36.4 '
+             '% / −53.6 % ✓ | 81.3 % / 95.3 % ✓ |'),
+            ('| run time | 0.18 / 0.39 s, −28.3 % / −18.3 % ✗ (34 % asked) | 0.099 / 0.127 s, −2.4'
+             ' % / −10.2 % ✓ | 81.7 % / 95.9 % ✓ |'),
             '')
     # Measured by `rightsize simulate` (docs/simulate.md has the commands, every row and the
     # controls); static here, as the simulations are not part of this script's replays.

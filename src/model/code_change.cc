@@ -121,13 +121,29 @@ std::optional<double> SameCodeMean(const std::vector<double>& measured) {
 }
 
 std::string ChangeKind(const CodeReading& before, const CodeReading& now) {
+  auto value = [](const nlohmann::json& facts, const std::string& name) {
+    auto it = facts.find(name);
+    return it != facts.end() && it->is_object() ? it->value("value", nlohmann::json())
+                                                : nlohmann::json();
+  };
   std::string kind;
-  for (const auto& [name, fact] : now.facts.items()) {
-    auto v = Number(now.facts, name.c_str());
-    if (!v) continue;
-    if (Number(before.facts, name.c_str()) == v) continue;
+  auto add = [&](const std::string& part) {
     if (!kind.empty()) kind += '+';
-    kind += name;
+    kind += part;
+  };
+  for (const auto& [name, fact] : now.facts.items()) {
+    nlohmann::json was = value(before.facts, name), is = value(now.facts, name);
+    if (was == is) continue;
+    if (is.is_number() && !is.is_boolean()) {
+      add(name);  // a size: how much is the code's ratio
+    } else {
+      add(fmt::format("{}: {} → {}", name, was.is_null() ? "unknown" : Shown(was), Shown(is)));
+    }
+  }
+  for (const auto& [name, fact] : before.facts.items()) {
+    if (!now.facts.contains(name) && !value(before.facts, name).is_null()) {
+      add(fmt::format("{}: {} → unknown", name, Shown(value(before.facts, name))));
+    }
   }
   return kind;
 }
@@ -197,7 +213,9 @@ std::optional<double> CodeFigure(Target t, const CodeReading& r) {
 }
 
 void CodeCalibration::AddChange(Target t, double x, double y, double before, std::string kind) {
-  if (!std::isfinite(x) || !std::isfinite(y) || x == 0 || !(before > 0) || !std::isfinite(before)) {
+  // A change the code does not size (x = 0) is evidence only of its kind.
+  if (!std::isfinite(x) || !std::isfinite(y) || (x == 0 && kind.empty()) || !(before > 0) ||
+      !std::isfinite(before)) {
     return;
   }
   auto& v = changes[static_cast<int>(t)];
@@ -257,12 +275,20 @@ double CodeCalibration::Scaled(Target t, double x, double before) const {
 
 namespace {
 
-// The prior-weighted slope of y on the scaled x (of `kind`'s changes, shrunk toward the slope of
-// all, when `kind` is given and seen), and the residual sum of squares of the slope of all.
-std::pair<double, double> FitSlope(const std::vector<CodeCalibration::Change>& changes, double a,
-                                   const std::string& kind = "") {
+struct Fit {
+  double slope = 1;
+  double offset = 0;  // the kind's own shift, in logs, beyond slope × x
+  double rss = 0;     // the residual sum of squares of the slope of all
+};
+
+// The prior-weighted slope of y on the scaled x of all changes; for a `kind` seen before, that
+// kind's own slope, shrunk toward it by kKindPriorChanges changes' worth, and its mean residual
+// as an offset, shrunk toward 0 by as many changes (what a change the code cannot size did).
+Fit FitSlope(const std::vector<CodeCalibration::Change>& changes, double a,
+             const std::string& kind = "") {
   double sxy = 0, sxx = 0, syy = 0, kxy = 0, kxx = 0;
-  int64_t n = 0, nk = 0;
+  int64_t n = 0;
+  std::vector<std::pair<double, double>> own;  // the kind's (x', y)
   for (const auto& c : changes) {
     double x = ScaledBy(a, c.x, c.before);
     sxy += x * c.y;
@@ -272,15 +298,22 @@ std::pair<double, double> FitSlope(const std::vector<CodeCalibration::Change>& c
     if (!kind.empty() && c.kind == kind) {
       kxy += x * c.y;
       kxx += x * x;
-      ++nk;
+      own.emplace_back(x, c.y);
     }
   }
   double k = CodeCalibration::kPriorWeight;
-  double b = std::clamp((sxy + k) / (sxx + k), 0.0, 1.5);
-  double rss = std::max(0.0, syy - 2 * b * sxy + b * b * sxx);
-  if (nk == 0 || !(sxx > 0)) return {b, rss};
-  double prior = CodeCalibration::kKindPriorChanges * sxx / static_cast<double>(n);
-  return {std::clamp((kxy + prior * b) / (kxx + prior), 0.0, 1.5), rss};
+  Fit fit;
+  fit.slope = std::clamp((sxy + k) / (sxx + k), 0.0, 1.5);
+  fit.rss = std::max(0.0, syy - 2 * fit.slope * sxy + fit.slope * fit.slope * sxx);
+  if (own.empty()) return fit;
+  if (sxx > 0) {
+    double prior = CodeCalibration::kKindPriorChanges * sxx / static_cast<double>(n);
+    fit.slope = std::clamp((kxy + prior * fit.slope) / (kxx + prior), 0.0, 1.5);
+  }
+  double residual = 0;
+  for (const auto& [x, y] : own) residual += y - fit.slope * x;
+  fit.offset = residual / (static_cast<double>(own.size()) + CodeCalibration::kKindPriorChanges);
+  return fit;
 }
 
 }  // namespace
@@ -292,18 +325,19 @@ int64_t CodeCalibration::Changes(Target t, const std::string& kind) const {
 }
 
 double CodeCalibration::Slope(Target t, const std::string& kind) const {
-  return FitSlope(changes[static_cast<int>(t)], FixedPart(t), kind).first;
+  return FitSlope(changes[static_cast<int>(t)], FixedPart(t), kind).slope;
 }
 
 double CodeCalibration::Applied(Target t, double x, double before, const std::string& kind) const {
   double a = FixedPart(t);
-  return FitSlope(changes[static_cast<int>(t)], a, kind).first * ScaledBy(a, x, before);
+  Fit fit = FitSlope(changes[static_cast<int>(t)], a, kind);
+  return fit.slope * ScaledBy(a, x, before) + fit.offset;
 }
 
 double CodeCalibration::ChangeSpread(Target t, double x, double before) const {
   const auto& v = changes[static_cast<int>(t)];
   double a = FixedPart(t);
-  double rss = FitSlope(v, a).second;
+  double rss = FitSlope(v, a).rss;
   // The residuals of the fitted slope, with the prior's spread counted as one more change.
   double prior = kPriorSpread * ScaledBy(a, x, before);
   return std::sqrt((rss + prior * prior) / static_cast<double>(v.size() + 1));

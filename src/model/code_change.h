@@ -66,8 +66,9 @@ inline constexpr size_t kRepeatRuns = 2;
 // when empty.
 std::optional<double> SameCodeMean(const std::vector<double>& measured);
 
-// The kind of a change: the names of the numeric facts that differ, in order, joined by '+'
-// ("batch_size", "hidden+parameters"); "" when none does.
+// The kind of a change, the facts that differ in order joined by '+': a numeric fact by its
+// name ("batch_size", "hidden+parameters"), any other with its values ("precision: fp32 → bf16
+// autocast (mixed)"); "" when none does.
 std::string ChangeKind(const CodeReading& before, const CodeReading& now);
 
 // The facts that differ ("batch_size 16 → 32 at train.py:40"); empty when none does.
@@ -121,7 +122,9 @@ struct CodeCalibration {
   // for a `kind` of change seen before, that kind's own (a bigger batch may not slow a run as
   // much as a wider model does), shrunk toward the cluster's by kKindPriorChanges.
   double Slope(Target t, const std::string& kind = "") const;
-  // The log ratio a prediction moves `before` by: Slope × Scaled.
+  // The log ratio a prediction moves `before` by: Slope × Scaled, plus, for a kind seen before,
+  // the kind's mean residual shrunk toward 0 by kKindPriorChanges (what a change the code
+  // cannot size, a precision or an optimizer, did on this cluster).
   double Applied(Target t, double x, double before, const std::string& kind = "") const;
   // The spread (sd of the log) a change of log ratio `x` from `before` adds to the interval.
   double ChangeSpread(Target t, double x, double before) const;
