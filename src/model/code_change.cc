@@ -267,14 +267,6 @@ double ScaledBy(double a, double x, double before) {
   return std::log((a + (before - a) * std::exp(x)) / before);
 }
 
-}  // namespace
-
-double CodeCalibration::Scaled(Target t, double x, double before) const {
-  return ScaledBy(FixedPart(t), x, before);
-}
-
-namespace {
-
 struct Fit {
   double slope = 1;
   double offset = 0;  // the kind's own shift, in logs, beyond slope × x

@@ -12,7 +12,8 @@
 // least squares on the cluster's past changes, 0 without them), so only the rest is scaled. The
 // ratio is then shrunk toward 1 by how well such ratios predicted past changes of the cluster (a
 // least-squares slope of the measured log ratio on the code's, with a prior of 1 worth
-// kPriorWeight), and its residual spread widens the history's interval. Both are fitted on the
+// kPriorWeight; each kind of change, ChangeKind, has its own slope and offset where the cluster
+// has seen it), and its residual spread widens the history's interval. All are fitted on the
 // newest kMaxChanges past changes, kept as they were measured. When the same program runs the same
 // code again (SameCode: the same files and facts), the prediction is the mean of those same-code
 // runs, and its interval and requests come from how the cluster's past repeats missed such a mean
@@ -95,7 +96,8 @@ struct CodeCalibration {
     double x = 0, y = 0, before = 0;
     std::string kind;  // ChangeKind's name of what changed ("" when unknown)
   };
-  // A kind's own slope is shrunk toward the cluster's by this many changes' worth of it.
+  // A kind's own slope is shrunk toward the cluster's, and its offset toward 0, by this many
+  // changes' worth.
   static constexpr double kKindPriorChanges = 2;
   static constexpr size_t kMaxChanges = 2000;
   std::array<std::vector<Change>, kNumTargets> changes{};             // newest last
@@ -115,14 +117,13 @@ struct CodeCalibration {
   // Run time's part that does not scale with the work, in seconds (0 for the other targets and
   // without past changes that scaled the work).
   double FixedPart(Target t) const;
-  // The code's log ratio `x` from `before` with the fixed part held: log((a + (before − a) e^x)
-  // / before), a = FixedPart capped at 90 % of `before`.
-  double Scaled(Target t, double x, double before) const;
-  // The slope applied to Scaled's log ratio, in [0, 1.5]: the cluster's over every change, or,
+  // The slope applied to the code's log ratio `x` with the fixed part held (x' = log((a +
+  // (before − a) e^x) / before), a = FixedPart capped at 90 % of `before`), in [0, 1.5]: the
+  // cluster's over every change, or,
   // for a `kind` of change seen before, that kind's own (a bigger batch may not slow a run as
   // much as a wider model does), shrunk toward the cluster's by kKindPriorChanges.
   double Slope(Target t, const std::string& kind = "") const;
-  // The log ratio a prediction moves `before` by: Slope × Scaled, plus, for a kind seen before,
+  // The log ratio a prediction moves `before` by: Slope × x', plus, for a kind seen before,
   // the kind's mean residual shrunk toward 0 by kKindPriorChanges (what a change the code
   // cannot size, a precision or an optimizer, did on this cluster).
   double Applied(Target t, double x, double before, const std::string& kind = "") const;
