@@ -113,6 +113,11 @@ bool SameCode(const CodeReading& a, const CodeReading& b) {
   return !a.code_hash.empty() && a.code_hash == b.code_hash && a.facts == b.facts;
 }
 
+bool CodeChanged(const CodeReading& before, const CodeReading& now) {
+  return before.facts != now.facts ||
+         (!before.code_hash.empty() && !now.code_hash.empty() && before.code_hash != now.code_hash);
+}
+
 std::optional<double> SameCodeMean(const std::vector<double>& measured) {
   if (measured.empty()) return std::nullopt;
   double mean = 0;
@@ -120,55 +125,62 @@ std::optional<double> SameCodeMean(const std::vector<double>& measured) {
   return mean;
 }
 
-std::string ChangeKind(const CodeReading& before, const CodeReading& now) {
-  auto value = [](const nlohmann::json& facts, const std::string& name) {
-    auto it = facts.find(name);
-    return it != facts.end() && it->is_object() ? it->value("value", nlohmann::json())
-                                                : nlohmann::json();
-  };
-  std::string kind;
-  auto add = [&](const std::string& part) {
-    if (!kind.empty()) kind += '+';
-    kind += part;
-  };
+namespace {
+
+nlohmann::json FactValue(const nlohmann::json& facts, const std::string& name) {
+  auto it = facts.find(name);
+  return it != facts.end() && it->is_object() ? it->value("value", nlohmann::json())
+                                              : nlohmann::json();
+}
+
+// Calls fn(name, old value, new value, the new fact) for each fact whose value differs between
+// the two readings (a null value where a side has none), in order; facts only `before` has last.
+template <typename Fn>
+void ForEachChangedFact(const CodeReading& before, const CodeReading& now, Fn fn) {
   for (const auto& [name, fact] : now.facts.items()) {
-    nlohmann::json was = value(before.facts, name), is = value(now.facts, name);
-    if (was == is) continue;
-    if (is.is_number() && !is.is_boolean()) {
-      add(name);  // a size: how much is the code's ratio
-    } else {
-      add(fmt::format("{}: {} → {}", name, was.is_null() ? "unknown" : Shown(was), Shown(is)));
-    }
+    nlohmann::json was = FactValue(before.facts, name), is = FactValue(now.facts, name);
+    if (was != is) fn(name, was, is, fact);
   }
   for (const auto& [name, fact] : before.facts.items()) {
-    if (!now.facts.contains(name) && !value(before.facts, name).is_null()) {
-      add(fmt::format("{}: {} → unknown", name, Shown(value(before.facts, name))));
-    }
+    nlohmann::json was = FactValue(before.facts, name);
+    if (!now.facts.contains(name) && !was.is_null()) fn(name, was, nlohmann::json(), fact);
   }
+}
+
+std::string ShownOrUnknown(const nlohmann::json& v) {
+  return v.is_null() ? std::string("unknown") : Shown(v);
+}
+
+}  // namespace
+
+std::string ChangeKind(const CodeReading& before, const CodeReading& now) {
+  std::string kind;
+  ForEachChangedFact(before, now,
+                     [&](const std::string& name, const nlohmann::json& was,
+                         const nlohmann::json& is, const nlohmann::json&) {
+                       if (!kind.empty()) kind += '+';
+                       if (is.is_number() && !is.is_boolean()) {
+                         kind += name;  // a size: the code's ratio says how much
+                       } else {
+                         kind += fmt::format("{}: {} → {}", name, ShownOrUnknown(was),
+                                             ShownOrUnknown(is));
+                       }
+                     });
   return kind;
 }
 
 std::vector<std::string> ChangedFacts(const CodeReading& before, const CodeReading& now) {
   std::vector<std::string> out;
-  for (const auto& [name, fact] : now.facts.items()) {
-    if (!fact.is_object() || !fact.contains("value")) continue;
-    auto old = before.facts.find(name);
-    nlohmann::json old_value = old != before.facts.end() && old->is_object()
-                                   ? old->value("value", nlohmann::json())
-                                   : nlohmann::json();
-    if (old_value == fact["value"]) continue;
-    std::string where = fact.contains("where") && fact["where"].is_string()
-                            ? " at " + fact["where"].get<std::string>()
-                            : "";
-    out.push_back(fmt::format("{} {} → {}{}", name,
-                              old_value.is_null() ? std::string("unknown") : Shown(old_value),
-                              Shown(fact["value"]), where));
-  }
-  for (const auto& [name, fact] : before.facts.items()) {
-    if (!now.facts.contains(name) && fact.is_object() && fact.contains("value")) {
-      out.push_back(fmt::format("{} {} → unknown", name, Shown(fact["value"])));
-    }
-  }
+  ForEachChangedFact(before, now,
+                     [&](const std::string& name, const nlohmann::json& was,
+                         const nlohmann::json& is, const nlohmann::json& fact) {
+                       std::string where =
+                           !is.is_null() && fact.contains("where") && fact["where"].is_string()
+                               ? " at " + fact["where"].get<std::string>()
+                               : "";
+                       out.push_back(fmt::format("{} {} → {}{}", name, ShownOrUnknown(was),
+                                                 ShownOrUnknown(is), where));
+                     });
   return out;
 }
 
@@ -242,97 +254,63 @@ std::shared_ptr<const QuantileGrid> CodeCalibration::RepeatErrors(Target t) cons
       QuantileGrid::From(std::vector<float>(v.begin(), v.end())));
 }
 
-double CodeCalibration::FixedPart(Target t) const {
-  if (t != Target::kRuntime) return 0;
-  // measured = a + (before − a) × r, so measured / before − r = a (1 − r) / before: least
-  // squares in a on relative errors (a long run's noise would drown a short one's fixed part),
-  // once the changes add up to a ×2 change's evidence ((1 − r)² summing to 1).
-  double szz = 0, szv = 0, evidence = 0;
-  for (const Change& c : changes[static_cast<int>(t)]) {
-    double r = std::exp(c.x);
-    double z = (1 - r) / c.before;
-    szz += z * z;
-    szv += z * (std::exp(c.y) - r);
-    evidence += (1 - r) * (1 - r);
-  }
-  if (evidence < 1 || !(szz > 0)) return 0;
-  return std::max(0.0, szv / szz);
-}
-
-namespace {
-
-double ScaledBy(double a, double x, double before) {
-  a = std::min(a, 0.9 * before);
+double ChangeFit::Scaled(double x, double before) const {
+  double a = std::min(fixed, 0.9 * before);
   if (a <= 0) return x;
   return std::log((a + (before - a) * std::exp(x)) / before);
 }
 
-struct Fit {
-  double slope = 1;
-  double offset = 0;  // the kind's own shift, in logs, beyond slope × x
-  double rss = 0;     // the residual sum of squares of the slope of all
-};
+double ChangeFit::Spread(double x, double before) const {
+  // The residuals of the cluster's slope, with the prior's spread counted as one more change.
+  double prior = CodeCalibration::kPriorSpread * Scaled(x, before);
+  return std::sqrt((rss + prior * prior) / static_cast<double>(changes + 1));
+}
 
-// The prior-weighted slope of y on the scaled x of all changes; for a `kind` seen before, that
-// kind's own slope, shrunk toward it by kKindPriorChanges changes' worth, and its mean residual
-// as an offset, shrunk toward 0 by as many changes (what a change the code cannot size did).
-Fit FitSlope(const std::vector<CodeCalibration::Change>& changes, double a,
-             const std::string& kind = "") {
+ChangeFit CodeCalibration::Fit(Target t, const std::string& kind) const {
+  const auto& v = changes[static_cast<int>(t)];
+  ChangeFit fit;
+  fit.changes = static_cast<int64_t>(v.size());
+  if (t == Target::kRuntime) {
+    // measured = a + (before − a) × r, so measured / before − r = a (1 − r) / before: least
+    // squares in a on relative errors (a long run's noise would drown a short one's fixed
+    // part), once the changes add up to a ×2 change's evidence ((1 − r)² summing to 1).
+    double szz = 0, szv = 0, evidence = 0;
+    for (const Change& c : v) {
+      double r = std::exp(c.x);
+      double z = (1 - r) / c.before;
+      szz += z * z;
+      szv += z * (std::exp(c.y) - r);
+      evidence += (1 - r) * (1 - r);
+    }
+    if (evidence >= 1 && szz > 0) fit.fixed = std::max(0.0, szv / szz);
+  }
+  // The prior-weighted slope of y on the scaled x of all changes; for a `kind` seen before,
+  // that kind's own slope, shrunk toward it, and its mean residual as an offset, shrunk toward 0.
   double sxy = 0, sxx = 0, syy = 0, kxy = 0, kxx = 0;
-  int64_t n = 0;
   std::vector<std::pair<double, double>> own;  // the kind's (x', y)
-  for (const auto& c : changes) {
-    double x = ScaledBy(a, c.x, c.before);
+  for (const Change& c : v) {
+    double x = fit.Scaled(c.x, c.before);
     sxy += x * c.y;
     sxx += x * x;
     syy += c.y * c.y;
-    ++n;
     if (!kind.empty() && c.kind == kind) {
       kxy += x * c.y;
       kxx += x * x;
       own.emplace_back(x, c.y);
     }
   }
-  double k = CodeCalibration::kPriorWeight;
-  Fit fit;
-  fit.slope = std::clamp((sxy + k) / (sxx + k), 0.0, 1.5);
+  fit.slope = std::clamp((sxy + kPriorWeight) / (sxx + kPriorWeight), 0.0, 1.5);
   fit.rss = std::max(0.0, syy - 2 * fit.slope * sxy + fit.slope * fit.slope * sxx);
+  fit.of_kind = static_cast<int64_t>(own.size());
   if (own.empty()) return fit;
   if (sxx > 0) {
-    double prior = CodeCalibration::kKindPriorChanges * sxx / static_cast<double>(n);
+    double prior = kKindPriorChanges * sxx / static_cast<double>(fit.changes);
     fit.slope = std::clamp((kxy + prior * fit.slope) / (kxx + prior), 0.0, 1.5);
   }
   double residual = 0;
   for (const auto& [x, y] : own) residual += y - fit.slope * x;
-  fit.offset = residual / (static_cast<double>(own.size()) + CodeCalibration::kKindPriorChanges);
+  fit.offset = residual / (static_cast<double>(own.size()) + kKindPriorChanges);
   return fit;
-}
-
-}  // namespace
-
-int64_t CodeCalibration::Changes(Target t, const std::string& kind) const {
-  const auto& v = changes[static_cast<int>(t)];
-  if (kind.empty()) return static_cast<int64_t>(v.size());
-  return std::count_if(v.begin(), v.end(), [&](const Change& c) { return c.kind == kind; });
-}
-
-double CodeCalibration::Slope(Target t, const std::string& kind) const {
-  return FitSlope(changes[static_cast<int>(t)], FixedPart(t), kind).slope;
-}
-
-double CodeCalibration::Applied(Target t, double x, double before, const std::string& kind) const {
-  double a = FixedPart(t);
-  Fit fit = FitSlope(changes[static_cast<int>(t)], a, kind);
-  return fit.slope * ScaledBy(a, x, before) + fit.offset;
-}
-
-double CodeCalibration::ChangeSpread(Target t, double x, double before) const {
-  const auto& v = changes[static_cast<int>(t)];
-  double a = FixedPart(t);
-  double rss = FitSlope(v, a).rss;
-  // The residuals of the fitted slope, with the prior's spread counted as one more change.
-  double prior = kPriorSpread * ScaledBy(a, x, before);
-  return std::sqrt((rss + prior * prior) / static_cast<double>(v.size() + 1));
 }
 
 std::optional<std::pair<double, double>> CodeCalibration::EstimateCorrection(Target t) const {
@@ -422,6 +400,7 @@ CodeCalibration CalibrateOnJobs(const std::vector<JobRecord>& jobs,
         }
       }
       const CodeReading* before_code = ended.empty() ? nullptr : &code.at(ended[0]->job_id);
+      std::string kind = before_code != nullptr ? ChangeKind(*before_code, it->second) : "";
       for (Target t : kAllTargets) {
         auto y = TargetValue(*j, t);
         if (!y || *y <= 0) continue;
@@ -438,8 +417,7 @@ CodeCalibration CalibrateOnJobs(const std::vector<JobRecord>& jobs,
         if (SameCode(*before_code, it->second)) {
           cal.AddRepeat(t, *y, *before);
         } else if (auto x = CodeLogRatio(t, *before_code, it->second, before)) {
-          cal.AddChange(t, *x, std::log(*y / *before), *before,
-                        ChangeKind(*before_code, it->second));
+          cal.AddChange(t, *x, std::log(*y / *before), *before, kind);
         }
       }
     }

@@ -8,10 +8,10 @@
 // tensors' estimate (new − old, added to the last runs' measured peak), GPU memory by the
 // estimate's ratio, run time by the work per run (parameters × samples × tokens or pixels per
 // sample × 3 for training, 4 with full activation checkpointing, × steps where known). Run time has
-// a part that does not grow with the work (start-up, imports, loading: FixedPart, seconds fitted by
-// least squares on the cluster's past changes, 0 without them), so only the rest is scaled. The
-// ratio is then shrunk toward 1 by how well such ratios predicted past changes of the cluster (a
-// least-squares slope of the measured log ratio on the code's, with a prior of 1 worth
+// a part that does not grow with the work (start-up, imports, loading: ChangeFit::fixed, seconds
+// fitted by least squares on the cluster's past changes, 0 without them), so only the rest is
+// scaled. The ratio is then shrunk toward 1 by how well such ratios predicted past changes of the
+// cluster (a least-squares slope of the measured log ratio on the code's, with a prior of 1 worth
 // kPriorWeight; each kind of change, ChangeKind, has its own slope and offset where the cluster
 // has seen it), and its residual spread widens the history's interval. All are fitted on the
 // newest kMaxChanges past changes, kept as they were measured. When the same program runs the same
@@ -59,6 +59,11 @@ CodeReading ReadCode(const std::string& facts_json, const std::string& estimate_
 // read and the same facts, arguments included. A repeat of a program's last run.
 bool SameCode(const CodeReading& a, const CodeReading& b);
 
+// Whether `now` is known to differ from `before`: other facts (their values, or where and how
+// they were read), or both hashes known and different. Code without a hash and the same facts
+// may or may not be the same code.
+bool CodeChanged(const CodeReading& before, const CodeReading& now);
+
 // How many of a program's newest same-code runs a prediction averages (as last2 does for any
 // job): identical runs vary by the allocator and the machine's noise only.
 inline constexpr size_t kRepeatRuns = 2;
@@ -84,6 +89,31 @@ std::optional<double> CodeLogRatio(Target t, const CodeReading& before, const Co
 // The code's own figure of `t` for a program with no past (before calibration); nullopt when
 // it has none.
 std::optional<double> CodeFigure(Target t, const CodeReading& r);
+
+// What a cluster's past changes say of a new one (CodeCalibration::Fit): neutral (no fixed part,
+// slope 1, no offset) without evidence.
+struct ChangeFit {
+  // Run time's part that does not scale with the work, in seconds (0 for the other targets and
+  // without past changes that scaled the work).
+  double fixed = 0;
+  // The slope applied to Scaled's log ratio, in [0, 1.5]: the cluster's over every change, or,
+  // for a kind of change seen before, that kind's own (a bigger batch may not slow a run as
+  // much as a wider model does), shrunk toward the cluster's by kKindPriorChanges.
+  double slope = 1;
+  // For a kind seen before, its mean residual shrunk toward 0 by kKindPriorChanges: what a
+  // change the code cannot size, a precision or an optimizer, did on this cluster.
+  double offset = 0;
+  double rss = 0;  // the residual sum of squares of the cluster's slope
+  int64_t changes = 0, of_kind = 0;
+
+  // The code's log ratio `x` from `before` with the fixed part held: log((a + (before − a) e^x)
+  // / before), a = fixed capped at 90 % of `before`.
+  double Scaled(double x, double before) const;
+  // The log ratio a prediction moves `before` by.
+  double Applied(double x, double before) const { return slope * Scaled(x, before) + offset; }
+  // The spread (sd of the log) the change adds to the interval.
+  double Spread(double x, double before) const;
+};
 
 // How the cluster's past changes and past estimates bore out, per target. Neutral (slope 1,
 // no fixed part, a prior spread) without evidence.
@@ -114,23 +144,8 @@ struct CodeCalibration {
   // The past repeats' errors as a conformal grid; nullptr under QuantileGrid::CountToBound(0.9)
   // of them (the history's interval then stands around the repeat's point).
   std::shared_ptr<const QuantileGrid> RepeatErrors(Target t) const;
-  // Run time's part that does not scale with the work, in seconds (0 for the other targets and
-  // without past changes that scaled the work).
-  double FixedPart(Target t) const;
-  // The slope applied to the code's log ratio `x` with the fixed part held (x' = log((a +
-  // (before − a) e^x) / before), a = FixedPart capped at 90 % of `before`), in [0, 1.5]: the
-  // cluster's over every change, or,
-  // for a `kind` of change seen before, that kind's own (a bigger batch may not slow a run as
-  // much as a wider model does), shrunk toward the cluster's by kKindPriorChanges.
-  double Slope(Target t, const std::string& kind = "") const;
-  // The log ratio a prediction moves `before` by: Slope × x', plus, for a kind seen before,
-  // the kind's mean residual shrunk toward 0 by kKindPriorChanges (what a change the code
-  // cannot size, a precision or an optimizer, did on this cluster).
-  double Applied(Target t, double x, double before, const std::string& kind = "") const;
-  // The spread (sd of the log) a change of log ratio `x` from `before` adds to the interval.
-  double ChangeSpread(Target t, double x, double before) const;
-  // The past changes kept (of `kind`, when given).
-  int64_t Changes(Target t, const std::string& kind = "") const;
+  // What the past changes of target `t` (of `kind`, when given) say, fitted in one pass.
+  ChangeFit Fit(Target t, const std::string& kind = "") const;
   // The median log ratio of measured to code and its spread; nullopt under 3 estimates.
   std::optional<std::pair<double, double>> EstimateCorrection(Target t) const;
   nlohmann::json ToJson() const;

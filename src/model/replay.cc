@@ -235,6 +235,7 @@ class ReplayRun {
     const CodeReading* reading = nullptr;
     int64_t prev = -1;
     bool seen_before = false;
+    std::string kind;  // ChangeKind from prev's reading to this one's
   };
 
   ReplayRun(const Dataset& d, const EvalOptions& options, std::vector<std::string> job_ids,
@@ -636,8 +637,7 @@ const CodeCalibration& ReplayRun::EvidenceAt(Target t, int64_t now) {
     if (SameCode(*code_[p].reading, *c.reading)) {
       ev.cal.AddRepeat(t, *y, *before);
     } else if (auto x = CodeLogRatio(t, *code_[p].reading, *c.reading, before)) {
-      ev.cal.AddChange(t, *x, std::log(*y / *before), *before,
-                       ChangeKind(*code_[p].reading, *c.reading));
+      ev.cal.AddChange(t, *x, std::log(*y / *before), *before, c.kind);
     }
   }
   return ev.cal;
@@ -662,14 +662,14 @@ ReplayRun::CodeMove ReplayRun::MoveOf(Target t, size_t r, int group) {
       return move;
     }
     auto x = CodeLogRatio(t, *code_[p].reading, *c.reading, before);
-    // The code says nothing of this target, or no fact changed (and, without a hash, it is
-    // not known to be a repeat): the history's prediction stands. A change the code cannot
-    // size (x = 0 with other facts) still moves from the last runs.
-    if (!x || (std::abs(*x) < 1e-9 && code_[p].reading->facts == c.reading->facts)) return move;
-    move.shift =
-        std::log(*before) + cal.Applied(t, *x, *before, ChangeKind(*code_[p].reading, *c.reading));
+    // The code says nothing of this target, or it is not known to have changed (no hash, the
+    // same facts): the history's prediction stands. A change the code cannot size (x = 0)
+    // still moves from the last runs.
+    if (!x || (std::abs(*x) < 1e-9 && !CodeChanged(*code_[p].reading, *c.reading))) return move;
+    ChangeFit fit = cal.Fit(t, c.kind);
+    move.shift = std::log(*before) + fit.Applied(*x, *before);
     move.absolute = true;
-    move.spread = cal.ChangeSpread(t, *x, *before);
+    move.spread = fit.Spread(*x, *before);
     move.why = "change";
     return move;
   }
@@ -743,6 +743,9 @@ StatusOr<nlohmann::json> Replay(std::vector<JobRecord> jobs, const ClusterContex
       for (auto k = earlier.rbegin(); k != earlier.rend(); ++k) {
         if (d.end[*k] <= d.submit[r] && code[*k].reading != nullptr) {
           code[r].prev = static_cast<int64_t>(*k);
+          if (code[r].reading != nullptr) {
+            code[r].kind = ChangeKind(*code[*k].reading, *code[r].reading);
+          }
           break;
         }
       }

@@ -170,6 +170,7 @@ struct Work {  // NOLINT(bugprone-exception-escape): json's move may throw
   std::vector<const JobRecord*> prev_same;
   bool repeat = false;
   std::vector<std::string> changed;
+  std::string change_kind;    // ChangeKind from the previous run's code to this job's
   bool program_seen = false;  // the program (user and job name) has finished jobs
   CodeCalibration calibration;
 };
@@ -408,6 +409,7 @@ Status ReadCodeChange(Store& store, Work& w) {
     w.prev_same = {&run};
     w.repeat = SameCode(w.prev_reading, w.reading);
     w.changed = ChangedFacts(w.prev_reading, w.reading);
+    w.change_kind = ChangeKind(w.prev_reading, w.reading);
     if (w.changed.empty() && !prev->code_hash.empty() && prev->code_hash != w.code->code_hash) {
       w.notes.push_back(fmt::format(
           "the code changed since the last run of this program (job {}), but none of the facts "
@@ -482,17 +484,18 @@ double MoveByCode(Work& w, Target t, TargetPrediction& p, nlohmann::json& tj) {
     auto x = CodeLogRatio(t, w.prev_reading, w.reading, before);
     // A change the code cannot size (x = 0 with other facts: an optimizer, a precision, workers)
     // still moves from the last runs' measurement, not from the history's, which the change
-    // may mislead. With no fact changed (and no hash to call it a repeat), the history stands.
-    if (!x || (std::abs(*x) < 1e-9 && w.prev_reading.facts == w.reading.facts)) return 0;
-    std::string kind = ChangeKind(w.prev_reading, w.reading);
-    double slope = w.calibration.Slope(t, kind);
-    double fixed = std::min(w.calibration.FixedPart(t), 0.9 * *before);
-    double shift = w.calibration.Applied(t, *x, *before, kind);
+    // may mislead. Code not known to have changed (no hash, the same facts) keeps the history's.
+    const std::string& kind = w.change_kind;
+    if (!x || (std::abs(*x) < 1e-9 && !CodeChanged(w.prev_reading, w.reading))) return 0;
+    ChangeFit fit = w.calibration.Fit(t, kind);
+    double slope = fit.slope;
+    double fixed = std::min(fit.fixed, 0.9 * *before);
+    double shift = fit.Applied(*x, *before);
     p.log_point = std::log(*before) + shift;
     p.point = std::exp(p.log_point);
-    double spread = w.calibration.ChangeSpread(t, *x, *before);
-    int64_t n = w.calibration.Changes(t);
-    int64_t n_kind = kind.empty() ? 0 : w.calibration.Changes(t, kind);
+    double spread = fit.Spread(*x, *before);
+    int64_t n = fit.changes;
+    int64_t n_kind = fit.of_kind;
     std::string said = fmt::format(
         "{}; {} {} {}; the code says ×{:.2f}, applied ×{:.2f} ({}{})",
         w.changed.empty() ? std::string("the code's estimate changed")

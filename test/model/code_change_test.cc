@@ -71,9 +71,9 @@ TEST(CodeChangeTest, ReadsWhatChangedAndHowMuch) {
 
 TEST(CodeChangeTest, CalibrationShrinksTowardWhatPastChangesShowed) {
   CodeCalibration neutral;
-  EXPECT_DOUBLE_EQ(neutral.Slope(Target::kRuntime), 1.0);
-  EXPECT_GT(neutral.ChangeSpread(Target::kRuntime, std::log(2.0), 600.0), 0.0);
-  EXPECT_DOUBLE_EQ(neutral.FixedPart(Target::kRuntime), 0.0);
+  EXPECT_DOUBLE_EQ(neutral.Fit(Target::kRuntime).slope, 1.0);
+  EXPECT_GT(neutral.Fit(Target::kRuntime).Spread(std::log(2.0), 600.0), 0.0);
+  EXPECT_DOUBLE_EQ(neutral.Fit(Target::kRuntime).fixed, 0.0);
   EXPECT_FALSE(neutral.EstimateCorrection(Target::kRuntime));
   // Past changes moved run time by half (in logs) of what the code said.
   CodeCalibration half;
@@ -81,18 +81,19 @@ TEST(CodeChangeTest, CalibrationShrinksTowardWhatPastChangesShowed) {
     double x = (k % 2 == 0 ? 1 : -1) * std::log(2.0);
     half.AddChange(Target::kPeakMemory, x, 0.5 * x, 1e9);
   }
-  EXPECT_NEAR(half.Slope(Target::kPeakMemory), 0.5, 0.05);
-  EXPECT_DOUBLE_EQ(half.FixedPart(Target::kPeakMemory), 0.0);
-  EXPECT_LT(half.ChangeSpread(Target::kPeakMemory, std::log(2.0), 1e9),
-            neutral.ChangeSpread(Target::kPeakMemory, std::log(2.0), 1e9));
+  EXPECT_NEAR(half.Fit(Target::kPeakMemory).slope, 0.5, 0.05);
+  EXPECT_DOUBLE_EQ(half.Fit(Target::kPeakMemory).fixed, 0.0);
+  EXPECT_LT(half.Fit(Target::kPeakMemory).Spread(std::log(2.0), 1e9),
+            neutral.Fit(Target::kPeakMemory).Spread(std::log(2.0), 1e9));
   // It survives the cluster meta's JSON.
   CodeCalibration back = CodeCalibration::FromJson(half.ToJson());
-  EXPECT_DOUBLE_EQ(back.Slope(Target::kPeakMemory), half.Slope(Target::kPeakMemory));
-  EXPECT_EQ(back.Changes(Target::kPeakMemory), 40);
+  EXPECT_DOUBLE_EQ(back.Fit(Target::kPeakMemory).slope, half.Fit(Target::kPeakMemory).slope);
+  EXPECT_EQ(back.Fit(Target::kPeakMemory).changes, 40);
   // An older train's sums are not read as changes (the next train writes them again).
   EXPECT_EQ(CodeCalibration::FromJson(
                 nlohmann::json::parse(R"({"runtime":{"changes":4,"sxy":1,"sxx":1,"syy":1}})"))
-                .Changes(Target::kRuntime),
+                .Fit(Target::kRuntime)
+                .changes,
             0);
   // A widened quantile moves outward on both sides, and not at all without a spread.
   EXPECT_LT(WidenLogOffset(-0.2, 0.1, 0.3), -0.2);
@@ -110,16 +111,16 @@ TEST(CodeChangeTest, EachKindOfChangeHasItsOwnSlope) {
     cal.AddChange(Target::kPeakMemory, x, x / 3, 1e9, "batch_size");
     cal.AddChange(Target::kPeakMemory, x, x, 1e9, "hidden+parameters");
   }
-  EXPECT_NEAR(cal.Slope(Target::kPeakMemory, "batch_size"), 1.0 / 3, 0.05);
-  EXPECT_NEAR(cal.Slope(Target::kPeakMemory, "hidden+parameters"), 1.0, 0.05);
-  double all = cal.Slope(Target::kPeakMemory);
+  EXPECT_NEAR(cal.Fit(Target::kPeakMemory, "batch_size").slope, 1.0 / 3, 0.05);
+  EXPECT_NEAR(cal.Fit(Target::kPeakMemory, "hidden+parameters").slope, 1.0, 0.05);
+  double all = cal.Fit(Target::kPeakMemory).slope;
   EXPECT_GT(all, 0.5);
   EXPECT_LT(all, 0.8);
-  EXPECT_DOUBLE_EQ(cal.Slope(Target::kPeakMemory, "seq_len"), all);
+  EXPECT_DOUBLE_EQ(cal.Fit(Target::kPeakMemory, "seq_len").slope, all);
   // The kinds survive the cluster meta's JSON.
   CodeCalibration back = CodeCalibration::FromJson(cal.ToJson());
-  EXPECT_DOUBLE_EQ(back.Slope(Target::kPeakMemory, "batch_size"),
-                   cal.Slope(Target::kPeakMemory, "batch_size"));
+  EXPECT_DOUBLE_EQ(back.Fit(Target::kPeakMemory, "batch_size").slope,
+                   cal.Fit(Target::kPeakMemory, "batch_size").slope);
   // What a change is: the numeric facts that differ, in order.
   EXPECT_EQ(ChangeKind(ReadCode(Facts(16), ""), ReadCode(Facts(32), "")), "batch_size");
   EXPECT_EQ(ChangeKind(ReadCode(Facts(16), ""), ReadCode(Facts(32, 2e7), "")),
@@ -128,9 +129,9 @@ TEST(CodeChangeTest, EachKindOfChangeHasItsOwnSlope) {
   // A change the code cannot size: bf16 halved the run time of ten past runs on this cluster.
   const std::string bf16 = "precision: fp32 → bf16";
   for (int k = 0; k < 10; ++k) cal.AddChange(Target::kRuntime, 0, std::log(0.5), 600, bf16);
-  EXPECT_NEAR(cal.Applied(Target::kRuntime, 0, 600, bf16), std::log(0.5) * 10 / 12, 1e-9);
-  EXPECT_DOUBLE_EQ(cal.Applied(Target::kRuntime, 0, 600, "optimizer: SGD → Adam"), 0.0);
-  EXPECT_DOUBLE_EQ(cal.Applied(Target::kRuntime, 0, 600), 0.0);
+  EXPECT_NEAR(cal.Fit(Target::kRuntime, bf16).Applied(0, 600), std::log(0.5) * 10 / 12, 1e-9);
+  EXPECT_DOUBLE_EQ(cal.Fit(Target::kRuntime, "optimizer: SGD → Adam").Applied(0, 600), 0.0);
+  EXPECT_DOUBLE_EQ(cal.Fit(Target::kRuntime).Applied(0, 600), 0.0);
   nlohmann::json fp32 = nlohmann::json::parse(Facts(16)), mixed = fp32;
   fp32["facts"]["precision"] = {{"value", "fp32"}, {"where", "train.py:9"}};
   mixed["facts"]["precision"] = {{"value", "bf16"}, {"where", "train.py:9"}};
@@ -151,14 +152,14 @@ TEST(CodeChangeTest, RunTimesFixedPartIsNotScaled) {
     double before = 60 + w, after = (60 + w * r) * std::exp(noise(rng));
     cal.AddChange(Target::kRuntime, std::log(r), std::log(after / before), before);
   }
-  EXPECT_NEAR(cal.FixedPart(Target::kRuntime), 60, 10);
+  EXPECT_NEAR(cal.Fit(Target::kRuntime).fixed, 60, 10);
   // A run of 2 minutes (1 of work) with its batch doubled takes 3, not 4.
-  double predicted = 120 * std::exp(cal.Applied(Target::kRuntime, std::log(2.0), 120));
+  double predicted = 120 * std::exp(cal.Fit(Target::kRuntime).Applied(std::log(2.0), 120));
   EXPECT_NEAR(predicted, 180, 180 * 0.05);
-  EXPECT_NEAR(120 * std::exp(CodeCalibration().Applied(Target::kRuntime, std::log(2.0), 120)), 240,
-              1e-9);
+  EXPECT_NEAR(120 * std::exp(CodeCalibration().Fit(Target::kRuntime).Applied(std::log(2.0), 120)),
+              240, 1e-9);
   // The fixed part is never more than 90 % of the run it moves from.
-  EXPECT_GT(cal.Applied(Target::kRuntime, std::log(2.0), 30), 0.0);
+  EXPECT_GT(cal.Fit(Target::kRuntime).Applied(std::log(2.0), 30), 0.0);
 }
 
 // 24 users, each running one program every 8 hours for 40 runs; now and then the batch size is
