@@ -28,6 +28,9 @@ Program styles (column program_style):
                         (the LLM optimisation guide's code, prompts included).
   mmdet-config          an MMDetection config file (model, data, optimizer dicts) trained with
                         tools/train.py under srun, 8 GPUs x samples_per_gpu.
+  detectron2-zoo        the detectron2 Python API as its tutorials write it: get_cfg(), the model
+                        zoo's config merged by path, cfg.SOLVER.IMS_PER_BATCH, DefaultTrainer;
+                        torchrun over the 8 GPUs.
   torchtune-recipe      torchtune's single-device recipes written as the equivalent HF + PEFT
                         program (bf16, activation checkpointing, torch.compile, PagedAdamW8bit
                         for the full fine-tune); the recipe's YAML is written beside it.
@@ -624,6 +627,41 @@ def mmdet_config(row):
             sbatch(row, launch, gpus=gpus, ntasks=gpus))
 
 
+# ---------------------------------------------------------------------------------------------
+# detectron2-zoo: a model-zoo config through detectron2's Python API, one process per GPU.
+
+def detectron2_zoo(row):
+    cfg = row["_config"]
+    gpus = int(row["gpus"] or 1)
+    ims = cfg["solver"]["ims_per_batch"]
+    program = "\n".join([
+        "# %s: %s, configs/%s (generated from data/published-gpu-memory/runs.csv)"
+        % (row["id"], row["source"], cfg["zoo_config"]),
+        "import torch.distributed as dist",
+        "from detectron2 import model_zoo",
+        "from detectron2.config import get_cfg",
+        "from detectron2.engine import DefaultTrainer",
+        "",
+        "",
+        "def main():",
+        "    dist.init_process_group(\"nccl\")",
+        "    cfg = get_cfg()",
+        "    cfg.merge_from_file(model_zoo.get_config_file(\"%s\"))" % cfg["zoo_config"],
+        "    cfg.DATASETS.TRAIN = (\"coco_2017_train\",)",
+        "    cfg.SOLVER.IMS_PER_BATCH = %d" % ims,
+        "    cfg.OUTPUT_DIR = \"output\"",
+        "    trainer = DefaultTrainer(cfg)",
+        "    trainer.resume_or_load(resume=False)",
+        "    trainer.train()",
+        "",
+        "",
+        "if __name__ == \"__main__\":",
+        "    main()",
+        ""])
+    launch = "torchrun --standalone --nproc_per_node=%d train.py" % gpus
+    return {"train.py": program}, sbatch(row, launch, gpus=gpus)
+
+
 # The part of an MMDetection 2.x checkout's tools/train.py that a job runs (condensed): read the
 # config, build the detector and the dataset, train under the slurm launcher.
 MMDET_TRAIN = """import argparse
@@ -669,7 +707,7 @@ def write_run(row, out, how):
     cfg_path = os.path.join(ROOT, "data", "published-gpu-memory", row["config"])
     with open(cfg_path) as f:
         row["_config"] = json.load(f)
-    hf = not row["model"].startswith("mmdet:")
+    hf = not row["model"].startswith(("mmdet:", "detectron2:"))
     ref = model_ref(row, how)
     style = row["program_style"]
     if style == "hf-trainer":
@@ -684,6 +722,8 @@ def write_run(row, out, how):
         files, job = pipeline_generate(row, ref)
     elif style == "mmdet-config":
         files, job = mmdet_config(row)
+    elif style == "detectron2-zoo":
+        files, job = detectron2_zoo(row)
     else:
         raise SystemExit("generate.py: %s: unknown program_style %r" % (row["id"], style))
     files["job.sbatch"] = job

@@ -123,6 +123,8 @@ struct CodeFacts {
   // A detector (torchvision's, an MMDetection config): fp32 bytes saved per image at 224²'s area,
   // its backbone's, FPN's and heads' (model_zoo.h DetectorSpec).
   Fact<double> image_activation_bytes;
+  // A two-stage detector's RoI heads: fp32 bytes saved per image on its sampled boxes.
+  Fact<double> roi_activation_bytes;
   // A hand-built MLP (nn.Linear layers only): the out_features of its layers summed (each layer
   // as often as it is built) and the widest layer's in or out features: what one sample's
   // activations take in features.

@@ -189,10 +189,11 @@ class Analyzer {
   void LearningRateFallback();                           // lr = 3e-4, --lr default
   // The model a call builds; each helper returns whether the call was its family's.
   void ExtractModelCall(const CallSite& c);
-  bool ExtractHfConfig(const CallSite& c);     // GPT2Config(n_layer=…), LlamaConfig(…)
-  bool ExtractPretrained(const CallSite& c);   // from_pretrained("gpt2"), create_model
-  bool ExtractVisionModel(const CallSite& c);  // resnet50(), vit_b_16()
-  bool ExtractMmdetConfig(const CallSite& c);  // model = dict(type='FasterRCNN', …)
+  bool ExtractHfConfig(const CallSite& c);          // GPT2Config(n_layer=…), LlamaConfig(…)
+  bool ExtractPretrained(const CallSite& c);        // from_pretrained("gpt2"), create_model
+  bool ExtractVisionModel(const CallSite& c);       // resnet50(), vit_b_16()
+  bool ExtractMmdetConfig(const CallSite& c);       // model = dict(type='FasterRCNN', …)
+  bool ExtractDetectron2Config(const CallSite& c);  // get_config_file("…/mask_rcnn_R_50_FPN…")
   void SetDetector(const DetectorSpec& d, SourceLine where, const std::string& how);
   bool ExtractDynamicModel(const CallSite& c);      // getattr(models, name)()
   bool ExtractTorchTransformer(const CallSite& c);  // nn.Transformer*, its layers and stacks

@@ -252,6 +252,9 @@ void Analyzer::SetDetector(const DetectorSpec& d, SourceLine where, const std::s
   Set(facts_.parameters, d.parameters, where,
       fmt::format("{}; counted from the backbone, FPN and heads", how), kRankCall);
   Set(facts_.image_activation_bytes, d.activation_bytes_per_image, where, how, kRankCall);
+  if (d.roi_bytes_per_image > 0) {
+    Set(facts_.roi_activation_bytes, d.roi_bytes_per_image, where, how, kRankCall);
+  }
   pending_.erase("model");
 }
 
@@ -289,7 +292,14 @@ bool Analyzer::ExtractMmdetConfig(const CallSite& c) {
       if (g.IsNumber()) groups = static_cast<int64_t>(g.number);
       if (w.IsNumber()) width = static_cast<int64_t>(w.number);
     }
-    auto spec = DetectorOf(t, depth, groups, width, 80, /*frozen_bn=*/false);
+    // MMDetection's ResNet: frozen_stages=1 and BN in eval mode with trainable weights (which
+    // saves its input); on a GPU the focal loss is mmcv's CUDA kernel.
+    DetectorTraining how{.frozen_bn = false, .frozen_stages = 1, .fused_focal_loss = true};
+    if (!ts_node_is_null(bb) && TypeOf(bb) == "call") {
+      Value fs = Eval(c.file, Kw(c.file, bb, "frozen_stages"), 0);
+      if (fs.IsNumber()) how.frozen_stages = static_cast<int>(fs.number);
+    }
+    auto spec = DetectorOf(t, depth, groups, width, 80, how);
     if (!spec.ok()) {
       Undecided("model", fmt::format("dict(type='{}'): {}", t, spec.status().message()), where);
       return true;
@@ -330,11 +340,102 @@ bool Analyzer::ExtractMmdetConfig(const CallSite& c) {
   return true;
 }
 
+// detectron2: a model-zoo config named by its path (model_zoo.get_config_file /
+// get_config("COCO-Detection/faster_rcnn_R_50_FPN_3x.yaml"), cfg.merge_from_file(…)) and
+// cfg.SOLVER.IMS_PER_BATCH, the batch over every GPU (the zoo's configs: 16).
+bool Analyzer::ExtractDetectron2Config(const CallSite& c) {
+  if (c.name != "get_config_file" && c.name != "get_config" && c.name != "merge_from_file") {
+    return false;
+  }
+  TSNode args = Field(c.node, "arguments");
+  if (ts_node_is_null(args) || NamedCount(args) == 0) return false;
+  Value path = Eval(c.file, Named(args, 0), 0);
+  if (path.kind != Value::Kind::kString || !path.text.ends_with(".yaml")) return false;
+  std::string_view file = path.text;
+  if (auto slash = file.rfind('/'); slash != std::string_view::npos) file.remove_prefix(slash + 1);
+  std::string_view type = file.starts_with("faster_rcnn_") ? "FasterRCNN"
+                          : file.starts_with("retinanet_") ? "RetinaNet"
+                          : file.starts_with("mask_rcnn_") ? "MaskRCNN"
+                                                           : "";
+  if (type.empty()) return false;
+  SourceLine where = Where(c);
+  Set(facts_.framework, std::string("detectron2"), where, "a detectron2 model-zoo config",
+      kRankCall);
+  pending_.erase("framework");
+  if (file.find("_FPN") == std::string_view::npos) {
+    Undecided("model", fmt::format("{}: only FPN backbones are modelled, not C4 or DC5", file),
+              where);
+    return true;
+  }
+  int64_t depth = 0, groups = 1, width = 64;
+  if (file.find("_R_50_") != std::string_view::npos) depth = 50;
+  if (file.find("_R_101_") != std::string_view::npos) depth = 101;
+  if (file.find("_X_101_32x8d_") != std::string_view::npos) depth = 101, groups = 32, width = 8;
+  // detectron2's ResNets: FrozenBN, stem and res2 frozen (FREEZE_AT=2); RetinaNet's focal loss
+  // is fvcore's, written in Python.
+  auto spec = DetectorOf(type, depth, groups, width, 80,
+                         {.frozen_bn = true, .frozen_stages = 1, .fused_focal_loss = false});
+  if (!spec.ok()) {
+    Undecided("model", fmt::format("{}: {}", file, spec.status().message()), where);
+    return true;
+  }
+  SetDetector(*spec, where, fmt::format("detectron2 {} (FrozenBN, FREEZE_AT=2)", file));
+  Set(facts_.image_size, int64_t{1033}, where,
+      "detectron2 resize: short side up to 800, long side up to 1333 (the area of a 1033² image)",
+      kRankDefault);
+  Set(facts_.training, true, where, "a detectron2 model-zoo config", kRankDefault);
+  Set(facts_.optimizer, Optimizer::kSgdMomentum, where,
+      "detectron2's solver: SGD with momentum 0.9", kRankDefault);
+  Set(facts_.parallelism, std::string("detectron2 (DDP)"), where,
+      "detectron2 wraps the model in DDP, one process per GPU", kRankDefault);
+  // The batch is over every GPU: each process takes its share.
+  const int processes = std::max(1, facts_.processes.value.value_or(1));
+  std::optional<Value> total;
+  for (const auto& [name, list] : bindings_) {
+    if (!name.ends_with("SOLVER.IMS_PER_BATCH") || list.empty()) continue;
+    total = Eval(list.back().file, list.back().value, 0);
+    if (total->IsNumber() && total->number >= 1) {
+      Set(facts_.batch_size, std::max<int64_t>(1, std::llround(total->number) / processes),
+          Where(list.back().file, list.back().value),
+          fmt::format("{}={} over {} process{}", name, total->number, processes,
+                      processes == 1 ? "" : "es"),
+          kRankCall);
+    }
+  }
+  if (!total) {
+    Set(facts_.batch_size, std::max<int64_t>(1, 16 / processes), where,
+        fmt::format("SOLVER.IMS_PER_BATCH=16 (the model zoo's) over {} process{}", processes,
+                    processes == 1 ? "" : "es"),
+        kRankDefault);
+  }
+  return true;
+}
+
 bool Analyzer::ExtractVisionModel(const CallSite& c) {
   std::string_view name = c.name;
   SourceLine where = Where(c);
-  if (auto d = FindTorchvisionDetector(name)) {
-    SetDetector(*d, where, fmt::format("{}()", c.callee));
+  // Pretrained unless both the weights and the backbone's are None (or pretrained_backbone=
+  // False): then the BNs train and so does every stage.
+  auto is = [&](std::string_view k, Value::Kind kind, double number = 0) {
+    Value v = KwValue(c, k);
+    return v.kind == kind && (kind != Value::Kind::kBool || v.number == number);
+  };
+  bool has_weights =
+      !ts_node_is_null(Kw(c.file, c.node, "weights")) && !is("weights", Value::Kind::kNone);
+  bool scratch = !has_weights && !is("pretrained", Value::Kind::kBool, 1) &&
+                 (is("weights_backbone", Value::Kind::kNone) ||
+                  is("pretrained_backbone", Value::Kind::kBool, 0));
+  DetectorTraining how{.frozen_bn = !scratch, .frozen_stages = scratch ? -1 : 1};
+  Value layers = KwValue(c, "trainable_backbone_layers");
+  if (!scratch && layers.IsNumber() && layers.number >= 0 && layers.number <= 5) {
+    how.frozen_stages = 4 - static_cast<int>(layers.number);
+  }
+  if (auto d = FindTorchvisionDetector(name, how)) {
+    SetDetector(*d, where,
+                fmt::format("{}(){}", c.callee,
+                            scratch ? ", from scratch: every BN and stage trains"
+                                    : fmt::format(", pretrained: frozen BN, {} stages train",
+                                                  4 - how.frozen_stages)));
     // GeneralizedRCNNTransform resizes to min_size 800, max_size 1333.
     Set(facts_.image_size, int64_t{1033}, where,
         "torchvision detection resize 1333×800 (the area of a 1033² image)", kRankDefault);
@@ -515,8 +616,9 @@ void Analyzer::ExtractTorchLayer(const CallSite& c) {
 }
 
 void Analyzer::ExtractModelCall(const CallSite& c) {
-  if (ExtractMmdetConfig(c) || ExtractHfConfig(c) || ExtractPretrained(c) ||
-      ExtractVisionModel(c) || ExtractDynamicModel(c) || ExtractTorchTransformer(c)) {
+  if (ExtractMmdetConfig(c) || ExtractDetectron2Config(c) || ExtractHfConfig(c) ||
+      ExtractPretrained(c) || ExtractVisionModel(c) || ExtractDynamicModel(c) ||
+      ExtractTorchTransformer(c)) {
     return;
   }
   ExtractTorchLayer(c);

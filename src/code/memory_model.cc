@@ -111,6 +111,10 @@ std::string FormatGb(double bytes) {
 
 namespace {
 
+// A detector's step transients per input pixel (see ActivationTerms), fitted on the published
+// table's dev split: the median of (measured − estimate) over detectron2's 11 FPN runs.
+constexpr double kDetectorTransientBytesPerPixel = 453;
+
 // NotFound for a fact the estimate needs, with the analysis's reason when it gave one.
 Status Missing(const CodeFacts& f, const std::string& what) {
   std::string reason = "not found";
@@ -384,6 +388,7 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, b
   MemoryTerm logits{"logits", 0, "", {}};
   MemoryTerm kv_cache{"KV cache", 0, "", {}};
   MemoryTerm adapter_acts{"adapter activations", 0, "", {}};
+  MemoryTerm transients{"detector step transients", 0, "", {}};
   bool half_acts = precision != Precision::kFp32;
   Checkpointing ckpt = f.checkpointing.value.value_or(Checkpointing::kNone);
   bool fused = f.fused_attention.value.value_or(false);
@@ -515,14 +520,32 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, b
     double factor = (half_acts ? 0.5 : 1) * (!training                      ? 0.1
                                              : ckpt == Checkpointing::kFull ? 0.3
                                                                             : 1);
-    act = per_image * area * b * factor;
-    acts.formula = fmt::format("{:.0f} MB/image at 224² (fp32) × ({}/224)² × b={}{}{}",
-                               per_image / 1e6, img, b, half_acts ? " × 0.5 (16-bit)" : "",
-                               !training                      ? " × 0.1 (inference)"
-                               : ckpt == Checkpointing::kFull ? " × 0.3 (checkpointing)"
-                                                              : "");
+    // A two-stage detector's RoI heads save a fixed amount per image, whatever its size.
+    double roi = f.roi_activation_bytes.value.value_or(0) * factor;
+    act = per_image * area * b * factor + roi * b;
+    acts.formula =
+        fmt::format("{:.0f} MB/image at 224² (fp32) × ({}/224)²{} × b={}{}{}", per_image / 1e6, img,
+                    roi > 0 ? fmt::format(" + {:.0f} MB of RoI heads", roi / 1e6) : "", b,
+                    half_acts ? " × 0.5 (16-bit)" : "",
+                    !training                      ? " × 0.1 (inference)"
+                    : ckpt == Checkpointing::kFull ? " × 0.3 (checkpointing)"
+                                                   : "");
     acts.bytes = act;
-    e->bytes_per_sample = act / b;
+    if (f.image_activation_bytes.known() && training) {
+      // What a detector's step holds beside what it saves, at its peak: the IoU matrices of
+      // every anchor against every box of the image (anchors grow with the pixels), gradients
+      // in flight and cuDNN's workspace. One constant per input pixel, fitted on detectron2's
+      // model zoo (the published table's dev split; docs/accuracy-code.md).
+      transients.bytes = kDetectorTransientBytesPerPixel * img * img * b;
+      transients.formula = fmt::format(
+          "{:.0f} B per input pixel × {}² × b={}: anchor-box IoU matrices, gradients in flight "
+          "and cuDNN workspace (fitted on detectron2's model zoo)",
+          kDetectorTransientBytesPerPixel, img, b);
+      AddLine(&transients.lines, f.model);
+      AddLine(&transients.lines, f.image_size);
+      AddLine(&transients.lines, f.batch_size);
+    }
+    e->bytes_per_sample = (act + transients.bytes) / b;
   } else if (f.architecture == Architecture::kMlp && f.mlp_features.known() &&
              f.batch_size.known()) {
     // A stack of nn.Linear layers: in training each layer's output is saved by the nonlinearity
@@ -563,7 +586,9 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, b
   if (logits.bytes > 0) e->terms.push_back(logits);
   if (kv_cache.bytes > 0) e->terms.push_back(kv_cache);
   if (adapter_acts.bytes > 0) e->terms.push_back(adapter_acts);
-  *dynamic_bytes = acts.bytes + logits.bytes + kv_cache.bytes + adapter_acts.bytes;
+  if (transients.bytes > 0) e->terms.push_back(transients);
+  *dynamic_bytes =
+      acts.bytes + logits.bytes + kv_cache.bytes + adapter_acts.bytes + transients.bytes;
   return Status::Ok();
 }
 

@@ -758,27 +758,83 @@ std::optional<VisionSpec> FindVisionModel(std::string_view name) {
   return std::nullopt;
 }
 
+double ResNetSavedPerPixel(int64_t depth, int64_t inner_width, const DetectorTraining& how) {
+  // Blocks per stage; depths 18 and 34 use basic blocks (two 3×3 convolutions, c wide),
+  // the others bottlenecks (1×1 to w, 3×3, 1×1 to 4·64·2^stage).
+  std::array<int, 4> blocks{};
+  switch (depth) {
+    case 18:
+      blocks = {2, 2, 2, 2};
+      break;
+    case 34:
+    case 50:
+      blocks = {3, 4, 6, 3};
+      break;
+    case 101:
+      blocks = {3, 4, 23, 3};
+      break;
+    case 152:
+      blocks = {3, 8, 36, 3};
+      break;
+    default:
+      return 0;
+  }
+  const bool basic = depth < 50;
+  const double bn = how.frozen_bn ? 0 : 1;  // a trainable (or eval-mode) BN saves its input
+  // Elements per input pixel of a map of c channels at a stride.
+  auto map = [](double c, double stride) { return c / (stride * stride); };
+  double saved = 0;
+  if (how.frozen_stages < 0) {
+    // Stem: the convolution's input (the image), BN's input, ReLU's output (max-pooled in
+    // place: its int64 indices are two fp32 maps' worth) and the pooled map.
+    saved += map(3, 1) + (1 + bn) * map(64, 2) + 2 * map(64, 4) + map(64, 4);
+  }
+  double in_c = 64;
+  for (int s = 0; s < 4; ++s) {
+    const double stride_out = 4.0 * (1 << s), stride_in = s == 0 ? 4 : stride_out / 2;
+    const double out_c = basic ? 64.0 * (1 << s) : 256.0 * (1 << s);
+    const double w = basic ? out_c : static_cast<double>(inner_width) * (1 << s);
+    const bool trainable = s >= how.frozen_stages;  // frozen_stages counts the stem as 0
+    if (trainable) {
+      // The first trainable block's input is saved by its convolutions; a trainable stage's
+      // blocks otherwise reuse the previous block's saved output.
+      if (s == how.frozen_stages) saved += map(in_c, stride_in);
+      for (int b = 0; b < blocks[s]; ++b) {
+        const double a_in = b == 0 ? stride_in : stride_out;
+        const bool down = b == 0 && (s > 0 || in_c != out_c);
+        if (basic) {
+          // conv1 (stride) → BN → ReLU → conv2 → BN → + identity → ReLU.
+          saved += map(w, stride_out) * (1 + bn) + map(out_c, stride_out) * (1 + bn);
+        } else {
+          // conv1 → BN → ReLU (its output conv2's saved input) → conv2 (stride) → BN → ReLU →
+          // conv3 → BN → + identity → ReLU (the block's output, saved by the next block).
+          saved += map(w, a_in) * (1 + bn) + map(w, stride_out) * (1 + bn) +
+                   map(out_c, stride_out) * (1 + bn);
+        }
+        if (down) saved += bn * map(out_c, stride_out);  // the downsample's BN input
+      }
+    }
+    in_c = out_c;
+  }
+  return saved;
+}
+
 StatusOr<DetectorSpec> DetectorOf(std::string_view detector, int64_t depth, int64_t groups,
-                                  int64_t width_per_group, int64_t num_classes, bool frozen_bn) {
+                                  int64_t width_per_group, int64_t num_classes,
+                                  const DetectorTraining& how) {
+  const bool frozen_bn = how.frozen_bn;
   // The backbone without its classifier (fc 2048·1000 + 1000, or 512·1000 + 1000): torchvision's
   // counts, and the parameters of its BatchNorms (2 per channel) for frozen_bn.
   struct Backbone {
     int64_t depth, groups, width;
-    double params, bn_params;     // bn_params: resnet50's only (torchvision's frozen BN)
-    std::string_view table_name;  // the classification table's entry for activations
-    double act_scale;             // ResNeXt: wider grouped convolutions than that entry
+    double params, bn_params;  // bn_params: resnet50's only (torchvision's frozen BN)
   };
-  // ResNeXt's bottleneck is groups·width wide where ResNet's is 64 (stage 1): resnext50_32x4d's
-  // table figure is 1.33× resnet50's; 64x4d doubles the two inner maps of each block again.
   static constexpr Backbone kBackbones[] = {
-      {18, 1, 64, 11689512.0 - 513000, 0, "resnet18", 1},
-      {34, 1, 64, 21797672.0 - 513000, 0, "resnet34", 1},
-      {50, 1, 64, 25557032.0 - 2049000, 53120, "resnet50", 1},
-      {101, 1, 64, 44549160.0 - 2049000, 0, "resnet101", 1},
-      {152, 1, 64, 60192808.0 - 2049000, 0, "resnet152", 1},
-      {50, 32, 4, 25028904.0 - 2049000, 0, "resnet50", 140.0 / 105},
-      {101, 32, 4, 44177704.0 - 2049000, 0, "resnet101", 140.0 / 105},
-      {101, 64, 4, 83455272.0 - 2049000, 0, "resnet101", 1 + 2 * (140.0 / 105 - 1)},
+      {18, 1, 64, 11689512.0 - 513000, 0},      {34, 1, 64, 21797672.0 - 513000, 0},
+      {50, 1, 64, 25557032.0 - 2049000, 53120}, {101, 1, 64, 44549160.0 - 2049000, 0},
+      {152, 1, 64, 60192808.0 - 2049000, 0},    {50, 32, 4, 25028904.0 - 2049000, 0},
+      {101, 32, 4, 44177704.0 - 2049000, 0},    {101, 64, 4, 83455272.0 - 2049000, 0},
+      {101, 32, 8, 88791336.0 - 2049000, 0},
   };
   const Backbone* bb = nullptr;
   const int64_t g = groups > 1 ? groups : 1;
@@ -806,20 +862,29 @@ StatusOr<DetectorSpec> DetectorOf(std::string_view detector, int64_t depth, int6
     params += conv(level * wide, c, 1) + conv(c, c, 3);
   }
   const double classes = static_cast<double>(num_classes);
-  // Pyramid maps in units of one stride-4 256-channel map (levels 2–6 sum to 1.33 of it).
-  double maps = 2 * 1.33;  // FPN: the lateral sum and the output convolution's input per level
+  // What the neck and heads save, in elements per input pixel: a pyramid of 256-channel maps
+  // from stride 4 (P2–P6) holds 1.33 × 256/16 per pixel, from stride 8 (P3–P7) a quarter of it.
+  // Counted as torchvision's models save them (bench/published/saved_activations.py).
+  double neck_heads = 0;
   if (retina) {
+    const double pyramid = 1.33 * c / 64;
     // torchvision takes P6 from P5, MMDetection ('on_input') from C5.
     params += conv(frozen_bn ? c : c5, c, 3) + conv(c, c, 3);
     // Four 3×3 convolutions in each of the class and box branches, 9 anchors per position.
     params += 8 * conv(c, c, 3) + conv(c, 9 * classes, 3) + conv(c, 9 * 4, 3);
-    // Eight saved convolution inputs, and the class logits (9·classes channels) with the
-    // sigmoid focal loss's fp32 intermediates (three maps of them).
-    maps += 1.33 * (8 + 3 * 9 * classes / c);
+    // FPN: the output convolutions' inputs; each branch: the pyramid and four ReLU outputs.
+    neck_heads += pyramid + 9 * pyramid;
+    // The class logits (9·classes channels): the sigmoid focal loss written in Python
+    // (torchvision's) saves eight tensors of their size (logits, targets, p, 1 − p, 1 − t,
+    // the cross-entropy, the modulating factor and alpha_t); mmcv's CUDA kernel only its input.
+    const double logits = pyramid * 9 * classes / c;
+    neck_heads += logits * (how.fused_focal_loss ? 1 : 8);
   } else {
+    const double pyramid = 1.33 * c / 16;
     // RPN: a 3×3 convolution and 1×1 objectness and box outputs for 3 anchors.
     params += conv(c, c, 3) + conv(c, 3, 1) + conv(c, 12, 1);
-    maps += 1.33;
+    // FPN's top-down sums, the RPN convolution's input (the FPN output) and its ReLU output.
+    neck_heads += 3 * pyramid;
     // Box head: two shared fully connected layers on 7×7 RoIs, class scores (MMDetection adds
     // the background to num_classes; torchvision's 91 include it) and a box per class.
     const double scores = frozen_bn ? classes : classes + 1;
@@ -830,23 +895,34 @@ StatusOr<DetectorSpec> DetectorOf(std::string_view detector, int64_t depth, int6
       params += 4 * conv(c, c, 3) + conv(c, c, 2) + conv(c, classes, 1);
     }
   }
-  auto backbone_acts = FindVisionModel(bb->table_name);
-  const double stride4_map = 56.0 * 56 * c * 4;  // 224² image: 56² positions, fp32
+  const double inner = g > 1 ? static_cast<double>(g * width_per_group) : 64;
+  const double backbone = ResNetSavedPerPixel(depth, static_cast<int64_t>(inner), how);
   DetectorSpec d;
   d.name = fmt::format("{} {}{} FPN", detector, g > 1 ? "x" : "r", depth);
   d.parameters = params;
-  d.activation_bytes_per_image =
-      backbone_acts->activation_bytes_per_image * bb->act_scale + maps * stride4_map;
+  d.activation_bytes_per_image = (backbone + neck_heads) * 224 * 224 * 4;  // fp32
+  if (!retina) {
+    // The box head on the 512 boxes sampled per image (detectron2's BATCH_SIZE_PER_IMAGE,
+    // MMDetection's sampler num, torchvision's box_batch_size_per_image): the pooled 7×7×256
+    // features and the outputs of its two 1024-wide layers.
+    d.roi_bytes_per_image = 512 * (c * 49 + 2 * 1024) * 4;
+    if (mask) {
+      // The mask head on the positive quarter (128): the inputs of its four 3×3 convolutions
+      // and the last ReLU's output at 14×14, the transposed convolution's output at 28×28.
+      d.roi_bytes_per_image += 128 * (5 * c * 14 * 14 + c * 28 * 28) * 4;
+    }
+  }
   return d;
 }
 
-std::optional<DetectorSpec> FindTorchvisionDetector(std::string_view name) {
+std::optional<DetectorSpec> FindTorchvisionDetector(std::string_view name,
+                                                    const DetectorTraining& how) {
   std::string_view type = name == "fasterrcnn_resnet50_fpn"  ? "FasterRCNN"
                           : name == "retinanet_resnet50_fpn" ? "RetinaNet"
                           : name == "maskrcnn_resnet50_fpn"  ? "MaskRCNN"
                                                              : "";
   if (type.empty()) return std::nullopt;
-  auto d = DetectorOf(type, 50, 1, 64, 91, /*frozen_bn=*/true);
+  auto d = DetectorOf(type, 50, 1, 64, 91, how);
   if (!d.ok()) return std::nullopt;
   d->name = std::string(name);
   return *d;

@@ -77,21 +77,46 @@ struct DetectorSpec {
   std::string name;   // "FasterRCNN r50 FPN"
   double parameters;  // every trainable parameter
   // fp32 activation bytes saved for backward per image, at the area of a 224x224 image: the
-  // backbone's (the classification table's figure) plus the FPN's and the dense heads' maps,
-  // counted in stride-4 256-channel feature maps over the pyramid. The RoI heads' activations
-  // (a fixed number of sampled boxes) are not counted.
+  // backbone's, the FPN's and the dense heads' maps, counted the way autograd saves them.
   double activation_bytes_per_image;
+  // fp32 bytes the RoI heads save per image, whatever its size: they run on a fixed number of
+  // sampled boxes (512, a quarter of them positive for the mask head).
+  double roi_bytes_per_image = 0;
 };
 
+// How a detector's backbone is trained, which sets what its backward pass keeps.
+struct DetectorTraining {
+  // torchvision's FrozenBatchNorm2d: the BN weights are buffers, not parameters, and the BN is
+  // an affine map that saves nothing. A BatchNorm with trainable weights saves its input, in
+  // eval mode too (MMDetection's norm_eval).
+  bool frozen_bn = false;
+  // The stem (0) and the first n stages are frozen and save nothing; -1 trains the whole
+  // backbone. MMDetection's frozen_stages, torchvision's 5 − trainable_backbone_layers.
+  int frozen_stages = 1;
+  // RetinaNet's sigmoid focal loss as mmcv's CUDA kernel (saves its logits) rather than
+  // written in Python (torchvision's: eight tensors of the logits' size).
+  bool fused_focal_loss = false;
+};
+
+// Elements a ResNet/ResNeXt body saves for backward per input pixel (fp32 maps), counted block
+// by block: each convolution's input, each trainable BN's input, each ReLU's output (in place,
+// so one storage with the next convolution's input). inner_width is the first stage's
+// bottleneck width: 64 for ResNet, groups × width per group for ResNeXt. 0 for another depth.
+double ResNetSavedPerPixel(int64_t depth, int64_t inner_width, const DetectorTraining& how);
+
 // detector: "FasterRCNN", "RetinaNet" or "MaskRCNN"; backbone depth 18, 34, 50, 101 or 152;
-// groups > 1 for ResNeXt (32x4d, 64x4d at depth 101, 32x4d at 50); num_classes the
-// dataset's (MMDetection's heads: 80 for COCO; torchvision's: 91). `frozen_bn`: torchvision's
-// FrozenBatchNorm2d, whose weights are buffers, not parameters. BadInput for another detector or
-// backbone.
+// groups > 1 for ResNeXt (32x4d, 32x8d, 64x4d at depth 101, 32x4d at 50); num_classes the
+// dataset's (MMDetection's heads: 80 for COCO; torchvision's: 91). BadInput for another
+// detector or backbone.
 StatusOr<DetectorSpec> DetectorOf(std::string_view detector, int64_t depth, int64_t groups,
-                                  int64_t width_per_group, int64_t num_classes, bool frozen_bn);
-// torchvision's detection constructors by exact name ("fasterrcnn_resnet50_fpn").
-std::optional<DetectorSpec> FindTorchvisionDetector(std::string_view name);
+                                  int64_t width_per_group, int64_t num_classes,
+                                  const DetectorTraining& how);
+// torchvision's detection constructors by exact name ("fasterrcnn_resnet50_fpn"). With
+// pretrained weights (the constructors' default backbone weights) torchvision freezes the BNs
+// and trains 3 stages; from scratch it trains every BN and stage.
+std::optional<DetectorSpec> FindTorchvisionDetector(std::string_view name,
+                                                    const DetectorTraining& how = {
+                                                        .frozen_bn = true, .frozen_stages = 1});
 
 // A config's value for a key as written ("4096", "true", "llama"); nullopt when absent.
 using ConfigLookup = std::function<std::optional<std::string>(std::string_view key)>;

@@ -690,11 +690,114 @@ TEST(MemoryModelTest, MmdetectionConfigNamedOnTheCommandLine) {
   EXPECT_EQ(f.training.value, true);
   auto e = EstimateGpuMemory(f);
   ASSERT_TRUE(e.ok()) << e.status().ToString();
-  auto d = DetectorOf("RetinaNet", 50, 1, 64, 80, false);
+  auto d = DetectorOf("RetinaNet", 50, 1, 64, 80,
+                      {.frozen_bn = false, .frozen_stages = 1, .fused_focal_loss = true});
   ASSERT_TRUE(d.ok());
   // Per-image bytes at 224²'s area × (1033/224)² × 4 images × 0.5 (16-bit activations).
   EXPECT_NEAR(Term(*e, "activations"),
               d->activation_bytes_per_image * (1033.0 / 224) * (1033.0 / 224) * 4 * 0.5, 1.0);
+}
+
+TEST(MemoryModelTest, TorchvisionDetectorFromScratchTrainsEveryBnAndStage) {
+  auto program = [](const std::string& args, int batch) {
+    return fmt::format(R"(
+import torch
+import torchvision
+model = torchvision.models.detection.fasterrcnn_resnet50_fpn({}).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
+loader = torch.utils.data.DataLoader(dataset, batch_size={}, collate_fn=collate)
+for images, targets in loader:
+    loss = sum(model(images, targets).values())
+    loss.backward()
+    optimizer.step()
+)",
+                       args, batch);
+  };
+  Analysed pretrained = AnalyseSource("det-pretrained", program("num_classes=91", 2));
+  Analysed scratch =
+      AnalyseSource("det-scratch", program("weights=None, weights_backbone=None", 2));
+  Analysed three = AnalyseSource("det-frozen", program("trainable_backbone_layers=0", 2));
+  Analysed one = AnalyseSource("det-one", program("", 1));
+  const DetectorTraining frozen{.frozen_bn = true, .frozen_stages = 1};
+  // The box head's 512 sampled boxes per image save the same whatever the image's size.
+  const double roi = 512.0 * (256 * 49 + 2 * 1024) * 4;
+  EXPECT_EQ(FindTorchvisionDetector("fasterrcnn_resnet50_fpn")->roi_bytes_per_image, roi);
+  auto per_image = [&](const DetectorTraining& how) {
+    const double area = (1033.0 / 224) * (1033.0 / 224);  // 1333×800
+    return FindTorchvisionDetector("fasterrcnn_resnet50_fpn", how)->activation_bytes_per_image *
+               area +
+           roi;
+  };
+  auto acts = [](const Analysed& a) { return Term(a.estimate, "activations"); };
+  EXPECT_NEAR(acts(pretrained), per_image(frozen) * 2, 1.0);
+  EXPECT_NEAR(acts(scratch), per_image({.frozen_bn = false, .frozen_stages = -1}) * 2, 1.0);
+  EXPECT_GT(acts(scratch), 2 * acts(pretrained));
+  // trainable_backbone_layers=0: the body saves nothing, only the FPN and the RPN do.
+  EXPECT_NEAR(acts(three), per_image({.frozen_bn = true, .frozen_stages = 4}) * 2, 1.0);
+  EXPECT_LT(acts(three), acts(pretrained) / 2);
+  EXPECT_NEAR(acts(one), per_image(frozen), 1.0);
+  // The step's transients grow with the pixels and the batch, and a detector's only.
+  EXPECT_NEAR(Term(pretrained.estimate, "detector step transients"),
+              2 * Term(one.estimate, "detector step transients"), 1.0);
+  EXPECT_GT(Term(one.estimate, "detector step transients"), 0.4 * 1333 * 800);
+  EXPECT_NE(scratch.facts.model.how.find("from scratch"), std::string::npos);
+}
+
+TEST(MemoryModelTest, Detectron2ModelZooConfigAndItsBatchOverEveryGpu) {
+  auto program = [](const std::string& zoo) {
+    return fmt::format(R"(
+from detectron2 import model_zoo
+from detectron2.config import get_cfg
+from detectron2.engine import DefaultTrainer
+cfg = get_cfg()
+cfg.merge_from_file(model_zoo.get_config_file("{}"))
+cfg.SOLVER.IMS_PER_BATCH = 8
+trainer = DefaultTrainer(cfg)
+trainer.train()
+)",
+                       zoo);
+  };
+  Analysed mask = AnalyseJob("d2-mask", "torchrun --nproc_per_node=4 train.py",
+                             program("COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml"), {});
+  const CodeFacts& f = mask.facts;
+  EXPECT_EQ(f.model.value, "MaskRCNN r50 FPN");
+  EXPECT_EQ(f.framework.value, "detectron2");
+  EXPECT_EQ(f.batch_size.value, 2);  // 8 images over 4 processes
+  EXPECT_EQ(f.batch_size.where.ToString(), "train.py:7");
+  EXPECT_EQ(f.optimizer.value, Optimizer::kSgdMomentum);
+  EXPECT_EQ(f.training.value, true);
+  EXPECT_GT(Term(mask.estimate, "DDP gradient buckets"), 0);
+  // FrozenBN and a frozen stem and res2, as torchvision's pretrained detectors; the mask head
+  // on 128 positive boxes per image adds its saved maps.
+  auto d = DetectorOf("MaskRCNN", 50, 1, 64, 80, {.frozen_bn = true, .frozen_stages = 1});
+  ASSERT_TRUE(d.ok());
+  EXPECT_NEAR(d->roi_bytes_per_image,
+              (512.0 * (256 * 49 + 2 * 1024) + 128.0 * (5 * 256 * 196 + 256 * 784)) * 4, 1.0);
+  EXPECT_NEAR(
+      Term(mask.estimate, "activations"),
+      (d->activation_bytes_per_image * (1033.0 / 224) * (1033.0 / 224) + d->roi_bytes_per_image) *
+          2,
+      1.0);
+  Analysed retina = AnalyseJob("d2-retina", "python train.py",
+                               program("COCO-Detection/retinanet_R_101_FPN_3x.yaml"), {});
+  EXPECT_EQ(retina.facts.model.value, "RetinaNet r101 FPN");
+  EXPECT_EQ(retina.facts.batch_size.value, 8);  // one process
+  // A C4 backbone is not modelled: the model is undetermined, with the reason.
+  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "rightsize-d2-c4";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "train.sh") << "#!/bin/bash\npython train.py\n";
+  std::ofstream(dir / "train.py") << program("COCO-Detection/faster_rcnn_R_50_C4_1x.yaml");
+  auto script = ParseJobScriptFile((dir / "train.sh").string());
+  ASSERT_TRUE(script.ok());
+  auto c4 = AnalyzeJobCode(*script, dir.string(), "train.sh");
+  ASSERT_TRUE(c4.ok()) << c4.status().ToString();
+  EXPECT_FALSE(c4->model.known());
+  bool said = false;
+  for (const auto& u : c4->undetermined)
+    said = said || u.reason.find("not C4") != std::string::npos;
+  EXPECT_TRUE(said);
+  EXPECT_FALSE(EstimateGpuMemory(*c4).ok());
 }
 
 TEST(MemoryModelTest, EncoderDecoderRunsItsDecoderAtTheTargetLength) {

@@ -4,6 +4,7 @@
 // architecture facts, the totals model.num_parameters() gives, not measurements.
 #include "code/model_zoo.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -162,18 +163,56 @@ TEST(ModelZooTest, DetectorsCountedFromBackboneFpnAndHeads) {
   EXPECT_DOUBLE_EQ(FindTorchvisionDetector("retinanet_resnet50_fpn")->parameters, 34014999.0);
   EXPECT_FALSE(FindTorchvisionDetector("ssd300_vgg16").has_value());
   // MMDetection trains the BNs and has 80 COCO classes (+ background in the box scores).
-  auto r50 = DetectorOf("FasterRCNN", 50, 1, 64, 80, false);
-  auto r101 = DetectorOf("FasterRCNN", 101, 1, 64, 80, false);
+  const DetectorTraining mmdet{.frozen_bn = false, .frozen_stages = 1, .fused_focal_loss = true};
+  auto r50 = DetectorOf("FasterRCNN", 50, 1, 64, 80, mmdet);
+  auto r101 = DetectorOf("FasterRCNN", 101, 1, 64, 80, mmdet);
   ASSERT_TRUE(r50.ok() && r101.ok());
   EXPECT_DOUBLE_EQ(r50->parameters, 41755286.0 + 53120 - 1024 * 10 - 10 - (1024 * 44 + 44));
   EXPECT_DOUBLE_EQ(r101->parameters - r50->parameters, 44549160.0 - 25557032.0);
   EXPECT_GT(r101->activation_bytes_per_image, r50->activation_bytes_per_image);
-  auto retina = DetectorOf("RetinaNet", 50, 1, 64, 80, false);
+  auto retina = DetectorOf("RetinaNet", 50, 1, 64, 80, mmdet);
   ASSERT_TRUE(retina.ok());
   EXPECT_GT(retina->activation_bytes_per_image, r50->activation_bytes_per_image);  // dense head
-  EXPECT_TRUE(DetectorOf("RetinaNet", 101, 64, 4, 80, false).ok());                // ResNeXt
-  EXPECT_FALSE(DetectorOf("FasterRCNN", 77, 1, 64, 80, false).ok());
-  EXPECT_FALSE(DetectorOf("YOLOX", 50, 1, 64, 80, false).ok());
+  EXPECT_TRUE(DetectorOf("RetinaNet", 101, 64, 4, 80, mmdet).ok());                // ResNeXt
+  EXPECT_FALSE(DetectorOf("FasterRCNN", 77, 1, 64, 80, mmdet).ok());
+  EXPECT_FALSE(DetectorOf("YOLOX", 50, 1, 64, 80, mmdet).ok());
+}
+
+// What torchvision 0.14's detectors saved for backward in one training step on two 800×1333
+// images, measured on this machine's CPU by bench/published/saved_activations.py (every saved
+// storage once, parameters and buffers left out), in GiB: the ResNet body, and the FPN with the
+// RPN (two-stage) or the RetinaNet head.
+TEST(ModelZooTest, DetectorActivationsAreWhatAutogradSaves) {
+  const double pixels = 800.0 * 1333 * 2;  // two images
+  auto gib = [&](double per_pixel) { return per_pixel * pixels * 4 / (1 << 30); };
+  const DetectorTraining pretrained{.frozen_bn = true, .frozen_stages = 1};
+  const DetectorTraining bn_trainable{.frozen_bn = false, .frozen_stages = 1};
+  const DetectorTraining scratch{.frozen_bn = false, .frozen_stages = -1};
+  struct Measured {
+    int64_t depth;
+    DetectorTraining how;
+    double body_gib;
+  };
+  for (const auto& m : {Measured{50, pretrained, 0.957}, Measured{50, bn_trainable, 1.899},
+                        Measured{50, scratch, 3.429}, Measured{101, pretrained, 1.775},
+                        Measured{101, bn_trainable, 3.533}, Measured{101, scratch, 5.063}}) {
+    SCOPED_TRACE(fmt::format("resnet{} frozen_bn={} frozen_stages={}", m.depth, m.how.frozen_bn,
+                             m.how.frozen_stages));
+    EXPECT_NEAR(gib(ResNetSavedPerPixel(m.depth, 64, m.how)), m.body_gib, 0.04 * m.body_gib);
+  }
+  // Frozen stages save nothing: the whole body frozen saves nothing at all.
+  EXPECT_EQ(ResNetSavedPerPixel(50, 64, {.frozen_bn = true, .frozen_stages = 4}), 0);
+  // The FPN and RPN (0.173 + 0.340 GiB), the RetinaNet FPN and head (0.045 + 1.475 GiB, most of
+  // it the Python focal loss's eight tensors of the logits' size).
+  auto faster = FindTorchvisionDetector("fasterrcnn_resnet50_fpn");
+  auto retina = FindTorchvisionDetector("retinanet_resnet50_fpn");
+  ASSERT_TRUE(faster && retina);
+  const double body = ResNetSavedPerPixel(50, 64, pretrained);
+  auto heads = [&](const DetectorSpec& d) {
+    return gib(d.activation_bytes_per_image / (224.0 * 224 * 4) - body);
+  };
+  EXPECT_NEAR(heads(*faster), 0.173 + 0.340, 0.04 * 0.513);
+  EXPECT_NEAR(heads(*retina), 0.045 + 1.475, 0.04 * 1.52);
 }
 
 TEST(ModelZooTest, MixtralHoldsEveryExpert) {
