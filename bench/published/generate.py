@@ -31,9 +31,10 @@ Program styles (column program_style):
   detectron2-zoo        the detectron2 Python API as its tutorials write it: get_cfg(), the model
                         zoo's config merged by path, cfg.SOLVER.IMS_PER_BATCH, DefaultTrainer;
                         torchrun over the 8 GPUs.
-  torchtune-recipe      torchtune's single-device recipes written as the equivalent HF + PEFT
-                        program (bf16, activation checkpointing, torch.compile, PagedAdamW8bit
-                        for the full fine-tune); the recipe's YAML is written beside it.
+  torchtune-recipe      `tune run` with torchtune's single-device recipe and a copy of its YAML
+                        config (the model builder, LoRA modules and rank, PagedAdamW8bit with
+                        optimizer_in_bwd for the full fine-tune, the chunked cross-entropy,
+                        activation checkpointing, compile, bf16).
 
 --model-ref hub (default) loads models by their Hub name, as most users do;
 --model-ref local loads them from ./model, the folder holding the published config.json.
@@ -246,7 +247,7 @@ def hf_trainer(row, ref):
 
 
 # ---------------------------------------------------------------------------------------------
-# Causal-LM fine-tunes (litgpt and torchtune rows) as a Hugging Face + PEFT program.
+# Causal-LM fine-tunes (litgpt rows) as a Hugging Face + PEFT program.
 
 def causal_finetune(row, ref, extra_files):
     task = row["task"]
@@ -352,21 +353,47 @@ def litgpt_yaml(row):
     return "\n".join(lines)
 
 
-def torchtune_yaml(row):
-    lines = ["# What the source ran: tune run %s_single_device (llama3_1/8B_%s_single_device)"
-             % ("full_finetune" if row["task"] == "full-finetune" else "lora_finetune",
-                {"full-finetune": "full", "lora": "lora", "qlora": "qlora"}[row["task"]]),
-             "# (written for reference; train.py is the equivalent Hugging Face program)",
-             "batch_size: %s" % row["batch_size"], "dataset:", "  packed: True",
-             "tokenizer:", "  max_seq_len: %s" % row["seq_len"], "compile: True",
-             "enable_activation_checkpointing: True", "dtype: bf16", "gradient_accumulation_steps: 1"]
+def torchtune_recipe(row):
+    """The source's own job: `tune run` with the single-device recipe and a copy of its config
+    (llama3_1/8B_{full,lora,qlora}_single_device.yaml of that release) with the README's batch,
+    packed length and compile, and the row's LoRA rank and targets."""
+    task = row["task"]
+    recipe = "full_finetune_single_device" if task == "full-finetune" else "lora_finetune_single_device"
+    builder = {"full-finetune": "llama3_1_8b", "lora": "lora_llama3_1_8b",
+               "qlora": "qlora_llama3_1_8b"}[task]
+    lines = ["# %s: %s, %s (generated from data/published-gpu-memory/runs.csv): a copy of"
+             % (row["id"], row["source"], task),
+             "# llama3_1/8B_%s_single_device.yaml with the README's settings"
+             % {"full-finetune": "full", "lora": "lora", "qlora": "qlora"}[task],
+             "model:", "  _component_: torchtune.models.llama3_1.%s" % builder]
     if row["lora_rank"]:
-        lines += ["model:", "  lora_rank: %s" % row["lora_rank"],
-                  "  lora_alpha: %s" % row["lora_alpha"], "  # targets: %s" % row["lora_targets"]]
-    else:
-        lines += ["optimizer:", "  _component_: bitsandbytes.optim.PagedAdamW8bit",
+        targets = [t for t in row["lora_targets"].split(",") if t != "mlp"]
+        lines += ["  lora_attn_modules: [%s]" % ", ".join("'%s'" % t for t in targets),
+                  "  apply_lora_to_mlp: %s" % ("True" if "mlp" in row["lora_targets"].split(",") else "False"),
+                  "  apply_lora_to_output: False",
+                  "  lora_rank: %s" % row["lora_rank"], "  lora_alpha: %s" % row["lora_alpha"],
+                  "  lora_dropout: 0.0"]
+    lines += ["tokenizer:", "  _component_: torchtune.models.llama3.llama3_tokenizer",
+              "  path: /tmp/Meta-Llama-3.1-8B-Instruct/original/tokenizer.model",
+              "  max_seq_len: %s" % row["seq_len"],
+              "dataset:", "  _component_: torchtune.datasets.alpaca_dataset", "  packed: True",
+              "seed: null", "shuffle: True",
+              "batch_size: %s" % row["batch_size"], "epochs: 1"]
+    if task == "full-finetune":
+        lines += ["optimizer:", "  _component_: bitsandbytes.optim.PagedAdamW8bit", "  lr: 1e-5",
                   "optimizer_in_bwd: True"]
-    return "\n".join(lines) + "\n"
+    else:
+        lines += ["optimizer:", "  _component_: torch.optim.AdamW", "  fused: True",
+                  "  weight_decay: 0.01", "  lr: 3e-4",
+                  "lr_scheduler:", "  _component_: torchtune.training.lr_schedulers.get_cosine_schedule_with_warmup",
+                  "  num_warmup_steps: 100"]
+    lines += ["loss:", "  _component_: torchtune.modules.loss.CEWithChunkedOutputLoss",
+              "gradient_accumulation_steps: %s" % (row["grad_accum"] or 1),
+              "compile: True", "device: cuda",
+              "enable_activation_checkpointing: True", "enable_activation_offloading: False",
+              "dtype: bf16"]
+    return ({"torchtune.yaml": "\n".join(lines) + "\n"},
+            sbatch(row, "tune run %s --config torchtune.yaml" % recipe))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -715,7 +742,7 @@ def write_run(row, out, how):
     elif style == "litgpt-finetune":
         files, job = causal_finetune(row, ref, {"litgpt.yaml": litgpt_yaml(row)})
     elif style == "torchtune-recipe":
-        files, job = causal_finetune(row, ref, {"torchtune.yaml": torchtune_yaml(row)})
+        files, job = torchtune_recipe(row)
     elif style == "accelerate-loop":
         files, job = accelerate_loop(row, ref)
     elif style == "hf-pipeline-generate":

@@ -108,6 +108,10 @@ void Analyzer::Extract() {
 }
 
 StatusOr<CodeFacts> Analyzer::Run(const JobScript& script) {
+  if (const JobScript::Command* tune = TorchtuneCommand(script)) {
+    RS_RETURN_IF_ERROR(ReadTorchtune(script, *tune));
+    return std::move(facts_);
+  }
   RS_RETURN_IF_ERROR(FindEntry(script));
   ApplyCommandLine();
   LoadConfigs();

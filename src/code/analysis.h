@@ -138,6 +138,21 @@ struct CodeFacts {
   Fact<bool> fused_attention;  // SDPA / FlashAttention: no s² attention scores kept
   Fact<int> zero_stage;        // 0 none; 1, 2, 3 (FSDP full shard counts as 3)
   Fact<bool> optimizer_offload;
+  // The optimizer steps each parameter as soon as its gradient is whole and frees it
+  // (torchtune's optimizer_in_bwd, PyTorch's register_post_accumulate_grad_hook): the gradients
+  // are never all held at once.
+  Fact<bool> optimizer_in_backward;
+  // A bitsandbytes paged optimizer (PagedAdamW, PagedAdamW8bit, …): its states live in CUDA
+  // unified memory, which the driver moves to the host when the GPU fills, outside torch's
+  // allocator.
+  Fact<bool> paged_optimizer;
+  // The loss never holds the fp32 logits whole: torchtune's CEWithChunkedOutputLoss upcasts one
+  // of loss_chunks chunks at a time (num_output_chunks, 8 by default); 0 is a fused linear
+  // cross-entropy (Liger's) that never holds the logits at all.
+  Fact<int64_t> loss_chunks;
+  // What the forward pass saves for backward is kept in host memory (torchtune's
+  // enable_activation_offloading, torch.autograd.graph.save_on_cpu): one layer's is on the GPU.
+  Fact<bool> activation_offload;
   // ZeRO-3 / FSDP parameter offload (DeepSpeed offload_param.device, accelerate's
   // offload_param_device, FSDP offload_params): the weights live in CPU memory and only those
   // gathered for the layers being computed are on the GPU, at most DeepSpeed's

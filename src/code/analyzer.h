@@ -127,6 +127,10 @@ class Analyzer {
 
   // ---- reading ----
   Status FindEntry(const JobScript& script);
+  // torchtune (torchtune.cc): the `tune run` command, if the script has one, and the facts read
+  // from its recipe's YAML config instead of Python code.
+  static const JobScript::Command* TorchtuneCommand(const JobScript& script);
+  Status ReadTorchtune(const JobScript& script, const JobScript::Command& cmd);
   void ReadLauncherOptions(const JobScript& script, const JobScript::Command& cmd);
   std::optional<std::string> ResolveModule(std::string_view module, int from_file) const;
   void AddFile(const std::string& rel);

@@ -112,6 +112,15 @@ Analyzer::CallMatch Analyzer::ExtractTrainingLoopCall(const CallSite& c) {
         optim.known() ? fmt::format("TrainingArguments(optim=\"{}\")", o)
                       : "the HF Trainer's default AdamW",
         optim.known() ? kRankCall : kRankDefault);
+    if (o.find("paged") != std::string::npos) {
+      Set(facts_.paged_optimizer, true, where, fmt::format("TrainingArguments(optim=\"{}\")", o),
+          kRankCall);
+    }
+    if (KwValue(c, "use_liger_kernel").Truthy()) {
+      Set(facts_.loss_chunks, int64_t{0}, where,
+          "TrainingArguments(use_liger_kernel=True): Liger's fused linear cross-entropy",
+          kRankCall);
+    }
     Value ds = KwValue(c, "deepspeed");
     if (ds.kind == Value::Kind::kString) config_refs_.push_back(ds.text);
     Value fsdp = KwValue(c, "fsdp");
@@ -290,6 +299,11 @@ Analyzer::CallMatch Analyzer::ExtractPrecisionCall(const CallSite& c) {
 Analyzer::CallMatch Analyzer::ExtractOptimizerCall(const CallSite& c) {
   std::string_view name = c.name;
   SourceLine where = Where(c);
+  // bitsandbytes' paged optimizers keep their states in unified memory.
+  if (name.starts_with("Paged") && (name.find("Adam") != std::string_view::npos ||
+                                    name.find("Lion") != std::string_view::npos)) {
+    SetInBranch(facts_.paged_optimizer, true, where, fmt::format("{}()", c.callee), kRankCall);
+  }
   if (name == "Adam" || name == "AdamW" || name == "FusedAdam" || name == "DeepSpeedCPUAdam" ||
       name == "PagedAdamW" || name == "PagedAdam" || name == "PagedAdamW32bit" || name == "Lamb" ||
       name == "LAMB" || name == "NAdam" || name == "RAdam") {
@@ -301,6 +315,23 @@ Analyzer::CallMatch Analyzer::ExtractOptimizerCall(const CallSite& c) {
     SetInBranch(facts_.optimizer, Optimizer::kAdam8bit, where, fmt::format("{}()", c.callee),
                 kRankCall);
     Set(facts_.training, true, where, fmt::format("{}()", c.callee), kRankCall);
+  } else if (name == "register_post_accumulate_grad_hook") {
+    // PyTorch's optimizer-in-backward: each parameter stepped (and its gradient freed) by a hook
+    // as soon as its gradient is whole.
+    SetInBranch(facts_.optimizer_in_backward, true, where,
+                fmt::format("{}(): the optimizer steps in the backward pass", c.callee), kRankCall);
+  } else if (name == "save_on_cpu" && c.callee.find("graph") != std::string::npos) {
+    SetInBranch(facts_.activation_offload, true, where,
+                fmt::format("{}(): saved activations kept in host memory", c.callee), kRankCall);
+  } else if (name.starts_with("apply_liger_kernel_to_") ||
+             (name == "from_pretrained" && c.callee.find("AutoLigerKernel") != std::string::npos)) {
+    // Liger's patch (fused_linear_cross_entropy=True by default) fuses the output layer with
+    // the loss.
+    if (TruthOf(KwValue(c, "fused_linear_cross_entropy")) != false) {
+      SetInBranch(facts_.loss_chunks, int64_t{0}, where,
+                  fmt::format("{}(): Liger's fused linear cross-entropy", c.callee), kRankCall);
+    }
+    if (name == "from_pretrained") return CallMatch::kNone;  // the model is read too
   } else if (name == "SGD") {
     TSNode m = Kw(c.file, c.node, "momentum");
     if (ts_node_is_null(m)) m = Pos(c.node, 2);

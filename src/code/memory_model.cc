@@ -115,6 +115,11 @@ namespace {
 // table's dev split: the median of (measured − estimate) over detectron2's 11 FPN runs.
 constexpr double kDetectorTransientBytesPerPixel = 453;
 
+// A paged optimizer's states: not GPU memory the job needs.
+constexpr std::string_view kPagedStates =
+    "paged (bitsandbytes): in CUDA unified memory, which the driver moves to the host when the GPU "
+    "fills; outside torch's allocator";
+
 // NotFound for a fact the estimate needs, with the analysis's reason when it gave one.
 Status Missing(const CodeFacts& f, const std::string& what) {
   std::string reason = "not found";
@@ -214,18 +219,32 @@ double StaticTerms(const CodeFacts& f, bool training, Precision precision, Optim
     e->terms.push_back(cast);
     static_bytes += cast.bytes;
   }
+  const bool in_backward = f.optimizer_in_backward.value.value_or(false);
   if (training && per.gradients > 0) {
     MemoryTerm grads{
         "gradients",
         shard(params * per.gradients, 2),
         fmt::format("{} params × {}{}", Millions(params), per.gradients_why, split_note(2)),
         {}};
+    if (in_backward) {
+      // Each parameter is stepped and its gradient freed as soon as it is whole: the largest
+      // parameter's (the embedding or the output layer, V·h) is what is held at once.
+      double largest =
+          f.vocab.known() && f.hidden.known()
+              ? static_cast<double>(*f.vocab.value) * static_cast<double>(*f.hidden.value)
+              : params / static_cast<double>(std::max<int64_t>(1, f.layers.value.value_or(1)));
+      grads.bytes = shard(largest * per.gradients, 3);
+      grads.formula =
+          fmt::format("one parameter's at a time (optimizer in backward): the largest, {} × {}",
+                      Millions(largest), per.gradients_why);
+      AddLine(&grads.lines, f.optimizer_in_backward);
+    }
     AddLine(&grads.lines, f.precision);
     AddLine(&grads.lines, f.zero_stage);
     e->terms.push_back(grads);
     static_bytes += grads.bytes;
     std::string_view par = f.parallelism.value.value_or("none");
-    if (d > 1 && stage == 0 && par != "FSDP" && par != "DeepSpeed") {
+    if (d > 1 && stage == 0 && par != "FSDP" && par != "DeepSpeed" && !in_backward) {
       // DDP's reducer keeps its own bucket copy of every gradient (gradient_as_bucket_view off).
       MemoryTerm buckets{"DDP gradient buckets",
                          params * per.gradients,
@@ -238,13 +257,16 @@ double StaticTerms(const CodeFacts& f, bool training, Precision precision, Optim
   }
   if (training && per.optimizer > 0) {
     bool offload = f.optimizer_offload.value.value_or(false);
+    bool paged = f.paged_optimizer.value.value_or(false);
     MemoryTerm opt{"optimizer states",
-                   offload ? 0 : shard(params * per.optimizer, 1),
+                   offload || paged ? 0 : shard(params * per.optimizer, 1),
                    offload ? "offloaded to CPU memory"
+                   : paged ? std::string(kPagedStates)
                            : fmt::format("{} params × {}{}", Millions(params), per.optimizer_why,
                                          split_note(1)),
                    {}};
     AddLine(&opt.lines, f.optimizer);
+    AddLine(&opt.lines, f.paged_optimizer);
     AddLine(&opt.lines, f.zero_stage);
     AddLine(&opt.lines, f.optimizer_offload);
     e->terms.push_back(opt);
@@ -367,14 +389,17 @@ bool FrozenBaseTerms(const CodeFacts& f, bool training, Precision precision, Opt
   AddLine(&grads.lines, f.trainable_parameters);
   add(std::move(grads));
   bool offload = f.optimizer_offload.value.value_or(false);
+  bool paged = f.paged_optimizer.value.value_or(false);
   double states = StatesPerParameter(optimizer);
   MemoryTerm opt{"optimizer states",
-                 offload ? 0 : shard(t * states, 1),
+                 offload || paged ? 0 : shard(t * states, 1),
                  offload ? "offloaded to CPU memory"
+                 : paged ? std::string(kPagedStates)
                          : fmt::format("{} trainable params × {} B {} states", Millions(t), states,
                                        NameOf(optimizer)),
                  {}};
   AddLine(&opt.lines, f.optimizer);
+  AddLine(&opt.lines, f.paged_optimizer);
   add(std::move(opt));
   return true;
 }
@@ -429,6 +454,13 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, b
     if (!training) {
       act = full_layer * dtype_factor;  // one layer's worth is live at a time
       per_layer = "one layer live (inference)";
+    } else if (f.activation_offload.value.value_or(false)) {
+      // What is saved goes to host memory as it is made and comes back for its layer's
+      // backward: a layer's worth (and, checkpointed, one layer's input) is on the GPU.
+      act =
+          (full_layer + (ckpt == Checkpointing::kFull ? ckpt_layer * s * b * h : 0)) * dtype_factor;
+      per_layer = "activations offloaded to host memory: one layer's on the GPU";
+      AddLine(&acts.lines, f.activation_offload);
     } else if (ckpt == Checkpointing::kFull) {
       act = (layers * ckpt_layer * s * b * h + full_layer) * dtype_factor;
       per_layer =
@@ -474,6 +506,28 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, b
       logits.formula = fmt::format("b·s·V·{} = {}·{}·{}·{}{}{}", copies, b, s, v, copies,
                                    training ? " (fp32 logits and their gradient" : " (fp32 logits",
                                    amp ? ", and the head's 16-bit output under autocast)" : ")");
+      if (training && f.loss_chunks.known() && *f.loss_chunks.value == 0) {
+        // A fused linear cross-entropy computes the logits a block of positions at a time and
+        // their gradient with them: about a hidden state's worth in fp32, and its gradient.
+        logits.bytes = b * s * h * 8;
+        logits.formula = fmt::format(
+            "fused linear cross-entropy: never whole; b·s·h·8 = {}·{}·{}·8 (a block's fp32 "
+            "logits and gradient)",
+            b, s, h);
+        AddLine(&logits.lines, f.loss_chunks);
+      } else if (training && f.loss_chunks.known()) {
+        // The head's output and its gradient whole in the head's dtype; the fp32 upcast and its
+        // gradient one chunk at a time.
+        double head = half_acts ? 2 : 4;
+        double chunks = static_cast<double>(*f.loss_chunks.value);
+        copies = 2 * head + 8 / chunks;
+        logits.bytes = b * s * v * copies;
+        logits.formula = fmt::format(
+            "b·s·V·(2·{} + 8/{}) = {}·{}·{}·{:.2f} (the logits and their gradient in the head's "
+            "dtype; the fp32 upcast one of {} chunks at a time)",
+            head, chunks, b, s, v, copies, chunks);
+        AddLine(&logits.lines, f.loss_chunks);
+      }
       e->bytes_per_sample += logits.bytes / b;
       AddLine(&logits.lines, f.vocab);
       AddLine(&logits.lines, f.batch_size);

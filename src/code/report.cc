@@ -65,6 +65,10 @@ void ForEachFact(const CodeFacts& f, F fn) {
   fn("mlp_widest", f.mlp_widest);
   fn("zero_stage", f.zero_stage);
   fn("optimizer_offload", f.optimizer_offload);
+  fn("optimizer_in_backward", f.optimizer_in_backward);
+  fn("paged_optimizer", f.paged_optimizer);
+  fn("loss_chunks", f.loss_chunks);
+  fn("activation_offload", f.activation_offload);
   fn("param_offload", f.param_offload);
   fn("max_live_parameters", f.max_live_parameters);
   fn("parallelism", f.parallelism);

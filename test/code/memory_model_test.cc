@@ -588,7 +588,9 @@ trainer.train()
   EXPECT_DOUBLE_EQ(Term(e, "dequantization buffer"), 218103808.0 * 2);
   EXPECT_DOUBLE_EQ(Term(e, "LoRA adapters"), 20971520.0 * 4);
   EXPECT_DOUBLE_EQ(Term(e, "gradients"), 20971520.0 * 4);
-  EXPECT_DOUBLE_EQ(Term(e, "optimizer states"), 20971520.0 * 2);  // paged 8-bit AdamW
+  // paged 8-bit AdamW: its states are in unified memory, not GPU memory the job needs.
+  EXPECT_EQ(f.paged_optimizer.value, true);
+  EXPECT_DOUBLE_EQ(Term(e, "optimizer states"), 0);
   // (32·2 + 34) · 1024·2·4096 = 822,083,584; logits 2·1024·128256·8 = 2,101,346,304.
   EXPECT_DOUBLE_EQ(Term(e, "activations"), 822083584.0);
   EXPECT_DOUBLE_EQ(Term(e, "logits"), 2101346304.0);
@@ -798,6 +800,155 @@ trainer.train()
     said = said || u.reason.find("not C4") != std::string::npos;
   EXPECT_TRUE(said);
   EXPECT_FALSE(EstimateGpuMemory(*c4).ok());
+}
+
+TEST(MemoryModelTest, TorchtuneRecipeIsReadFromItsYamlConfig) {
+  const std::string full = R"(model:
+  _component_: torchtune.models.llama3_1.llama3_1_8b
+tokenizer:
+  _component_: torchtune.models.llama3.llama3_tokenizer
+  max_seq_len: 2048
+batch_size: 2
+optimizer:
+  _component_: bitsandbytes.optim.PagedAdamW8bit
+  lr: 1e-5
+optimizer_in_bwd: True
+loss:
+  _component_: torchtune.modules.loss.CEWithChunkedOutputLoss
+enable_activation_checkpointing: True
+dtype: bf16
+)";
+  Analysed a =
+      AnalyseJob("tune-full", "tune run full_finetune_single_device --config tt.yaml batch_size=4",
+                 "", {{"tt.yaml", full}});
+  const CodeFacts& f = a.facts;
+  EXPECT_EQ(f.framework.value, "torchtune");
+  EXPECT_EQ(f.model.value, "llama-3.1-8b");
+  EXPECT_EQ(f.model.where.ToString(), "tt.yaml:2");
+  EXPECT_EQ(f.batch_size.value, 4);  // the command line's override wins
+  EXPECT_EQ(f.batch_size.where.ToString(), "train.sh:3");
+  EXPECT_EQ(f.seq_len.value, 2048);
+  EXPECT_EQ(f.precision.value, Precision::kBf16);
+  EXPECT_EQ(f.optimizer.value, Optimizer::kAdam8bit);
+  EXPECT_EQ(f.paged_optimizer.value, true);
+  EXPECT_EQ(f.optimizer_in_backward.value, true);
+  EXPECT_EQ(f.loss_chunks.value, 8);
+  EXPECT_EQ(f.checkpointing.value, Checkpointing::kFull);
+  const double v = 128256, h = 4096, b = 4, s = 2048;
+  // One parameter's gradient at a time (the largest, V·h in bf16), no paged states on the GPU,
+  // the logits in bf16 with their gradient and one fp32 chunk of eight.
+  EXPECT_NEAR(Term(a.estimate, "gradients"), v * h * 2, 1.0);
+  EXPECT_EQ(Term(a.estimate, "optimizer states"), 0);
+  EXPECT_NEAR(Term(a.estimate, "logits"), b * s * v * (2 * 2 + 8.0 / 8), 1.0);
+
+  // LoRA: torchtune's module names are the Hub's (output_proj is o_proj), so the adapters are
+  // those of the same PEFT LoraConfig.
+  const std::string lora = R"(model:
+  _component_: torchtune.models.llama3_1.lora_llama3_1_8b
+  lora_attn_modules: ['q_proj', 'v_proj', 'output_proj']
+  apply_lora_to_mlp: False
+  lora_rank: 8
+tokenizer:
+  max_seq_len: 1024
+batch_size: 2
+dtype: bf16
+)";
+  Analysed l = AnalyseJob("tune-lora", "tune run lora_finetune_single_device --config tt.yaml", "",
+                          {{"tt.yaml", lora}});
+  Analysed peft = AnalyseSource("tune-peft", R"(
+import torch
+from transformers import AutoModelForCausalLM
+from peft import LoraConfig, get_peft_model
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.1-8B", torch_dtype=torch.bfloat16)
+model = get_peft_model(model, LoraConfig(r=8, target_modules=["q_proj", "v_proj", "o_proj"]))
+optimizer = torch.optim.AdamW(model.parameters())
+batch_size = 2
+max_length = 1024
+)");
+  EXPECT_EQ(l.facts.lora_targets.value, "q_proj,v_proj,o_proj");
+  ASSERT_TRUE(l.facts.trainable_parameters.known());
+  EXPECT_EQ(l.facts.trainable_parameters.value, peft.facts.trainable_parameters.value);
+  EXPECT_EQ(l.facts.seq_len.value, 1024);
+}
+
+TEST(MemoryModelTest, TorchtuneConfigsThatCannotBeReadSayWhy) {
+  auto analyse = [](const std::string& name, const std::string& command,
+                    const std::string& yaml) -> Status {
+    std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / name;
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "train.sh") << "#!/bin/bash\n" << command << "\n";
+    if (!yaml.empty()) std::ofstream(dir / "tt.yaml") << yaml;
+    auto script = ParseJobScriptFile((dir / "train.sh").string());
+    EXPECT_TRUE(script.ok());
+    auto facts = AnalyzeJobCode(*script, dir.string(), "train.sh");
+    return facts.status();
+  };
+  // A config shipped with torchtune, not copied into the project.
+  Status builtin =
+      analyse("tune-builtin",
+              "tune run lora_finetune_single_device --config llama3_1/8B_lora_single_device", "");
+  EXPECT_FALSE(builtin.ok());
+  EXPECT_NE(builtin.message().find("tune cp"), std::string::npos) << builtin.message();
+  Status recipe =
+      analyse("tune-eval", "tune run eleuther_eval --config tt.yaml", "batch_size: 2\n");
+  EXPECT_FALSE(recipe.ok());
+  EXPECT_NE(recipe.message().find("not modelled"), std::string::npos) << recipe.message();
+  Status broken = analyse("tune-broken", "tune run full_finetune_single_device --config tt.yaml",
+                          "model: [unclosed\n");
+  EXPECT_FALSE(broken.ok());
+}
+
+TEST(MemoryModelTest, MemoryOptimisationsWrittenInTheProgram) {
+  auto program = [](const std::string& extra) {
+    return R"(
+import torch
+from transformers import AutoModelForCausalLM
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B", torch_dtype=torch.bfloat16)
+batch_size = 4
+max_length = 1024
+)" + extra +
+           R"(
+for x in loader:
+    loss = model(input_ids=x, labels=x).loss
+    loss.backward()
+)";
+  };
+  Analysed plain =
+      AnalyseSource("opt-plain", program("optimizer = torch.optim.AdamW(model.parameters())\n"));
+  Analysed in_bwd = AnalyseSource("opt-in-bwd", program(R"(
+optimizers = {p: torch.optim.AdamW([p]) for p in model.parameters()}
+def step(p):
+    optimizers[p].step()
+    optimizers[p].zero_grad()
+for p in model.parameters():
+    p.register_post_accumulate_grad_hook(step)
+)"));
+  Analysed paged = AnalyseSource("opt-paged", program(R"(
+import bitsandbytes as bnb
+optimizer = bnb.optim.PagedAdamW8bit(model.parameters())
+)"));
+  Analysed liger = AnalyseSource("opt-liger", program(R"(
+from liger_kernel.transformers import apply_liger_kernel_to_llama
+apply_liger_kernel_to_llama()
+optimizer = torch.optim.AdamW(model.parameters())
+)"));
+  Analysed offload = AnalyseSource("opt-offload", program(R"(
+optimizer = torch.optim.AdamW(model.parameters())
+with torch.autograd.graph.save_on_cpu(pin_memory=True):
+    pass
+)"));
+  const double v = 128256, h = 2048;
+  EXPECT_EQ(in_bwd.facts.optimizer_in_backward.value, true);
+  EXPECT_NEAR(Term(in_bwd.estimate, "gradients"), v * h * 2, 1.0);
+  EXPECT_LT(Term(in_bwd.estimate, "gradients"), Term(plain.estimate, "gradients") / 3);
+  EXPECT_EQ(paged.facts.paged_optimizer.value, true);
+  EXPECT_EQ(Term(paged.estimate, "optimizer states"), 0);
+  EXPECT_GT(Term(plain.estimate, "optimizer states"), 0);
+  EXPECT_EQ(liger.facts.loss_chunks.value, 0);
+  EXPECT_NEAR(Term(liger.estimate, "logits"), 4.0 * 1024 * h * 8, 1.0);
+  EXPECT_EQ(offload.facts.activation_offload.value, true);
+  EXPECT_LT(Term(offload.estimate, "activations"), Term(plain.estimate, "activations") / 4);
 }
 
 TEST(MemoryModelTest, EncoderDecoderRunsItsDecoderAtTheTargetLength) {

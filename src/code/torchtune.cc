@@ -1,0 +1,315 @@
+// torchtune jobs: `tune run [--nproc_per_node N] RECIPE --config FILE [key=value …]`. The
+// recipe is torchtune's; what it trains and how is in the YAML config (and the overrides after
+// it), so the facts come from there, not from Python code.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "code/analyzer.h"
+#include "code/config_file.h"
+#include "code/model_zoo.h"
+
+namespace rightsize::code::internal {
+namespace fs = std::filesystem;
+
+namespace {
+
+// torchtune's model builder ("torchtune.models.llama3_1.lora_llama3_1_8b") as the Hub names
+// the model ("llama-3.1-8b"): the family's letters, its version (digits joined by dots), the
+// size. Variants are tried in turn against the table of known models.
+std::vector<std::string> HubNamesOf(std::string builder) {
+  if (auto dot = builder.rfind('.'); dot != std::string::npos) builder = builder.substr(dot + 1);
+  for (std::string_view prefix : {"qlora_", "lora_"}) {
+    if (builder.starts_with(prefix)) builder = builder.substr(prefix.size());
+  }
+  for (std::string_view suffix : {"_base", "_instruct"}) {
+    if (builder.ends_with(suffix)) builder.resize(builder.size() - suffix.size());
+  }
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= builder.size()) {
+    size_t end = builder.find('_', start);
+    if (end == std::string::npos) end = builder.size();
+    parts.push_back(builder.substr(start, end - start));
+    start = end + 1;
+  }
+  if (parts.empty() || parts[0].empty()) return {};
+  // "llama3" → family "llama", version "3"; following all-digit parts extend the version.
+  std::string family = parts[0], version;
+  size_t digit = family.find_first_of("0123456789");
+  if (digit != std::string::npos) {
+    version = family.substr(digit);
+    family.resize(digit);
+  }
+  size_t i = 1;
+  for (; i < parts.size() && !parts[i].empty() &&
+         std::all_of(parts[i].begin(), parts[i].end(),
+                     [](unsigned char c) { return std::isdigit(c); });
+       ++i) {
+    version += (version.empty() ? "" : ".") + parts[i];
+  }
+  std::string rest;
+  for (; i < parts.size(); ++i) rest += "-" + parts[i];
+  std::vector<std::string> names;
+  if (version.empty()) {
+    names.push_back(family + rest);
+  } else {
+    names.push_back(family + "-" + version + rest);  // llama-3.1-8b, gemma-2-9b, phi-3-mini
+    names.push_back(family + version + rest);        // qwen2.5-7b
+  }
+  return names;
+}
+
+bool Truthy(const std::string& text) {
+  std::string t = text;
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
+  return t == "true" || t == "1" || t == "yes";
+}
+
+std::optional<int64_t> Integer(const std::string& text) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+const JobScript::Command* Analyzer::TorchtuneCommand(const JobScript& script) {
+  for (const auto& c : script.commands) {
+    if (c.program == "tune" && !c.args.empty() && c.args[0] == "run") return &c;
+  }
+  return nullptr;
+}
+
+Status Analyzer::ReadTorchtune(const JobScript& script, const JobScript::Command& cmd) {
+  gpus_requested_ = script.request.gpus.value_or(0);
+  facts_.launcher = "tune";
+  facts_.command = {script_name_, cmd.line};
+  facts_.args = cmd.args;
+  const SourceLine at_command{script_name_, cmd.line};
+  // tune run [--nproc_per_node N] [--nnodes M] RECIPE --config FILE [key=value …]
+  std::string recipe, config;
+  int nproc = 1, nnodes = 1;
+  std::map<std::string, std::string> overrides;
+  for (size_t i = 1; i < cmd.args.size(); ++i) {
+    const std::string& a = cmd.args[i];
+    auto value = [&](std::string_view flag) -> std::optional<std::string> {
+      if (a == flag && i + 1 < cmd.args.size()) return cmd.args[++i];
+      if (a.starts_with(std::string(flag) + "=")) return a.substr(flag.size() + 1);
+      return std::nullopt;
+    };
+    if (auto v = value("--nproc_per_node")) {
+      nproc = static_cast<int>(Integer(*v).value_or(1));
+    } else if (auto v = value("--nnodes")) {
+      nnodes = static_cast<int>(Integer(*v).value_or(1));
+    } else if (auto v = value("--config")) {
+      config = *v;
+    } else if (auto v = value("-c")) {
+      config = *v;
+    } else if (a.starts_with("-")) {
+      continue;  // another launcher option
+    } else if (auto eq = a.find('='); eq != std::string::npos && !recipe.empty()) {
+      overrides[a.substr(0, eq)] = a.substr(eq + 1);
+    } else if (recipe.empty()) {
+      recipe = a;
+    }
+  }
+  if (recipe.empty() || config.empty()) {
+    return Status::NotFound(
+        fmt::format("{}:{}: tune run without a recipe and --config", script_name_, cmd.line));
+  }
+  if (recipe.find("finetune") == std::string::npos) {
+    return Status::NotFound(fmt::format(
+        "{}:{}: torchtune recipe {} is not modelled (full_finetune_*, lora_finetune_* are)",
+        script_name_, cmd.line, recipe));
+  }
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::path(code_dir_) / config, ec)) {
+    return Status::NotFound(fmt::format(
+        "{}:{}: the torchtune config {} is not a file in {}{}", script_name_, cmd.line, config,
+        code_dir_,
+        config.ends_with(".yaml") ? ""
+                                  : " (a config shipped with torchtune: copy it into the project "
+                                    "with `tune cp` to have it read)"));
+  }
+  auto file = LoadConfigFile((fs::path(code_dir_) / config).string(), config);
+  if (!file.ok()) return file.status();
+  facts_.entry = config;
+  facts_.files.push_back(config);
+  Set(facts_.framework, std::string("torchtune"), at_command, "tune run", kRankLauncher);
+  facts_.frameworks.push_back("torchtune");
+  pending_.erase("framework");
+
+  // A key's value and where it was written: an override on the command line wins.
+  struct Got {
+    std::string text;
+    SourceLine where;
+    std::string how;
+  };
+  auto get = [&](const std::string& key) -> std::optional<Got> {
+    if (auto it = overrides.find(key); it != overrides.end()) {
+      return Got{it->second, at_command, fmt::format("{}={} on the command line", key, it->second)};
+    }
+    if (auto v = file->values.find(key); v != file->values.end()) {
+      return Got{
+          v->second.text, {config, v->second.line}, fmt::format("{}: {}", key, v->second.text)};
+    }
+    return std::nullopt;
+  };
+  auto number = [&](const std::string& key, Fact<int64_t>& fact, int rank) {
+    auto g = get(key);
+    if (!g) return;
+    if (auto n = Integer(g->text); n && *n > 0) Set(fact, *n, g->where, g->how, rank);
+  };
+
+  Set(facts_.training, true, at_command, fmt::format("torchtune's {} recipe", recipe),
+      kRankLauncher);
+  const int processes = std::max(1, nproc) * std::max(1, nnodes);
+  Set(facts_.processes, processes, at_command,
+      fmt::format("tune run: {} process{}", processes, processes == 1 ? "" : "es"), kRankLauncher);
+  if (recipe.find("distributed") != std::string::npos && processes > 1) {
+    // torchtune's distributed recipes shard parameters, gradients and states with FSDP.
+    Set(facts_.parallelism, std::string("FSDP"), at_command,
+        fmt::format("{}: FSDP over {} processes", recipe, processes), kRankLauncher);
+    Set(facts_.zero_stage, 3, at_command, "torchtune's FSDP: full sharding", kRankLauncher);
+  }
+
+  // The model: its builder names it; lora_ and qlora_ builders add adapters (and NF4 weights).
+  auto model = get("model._component_");
+  if (!model) {
+    Undecided("model", fmt::format("{} has no model._component_", config), {config, 0});
+  } else {
+    std::string builder = model->text.substr(model->text.rfind('.') + 1);
+    std::optional<TransformerSpec> spec;
+    for (const auto& name : HubNamesOf(model->text)) {
+      if ((spec = FindTransformer(name))) break;
+    }
+    if (!spec) {
+      Undecided(
+          "model",
+          fmt::format("torchtune model {} is not in the table of known model sizes", model->text),
+          model->where);
+    } else {
+      SetTransformer(*spec, model->where, fmt::format("torchtune {}", model->text), kRankConfig);
+      Set(facts_.fused_attention, true, model->where,
+          "torchtune's attention: scaled_dot_product_attention", kRankConfig);
+    }
+    const bool qlora = builder.starts_with("qlora_");
+    if (qlora) {
+      Set(facts_.precision, Precision::kInt4, model->where,
+          fmt::format("{}: NF4 weights (torchao)", builder), kRankConfig);
+      Set(facts_.weight_dtype, Precision::kBf16, model->where,
+          fmt::format("{}: the rest in bf16", builder), kRankConfig);
+    }
+    if (qlora || builder.starts_with("lora_")) {
+      LoraCall l;
+      l.where = model->where;
+      if (auto r = get("model.lora_rank"); r && Integer(r->text)) l.rank = *Integer(r->text);
+      if (auto d = get("model.lora_dropout")) {
+        double v = 0;
+        auto [end, ec2] = std::from_chars(d->text.data(), d->text.data() + d->text.size(), v);
+        if (ec2 == std::errc()) l.dropout = v;
+      }
+      // torchtune's module names as the Hub's: output_proj is o_proj; the MLP's three.
+      for (int i = 0;; ++i) {
+        auto m = get(fmt::format("model.lora_attn_modules.{}", i));
+        if (!m) break;
+        l.targets.push_back(m->text == "output_proj" ? "o_proj" : m->text);
+      }
+      if (auto mlp = get("model.apply_lora_to_mlp"); mlp && Truthy(mlp->text)) {
+        for (std::string_view m : {"gate_proj", "up_proj", "down_proj"}) {
+          l.targets.emplace_back(m);
+        }
+      }
+      if (auto out = get("model.apply_lora_to_output"); out && Truthy(out->text)) {
+        l.targets.emplace_back("lm_head");
+      }
+      for (const auto& t : l.targets) l.target_text += (l.target_text.empty() ? "" : ",") + t;
+      if (l.targets.empty()) {
+        Undecided("lora_targets", fmt::format("{} names no lora_attn_modules", config), l.where);
+      } else {
+        lora_ = l;
+      }
+    }
+  }
+
+  // How it trains.
+  if (auto dtype = get("dtype")) {
+    if (dtype->text == "bf16" || dtype->text == "fp16") {
+      Precision p = dtype->text == "bf16" ? Precision::kBf16 : Precision::kFp16;
+      Set(facts_.precision, p, dtype->where, dtype->how, kRankCall);
+      Set(facts_.weight_dtype, p, dtype->where, dtype->how, kRankCall);
+    } else if (dtype->text == "fp32") {
+      Set(facts_.precision, Precision::kFp32, dtype->where, dtype->how, kRankCall);
+    }
+  }
+  number("batch_size", facts_.batch_size, kRankConfig);
+  number("tokenizer.max_seq_len", facts_.seq_len, kRankConfig);
+  number("gradient_accumulation_steps", facts_.grad_accum, kRankConfig);
+  if (auto ckpt = get("enable_activation_checkpointing")) {
+    Set(facts_.checkpointing, Truthy(ckpt->text) ? Checkpointing::kFull : Checkpointing::kNone,
+        ckpt->where, ckpt->how, kRankConfig);
+  }
+  if (auto off = get("enable_activation_offloading"); off && Truthy(off->text)) {
+    Set(facts_.activation_offload, true, off->where, off->how, kRankConfig);
+  }
+  if (auto compile = get("compile")) {
+    Set(facts_.compiled, Truthy(compile->text), compile->where, compile->how, kRankConfig);
+  }
+  if (auto opt = get("optimizer._component_")) {
+    const std::string& o = opt->text;
+    Optimizer kind = o.find("8bit") != std::string::npos ? Optimizer::kAdam8bit
+                     : o.ends_with("SGD")                ? Optimizer::kSgdMomentum
+                                                         : Optimizer::kAdam;
+    if (kind == Optimizer::kSgdMomentum) {
+      auto momentum = get("optimizer.momentum");
+      if (!momentum || momentum->text == "0" || momentum->text == "0.0") kind = Optimizer::kSgd;
+    }
+    Set(facts_.optimizer, kind, opt->where, opt->how, kRankConfig);
+    if (o.find("Paged") != std::string::npos) {
+      Set(facts_.paged_optimizer, true, opt->where, opt->how, kRankConfig);
+    }
+  }
+  if (auto in_bwd = get("optimizer_in_bwd"); in_bwd && Truthy(in_bwd->text)) {
+    Set(facts_.optimizer_in_backward, true, in_bwd->where, in_bwd->how, kRankConfig);
+  }
+  if (auto loss = get("loss._component_");
+      loss && loss->text.find("Chunked") != std::string::npos) {
+    int64_t chunks = 8;  // CEWithChunkedOutputLoss's num_output_chunks
+    if (auto n = get("loss.num_output_chunks"); n && Integer(n->text)) chunks = *Integer(n->text);
+    Set(facts_.loss_chunks, std::max<int64_t>(1, chunks), loss->where, loss->how, kRankConfig);
+  }
+  ResolveAdapters();
+  if (!facts_.batch_size.known()) {
+    Undecided("batch_size", "no batch_size in the config", {config, 0});
+  }
+  if (!facts_.seq_len.known()) {
+    Undecided("seq_len", "no tokenizer.max_seq_len in the config", {config, 0});
+  }
+  if (!facts_.precision.known()) {
+    Assume(facts_.precision, Precision::kBf16, "bf16: torchtune's default dtype");
+    Assume(facts_.weight_dtype, Precision::kBf16, "bf16: torchtune's default dtype");
+  }
+  if (!facts_.optimizer.known()) Assume(facts_.optimizer, Optimizer::kAdam, "AdamW assumed");
+  if (!facts_.grad_accum.known()) Assume(facts_.grad_accum, int64_t{1}, "no accumulation");
+  if (!facts_.checkpointing.known()) {
+    Assume(facts_.checkpointing, Checkpointing::kNone, "enable_activation_checkpointing not set");
+  }
+  if (!facts_.zero_stage.known()) Assume(facts_.zero_stage, 0, "one device: nothing sharded");
+  if (!facts_.parallelism.known()) {
+    Set(facts_.parallelism, std::string("none"), at_command, "a single-device recipe",
+        kRankDefault);
+  }
+  for (auto& [what, u] : pending_) facts_.undetermined.push_back(std::move(u));
+  pending_.clear();
+  return Status::Ok();
+}
+
+}  // namespace rightsize::code::internal
