@@ -65,10 +65,10 @@ int RunAdvise(const AdviseFlags& f) {
 }  // namespace
 
 void AddAdviseCommand(CLI::App& app, Context& /*ctx*/, Action* action) {
-  auto* cmd = app.add_subcommand(
-      "advise",
-      "Read a job script's Python code: GPU memory it needs (p10/p50/p90, with the lines that "
-      "drive it) and line-level advice");
+  auto* cmd = app.add_subcommand("advise",
+                                 "Read a job script's Python code (or a torchtune job's config): "
+                                 "GPU memory it needs (p10/p50/p90, with the lines that "
+                                 "drive it) and line-level advice");
   auto f = std::make_shared<AdviseFlags>();
   cmd->add_option("script", f->script, "The batch script")->required();
   cmd->add_option("sbatch_args", f->sbatch_args,
