@@ -252,9 +252,7 @@ void Analyzer::SetDetector(const DetectorSpec& d, SourceLine where, const std::s
   Set(facts_.parameters, d.parameters, where,
       fmt::format("{}; counted from the backbone, FPN and heads", how), kRankCall);
   Set(facts_.image_activation_bytes, d.activation_bytes_per_image, where, how, kRankCall);
-  if (d.roi_bytes_per_image > 0) {
-    Set(facts_.roi_activation_bytes, d.roi_bytes_per_image, where, how, kRankCall);
-  }
+  Set(facts_.roi_activation_bytes, d.roi_bytes_per_image, where, how, kRankCall);
   pending_.erase("model");
 }
 
@@ -284,20 +282,20 @@ bool Analyzer::ExtractMmdetConfig(const CallSite& c) {
   if (t == "FasterRCNN" || t == "RetinaNet" || t == "MaskRCNN") {
     TSNode bb = Kw(c.file, c.node, "backbone");
     int64_t depth = 0, groups = 1, width = 64;
-    if (!ts_node_is_null(bb) && TypeOf(bb) == "call") {
-      Value d = Eval(c.file, Kw(c.file, bb, "depth"), 0);
-      Value g = Eval(c.file, Kw(c.file, bb, "groups"), 0);
-      Value w = Eval(c.file, Kw(c.file, bb, "base_width"), 0);
-      if (d.IsNumber()) depth = static_cast<int64_t>(d.number);
-      if (g.IsNumber()) groups = static_cast<int64_t>(g.number);
-      if (w.IsNumber()) width = static_cast<int64_t>(w.number);
-    }
     // MMDetection's ResNet: frozen_stages=1 and BN in eval mode with trainable weights (which
     // saves its input); on a GPU the focal loss is mmcv's CUDA kernel.
     DetectorTraining how{.frozen_bn = false, .frozen_stages = 1, .fused_focal_loss = true};
     if (!ts_node_is_null(bb) && TypeOf(bb) == "call") {
+      Value d = Eval(c.file, Kw(c.file, bb, "depth"), 0);
+      Value g = Eval(c.file, Kw(c.file, bb, "groups"), 0);
+      Value w = Eval(c.file, Kw(c.file, bb, "base_width"), 0);
       Value fs = Eval(c.file, Kw(c.file, bb, "frozen_stages"), 0);
-      if (fs.IsNumber()) how.frozen_stages = static_cast<int>(fs.number);
+      if (d.IsNumber()) depth = static_cast<int64_t>(d.number);
+      if (g.IsNumber()) groups = static_cast<int64_t>(g.number);
+      if (w.IsNumber()) width = static_cast<int64_t>(w.number);
+      if (fs.IsNumber() && fs.number >= -1 && fs.number <= 4) {
+        how.frozen_stages = static_cast<int>(fs.number);
+      }
     }
     auto spec = DetectorOf(t, depth, groups, width, 80, how);
     if (!spec.ok()) {
@@ -390,19 +388,27 @@ bool Analyzer::ExtractDetectron2Config(const CallSite& c) {
       "detectron2 wraps the model in DDP, one process per GPU", kRankDefault);
   // The batch is over every GPU: each process takes its share.
   const int processes = std::max(1, facts_.processes.value.value_or(1));
-  std::optional<Value> total;
+  std::string key;  // of the names that set the batch, the first in order
   for (const auto& [name, list] : bindings_) {
-    if (!name.ends_with("SOLVER.IMS_PER_BATCH") || list.empty()) continue;
-    total = Eval(list.back().file, list.back().value, 0);
-    if (total->IsNumber() && total->number >= 1) {
-      Set(facts_.batch_size, std::max<int64_t>(1, std::llround(total->number) / processes),
-          Where(list.back().file, list.back().value),
-          fmt::format("{}={} over {} process{}", name, total->number, processes,
-                      processes == 1 ? "" : "es"),
-          kRankCall);
+    if (name.ends_with("SOLVER.IMS_PER_BATCH") && !list.empty() && (key.empty() || name < key)) {
+      key = name;
     }
   }
-  if (!total) {
+  if (!key.empty()) {
+    const Binding& b = bindings_.at(key).back();
+    Value total = Eval(b.file, b.value, 0);
+    if (total.IsNumber() && total.number >= 1 && total.number < 1e9) {
+      Set(facts_.batch_size, std::max<int64_t>(1, std::llround(total.number) / processes),
+          Where(b.file, b.value),
+          fmt::format("{}={} over {} process{}", key, total.number, processes,
+                      processes == 1 ? "" : "es"),
+          kRankCall);
+    } else {
+      Undecided("batch_size",
+                fmt::format("{}: {}", key, total.known() ? "not a batch size" : total.reason),
+                Where(b.file, b.value));
+    }
+  } else {
     Set(facts_.batch_size, std::max<int64_t>(1, 16 / processes), where,
         fmt::format("SOLVER.IMS_PER_BATCH=16 (the model zoo's) over {} process{}", processes,
                     processes == 1 ? "" : "es"),
@@ -425,7 +431,8 @@ bool Analyzer::ExtractVisionModel(const CallSite& c) {
   bool scratch = !has_weights && !is("pretrained", Value::Kind::kBool, 1) &&
                  (is("weights_backbone", Value::Kind::kNone) ||
                   is("pretrained_backbone", Value::Kind::kBool, 0));
-  DetectorTraining how{.frozen_bn = !scratch, .frozen_stages = scratch ? -1 : 1};
+  DetectorTraining how{
+      .frozen_bn = !scratch, .frozen_stages = scratch ? -1 : 1, .torchvision_heads = true};
   Value layers = KwValue(c, "trainable_backbone_layers");
   if (!scratch && layers.IsNumber() && layers.number >= 0 && layers.number <= 5) {
     how.frozen_stages = 4 - static_cast<int>(layers.number);

@@ -229,14 +229,15 @@ double StaticTerms(const CodeFacts& f, bool training, Precision precision, Optim
     if (in_backward) {
       // Each parameter is stepped and its gradient freed as soon as it is whole: the largest
       // parameter's (the embedding or the output layer, V·h) is what is held at once.
-      double largest =
-          f.vocab.known() && f.hidden.known()
-              ? static_cast<double>(*f.vocab.value) * static_cast<double>(*f.hidden.value)
-              : params / static_cast<double>(std::max<int64_t>(1, f.layers.value.value_or(1)));
-      grads.bytes = shard(largest * per.gradients, 3);
+      // Without the model's shape, a layer's share of the parameters stands in for it.
+      double largest = LargestTensor(f);
+      if (largest == 0) {
+        largest = params / static_cast<double>(std::max<int64_t>(1, f.layers.value.value_or(1)));
+      }
+      grads.bytes = shard(largest * per.gradients, 2);
       grads.formula =
-          fmt::format("one parameter's at a time (optimizer in backward): the largest, {} × {}",
-                      Millions(largest), per.gradients_why);
+          fmt::format("one parameter's at a time (optimizer in backward): the largest, {} × {}{}",
+                      Millions(largest), per.gradients_why, split_note(2));
       AddLine(&grads.lines, f.optimizer_in_backward);
     }
     AddLine(&grads.lines, f.precision);
@@ -518,9 +519,10 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, b
       } else if (training && f.loss_chunks.known()) {
         // The head's output and its gradient whole in the head's dtype; the fp32 upcast and its
         // gradient one chunk at a time.
+        // (In fp32 the upcast is no copy.)
         double head = half_acts ? 2 : 4;
         double chunks = static_cast<double>(*f.loss_chunks.value);
-        copies = 2 * head + 8 / chunks;
+        copies = 2 * head + (half_acts ? 8 / chunks : 0);
         logits.bytes = b * s * v * copies;
         logits.formula = fmt::format(
             "b·s·V·(2·{} + 8/{}) = {}·{}·{}·{:.2f} (the logits and their gradient in the head's "
@@ -575,11 +577,11 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, b
                                              : ckpt == Checkpointing::kFull ? 0.3
                                                                             : 1);
     // A two-stage detector's RoI heads save a fixed amount per image, whatever its size.
-    double roi = f.roi_activation_bytes.value.value_or(0) * factor;
-    act = per_image * area * b * factor + roi * b;
+    double roi = f.roi_activation_bytes.value.value_or(0);
+    act = (per_image * area + roi) * b * factor;
     acts.formula =
-        fmt::format("{:.0f} MB/image at 224² (fp32) × ({}/224)²{} × b={}{}{}", per_image / 1e6, img,
-                    roi > 0 ? fmt::format(" + {:.0f} MB of RoI heads", roi / 1e6) : "", b,
+        fmt::format("({:.0f} MB/image at 224² (fp32) × ({}/224)²{}) × b={}{}{}", per_image / 1e6,
+                    img, roi > 0 ? fmt::format(" + {:.0f} MB of RoI heads", roi / 1e6) : "", b,
                     half_acts ? " × 0.5 (16-bit)" : "",
                     !training                      ? " × 0.1 (inference)"
                     : ckpt == Checkpointing::kFull ? " × 0.3 (checkpointing)"

@@ -869,7 +869,7 @@ StatusOr<DetectorSpec> DetectorOf(std::string_view detector, int64_t depth, int6
   if (retina) {
     const double pyramid = 1.33 * c / 64;
     // torchvision takes P6 from P5, MMDetection ('on_input') from C5.
-    params += conv(frozen_bn ? c : c5, c, 3) + conv(c, c, 3);
+    params += conv(how.torchvision_heads ? c : c5, c, 3) + conv(c, c, 3);
     // Four 3×3 convolutions in each of the class and box branches, 9 anchors per position.
     params += 8 * conv(c, c, 3) + conv(c, 9 * classes, 3) + conv(c, 9 * 4, 3);
     // FPN: the output convolutions' inputs; each branch: the pyramid and four ReLU outputs.
@@ -887,7 +887,7 @@ StatusOr<DetectorSpec> DetectorOf(std::string_view detector, int64_t depth, int6
     neck_heads += 3 * pyramid;
     // Box head: two shared fully connected layers on 7×7 RoIs, class scores (MMDetection adds
     // the background to num_classes; torchvision's 91 include it) and a box per class.
-    const double scores = frozen_bn ? classes : classes + 1;
+    const double scores = how.torchvision_heads ? classes : classes + 1;
     params += c * 49 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * scores + scores;
     params += 1024 * 4 * classes + 4 * classes;
     if (mask) {

@@ -91,11 +91,15 @@ struct DetectorTraining {
   // eval mode too (MMDetection's norm_eval).
   bool frozen_bn = false;
   // The stem (0) and the first n stages are frozen and save nothing; -1 trains the whole
-  // backbone. MMDetection's frozen_stages, torchvision's 5 − trainable_backbone_layers.
+  // backbone. MMDetection's frozen_stages, torchvision's 4 − trainable_backbone_layers.
+  // (Frozen stages' parameters are still counted in `parameters`, with their gradients.)
   int frozen_stages = 1;
   // RetinaNet's sigmoid focal loss as mmcv's CUDA kernel (saves its logits) rather than
   // written in Python (torchvision's: eight tensors of the logits' size).
   bool fused_focal_loss = false;
+  // torchvision's heads: RetinaNet's P6 from P5, and the background among num_classes (91).
+  // MMDetection's and detectron2's take P6 from C5 and add a background score.
+  bool torchvision_heads = false;
 };
 
 // Elements a ResNet/ResNeXt body saves for backward per input pixel (fp32 maps), counted block
@@ -114,9 +118,9 @@ StatusOr<DetectorSpec> DetectorOf(std::string_view detector, int64_t depth, int6
 // torchvision's detection constructors by exact name ("fasterrcnn_resnet50_fpn"). With
 // pretrained weights (the constructors' default backbone weights) torchvision freezes the BNs
 // and trains 3 stages; from scratch it trains every BN and stage.
-std::optional<DetectorSpec> FindTorchvisionDetector(std::string_view name,
-                                                    const DetectorTraining& how = {
-                                                        .frozen_bn = true, .frozen_stages = 1});
+std::optional<DetectorSpec> FindTorchvisionDetector(
+    std::string_view name, const DetectorTraining& how = {
+                               .frozen_bn = true, .frozen_stages = 1, .torchvision_heads = true});
 
 // A config's value for a key as written ("4096", "true", "llama"); nullopt when absent.
 using ConfigLookup = std::function<std::optional<std::string>(std::string_view key)>;

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,13 @@ Status Analyzer::ReadTorchtune(const JobScript& script, const JobScript::Command
   std::string recipe, config;
   int nproc = 1, nnodes = 1;
   std::map<std::string, std::string> overrides;
+  std::set<std::string> listed;  // lists the command line gives whole
+  // torchrun's options before the recipe take a value, but for these flags.
+  static constexpr std::string_view kFlags[] = {
+      "--standalone", "--no-python", "--no_python", "--run-path", "--run_path", "-m", "--module"};
+  auto count = [](const std::string& text) {
+    return static_cast<int>(std::clamp<int64_t>(Integer(text).value_or(1), 1, 1 << 20));
+  };
   for (size_t i = 1; i < cmd.args.size(); ++i) {
     const std::string& a = cmd.args[i];
     auto value = [&](std::string_view flag) -> std::optional<std::string> {
@@ -106,17 +114,37 @@ Status Analyzer::ReadTorchtune(const JobScript& script, const JobScript::Command
       return std::nullopt;
     };
     if (auto v = value("--nproc_per_node")) {
-      nproc = static_cast<int>(Integer(*v).value_or(1));
+      nproc = count(*v);
     } else if (auto v = value("--nnodes")) {
-      nnodes = static_cast<int>(Integer(*v).value_or(1));
+      nnodes = count(*v);
     } else if (auto v = value("--config")) {
       config = *v;
     } else if (auto v = value("-c")) {
       config = *v;
     } else if (a.starts_with("-")) {
-      continue;  // another launcher option
+      // Another launcher option; one before the recipe takes the next word as its value.
+      bool flag = std::find(std::begin(kFlags), std::end(kFlags), a) != std::end(kFlags);
+      if (recipe.empty() && !flag && a.find('=') == std::string::npos) ++i;
     } else if (auto eq = a.find('='); eq != std::string::npos && !recipe.empty()) {
-      overrides[a.substr(0, eq)] = a.substr(eq + 1);
+      std::string key = a.substr(0, eq), text = a.substr(eq + 1);
+      if (text.starts_with('[') && text.ends_with(']')) {
+        // A list: its items as the file's are kept, key.0, key.1, …
+        std::string items = text.substr(1, text.size() - 2);
+        int n = 0;
+        size_t start = 0;
+        while (start <= items.size() && !items.empty()) {
+          size_t comma = items.find(',', start);
+          if (comma == std::string::npos) comma = items.size();
+          std::string item = items.substr(start, comma - start);
+          item.erase(0, item.find_first_not_of(" '\""));
+          item.erase(item.find_last_not_of(" '\"") + 1);
+          overrides[fmt::format("{}.{}", key, n++)] = item;
+          start = comma + 1;
+        }
+        listed.insert(key);
+      } else {
+        overrides[key] = text;
+      }
     } else if (recipe.empty()) {
       recipe = a;
     }
@@ -157,6 +185,10 @@ Status Analyzer::ReadTorchtune(const JobScript& script, const JobScript::Command
     if (auto it = overrides.find(key); it != overrides.end()) {
       return Got{it->second, at_command, fmt::format("{}={} on the command line", key, it->second)};
     }
+    // A list the command line gives whole replaces the file's, items and all.
+    for (const auto& l : listed) {
+      if (key.starts_with(l + ".")) return std::nullopt;
+    }
     if (auto v = file->values.find(key); v != file->values.end()) {
       return Got{
           v->second.text, {config, v->second.line}, fmt::format("{}: {}", key, v->second.text)};
@@ -171,7 +203,7 @@ Status Analyzer::ReadTorchtune(const JobScript& script, const JobScript::Command
 
   Set(facts_.training, true, at_command, fmt::format("torchtune's {} recipe", recipe),
       kRankLauncher);
-  const int processes = std::max(1, nproc) * std::max(1, nnodes);
+  const int processes = static_cast<int>(std::min<int64_t>(int64_t{nproc} * nnodes, 1 << 20));
   Set(facts_.processes, processes, at_command,
       fmt::format("tune run: {} process{}", processes, processes == 1 ? "" : "es"), kRankLauncher);
   if (recipe.find("distributed") != std::string::npos && processes > 1) {

@@ -784,6 +784,14 @@ trainer.train()
                                program("COCO-Detection/retinanet_R_101_FPN_3x.yaml"), {});
   EXPECT_EQ(retina.facts.model.value, "RetinaNet r101 FPN");
   EXPECT_EQ(retina.facts.batch_size.value, 8);  // one process
+  // detectron2's RetinaNet takes P6 from res5, as MMDetection's does, with FrozenBN (no BN
+  // parameters): MMDetection's count less its BNs' weights.
+  auto mmdet = DetectorOf("RetinaNet", 50, 1, 64, 80, {.frozen_bn = false});
+  auto d2 = DetectorOf("RetinaNet", 50, 1, 64, 80, {.frozen_bn = true});
+  auto d2_101 = DetectorOf("RetinaNet", 101, 1, 64, 80, {.frozen_bn = true});
+  ASSERT_TRUE(mmdet.ok() && d2.ok() && d2_101.ok());
+  EXPECT_DOUBLE_EQ(d2->parameters, mmdet->parameters - 53120);
+  EXPECT_EQ(retina.facts.parameters.value, d2_101->parameters);
   // A C4 backbone is not modelled: the model is undetermined, with the reason.
   std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "rightsize-d2-c4";
   std::filesystem::remove_all(dir);
@@ -869,6 +877,18 @@ max_length = 1024
   ASSERT_TRUE(l.facts.trainable_parameters.known());
   EXPECT_EQ(l.facts.trainable_parameters.value, peft.facts.trainable_parameters.value);
   EXPECT_EQ(l.facts.seq_len.value, 1024);
+
+  // torchrun's options before the recipe (with their values), a distributed recipe (FSDP over
+  // the processes), and a list given whole on the command line replacing the file's.
+  Analysed d = AnalyseJob(
+      "tune-dist",
+      "tune run --nnodes 1 --rdzv_backend c10d --nproc_per_node 4 lora_finetune_distributed "
+      "--config tt.yaml model.lora_attn_modules=[q_proj,k_proj]",
+      "", {{"tt.yaml", lora}});
+  EXPECT_EQ(d.facts.processes.value, 4);
+  EXPECT_EQ(d.facts.parallelism.value, "FSDP");
+  EXPECT_EQ(d.facts.zero_stage.value, 3);
+  EXPECT_EQ(d.facts.lora_targets.value, "q_proj,k_proj");
 }
 
 TEST(MemoryModelTest, TorchtuneConfigsThatCannotBeReadSayWhy) {
@@ -880,7 +900,7 @@ TEST(MemoryModelTest, TorchtuneConfigsThatCannotBeReadSayWhy) {
     std::ofstream(dir / "train.sh") << "#!/bin/bash\n" << command << "\n";
     if (!yaml.empty()) std::ofstream(dir / "tt.yaml") << yaml;
     auto script = ParseJobScriptFile((dir / "train.sh").string());
-    EXPECT_TRUE(script.ok());
+    if (!script.ok()) return script.status();
     auto facts = AnalyzeJobCode(*script, dir.string(), "train.sh");
     return facts.status();
   };
