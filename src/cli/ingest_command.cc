@@ -16,6 +16,7 @@
 #include "core/json_text.h"
 #include "ingest/clustercockpit.h"
 #include "ingest/ingest.h"
+#include "ingest/line_reader.h"
 #include "ingest/prometheus.h"
 #include "ingest/sacct.h"
 #include "ingest/sinfo.h"
@@ -587,15 +588,25 @@ int IngestRuns(Context& ctx, const std::vector<std::string>& files, const RunsFl
   if (!store.ok()) return Fail(store.status());
   int64_t runs = 0, with_code = 0, malformed = 0, no_code = 0;
   for (const auto& file : files) {
-    std::ifstream in(file);
-    if (!in) return Fail(Status::IoError(fmt::format("{}: cannot read", file)));
-    std::string line;
-    int64_t number = 0;
+    // Plain or gzip-compressed (detected from the content), or "-" for standard input.
+    auto reader = LineReader::Open(file);
+    if (!reader.ok()) return Fail(reader.status());
+    std::string_view line;
     std::vector<JobRecord> records;
     std::vector<StoredJobCode> codes;
-    while (std::getline(in, line)) {
-      ++number;
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    while (true) {
+      StatusOr<bool> more = (*reader)->Next(&line);
+      const int64_t number = (*reader)->line_number();
+      if (!more.ok() && (*reader)->last_error_was_overlong_line()) {
+        // One over-long line is one malformed document; the rest of the file is read.
+        ++malformed;
+        if (flags.strict) return Fail(more.status());
+        if (!flags.json) fmt::print(stderr, "{}\n", more.status().message());
+        continue;
+      }
+      if (!more.ok()) return Fail(more.status());
+      if (!*more) break;
+      if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
       auto bad = [&](const std::string& why) {
         ++malformed;
         Status st = Status::BadInput(fmt::format("{}:{}: {}", file, number, why));
@@ -675,7 +686,9 @@ void AddIngestRuns(CLI::App* ingest, Context& ctx, Action* action) {
       "--code-root) and, where the record has none, the script's request");
   auto files = std::make_shared<std::vector<std::string>>();
   auto flags = std::make_shared<RunsFlags>();
-  cmd->add_option("files", *files, "JSON-lines files")->required()->type_name("FILE");
+  cmd->add_option("files", *files, "JSON-lines files (.gz works), or - for stdin")
+      ->required()
+      ->type_name("FILE");
   cmd->add_option("--code-root", flags->code_root,
                   "The folder the documents' script paths are relative to; without it no script "
                   "is read (no code, no request from it)");

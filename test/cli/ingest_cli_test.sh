@@ -173,6 +173,12 @@ expect_eq "each run's script's request stored" "$requests" "r0 None None
 r1 1800 4294967296"
 run_rs --db "$WORK/runs2.db" ingest runs "$WORK/runs.jsonl" --code-root "$WORK/runs" --strict
 expect_eq "ingest runs --strict exit" "$RC" 2
+# Compressed, as a corpus of thousands of runs is kept: the same runs, the same bad line named.
+gzip -c "$WORK/runs.jsonl" >"$WORK/runs.jsonl.gz"
+run_rs --db "$WORK/runs3.db" ingest runs "$WORK/runs.jsonl.gz" --code-root "$WORK/runs"
+expect_eq "ingest runs .gz exit" "$RC" 0
+expect_contains "ingest runs .gz summary" "$OUT" "ingested 2 runs (2 with their code's facts"
+expect_contains "malformed line named in the .gz" "$ERR" "runs.jsonl.gz:3:"
 
 # Usage errors exit 1.
 run_rs ingest
