@@ -111,6 +111,9 @@ struct CodeFacts {
   Fact<double> trainable_parameters;
   Fact<double> lora_dropout;
   Fact<double> lora_input_features;
+  // The adapters' dtype: fp32 under PEFT (autocast_adapter_dtype) unless read otherwise;
+  // torchtune keeps them, their gradients and their optimizer states in the model's dtype.
+  Fact<Precision> adapter_dtype;
   // Generation (generate, a text-generation pipeline): the tokens added to the prompt; the
   // prompt is seq_len. The KV cache holds prompt + max_new_tokens positions.
   Fact<int64_t> max_new_tokens;

@@ -375,23 +375,29 @@ bool FrozenBaseTerms(const CodeFacts& f, bool training, Precision precision, Opt
   // PEFT keeps the adapters in fp32 (autocast_adapter_dtype), so their gradients and optimizer
   // states are fp32 too.
   double t = *f.trainable_parameters.value;
-  MemoryTerm adapters{
-      "LoRA adapters",
-      shard(t * 4, 3),
-      fmt::format("{} trainable params (r={}, {}) × 4 B (fp32)", Millions(t),
-                  f.lora_rank.value.value_or(0), f.lora_targets.value.value_or("?")),
-      {}};
+  const Precision adapter = f.adapter_dtype.value.value_or(Precision::kFp32);
+  const bool half = adapter == Precision::kBf16 || adapter == Precision::kFp16;
+  const double bytes = half ? 2 : 4;
+  MemoryTerm adapters{"LoRA adapters",
+                      shard(t * bytes, 3),
+                      fmt::format("{} trainable params (r={}, {}) × {} B ({})", Millions(t),
+                                  f.lora_rank.value.value_or(0), f.lora_targets.value.value_or("?"),
+                                  bytes, NameOf(adapter)),
+                      {}};
   AddLine(&adapters.lines, f.trainable_parameters);
+  AddLine(&adapters.lines, f.adapter_dtype);
   add(std::move(adapters));
   MemoryTerm grads{"gradients",
-                   shard(t * 4, 2),
-                   fmt::format("{} trainable params × 4 B (adapters only)", Millions(t)),
+                   shard(t * bytes, 2),
+                   fmt::format("{} trainable params × {} B (adapters only)", Millions(t), bytes),
                    {}};
   AddLine(&grads.lines, f.trainable_parameters);
   add(std::move(grads));
   bool offload = f.optimizer_offload.value.value_or(false);
   bool paged = f.paged_optimizer.value.value_or(false);
-  double states = StatesPerParameter(optimizer);
+  // torch's optimizers keep their states in the parameters' dtype; 8-bit ones in 8 bits.
+  double states =
+      StatesPerParameter(optimizer) * (half && optimizer != Optimizer::kAdam8bit ? 0.5 : 1);
   MemoryTerm opt{"optimizer states",
                  offload || paged ? 0 : shard(t * states, 1),
                  offload ? "offloaded to CPU memory"

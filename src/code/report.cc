@@ -55,6 +55,7 @@ void ForEachFact(const CodeFacts& f, F fn) {
   fn("lora_rank", f.lora_rank);
   fn("lora_targets", f.lora_targets);
   fn("lora_dropout", f.lora_dropout);
+  fn("adapter_dtype", f.adapter_dtype);
   fn("max_new_tokens", f.max_new_tokens);
   fn("training", f.training);
   fn("optimizer", f.optimizer);

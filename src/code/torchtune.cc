@@ -278,6 +278,8 @@ Status Analyzer::ReadTorchtune(const JobScript& script, const JobScript::Command
       Precision p = dtype->text == "bf16" ? Precision::kBf16 : Precision::kFp16;
       Set(facts_.precision, p, dtype->where, dtype->how, kRankCall);
       Set(facts_.weight_dtype, p, dtype->where, dtype->how, kRankCall);
+      // torchtune builds the adapters in the model's dtype too.
+      Set(facts_.adapter_dtype, p, dtype->where, dtype->how, kRankCall);
     } else if (dtype->text == "fp32") {
       Set(facts_.precision, Precision::kFp32, dtype->where, dtype->how, kRankCall);
     }
@@ -328,6 +330,7 @@ Status Analyzer::ReadTorchtune(const JobScript& script, const JobScript::Command
   if (!facts_.precision.known()) {
     Assume(facts_.precision, Precision::kBf16, "bf16: torchtune's default dtype");
     Assume(facts_.weight_dtype, Precision::kBf16, "bf16: torchtune's default dtype");
+    Assume(facts_.adapter_dtype, Precision::kBf16, "bf16: torchtune's default dtype");
   }
   if (!facts_.optimizer.known()) Assume(facts_.optimizer, Optimizer::kAdam, "AdamW assumed");
   if (!facts_.grad_accum.known()) Assume(facts_.grad_accum, int64_t{1}, "no accumulation");

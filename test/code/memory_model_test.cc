@@ -877,6 +877,12 @@ max_length = 1024
   ASSERT_TRUE(l.facts.trainable_parameters.known());
   EXPECT_EQ(l.facts.trainable_parameters.value, peft.facts.trainable_parameters.value);
   EXPECT_EQ(l.facts.seq_len.value, 1024);
+  // torchtune's adapters, their gradients and AdamW's states are bf16; PEFT's fp32.
+  const double t = *l.facts.trainable_parameters.value;
+  EXPECT_NEAR(Term(l.estimate, "LoRA adapters"), t * 2, 1.0);
+  EXPECT_NEAR(Term(l.estimate, "optimizer states"), t * 4, 1.0);
+  EXPECT_NEAR(Term(peft.estimate, "LoRA adapters"), t * 4, 1.0);
+  EXPECT_NEAR(Term(peft.estimate, "optimizer states"), t * 8, 1.0);
 
   // torchrun's options before the recipe (with their values), a distributed recipe (FSDP over
   // the processes), and a list given whole on the command line replacing the file's.
