@@ -310,9 +310,10 @@ void Analyzer::ReadLauncherOptions(const JobScript& script, const JobScript::Com
     }
   }
   const std::string& l = cmd.launcher;
-  if (l == "torchrun" || l == "deepspeed" || l == "accelerate") {
+  if (l == "torchrun" || l == "deepspeed" || l == "accelerate" || l == "tune") {
     if (per_node == 0 && (l == "deepspeed" || !launched)) {
-      // deepspeed uses every GPU of the node; torchrun and accelerate default to one process.
+      // deepspeed uses every GPU of the node; torchrun, accelerate and tune default to one
+      // process.
       per_node = l == "deepspeed"
                      ? std::max(1, gpus_requested_ / std::max(1, script.request.nodes.value_or(1)))
                      : 1;

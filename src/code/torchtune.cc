@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -15,6 +14,7 @@
 #include "code/analyzer.h"
 #include "code/config_file.h"
 #include "code/model_zoo.h"
+#include "code/python_value.h"
 
 namespace rightsize::code::internal {
 namespace fs = std::filesystem;
@@ -67,86 +67,51 @@ std::vector<std::string> HubNamesOf(std::string builder) {
   return names;
 }
 
-bool Truthy(const std::string& text) {
-  std::string t = text;
-  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
-  return t == "true" || t == "1" || t == "yes";
-}
-
-std::optional<int64_t> Integer(const std::string& text) {
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return v;
-}
-
 }  // namespace
 
 const JobScript::Command* Analyzer::TorchtuneCommand(const JobScript& script) {
   for (const auto& c : script.commands) {
-    if (c.program == "tune" && !c.args.empty() && c.args[0] == "run") return &c;
+    if (std::find(c.wrappers.begin(), c.wrappers.end(), "tune") != c.wrappers.end()) return &c;
   }
   return nullptr;
 }
 
 Status Analyzer::ReadTorchtune(const JobScript& script, const JobScript::Command& cmd) {
   gpus_requested_ = script.request.gpus.value_or(0);
-  facts_.launcher = "tune";
+  facts_.launcher = cmd.launcher;
   facts_.command = {script_name_, cmd.line};
   facts_.args = cmd.args;
   const SourceLine at_command{script_name_, cmd.line};
-  // tune run [--nproc_per_node N] [--nnodes M] RECIPE --config FILE [key=value …]
-  std::string recipe, config;
-  int nproc = 1, nnodes = 1;
+  // The job-script parser took torchrun's options off; the program is the recipe, and after it
+  // --config FILE and key=value overrides.
+  const std::string& recipe = cmd.program;
+  std::string config;
   std::map<std::string, std::string> overrides;
   std::set<std::string> listed;  // lists the command line gives whole
-  // torchrun's options before the recipe take a value, but for these flags.
-  static constexpr std::string_view kFlags[] = {
-      "--standalone", "--no-python", "--no_python", "--run-path", "--run_path", "-m", "--module"};
-  auto count = [](const std::string& text) {
-    return static_cast<int>(std::clamp<int64_t>(Integer(text).value_or(1), 1, 1 << 20));
-  };
-  for (size_t i = 1; i < cmd.args.size(); ++i) {
+  for (size_t i = 0; i < cmd.args.size(); ++i) {
     const std::string& a = cmd.args[i];
-    auto value = [&](std::string_view flag) -> std::optional<std::string> {
-      if (a == flag && i + 1 < cmd.args.size()) return cmd.args[++i];
-      if (a.starts_with(std::string(flag) + "=")) return a.substr(flag.size() + 1);
-      return std::nullopt;
-    };
-    if (auto v = value("--nproc_per_node")) {
-      nproc = count(*v);
-    } else if (auto v = value("--nnodes")) {
-      nnodes = count(*v);
-    } else if (auto v = value("--config")) {
-      config = *v;
-    } else if (auto v = value("-c")) {
-      config = *v;
-    } else if (a.starts_with("-")) {
-      // Another launcher option; one before the recipe takes the next word as its value.
-      bool flag = std::find(std::begin(kFlags), std::end(kFlags), a) != std::end(kFlags);
-      if (recipe.empty() && !flag && a.find('=') == std::string::npos) ++i;
-    } else if (auto eq = a.find('='); eq != std::string::npos && !recipe.empty()) {
+    if ((a == "--config" || a == "-c") && i + 1 < cmd.args.size()) {
+      config = cmd.args[++i];
+    } else if (a.starts_with("--config=")) {
+      config = a.substr(9);
+    } else if (auto eq = a.find('='); eq != std::string::npos && !a.starts_with("-")) {
       std::string key = a.substr(0, eq), text = a.substr(eq + 1);
-      if (text.starts_with('[') && text.ends_with(']')) {
-        // A list: its items as the file's are kept, key.0, key.1, …
-        std::string items = text.substr(1, text.size() - 2);
-        int n = 0;
-        size_t start = 0;
-        while (start <= items.size() && !items.empty()) {
-          size_t comma = items.find(',', start);
-          if (comma == std::string::npos) comma = items.size();
-          std::string item = items.substr(start, comma - start);
-          item.erase(0, item.find_first_not_of(" '\""));
-          item.erase(item.find_last_not_of(" '\"") + 1);
-          overrides[fmt::format("{}.{}", key, n++)] = item;
-          start = comma + 1;
-        }
-        listed.insert(key);
-      } else {
+      if (!(text.starts_with('[') && text.ends_with(']'))) {
         overrides[key] = text;
+        continue;
       }
-    } else if (recipe.empty()) {
-      recipe = a;
+      // A list: its items kept as the file's are, key.0, key.1, …
+      std::string items = text.substr(1, text.size() - 2);
+      int n = 0;
+      for (size_t start = 0; !items.empty() && start <= items.size();) {
+        size_t comma = std::min(items.find(',', start), items.size());
+        std::string item = items.substr(start, comma - start);
+        item.erase(0, item.find_first_not_of(" '\""));
+        item.erase(item.find_last_not_of(" '\"") + 1);
+        overrides[fmt::format("{}.{}", key, n++)] = item;
+        start = comma + 1;
+      }
+      listed.insert(key);
     }
   }
   if (recipe.empty() || config.empty()) {
@@ -174,38 +139,32 @@ Status Analyzer::ReadTorchtune(const JobScript& script, const JobScript::Command
   Set(facts_.framework, std::string("torchtune"), at_command, "tune run", kRankLauncher);
   facts_.frameworks.push_back("torchtune");
   pending_.erase("framework");
+  ReadLauncherOptions(script, cmd);  // the processes, from torchrun's options
 
-  // A key's value and where it was written: an override on the command line wins.
-  struct Got {
-    std::string text;
-    SourceLine where;
-    std::string how;
-  };
-  auto get = [&](const std::string& key) -> std::optional<Got> {
+  // A key's value, as a scalar of the command line or the file is read: an override on the
+  // command line wins, and a list it gives whole replaces the file's, items and all.
+  auto get = [&](const std::string& key) -> std::optional<Value> {
     if (auto it = overrides.find(key); it != overrides.end()) {
-      return Got{it->second, at_command, fmt::format("{}={} on the command line", key, it->second)};
+      return FromText(it->second, at_command,
+                      fmt::format("{}={} on the command line", key, it->second));
     }
-    // A list the command line gives whole replaces the file's, items and all.
     for (const auto& l : listed) {
       if (key.starts_with(l + ".")) return std::nullopt;
     }
     if (auto v = file->values.find(key); v != file->values.end()) {
-      return Got{
-          v->second.text, {config, v->second.line}, fmt::format("{}: {}", key, v->second.text)};
+      return FromText(v->second.text, {config, v->second.line},
+                      fmt::format("{}: {}", key, v->second.text));
     }
     return std::nullopt;
   };
-  auto number = [&](const std::string& key, Fact<int64_t>& fact, int rank) {
-    auto g = get(key);
-    if (!g) return;
-    if (auto n = Integer(g->text); n && *n > 0) Set(fact, *n, g->where, g->how, rank);
+  auto truthy = [&](const std::string& key) {
+    auto v = get(key);
+    return v && v->Truthy();
   };
 
   Set(facts_.training, true, at_command, fmt::format("torchtune's {} recipe", recipe),
       kRankLauncher);
-  const int processes = static_cast<int>(std::min<int64_t>(int64_t{nproc} * nnodes, 1 << 20));
-  Set(facts_.processes, processes, at_command,
-      fmt::format("tune run: {} process{}", processes, processes == 1 ? "" : "es"), kRankLauncher);
+  const int processes = facts_.processes.value.value_or(1);
   if (recipe.find("distributed") != std::string::npos && processes > 1) {
     // torchtune's distributed recipes shard parameters, gradients and states with FSDP.
     Set(facts_.parallelism, std::string("FSDP"), at_command,
@@ -215,54 +174,49 @@ Status Analyzer::ReadTorchtune(const JobScript& script, const JobScript::Command
 
   // The model: its builder names it; lora_ and qlora_ builders add adapters (and NF4 weights).
   auto model = get("model._component_");
-  if (!model) {
+  if (!model || model->kind != Value::Kind::kString) {
     Undecided("model", fmt::format("{} has no model._component_", config), {config, 0});
   } else {
-    std::string builder = model->text.substr(model->text.rfind('.') + 1);
+    const std::string& component = model->text;
+    std::string builder = component.substr(component.rfind('.') + 1);
     std::optional<TransformerSpec> spec;
-    for (const auto& name : HubNamesOf(model->text)) {
+    for (const auto& name : HubNamesOf(component)) {
       if ((spec = FindTransformer(name))) break;
     }
     if (!spec) {
       Undecided(
           "model",
-          fmt::format("torchtune model {} is not in the table of known model sizes", model->text),
-          model->where);
+          fmt::format("torchtune model {} is not in the table of known model sizes", component),
+          model->origin);
     } else {
-      SetTransformer(*spec, model->where, fmt::format("torchtune {}", model->text), kRankConfig);
-      Set(facts_.fused_attention, true, model->where,
+      SetTransformer(*spec, model->origin, fmt::format("torchtune {}", component), kRankConfig);
+      Set(facts_.fused_attention, true, model->origin,
           "torchtune's attention: scaled_dot_product_attention", kRankConfig);
     }
     const bool qlora = builder.starts_with("qlora_");
     if (qlora) {
-      Set(facts_.precision, Precision::kInt4, model->where,
+      Set(facts_.precision, Precision::kInt4, model->origin,
           fmt::format("{}: NF4 weights (torchao)", builder), kRankConfig);
-      Set(facts_.weight_dtype, Precision::kBf16, model->where,
+      Set(facts_.weight_dtype, Precision::kBf16, model->origin,
           fmt::format("{}: the rest in bf16", builder), kRankConfig);
     }
     if (qlora || builder.starts_with("lora_")) {
       LoraCall l;
-      l.where = model->where;
-      if (auto r = get("model.lora_rank"); r && Integer(r->text)) l.rank = *Integer(r->text);
-      if (auto d = get("model.lora_dropout")) {
-        double v = 0;
-        auto [end, ec2] = std::from_chars(d->text.data(), d->text.data() + d->text.size(), v);
-        if (ec2 == std::errc()) l.dropout = v;
+      l.where = model->origin;
+      if (auto r = get("model.lora_rank"); r && r->IsNumber() && r->number >= 1) {
+        l.rank = static_cast<int64_t>(r->number);
       }
+      if (auto d = get("model.lora_dropout"); d && d->IsNumber()) l.dropout = d->number;
       // torchtune's module names as the Hub's: output_proj is o_proj; the MLP's three.
       for (int i = 0;; ++i) {
         auto m = get(fmt::format("model.lora_attn_modules.{}", i));
-        if (!m) break;
+        if (!m || m->kind != Value::Kind::kString) break;
         l.targets.push_back(m->text == "output_proj" ? "o_proj" : m->text);
       }
-      if (auto mlp = get("model.apply_lora_to_mlp"); mlp && Truthy(mlp->text)) {
-        for (std::string_view m : {"gate_proj", "up_proj", "down_proj"}) {
-          l.targets.emplace_back(m);
-        }
+      if (truthy("model.apply_lora_to_mlp")) {
+        for (std::string_view m : {"gate_proj", "up_proj", "down_proj"}) l.targets.emplace_back(m);
       }
-      if (auto out = get("model.apply_lora_to_output"); out && Truthy(out->text)) {
-        l.targets.emplace_back("lm_head");
-      }
+      if (truthy("model.apply_lora_to_output")) l.targets.emplace_back("lm_head");
       for (const auto& t : l.targets) l.target_text += (l.target_text.empty() ? "" : ",") + t;
       if (l.targets.empty()) {
         Undecided("lora_targets", fmt::format("{} names no lora_attn_modules", config), l.where);
@@ -276,49 +230,50 @@ Status Analyzer::ReadTorchtune(const JobScript& script, const JobScript::Command
   if (auto dtype = get("dtype")) {
     if (dtype->text == "bf16" || dtype->text == "fp16") {
       Precision p = dtype->text == "bf16" ? Precision::kBf16 : Precision::kFp16;
-      Set(facts_.precision, p, dtype->where, dtype->how, kRankCall);
-      Set(facts_.weight_dtype, p, dtype->where, dtype->how, kRankCall);
+      Set(facts_.precision, p, dtype->origin, dtype->how, kRankCall);
+      Set(facts_.weight_dtype, p, dtype->origin, dtype->how, kRankCall);
       // torchtune builds the adapters in the model's dtype too.
-      Set(facts_.adapter_dtype, p, dtype->where, dtype->how, kRankCall);
+      Set(facts_.adapter_dtype, p, dtype->origin, dtype->how, kRankCall);
     } else if (dtype->text == "fp32") {
-      Set(facts_.precision, Precision::kFp32, dtype->where, dtype->how, kRankCall);
+      Set(facts_.precision, Precision::kFp32, dtype->origin, dtype->how, kRankCall);
     }
   }
-  number("batch_size", facts_.batch_size, kRankConfig);
-  number("tokenizer.max_seq_len", facts_.seq_len, kRankConfig);
-  number("gradient_accumulation_steps", facts_.grad_accum, kRankConfig);
-  if (auto ckpt = get("enable_activation_checkpointing")) {
-    Set(facts_.checkpointing, Truthy(ckpt->text) ? Checkpointing::kFull : Checkpointing::kNone,
-        ckpt->where, ckpt->how, kRankConfig);
+  for (auto [key, fact] : {std::pair{"batch_size", &facts_.batch_size},
+                           std::pair{"tokenizer.max_seq_len", &facts_.seq_len},
+                           std::pair{"gradient_accumulation_steps", &facts_.grad_accum}}) {
+    if (auto v = get(key)) SetNumber(*fact, *v, v->origin, key, kRankConfig);
   }
-  if (auto off = get("enable_activation_offloading"); off && Truthy(off->text)) {
-    Set(facts_.activation_offload, true, off->where, off->how, kRankConfig);
+  if (auto ckpt = get("enable_activation_checkpointing")) {
+    Set(facts_.checkpointing, ckpt->Truthy() ? Checkpointing::kFull : Checkpointing::kNone,
+        ckpt->origin, ckpt->how, kRankConfig);
+  }
+  if (auto off = get("enable_activation_offloading"); off && off->Truthy()) {
+    Set(facts_.activation_offload, true, off->origin, off->how, kRankConfig);
   }
   if (auto compile = get("compile")) {
-    Set(facts_.compiled, Truthy(compile->text), compile->where, compile->how, kRankConfig);
+    Set(facts_.compiled, compile->Truthy(), compile->origin, compile->how, kRankConfig);
   }
-  if (auto opt = get("optimizer._component_")) {
+  if (auto opt = get("optimizer._component_"); opt && opt->kind == Value::Kind::kString) {
     const std::string& o = opt->text;
     Optimizer kind = o.find("8bit") != std::string::npos ? Optimizer::kAdam8bit
-                     : o.ends_with("SGD")                ? Optimizer::kSgdMomentum
-                                                         : Optimizer::kAdam;
-    if (kind == Optimizer::kSgdMomentum) {
-      auto momentum = get("optimizer.momentum");
-      if (!momentum || momentum->text == "0" || momentum->text == "0.0") kind = Optimizer::kSgd;
-    }
-    Set(facts_.optimizer, kind, opt->where, opt->how, kRankConfig);
+                     : o.ends_with("SGD") ? (truthy("optimizer.momentum") ? Optimizer::kSgdMomentum
+                                                                          : Optimizer::kSgd)
+                                          : Optimizer::kAdam;
+    Set(facts_.optimizer, kind, opt->origin, opt->how, kRankConfig);
     if (o.find("Paged") != std::string::npos) {
-      Set(facts_.paged_optimizer, true, opt->where, opt->how, kRankConfig);
+      Set(facts_.paged_optimizer, true, opt->origin, opt->how, kRankConfig);
     }
   }
-  if (auto in_bwd = get("optimizer_in_bwd"); in_bwd && Truthy(in_bwd->text)) {
-    Set(facts_.optimizer_in_backward, true, in_bwd->where, in_bwd->how, kRankConfig);
+  if (auto in_bwd = get("optimizer_in_bwd"); in_bwd && in_bwd->Truthy()) {
+    Set(facts_.optimizer_in_backward, true, in_bwd->origin, in_bwd->how, kRankConfig);
   }
   if (auto loss = get("loss._component_");
       loss && loss->text.find("Chunked") != std::string::npos) {
     int64_t chunks = 8;  // CEWithChunkedOutputLoss's num_output_chunks
-    if (auto n = get("loss.num_output_chunks"); n && Integer(n->text)) chunks = *Integer(n->text);
-    Set(facts_.loss_chunks, std::max<int64_t>(1, chunks), loss->where, loss->how, kRankConfig);
+    if (auto n = get("loss.num_output_chunks"); n && n->IsNumber() && n->number >= 1) {
+      chunks = static_cast<int64_t>(std::min(n->number, 1e6));
+    }
+    Set(facts_.loss_chunks, chunks, loss->origin, loss->how, kRankConfig);
   }
   ResolveAdapters();
   if (!facts_.batch_size.known()) {

@@ -1115,6 +1115,11 @@ class CommandReader {
         ++i_;
         Push("accelerate");
         if (SkipMlOptions()) return;
+      } else if (base == "tune" && i_ + 1 < w_.size() && w_[i_ + 1] == "run") {
+        // torchtune: `tune run [torchrun's options] RECIPE --config FILE [key=value …]`.
+        ++i_;
+        Push("tune");
+        if (SkipMlOptions()) return;
       } else if ((base == "apptainer" || base == "singularity") && i_ + 1 < w_.size() &&
                  In(w_[i_ + 1], {"exec", "run"})) {
         bool run = w_[i_ + 1] == "run";

@@ -81,8 +81,9 @@ struct JobScript {
     int line = 0;      // the first physical line
     std::string text;  // this command's text, continuations joined, trailing comment removed
     // The outermost parallel launcher: srun, mpirun, mpiexec, torchrun (also `python -m
-    // torch.distributed.run`), accelerate, deepspeed, or the batch launchers ibrun, aprun,
-    // jsrun; else "python" when a Python interpreter runs the program; else "".
+    // torch.distributed.run`), accelerate, deepspeed, tune (torchtune's `tune run`, whose
+    // program is a recipe), or the batch launchers ibrun, aprun, jsrun; else "python" when a
+    // Python interpreter runs the program; else "".
     std::string launcher;
     // Every launcher, wrapper and interpreter peeled off, outermost first:
     // {"srun", "apptainer", "python"} for `srun apptainer exec img.sif python x.py`.

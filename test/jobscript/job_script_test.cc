@@ -87,6 +87,20 @@ TEST(JobScriptTest, PyTorchDdpJobTotalsAndLaunch) {
   EXPECT_EQ(mem->line, 9);
 }
 
+TEST(JobScriptTest, TorchtuneRunIsALauncherWhoseProgramIsTheRecipe) {
+  auto s = ParseJobScript(
+      "#!/bin/bash\n"
+      "srun tune run --nnodes 1 --rdzv_backend c10d --nproc_per_node 4 "
+      "lora_finetune_distributed --config my.yaml batch_size=8\n");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const JobScript::Command* main = s->MainCommand();
+  ASSERT_NE(main, nullptr);
+  EXPECT_EQ(main->launcher, "srun");
+  EXPECT_EQ(main->wrappers, (std::vector<std::string>{"srun", "tune"}));
+  EXPECT_EQ(main->program, "lora_finetune_distributed");  // torchrun's options and values taken off
+  EXPECT_EQ(main->args, (std::vector<std::string>{"--config", "my.yaml", "batch_size=8"}));
+}
+
 TEST(JobScriptTest, MpiJobWithShortOptionsAndMemPerCpu) {
   JobScript s = Parse("mpi_job.sh");
   EXPECT_TRUE(s.warnings.empty()) << Warnings(s).front();
