@@ -164,6 +164,11 @@ def main():
     gpu = side["device"] == "cuda"
     measuring_gpu_bytes = (side["hardware"].get("gpu_memory_bytes")
                            or side["versions"].get("cuda_device_memory_bytes"))
+    # The Python the runs were measured with is the one their job scripts' `python` ran: advise
+    # reads its torch (what attention keeps) as it would read a job's on its cluster.
+    python = side["versions"].get("python_executable") or "none"
+    if python != "none" and not os.path.exists(python):
+        python = "none"  # measured elsewhere: no environment to read here
 
     details = []
     for row in rows:
@@ -174,7 +179,7 @@ def main():
         if row["outcome"] not in ("ok", "oom"):
             continue
         sbatch = os.path.join(corpus, run["dir"], "job.sbatch")
-        adv, err = run_json([rs, "advise", sbatch, "--json"])
+        adv, err = run_json([rs, "advise", sbatch, "--json", "--python", python])
         if adv is None:
             d["undetermined"] = "advise failed: " + (err or "")
             continue
@@ -194,7 +199,7 @@ def main():
             d["tensor_estimate"] = sum(b for n, b in terms.items() if n not in OVERHEAD_TERMS)
             d["states_estimate"] = sum(terms.get(n, 0) for n in STATE_TERMS)
             d["context"] = ctx
-        pred, err = run_json([rs, "--db", db, "predict", sbatch, "--json"])
+        pred, err = run_json([rs, "--db", db, "predict", sbatch, "--json", "--python", python])
         gm = (pred or {}).get("targets", {}).get("gpu_memory")
         if gm and gm.get("p50") is not None:
             d["predict_p50"], d["predict_source"] = gm["p50"], gm.get("source")

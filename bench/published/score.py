@@ -48,7 +48,9 @@ def num(x):
 
 
 def advise(rs, sbatch, gpu):
-    cmd = [rs, "advise", sbatch, "--json"] + (["--gpu", gpu] if gpu else [])
+    # The published runs ran elsewhere, in environments their sources describe (the table's
+    # `attention`): this machine's Python is not theirs.
+    cmd = [rs, "advise", sbatch, "--json", "--python", "none"] + (["--gpu", gpu] if gpu else [])
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         return None, "advise failed: " + (out.stderr.strip() or out.stdout.strip())[-300:]

@@ -22,7 +22,7 @@ namespace rightsize::cli {
 namespace {
 
 struct AdviseFlags {
-  std::string script, code, gpu;
+  std::string script, code, gpu, python;
   std::vector<std::string> sbatch_args;
   bool json = false;
 };
@@ -30,7 +30,9 @@ struct AdviseFlags {
 int RunAdvise(const AdviseFlags& f) {
   auto script = ParseJobScriptFile(f.script, f.sbatch_args);
   if (!script.ok()) return Fail(script.status());
-  auto a = AdviseJobCode(*script, f.script, f.code, f.gpu);
+  code::JobEnvironment env = code::JobEnvironment::OfThisProcess();
+  env.python = f.python;
+  auto a = AdviseJobCode(*script, f.script, f.code, f.gpu, env);
   if (!a.ok()) return Fail(a.status());
   const std::string& code_dir = a->code_dir;
   const code::GpuSpec* gpu = &a->gpu;
@@ -75,6 +77,12 @@ void AddAdviseCommand(CLI::App& app, Context& /*ctx*/, Action* action) {
                   "sbatch options after --, which override the script's #SBATCH lines");
   cmd->add_option("--code", f->code, "Folder of the job's code (default: the script's folder)")
       ->type_name("DIR");
+  cmd->add_option("--python", f->python,
+                  "The Python the job runs, whose torch decides what its attention keeps "
+                  "(default: the one the script names, found on PATH or in the virtualenv it "
+                  "activates, as sbatch passes this shell's environment to the job; none: read "
+                  "no environment)")
+      ->type_name("PATH");
   cmd->add_option("--gpu", f->gpu,
                   "GPU to fit on: H100-80GB, A100-40GB, A100-80GB, H200-141GB, V100-16GB, "
                   "V100-32GB, L40S-48GB, A10-24GB, T4-16GB, RTX-4090-24GB, … (default: the "

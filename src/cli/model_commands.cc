@@ -291,6 +291,12 @@ void AddPredict(CLI::App& app, Context& ctx, Action* action) {
                   "Folder of the job's Python code, read for its GPU memory (default: the "
                   "script's folder)")
       ->type_name("DIR");
+  f->request.environment = code::JobEnvironment::OfThisProcess();
+  cmd->add_option("--python", f->request.environment.python,
+                  "The Python the job runs, whose torch decides what its attention keeps "
+                  "(default: the one the script names, found on PATH or in the virtualenv it "
+                  "activates; none: read no environment)")
+      ->type_name("PATH");
   cmd->add_flag("--json", f->json, "Print the rightsize.predict/v1 document");
   cmd->callback(
       [&ctx, action, f] { *action = [&ctx, f]() -> int { return RunPredict(ctx, *f); }; });

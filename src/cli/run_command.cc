@@ -55,7 +55,8 @@ std::optional<StoredJobCode> RunCode(const RunFlags& f, const std::vector<std::s
   StatusOr<StoredJobCode> code = Status::NotFound("no code");
   if (!f.script.empty()) {
     auto script = ParseJobScriptFile(f.script);
-    code = script.ok() ? ReadJobCode(*script, f.script, "") : script.status();
+    code = script.ok() ? ReadJobCode(*script, f.script, "", code::JobEnvironment::OfThisProcess())
+                       : script.status();
     if (!code.ok()) {
       fmt::print(stderr, "rightsize run: no code facts from {}: {}\n", f.script,
                  code.status().message());
@@ -67,7 +68,9 @@ std::optional<StoredJobCode> RunCode(const RunFlags& f, const std::vector<std::s
               (a.find_first_of(" \t'\"$\\") == std::string::npos ? a : Quote(a));
     }
     auto script = ParseJobScript("#!/bin/bash\n" + line + "\n");
-    if (script.ok()) code = ReadJobCode(*script, "command", ".");
+    if (script.ok()) {
+      code = ReadJobCode(*script, "command", ".", code::JobEnvironment::OfThisProcess());
+    }
   }
   if (!code.ok()) return std::nullopt;
   return std::move(*code);

@@ -61,6 +61,8 @@ int RunSubmit(Context& ctx, const SubmitFlags& f, std::vector<std::string> rest)
   pin.script_text = text;
   pin.script = std::filesystem::path(script_path).filename().string();
   pin.code = DefaultCodeDir(script_path);  // the code beside the script, stored with the job
+  // sbatch passes this shell's environment to the job (--export=ALL): its Python is found here.
+  pin.environment = code::JobEnvironment::OfThisProcess();
   pin.sbatch_args = sbatch_args;
   pin.cluster = f.cluster;
   pin.user = f.user;

@@ -121,14 +121,49 @@ StatusOr<CodeFacts> Analyzer::Run(const JobScript& script) {
 
 }  // namespace internal
 
+namespace {
+
+// The torch the job imports, and what it says of attention: torch before 2.0 has no
+// scaled_dot_product_attention, so nn.MultiheadAttention and the Transformer layers, Hugging
+// Face's models and a program that calls it behind a `hasattr` fallback keep the s² scores
+// (FlashAttention's own package does not need it).
+void ReadTorchVersion(const JobScript& script, const std::string& code_dir,
+                      const JobEnvironment& env, CodeFacts* facts) {
+  const JobScript::Command* cmd = nullptr;
+  for (const auto& c : script.commands) {
+    if (c.line == facts->command.line) cmd = &c;
+  }
+  if (cmd == nullptr) return;
+  std::string why;
+  auto torch = FindTorch(script, *cmd, code_dir, env, &why);
+  if (!torch) return;
+  SourceLine where{torch->file, torch->line};
+  facts->torch_version = {torch->version, where,
+                          fmt::format("imported by {} ({})", torch->interpreter, torch->found_as),
+                          false, internal::kRankLauncher};
+  Fact<bool>& fused = facts->fused_attention;
+  if (torch->Major() < 2 && fused.value.value_or(false) &&
+      fused.how.find("flash") == std::string::npos) {
+    fused = {false, where,
+             fmt::format("torch {} has no scaled_dot_product_attention (2.0): attention keeps its "
+                         "s² scores, not as read at {} ({})",
+                         torch->version, fused.where.ToString(), fused.how),
+             false, internal::kRankLauncher};
+  }
+}
+
+}  // namespace
+
 StatusOr<CodeFacts> AnalyzeJobCode(const JobScript& script, const std::string& code_dir,
-                                   const std::string& script_name) {
+                                   const std::string& script_name, const JobEnvironment& env) {
   std::error_code ec;
   if (!fs::is_directory(code_dir, ec)) {
     return Status::NotFound(fmt::format("code folder {} does not exist", code_dir));
   }
   internal::Analyzer analyzer(code_dir, script_name);
-  return analyzer.Run(script);
+  RS_ASSIGN_OR_RETURN(CodeFacts facts, analyzer.Run(script));
+  if (env.Readable()) ReadTorchVersion(script, code_dir, env, &facts);
+  return facts;
 }
 
 }  // namespace rightsize::code

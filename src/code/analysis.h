@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "code/python_env.h"
 #include "core/status.h"
 #include "jobscript/job_script.h"
 
@@ -139,7 +140,10 @@ struct CodeFacts {
   Fact<int64_t> grad_accum;
   Fact<Checkpointing> checkpointing;
   Fact<bool> fused_attention;  // SDPA / FlashAttention: no s² attention scores kept
-  Fact<int> zero_stage;        // 0 none; 1, 2, 3 (FSDP full shard counts as 3)
+  // The torch the job's Python imports ("1.13.0a0"), where the job's environment can be read
+  // (JobEnvironment): before 2.0 there is no scaled_dot_product_attention.
+  Fact<std::string> torch_version;
+  Fact<int> zero_stage;  // 0 none; 1, 2, 3 (FSDP full shard counts as 3)
   Fact<bool> optimizer_offload;
   // The optimizer steps each parameter as soon as its gradient is whole and frees it
   // (torchtune's optimizer_in_bwd, PyTorch's register_post_accumulate_grad_hook): the gradients
@@ -182,8 +186,10 @@ inline constexpr int kMaxCodeFiles = 200;
 inline constexpr int kMaxConfigFiles = 16;
 
 // `code_dir` is the folder the job's code is in (the script's folder by default);
-// `script_name` is how to name the script in source lines.
+// `script_name` is how to name the script in source lines. Where `env` can be read (the caller
+// runs as the job's user at submission), the torch the job imports is read from it
+// (FindTorch) and decides whether attention can be fused.
 StatusOr<CodeFacts> AnalyzeJobCode(const JobScript& script, const std::string& code_dir,
-                                   const std::string& script_name);
+                                   const std::string& script_name, const JobEnvironment& env = {});
 
 }  // namespace rightsize::code

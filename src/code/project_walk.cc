@@ -17,9 +17,6 @@ namespace rightsize::code::internal {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// Splits a command's text into words the way a shell would for plain quoting.
 std::vector<std::string> ShellWords(std::string_view text) {
   std::vector<std::string> words;
   std::string cur;
@@ -47,6 +44,8 @@ std::vector<std::string> ShellWords(std::string_view text) {
   if (in_word) words.push_back(std::move(cur));
   return words;
 }
+
+namespace {
 
 bool IsScope(std::string_view type) {
   return type == "if_statement" || type == "elif_clause" || type == "conditional_expression" ||

@@ -62,6 +62,7 @@ void ForEachFact(const CodeFacts& f, F fn) {
   fn("grad_accum", f.grad_accum);
   fn("checkpointing", f.checkpointing);
   fn("fused_attention", f.fused_attention);
+  fn("torch_version", f.torch_version);
   fn("mlp_features", f.mlp_features);
   fn("mlp_widest", f.mlp_widest);
   fn("zero_stage", f.zero_stage);

@@ -80,24 +80,25 @@ StoredJobCode StoredCodeOf(const code::CodeFacts& facts, const std::string& dir)
 }
 
 StatusOr<code::CodeFacts> Analyze(const JobScript& script, const std::string& script_path,
-                                  const std::string& dir) {
-  return code::AnalyzeJobCode(script, dir, std::filesystem::path(script_path).filename().string());
+                                  const std::string& dir, const code::JobEnvironment& env) {
+  return code::AnalyzeJobCode(script, dir, std::filesystem::path(script_path).filename().string(),
+                              env);
 }
 
 }  // namespace
 
 StatusOr<StoredJobCode> ReadJobCode(const JobScript& script, const std::string& script_path,
-                                    const std::string& code_dir) {
+                                    const std::string& code_dir, const code::JobEnvironment& env) {
   std::string dir = code_dir.empty() ? DefaultCodeDir(script_path) : code_dir;
-  RS_ASSIGN_OR_RETURN(code::CodeFacts facts, Analyze(script, script_path, dir));
+  RS_ASSIGN_OR_RETURN(code::CodeFacts facts, Analyze(script, script_path, dir, env));
   return StoredCodeOf(facts, dir);
 }
 
 JobCodeReading ReadCode(const JobScript& script, const std::string& script_path,
-                        const std::string& code_dir) {
+                        const std::string& code_dir, const code::JobEnvironment& env) {
   std::string dir = code_dir.empty() ? DefaultCodeDir(script_path) : code_dir;
   JobCodeReading out;
-  auto facts = Analyze(script, script_path, dir);
+  auto facts = Analyze(script, script_path, dir, env);
   if (!facts.ok()) {
     out.stored = facts.status();
     return out;
@@ -108,7 +109,8 @@ JobCodeReading ReadCode(const JobScript& script, const std::string& script_path,
 }
 
 StatusOr<CodeAdvice> AdviseJobCode(const JobScript& script, const std::string& script_path,
-                                   const std::string& code_dir, const std::string& gpu) {
+                                   const std::string& code_dir, const std::string& gpu,
+                                   const code::JobEnvironment& env) {
   CodeAdvice out;
   out.code_dir = code_dir.empty() ? DefaultCodeDir(script_path) : code_dir;
   std::string gpu_name = gpu;
@@ -133,9 +135,9 @@ StatusOr<CodeAdvice> AdviseJobCode(const JobScript& script, const std::string& s
     out.gpu_from = fmt::format("default; the script's GPU type {} is not in the table", gpu_name);
   }
   out.gpu = *spec;
-  RS_ASSIGN_OR_RETURN(out.facts,
-                      code::AnalyzeJobCode(script, out.code_dir,
-                                           std::filesystem::path(script_path).filename().string()));
+  RS_ASSIGN_OR_RETURN(
+      out.facts, code::AnalyzeJobCode(script, out.code_dir,
+                                      std::filesystem::path(script_path).filename().string(), env));
   out.estimate = code::EstimateGpuMemory(out.facts);
   if (out.estimate.ok()) out.advice = code::Advise(out.facts, *out.estimate, out.gpu, script);
   return out;

@@ -24,8 +24,10 @@ std::string DefaultCodeDir(const std::string& script_path);
 // document ("" when there is none) and a hash (FNV-1a 64, hex) of the files the analysis read,
 // so an edit of the code shows even where the facts stay the same. NotFound when the script runs
 // no Python program the analysis finds; the analysis's errors.
+// `env`: the environment the job runs in, where the caller can read it (code::JobEnvironment).
 StatusOr<StoredJobCode> ReadJobCode(const JobScript& script, const std::string& script_path,
-                                    const std::string& code_dir);
+                                    const std::string& code_dir,
+                                    const code::JobEnvironment& env = {});
 
 // Both readings of a job's code from one analysis (what `predict` needs): the GPU memory the
 // code needs, p10/p50/p90 per job (bytes), "per_gpu" (the estimate's document), "gpus", "lines"
@@ -37,7 +39,7 @@ struct JobCodeReading {
   StatusOr<StoredJobCode> stored = Status::NotFound("not read");
 };
 JobCodeReading ReadCode(const JobScript& script, const std::string& script_path,
-                        const std::string& code_dir);
+                        const std::string& code_dir, const code::JobEnvironment& env = {});
 
 // What `advise` says of a job script's code: the facts read, the GPU memory estimate (or why
 // there is none), the GPU it is fitted on and line-level advice.
@@ -54,7 +56,8 @@ struct CodeAdvice {
 // (a name from code::KnownGpus(); "" = the script's --gres type, else the default).
 // InvalidArgument for an unknown `gpu`; the analysis's errors.
 StatusOr<CodeAdvice> AdviseJobCode(const JobScript& script, const std::string& script_path,
-                                   const std::string& code_dir, const std::string& gpu);
+                                   const std::string& code_dir, const std::string& gpu,
+                                   const code::JobEnvironment& env = {});
 
 // The rightsize.advise/v1 document (`advise --json`, the MCP server's advise tool) of `advice`
 // for the script named `script`.

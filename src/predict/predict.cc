@@ -987,7 +987,7 @@ StatusOr<PredictionOutput> PredictSession::Predict(const PredictRequest& request
   }
   // The code's own reading of GPU memory: the prediction on a cold start, else shown beside.
   if ((!request.script_text && !request.submission) || !request.code.empty()) {
-    JobCodeReading code = ReadCode(w.script, request.script, request.code);
+    JobCodeReading code = ReadCode(w.script, request.script, request.code, request.environment);
     w.from_code = std::move(code.gpu_memory);
     if (code.stored.ok()) w.code = std::move(*code.stored);
   }

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "code/python_env.h"
 #include "core/status.h"
 #include "jobscript/job_script.h"
 #include "model/model_cache.h"
@@ -38,6 +39,9 @@ struct PredictRequest {
   // The job's code folder ("" = the script's folder when the script is a file; a script given
   // as text is read for code only when this is set).
   std::string code;
+  // The environment the job runs in, where the caller can read it (`predict` run by the job's
+  // user at submission): the torch its Python imports. Empty for a server's callers.
+  code::JobEnvironment environment;
   std::string cluster;    // "" = the store's only cluster
   std::string user;       // "" = the script's, else $USER
   std::string account;    // overrides the script's

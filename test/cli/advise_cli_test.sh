@@ -38,6 +38,28 @@ run_rs advise "$CODE/syntax_error/train.sh"
 expect_eq "a syntax error exits 0" "$RC" 0
 expect_contains "reports the broken line" "$OUT" "parse error: train.py:7"
 
+# The torch the job's Python imports: a virtualenv the script activates holds torch 1.13,
+# which has no scaled_dot_product_attention, so the encoder's attention keeps its s² scores.
+mkdir -p "$WORK/venv/bin" "$WORK/venv/lib/python3.11/site-packages/torch" "$WORK/enc"
+printf 'home = /nonexistent\ninclude-system-site-packages = false\n' >"$WORK/venv/pyvenv.cfg"
+printf '\177ELF' >"$WORK/venv/bin/python"
+printf "__version__ = '1.13.1'\n" >"$WORK/venv/lib/python3.11/site-packages/torch/version.py"
+cp "$CODE/encoder_env/train.py" "$WORK/enc/"
+printf '#!/bin/bash\n#SBATCH --gres=gpu:1\nsource %s/venv/bin/activate\npython train.py --batch_size 2\n' \
+  "$WORK" >"$WORK/enc/job.sh"
+run_rs advise "$WORK/enc/job.sh" --json
+expect_eq "advise in a virtualenv exits 0" "$RC" 0
+expect_eq "torch version from the virtualenv" \
+  "$(json_get "$OUT" 'd["code"]["facts"]["torch_version"]["value"]')" "1.13.1"
+expect_eq "no SDPA before torch 2" \
+  "$(json_get "$OUT" 'd["code"]["facts"]["fused_attention"]["value"]')" False
+OLD_P50=$(json_get "$OUT" 'd["gpu_memory"]["p50"]')
+run_rs advise "$WORK/enc/job.sh" --python none --json
+expect_eq "--python none reads no environment" \
+  "$(json_get "$OUT" '"torch_version" in d["code"]["facts"]')" False
+expect_eq "the scores are what the old torch adds" \
+  "$(json_get "$OUT" "d['gpu_memory']['p50'] < $OLD_P50")" True
+
 run_rs advise "$CODE/gpt2_finetune/train.sh" --gpu TPU-v9
 expect_eq "unknown --gpu is a usage error" "$RC" 1
 run_rs advise "$WORK/missing.sh"

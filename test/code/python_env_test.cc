@@ -1,0 +1,150 @@
+// The torch a job's Python imports, read from a real folder layout (a virtualenv over a base
+// Python, a launcher's console script, a shim), and what it changes in the estimate: torch
+// before 2.0 keeps the attention scores that scaled_dot_product_attention does not.
+#include "code/python_env.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "code/analysis.h"
+#include "code/memory_model.h"
+#include "jobscript/job_script.h"
+
+namespace rightsize::code {
+namespace {
+
+namespace fs = std::filesystem;
+
+void Write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << text;
+}
+
+// root/base: a Python 3.11 with torch 2.3 in its site-packages and a torchrun console script;
+// root/venv: a virtualenv over it with torch 1.13; root/shims/python: a pyenv-style shim;
+// root/proj: an nn.TransformerEncoder training program (test/data/code/encoder_env).
+class PythonEnvTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::path(::testing::TempDir()) /
+            ("rs_python_env_" +
+             std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(root_);
+    Write(root_ / "base/bin/python3.11", std::string("\x7f"
+                                                     "ELF not really",
+                                                     15));
+    Write(root_ / "base/lib/python3.11/site-packages/torch/version.py",
+          "__version__ = '2.3.0+cu121'\ndebug = False\n");
+    Write(root_ / "base/bin/torchrun",
+          "#!" + (root_ / "base/bin/python3.11").string() + "\nimport sys\n");
+    Write(root_ / "venv/pyvenv.cfg",
+          "home = " + (root_ / "base/bin").string() + "\ninclude-system-site-packages = false\n");
+    fs::create_directories(root_ / "venv/bin");
+    fs::create_symlink(root_ / "base/bin/python3.11", root_ / "venv/bin/python");
+    Write(root_ / "venv/lib/python3.11/site-packages/torch/version.py",
+          "# generated\n__version__ = '1.13.1'\n");
+    Write(root_ / "shims/python", "#!/usr/bin/env bash\nexec pyenv exec python \"$@\"\n");
+    fs::create_directories(root_ / "proj");
+    fs::copy_file(std::string(RIGHTSIZE_TEST_DATA_DIR) + "/data/code/encoder_env/train.py",
+                  root_ / "proj/train.py");
+    env_.path = (root_ / "shims").string() + ":" + (root_ / "base/bin").string();
+    env_.home = (root_ / "home").string();
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  CodeFacts Analyze(const std::string& body, const JobEnvironment& env) {
+    std::string text = "#!/bin/bash\n#SBATCH --gres=gpu:1\n" + body;
+    auto script = ParseJobScript(text);
+    EXPECT_TRUE(script.ok()) << script.status().ToString();
+    auto facts = AnalyzeJobCode(*script, (root_ / "proj").string(), "job.sh", env);
+    EXPECT_TRUE(facts.ok()) << facts.status().ToString();
+    return facts.ok() ? *facts : CodeFacts{};
+  }
+
+  double Activations(const CodeFacts& f) {
+    auto e = EstimateGpuMemory(f);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    if (!e.ok()) return 0;
+    for (const auto& t : e->terms) {
+      if (t.name == "activations") return t.bytes;
+    }
+    return 0;
+  }
+
+  fs::path root_;
+  JobEnvironment env_;
+};
+
+constexpr const char* kRun = "python train.py --batch_size 2 --d_model 256 --steps 3\n";
+
+TEST_F(PythonEnvTest, TorchBefore2KeepsTheAttentionScores) {
+  // The virtualenv the script activates holds torch 1.13: nn.TransformerEncoderLayer cannot
+  // call scaled_dot_product_attention, and the scores of every layer are saved.
+  CodeFacts old = Analyze("source ../venv/bin/activate\n" + std::string(kRun), env_);
+  ASSERT_TRUE(old.torch_version.known());
+  EXPECT_EQ(*old.torch_version.value, "1.13.1");
+  EXPECT_EQ(old.torch_version.where.line, 2);
+  EXPECT_NE(old.torch_version.where.file.find("venv/lib/python3.11/site-packages/torch"),
+            std::string::npos);
+  EXPECT_NE(old.torch_version.how.find("virtualenv activated at line 3"), std::string::npos)
+      << old.torch_version.how;
+  EXPECT_EQ(old.fused_attention.value, false);
+  EXPECT_NE(old.fused_attention.how.find("no scaled_dot_product_attention"), std::string::npos);
+
+  // The base Python's torch 2.3, named by the command: SDPA, no s² scores.
+  CodeFacts modern = Analyze("python3.11 train.py --batch_size 2 --d_model 256 --steps 3\n", env_);
+  ASSERT_TRUE(modern.torch_version.known());
+  EXPECT_EQ(*modern.torch_version.value, "2.3.0+cu121");
+  EXPECT_EQ(modern.fused_attention.value, true);
+
+  // s = 1024 and 8 heads: the scores, their softmax and dropout dwarf the rest.
+  EXPECT_GT(Activations(old), 4 * Activations(modern));
+}
+
+TEST_F(PythonEnvTest, ALaunchersConsoleScriptNamesItsPython) {
+  CodeFacts f = Analyze("torchrun --nproc_per_node 1 train.py --batch_size 2\n", env_);
+  ASSERT_TRUE(f.torch_version.known());
+  EXPECT_EQ(*f.torch_version.value, "2.3.0+cu121");
+  EXPECT_NE(f.torch_version.how.find("base/bin/python3.11"), std::string::npos);
+}
+
+TEST_F(PythonEnvTest, AnEnvironmentNotFollowedLeavesTheVersionUnknown) {
+  // `python` on PATH is a shim that picks its Python when it runs.
+  CodeFacts shim = Analyze(kRun, env_);
+  EXPECT_FALSE(shim.torch_version.known());
+  EXPECT_EQ(shim.fused_attention.value, true);  // as the code reads
+  // A module, conda, a PATH of the script's own: the job's Python is not this shell's.
+  for (const char* before :
+       {"module load pytorch/1.13\n", "conda activate old\n", "export PATH=/opt/x/bin:$PATH\n"}) {
+    CodeFacts f = Analyze(std::string(before) + "python3.11 train.py --batch_size 2\n", env_);
+    EXPECT_FALSE(f.torch_version.known()) << before;
+  }
+  // Read nothing where the caller says so (a server reading other users' jobs).
+  JobEnvironment none = env_;
+  none.python = "none";
+  EXPECT_FALSE(Analyze("python3.11 train.py\n", none).torch_version.known());
+  EXPECT_FALSE(Analyze("python3.11 train.py\n", JobEnvironment{}).torch_version.known());
+}
+
+TEST_F(PythonEnvTest, ABrokenInstallIsNoVersionAndNoCrash) {
+  Write(root_ / "venv/lib/python3.11/site-packages/torch/version.py", "git_version = 'x'\n");
+  CodeFacts f = Analyze("source ../venv/bin/activate\n" + std::string(kRun), env_);
+  EXPECT_FALSE(f.torch_version.known());
+  EXPECT_EQ(f.fused_attention.value, true);
+  std::string why;
+  auto script = ParseJobScript("#!/bin/bash\nsource ../venv/bin/activate\n" + std::string(kRun));
+  ASSERT_TRUE(script.ok());
+  EXPECT_FALSE(FindTorch(*script, script->commands.back(), (root_ / "proj").string(), env_, &why));
+  EXPECT_NE(why.find("holds no __version__"), std::string::npos) << why;
+  // --python naming an interpreter that is not there.
+  JobEnvironment named = env_;
+  named.python = (root_ / "nowhere/python").string();
+  EXPECT_FALSE(FindTorch(*script, script->commands.back(), (root_ / "proj").string(), named, &why));
+  EXPECT_NE(why.find("does not exist"), std::string::npos) << why;
+}
+
+}  // namespace
+}  // namespace rightsize::code
