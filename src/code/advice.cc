@@ -127,8 +127,12 @@ Advice OutOfMemoryAdvice(const CodeFacts& facts, const MemoryEstimate& e, const 
   }
   if (training && facts.architecture == Architecture::kTransformer &&
       !facts.fused_attention.value.value_or(false)) {
+    // Unfused because the job's torch predates SDPA: the remedy is a newer torch.
+    bool old_torch = facts.torch_version.known() && facts.fused_attention.how.starts_with("torch ");
     remedy(WhatIf(facts, [](CodeFacts& c) { c.fused_attention.value = true; }),
-           "SDPA/FlashAttention (attn_implementation=\"sdpa\")");
+           old_torch ? fmt::format("torch 2 for SDPA (the job imports torch {}), or FlashAttention",
+                                   *facts.torch_version.value)
+                     : std::string("SDPA/FlashAttention (attn_implementation=\"sdpa\")"));
   }
   int gpus = std::max(e.data_parallel_gpus, script.request.gpus.value_or(1));
   if (training && gpus > 1 && facts.zero_stage.value.value_or(0) < 3) {

@@ -129,25 +129,34 @@ namespace {
 // (FlashAttention's own package does not need it).
 void ReadTorchVersion(const JobScript& script, const std::string& code_dir,
                       const JobEnvironment& env, CodeFacts* facts) {
-  const JobScript::Command* cmd = nullptr;
-  for (const auto& c : script.commands) {
-    if (c.line == facts->command.line) cmd = &c;
+  if (facts->command_index < 0 ||
+      facts->command_index >= static_cast<int>(script.commands.size())) {
+    return;
   }
-  if (cmd == nullptr) return;
+  const JobScript::Command& cmd = script.commands[static_cast<size_t>(facts->command_index)];
   std::string why;
-  auto torch = FindTorch(script, *cmd, code_dir, env, &why);
+  auto torch = FindTorch(script, cmd, code_dir, env, &why);
   if (!torch) return;
   SourceLine where{torch->file, torch->line};
   facts->torch_version = {torch->version, where,
                           fmt::format("imported by {} ({})", torch->interpreter, torch->found_as),
                           false, internal::kRankLauncher};
   Fact<bool>& fused = facts->fused_attention;
-  if (torch->Major() < 2 && fused.value.value_or(false) &&
-      fused.how.find("flash") == std::string::npos) {
+  if (!fused.value.value_or(false) || fused.how.find("flash_attn") != std::string::npos ||
+      fused.how.find("flash_attention_2") != std::string::npos) {
+    return;  // FlashAttention's own package does not need torch's SDPA
+  }
+  // Hugging Face picks SDPA by default only from torch 2.1.1 (is_torch_sdpa_available).
+  bool hf_default = fused.how.find(internal::kHfSdpaDefault) != std::string::npos;
+  std::optional<bool> sdpa = hf_default ? torch->AtLeast(2, 1, 1) : torch->AtLeast(2, 0, 0);
+  if (sdpa.has_value() && !*sdpa) {
     fused = {false, where,
-             fmt::format("torch {} has no scaled_dot_product_attention (2.0): attention keeps its "
-                         "s² scores, not as read at {} ({})",
-                         torch->version, fused.where.ToString(), fused.how),
+             fmt::format("torch {} has no {}: attention keeps its s² scores, not as read at {} "
+                         "({})",
+                         torch->version,
+                         hf_default ? "SDPA default in transformers (torch 2.1.1)"
+                                    : "scaled_dot_product_attention (torch 2.0)",
+                         fused.where.ToString(), fused.how),
              false, internal::kRankLauncher};
   }
 }

@@ -75,6 +75,7 @@ struct CodeFacts {
   // The program.
   std::string launcher;                   // "torchrun", "python", "deepspeed", …
   SourceLine command;                     // the script line that runs it
+  int command_index = -1;                 // that command's index in JobScript::commands
   std::string entry;                      // "train.py", relative to the code folder
   std::vector<std::string> args;          // the program's own arguments
   std::vector<std::string> files;         // Python and config files read, in order

@@ -44,8 +44,7 @@ void Analyzer::SetTransformer(const TransformerSpec& spec, SourceLine where, con
                                                            "gemma2", "phi3",    "phi"};
   if (kSdpa.count(spec.family) != 0) {
     Set(facts_.fused_attention, true, where,
-        fmt::format("transformers uses SDPA attention for {} by default", spec.family),
-        kRankDefault);
+        fmt::format("{} for {} by default", kHfSdpaDefault, spec.family), kRankDefault);
   }
 }
 

@@ -199,6 +199,7 @@ Status Analyzer::FindEntry(const JobScript& script) {
   cmd = python;
   facts_.launcher = cmd->launcher;
   facts_.command = {script_name_, cmd->line};
+  facts_.command_index = static_cast<int>(cmd - script.commands.data());
   facts_.args = cmd->args;
   std::string rel;
   if (cmd->program.starts_with("-m ")) {

@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string_view>
 #include <vector>
 
@@ -68,6 +71,8 @@ std::string OnPath(const std::string& name, const std::string& path) {
 
 // `__version__ = '1.13.0a0'` in torch/version.py: the version and its line.
 std::optional<std::pair<std::string, int>> ReadVersionFile(const fs::path& p) {
+  std::error_code ec;
+  if (fs::file_size(p, ec) > (1 << 20) || ec) return std::nullopt;  // not torch's version.py
   std::ifstream in(p);
   std::string line;
   for (int n = 1; n <= 200 && std::getline(in, line); ++n) {
@@ -81,11 +86,27 @@ std::optional<std::pair<std::string, int>> ReadVersionFile(const fs::path& p) {
   return std::nullopt;
 }
 
+// The folders under `dir` whose names start with `prefix`, sorted ("" errors: none).
+std::vector<std::string> Children(const fs::path& dir, std::string_view prefix) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.starts_with(prefix)) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // The folders the interpreter at `interp` (as found: a virtualenv's bin/python is a link to
-// its base Python) imports site packages from, in the order it searches them.
+// its base Python) imports site packages from, in the order site.py searches them: PYTHONPATH,
+// the user's site-packages (not in a virtualenv without the system's), a virtualenv's, then
+// the base Python's (Debian's dist-packages, python.org's and conda's site-packages, lib64 on
+// Red Hat).
 std::vector<fs::path> SiteFolders(const fs::path& interp, const JobEnvironment& env) {
-  std::vector<fs::path> out;
-  for (const std::string& d : SplitPath(env.pythonpath)) out.emplace_back(d);
+  std::vector<fs::path> front, out;
+  for (const std::string& d : SplitPath(env.pythonpath)) front.emplace_back(d);
   std::error_code ec;
   fs::path venv = interp.parent_path().parent_path();
   bool in_venv = IsFile(venv / "pyvenv.cfg");
@@ -95,43 +116,116 @@ std::vector<fs::path> SiteFolders(const fs::path& interp, const JobEnvironment& 
     std::string line;
     system_site = false;
     while (std::getline(cfg, line)) {
-      if (line.starts_with("include-system-site-packages")) {
-        system_site = line.find("true") != std::string::npos;
-      }
+      if (!line.starts_with("include-system-site-packages")) continue;
+      std::transform(line.begin(), line.end(), line.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      system_site = line.find("true") != std::string::npos;
     }
-    for (const auto& entry : fs::directory_iterator(venv / "lib", ec)) {
-      if (entry.path().filename().string().starts_with("python")) {
-        out.push_back(entry.path() / "site-packages");
-      }
+    for (const std::string& lib : Children(venv / "lib", "python")) {
+      out.push_back(venv / "lib" / lib / "site-packages");
     }
   }
-  if (!system_site) return out;
+  auto joined = [&] {
+    front.insert(front.end(), out.begin(), out.end());
+    return front;
+  };
+  if (!system_site) return joined();
   fs::path real = fs::canonical(interp, ec);
-  if (ec) return out;
+  if (ec) return joined();
   fs::path prefix = real.parent_path().parent_path();
   // The X.Y of the interpreter: from its name (python3.11), else every lib/pythonX.Y it has.
   std::vector<std::string> versions;
   std::string name = real.filename().string();
   if (name.size() > 6 && name.find('.') != std::string::npos) versions.push_back(name.substr(6));
   if (versions.empty()) {
-    for (const auto& entry : fs::directory_iterator(prefix / "lib", ec)) {
-      std::string d = entry.path().filename().string();
-      if (d.starts_with("python3.")) versions.push_back(d.substr(6));
+    for (const std::string& lib : Children(prefix / "lib", "python3.")) {
+      versions.push_back(lib.substr(6));
     }
-    std::sort(versions.begin(), versions.end());
   }
   for (const std::string& v : versions) {
-    if (!in_venv && !env.home.empty()) {
-      out.push_back(fs::path(env.home) / ".local/lib" / ("python" + v) / "site-packages");
+    if (!env.home.empty()) {
+      front.push_back(fs::path(env.home) / ".local/lib" / ("python" + v) / "site-packages");
     }
+  }
+  for (const std::string& v : versions) {
     out.push_back(prefix / "local/lib" / ("python" + v) / "dist-packages");  // Debian, pip
   }
   out.push_back(prefix / "lib/python3/dist-packages");  // Debian's packages
   for (const std::string& v : versions) {
-    out.push_back(prefix / "lib" / ("python" + v) / "site-packages");
+    for (const char* lib : {"lib", "lib64", "local/lib"}) {
+      out.push_back(prefix / lib / ("python" + v) / "site-packages");
+    }
     out.push_back(prefix / "lib" / ("python" + v) / "dist-packages");
   }
-  return out;
+  return joined();
+}
+
+// `word` with a leading ~ and $HOME (${HOME}) expanded from env.home; "" when it holds another
+// variable, which the job's shell would expand from an environment not read here.
+std::string Expanded(std::string word, const JobEnvironment& env) {
+  for (const char* home : {"${HOME}", "$HOME"}) {
+    if (word.starts_with(home) && !env.home.empty()) word = env.home + word.substr(strlen(home));
+  }
+  if (word.starts_with("~/") && !env.home.empty()) word = env.home + word.substr(1);
+  return word.find_first_of("$~`") == std::string::npos ? word : "";
+}
+
+// The words of `cmd` before its program: the launchers, wrappers and interpreter.
+std::vector<std::string> WordsBeforeProgram(const JobScript::Command& cmd) {
+  std::vector<std::string> words = internal::ShellWords(cmd.text);
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (!cmd.program.empty() && words[i].ends_with(cmd.program)) {
+      words.resize(i);
+      break;
+    }
+  }
+  return words;
+}
+
+// Tools that choose the Python (or the whole environment) a command runs in by a logic not
+// followed here.
+bool ChoosesEnvironment(const std::string& word) {
+  static const std::set<std::string, std::less<>> kTools = {
+      "conda",  "mamba",   "micromamba", "uv",          "poetry",       "pipenv", "pixi",
+      "spack",  "pyenv",   "module",     "ml",          "nix-shell",    "docker", "podman",
+      "enroot", "shifter", "apptainer",  "singularity", "charliecloud", "ch-run"};
+  return kTools.count(fs::path(word).filename().string()) != 0;
+}
+
+// Why the job's Python cannot be told from this shell's environment, if it cannot: the job does
+// not get it (--export=NONE), or the script or the command changes it.
+std::optional<std::string> Unfollowed(const JobScript& script, const JobScript::Command& cmd) {
+  for (const auto& d : script.directives) {
+    if (d.name == "export" && d.value != "ALL" && !d.value.starts_with("ALL,")) {
+      return fmt::format(
+          "#SBATCH --export={} (line {}): the job does not get this shell's "
+          "environment",
+          d.value, d.line);
+    }
+  }
+  if (!script.modules.empty()) {
+    return fmt::format("the script loads modules ({}): its Python is theirs",
+                       fmt::join(script.modules, ", "));
+  }
+  if (!cmd.container_image.empty()) {
+    return fmt::format("the program runs in the container {}", cmd.container_image);
+  }
+  for (const char* name : {"PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONHOME", "PYTHONPATH",
+                           "PYTHONUSERBASE", "PYTHONNOUSERSITE"}) {
+    if (script.env.count(name) != 0) return fmt::format("the script sets {}", name);
+  }
+  for (const JobScript::Command& c : script.commands) {
+    if (&c == &cmd) break;
+    std::vector<std::string> w = internal::ShellWords(c.text);
+    if (!w.empty() && ChoosesEnvironment(w[0])) {
+      return fmt::format("line {} runs {}, which chooses the environment", c.line, w[0]);
+    }
+  }
+  for (const std::string& w : WordsBeforeProgram(cmd)) {
+    if (ChoosesEnvironment(w)) return fmt::format("the program runs through {}", w);
+    if (w.starts_with("--container")) return fmt::format("the program runs in a container ({})", w);
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -144,13 +238,23 @@ JobEnvironment JobEnvironment::OfThisProcess() {
   return env;
 }
 
-int TorchInstall::Major() const {
-  int major = 0;
-  for (char c : version) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) break;
-    major = major * 10 + (c - '0');
+std::optional<bool> TorchInstall::AtLeast(int major, int minor, int patch) const {
+  std::array<int, 3> have{};
+  size_t i = 0;
+  for (int& part : have) {
+    size_t start = i;
+    while (i < version.size() && std::isdigit(static_cast<unsigned char>(version[i])) &&
+           i - start < 6) {
+      part = part * 10 + (version[i++] - '0');
+    }
+    if (i == start) {
+      if (&part == have.data()) return std::nullopt;  // not a version
+      break;
+    }
+    if (i >= version.size() || version[i] != '.') break;
+    ++i;
   }
-  return major;
+  return have >= std::array<int, 3>{major, minor, patch};
 }
 
 std::optional<TorchInstall> FindTorch(const JobScript& script, const JobScript::Command& cmd,
@@ -165,62 +269,65 @@ std::optional<TorchInstall> FindTorch(const JobScript& script, const JobScript::
   fs::path interp;
   if (!env.python.empty()) {
     interp = env.python;
+    if (env.python.find('/') == std::string::npos) interp = OnPath(env.python, env.path);
     out.found_as = "--python";
   } else {
-    if (!script.modules.empty()) {
-      return fail(fmt::format("the script loads modules ({}): its Python is theirs",
-                              fmt::join(script.modules, ", ")));
-    }
-    if (!cmd.container_image.empty()) {
-      return fail(fmt::format("the program runs in the container {}", cmd.container_image));
-    }
-    for (const char* name : {"PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONHOME"}) {
-      if (script.env.count(name) != 0) return fail(fmt::format("the script sets {}", name));
-    }
-    // A virtualenv activated by an earlier command of the script; conda and the like choose
-    // their Python by a logic not followed here.
+    if (auto reason = Unfollowed(script, cmd)) return fail(*reason);
+    // A virtualenv activated by an earlier command of the script.
     fs::path venv;
     std::string venv_line;
     for (const JobScript::Command& c : script.commands) {
-      if (c.line >= cmd.line) break;
+      if (&c == &cmd) break;
       std::vector<std::string> w = internal::ShellWords(c.text);
-      if (w.empty()) continue;
-      if ((w[0] == "source" || w[0] == ".") && w.size() >= 2 && w[1].ends_with("/bin/activate")) {
-        venv = fs::path(w[1]).parent_path().parent_path();
-        if (venv.is_relative()) venv = fs::path(code_dir) / venv;
-        venv_line = fmt::format("{}", c.line);
-      } else if (w[0] == "conda" || w[0] == "mamba" || w[0] == "micromamba" || w[0] == "spack" ||
-                 w[0] == "pyenv" || (w[0] == "source" && w.size() >= 2 && w[1] == "activate")) {
-        return fail(fmt::format("the script's line {} chooses the Python ({})", c.line, w[0]));
+      if (w.empty() || (w[0] != "source" && w[0] != ".")) continue;
+      std::string file = w.size() >= 2 ? Expanded(w[1], env) : "";
+      if (file.empty()) {
+        return fail(fmt::format("line {} sources {}, a path not expanded here", c.line,
+                                w.size() >= 2 ? w[1] : "nothing"));
       }
+      fs::path f = fs::path(file).is_relative() ? fs::path(code_dir) / file : fs::path(file);
+      fs::path dir = f.parent_path().parent_path();
+      if (!f.string().ends_with("/bin/activate") || w.size() > 2 || !IsFile(dir / "pyvenv.cfg")) {
+        return fail(
+            fmt::format("line {} sources {}, which is not a virtualenv's activate", c.line, w[1]));
+      }
+      venv = dir;
+      venv_line = fmt::format("{}", c.line);
     }
-    // The interpreter the command names, else the one a launcher's own script starts with.
+    // The interpreter the command names before its program, else the one a launcher's console
+    // script starts with.
+    std::vector<std::string> words = WordsBeforeProgram(cmd);
+    size_t program = words.size();
     std::string word;
-    std::vector<std::string> words = internal::ShellWords(cmd.text);
-    for (const std::string& w : words) {
-      if (IsPythonName(fs::path(w).filename().string())) {
-        word = w;
-        break;
-      }
+    for (size_t i = 0; i < program && word.empty(); ++i) {
+      if (IsPythonName(fs::path(words[i]).filename().string())) word = words[i];
     }
-    if (word.empty() && !cmd.launcher.empty()) {
-      for (const std::string& w : words) {
-        if (fs::path(w).filename() != cmd.launcher) continue;
-        std::string launcher = w.find('/') != std::string::npos ? w : OnPath(w, env.path);
-        if (!venv.empty() && w.find('/') == std::string::npos && IsFile(venv / "bin" / w)) {
-          launcher = (venv / "bin" / w).string();
-        }
-        std::string shebang = launcher.empty() ? "" : FirstLine(launcher);
-        if (shebang.starts_with("#!")) {
-          std::vector<std::string> sw = internal::ShellWords(shebang.substr(2));
-          if (!sw.empty() && fs::path(sw[0]).filename() == "env" && sw.size() >= 2) {
-            word = sw[1];
-          } else if (!sw.empty()) {
-            word = sw[0];
-          }
-        }
-        break;
+    for (size_t i = 0; i < program && word.empty(); ++i) {
+      std::string name = fs::path(words[i]).filename().string();
+      if (name != "torchrun" && name != "accelerate" && name != "deepspeed" && name != "tune") {
+        continue;
       }
+      std::string launcher;
+      if (words[i].find('/') != std::string::npos) {
+        launcher =
+            fs::path(words[i]).is_relative() ? (fs::path(code_dir) / words[i]).string() : words[i];
+      } else if (!venv.empty() && IsFile(venv / "bin" / name)) {
+        launcher = (venv / "bin" / name).string();
+      } else {
+        launcher = OnPath(name, env.path);
+      }
+      if (launcher.empty() || !IsFile(launcher)) {
+        return fail(fmt::format("{} is not on PATH", name));
+      }
+      std::string shebang = FirstLine(launcher);
+      std::vector<std::string> sw = shebang.starts_with("#!")
+                                        ? internal::ShellWords(shebang.substr(2))
+                                        : std::vector<std::string>{};
+      if (sw.size() >= 2 && fs::path(sw[0]).filename() == "env") sw.erase(sw.begin());
+      if (sw.empty() || !IsPythonName(fs::path(sw[0]).filename().string())) {
+        return fail(fmt::format("{} does not start with a Python of its own", launcher));
+      }
+      word = sw[0];
     }
     if (word.empty()) return fail("the command names no Python interpreter");
     if (word.find('/') != std::string::npos) {
@@ -236,7 +343,14 @@ std::optional<TorchInstall> FindTorch(const JobScript& script, const JobScript::
       out.found_as = fmt::format("{} on PATH", word);
     }
   }
-  if (!IsFile(interp)) return fail(fmt::format("{} does not exist", interp.string()));
+  if (interp.empty() || !IsFile(interp)) {
+    return fail(fmt::format("{} does not exist", interp.empty() ? env.python : interp.string()));
+  }
+  std::error_code ec;
+  fs::path real = fs::canonical(interp, ec);
+  if (ec || !IsPythonName(real.filename().string())) {
+    return fail(fmt::format("{} is not a Python interpreter", interp.string()));
+  }
   // A shim (pyenv's, a wrapper script) chooses its Python when it runs.
   if (FirstLine(interp).starts_with("#!")) {
     return fail(

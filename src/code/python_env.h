@@ -35,8 +35,9 @@ struct TorchInstall {
   int line = 0;             // its __version__ line
   std::string interpreter;  // the Python that imports it, as found ("/opt/venv/bin/python")
   std::string found_as;     // "python on PATH", "the virtualenv activated at job.sh:4", "--python"
-  // The major version (1 for "1.13.0a0"); 0 when the version does not start with a number.
-  int Major() const;
+  // Whether it is at least major.minor.patch ("2.1.0+cu121" is at least 2.1.0; "1.13.0a0" is
+  // not 1.13.1); nullopt when the version does not start with a number.
+  std::optional<bool> AtLeast(int major, int minor, int patch) const;
 };
 
 // The torch that `cmd` (a command of `script` that runs Python) imports, found from the

@@ -80,6 +80,7 @@ Status Analyzer::ReadTorchtune(const JobScript& script, const JobScript::Command
   gpus_requested_ = script.request.gpus.value_or(0);
   facts_.launcher = cmd.launcher;
   facts_.command = {script_name_, cmd.line};
+  facts_.command_index = static_cast<int>(&cmd - script.commands.data());
   facts_.args = cmd.args;
   const SourceLine at_command{script_name_, cmd.line};
   // The job-script parser took torchrun's options off; the program is the recipe, and after it

@@ -135,15 +135,22 @@ nlohmann::json FactValue(const nlohmann::json& facts, const std::string& name) {
 
 // Calls fn(name, old value, new value, the new fact) for each fact whose value differs between
 // the two readings (a null value where a side has none), in order; facts only `before` has last.
+// The torch version is read only where the job's environment could be (code::FindTorch): one
+// reading without it is not a change of the job.
 template <typename Fn>
 void ForEachChangedFact(const CodeReading& before, const CodeReading& now, Fn fn) {
+  auto unread = [](const std::string& name, const nlohmann::json& was, const nlohmann::json& is) {
+    return name == "torch_version" && (was.is_null() || is.is_null());
+  };
   for (const auto& [name, fact] : now.facts.items()) {
     nlohmann::json was = FactValue(before.facts, name), is = FactValue(now.facts, name);
-    if (was != is) fn(name, was, is, fact);
+    if (was != is && !unread(name, was, is)) fn(name, was, is, fact);
   }
   for (const auto& [name, fact] : before.facts.items()) {
     nlohmann::json was = FactValue(before.facts, name);
-    if (!now.facts.contains(name) && !was.is_null()) fn(name, was, nlohmann::json(), fact);
+    if (!now.facts.contains(name) && !was.is_null() && !unread(name, was, nlohmann::json())) {
+      fn(name, was, nlohmann::json(), fact);
+    }
   }
 }
 

@@ -47,6 +47,8 @@ class PythonEnvTest : public ::testing::Test {
     Write(root_ / "venv/lib/python3.11/site-packages/torch/version.py",
           "# generated\n__version__ = '1.13.1'\n");
     Write(root_ / "shims/python", "#!/usr/bin/env bash\nexec pyenv exec python \"$@\"\n");
+    // What the shim's folder would import were it a Python: the shim must not be read as one.
+    Write(root_ / "lib/python3.11/site-packages/torch/version.py", "__version__ = '1.12.0'\n");
     fs::create_directories(root_ / "proj");
     fs::copy_file(std::string(RIGHTSIZE_TEST_DATA_DIR) + "/data/code/encoder_env/train.py",
                   root_ / "proj/train.py");
@@ -105,10 +107,58 @@ TEST_F(PythonEnvTest, TorchBefore2KeepsTheAttentionScores) {
 }
 
 TEST_F(PythonEnvTest, ALaunchersConsoleScriptNamesItsPython) {
-  CodeFacts f = Analyze("torchrun --nproc_per_node 1 train.py --batch_size 2\n", env_);
+  // torchrun's shebang names the base Python, under srun too; a `python` among the program's
+  // own arguments is not the interpreter.
+  for (const char* run : {"torchrun --nproc_per_node 1 train.py --batch_size 2 --tag python\n",
+                          "srun torchrun --nproc_per_node 1 train.py --batch_size 2\n"}) {
+    CodeFacts f = Analyze(run, env_);
+    ASSERT_TRUE(f.torch_version.known()) << run;
+    EXPECT_EQ(*f.torch_version.value, "2.3.0+cu121") << run;
+    EXPECT_NE(f.torch_version.how.find("base/bin/python3.11"), std::string::npos) << run;
+  }
+}
+
+TEST_F(PythonEnvTest, TheVirtualenvIsFollowedOnTheSameLineAndFromHome) {
+  CodeFacts same_line = Analyze("source ../venv/bin/activate && " + std::string(kRun), env_);
+  ASSERT_TRUE(same_line.torch_version.known());
+  EXPECT_EQ(*same_line.torch_version.value, "1.13.1");
+  JobEnvironment home = env_;
+  home.home = root_.string();
+  CodeFacts from_home = Analyze("source $HOME/venv/bin/activate\n" + std::string(kRun), home);
+  ASSERT_TRUE(from_home.torch_version.known());
+  EXPECT_EQ(*from_home.torch_version.value, "1.13.1");
+  // A path this reading cannot expand, or a sourced file that is not an activate script: not
+  // PATH's Python in its place.
+  EXPECT_FALSE(
+      Analyze("source $WORK/venv/bin/activate\npython3.11 train.py\n", env_).torch_version.known());
+  EXPECT_FALSE(Analyze("source ./env.sh\npython3.11 train.py\n", env_).torch_version.known());
+}
+
+TEST_F(PythonEnvTest, FlashAttentionsOwnPackageDoesNotNeedTorch2) {
+  Write(root_ / "proj/flash.py",
+        "import torch\nfrom flash_attn import flash_attn_func\n\n\ndef attend(q, k, v):\n"
+        "    return flash_attn_func(q, k, v)\n\n\nq = torch.randn(1, 8, 4, 64)\n"
+        "out = attend(q, q, q)\n");
+  CodeFacts f = Analyze("source ../venv/bin/activate\npython flash.py\n", env_);
   ASSERT_TRUE(f.torch_version.known());
-  EXPECT_EQ(*f.torch_version.value, "2.3.0+cu121");
-  EXPECT_NE(f.torch_version.how.find("base/bin/python3.11"), std::string::npos);
+  EXPECT_EQ(*f.torch_version.value, "1.13.1");
+  EXPECT_EQ(f.fused_attention.value, true);
+  EXPECT_NE(f.fused_attention.how.find("flash_attn"), std::string::npos) << f.fused_attention.how;
+}
+
+TEST(TorchInstallTest, VersionsCompareAsReleases) {
+  auto at_least = [](const char* v, int a, int b, int c) {
+    TorchInstall t;
+    t.version = v;
+    return t.AtLeast(a, b, c);
+  };
+  EXPECT_EQ(at_least("1.13.0a0", 2, 0, 0), false);
+  EXPECT_EQ(at_least("2.0.1", 2, 0, 0), true);
+  EXPECT_EQ(at_least("2.1.0+cu121", 2, 1, 1), false);  // transformers' SDPA default needs 2.1.1
+  EXPECT_EQ(at_least("2.1.1", 2, 1, 1), true);
+  EXPECT_EQ(at_least("2.4", 2, 1, 1), true);
+  EXPECT_EQ(at_least("10.0.0", 2, 0, 0), true);
+  EXPECT_EQ(at_least("unknown", 2, 0, 0), std::nullopt);
 }
 
 TEST_F(PythonEnvTest, AnEnvironmentNotFollowedLeavesTheVersionUnknown) {
@@ -118,9 +168,14 @@ TEST_F(PythonEnvTest, AnEnvironmentNotFollowedLeavesTheVersionUnknown) {
   EXPECT_EQ(shim.fused_attention.value, true);  // as the code reads
   // A module, conda, a PATH of the script's own: the job's Python is not this shell's.
   for (const char* before :
-       {"module load pytorch/1.13\n", "conda activate old\n", "export PATH=/opt/x/bin:$PATH\n"}) {
+       {"module load pytorch/1.13\n", "conda activate old\n", "export PATH=/opt/x/bin:$PATH\n",
+        "#SBATCH --export=NONE\n", "export PYTHONPATH=/opt/lib\n"}) {
     CodeFacts f = Analyze(std::string(before) + "python3.11 train.py --batch_size 2\n", env_);
     EXPECT_FALSE(f.torch_version.known()) << before;
+  }
+  for (const char* run : {"conda run -n old python3.11 train.py\n",
+                          "srun --container-image=nvcr.io/nvidia/pytorch python3.11 train.py\n"}) {
+    EXPECT_FALSE(Analyze(run, env_).torch_version.known()) << run;
   }
   // Read nothing where the caller says so (a server reading other users' jobs).
   JobEnvironment none = env_;
