@@ -1,6 +1,8 @@
 // `rightsize train`, `rightsize predict` and `rightsize eval`: the submission-time predictor;
 // `rightsize eval pods`: the long-running pods' recommenders replayed on a usage series.
 #include <fmt/format.h>
+#include <pwd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -253,7 +255,14 @@ struct PredictFlags {
 int RunPredict(Context& ctx, const PredictFlags& f) {
   auto store = ctx.OpenedStore();
   if (!store.ok()) return Fail(store.status());
-  auto out = PredictJob(**store, f.request);
+  PredictRequest request = f.request;
+  // Another user's job runs in their environment, not this shell's: unless --python names the
+  // interpreter, theirs is not read.
+  if (!request.user.empty() && request.environment.python.empty()) {
+    const passwd* pw = getpwuid(geteuid());
+    if (pw == nullptr || request.user != pw->pw_name) request.environment = {};
+  }
+  auto out = PredictJob(**store, request);
   if (!out.ok()) return Fail(out.status());
   if (f.json) {
     fmt::print("{}\n", JsonText(out->doc, 2));
@@ -295,7 +304,7 @@ void AddPredict(CLI::App& app, Context& ctx, Action* action) {
   cmd->add_option("--python", f->request.environment.python,
                   "The Python the job runs, whose torch decides what its attention keeps "
                   "(default: the one the script names, found on PATH or in the virtualenv it "
-                  "activates; none: read no environment)")
+                  "activates, when the job is yours (--user); none: read no environment)")
       ->type_name("PATH");
   cmd->add_flag("--json", f->json, "Print the rightsize.predict/v1 document");
   cmd->callback(

@@ -77,4 +77,11 @@ expect_eq "p50 is 8 GPUs × the per-GPU peak" \
 run_rs predict "$CODE/llama_zero3/train.sh" --user alice
 expect_contains "predict prints the lines behind the estimate" "$OUT" "GPU memory from the code"
 expect_contains "the ZeRO line" "$OUT" "ds_config.json:8"
+# predict reads the job's torch only for the caller's own jobs: another user's runs in theirs.
+run_rs predict "$WORK/enc/job.sh" --user "$(id -un)" --json
+expect_eq "predict for oneself exits 0" "$RC" 0
+OWN_P50=$(json_get "$OUT" 'd["targets"]["gpu_memory"]["code"]["per_gpu"]["p50"]')
+run_rs predict "$WORK/enc/job.sh" --user someone-else --json
+expect_eq "another user's job: this shell's torch is not theirs" \
+  "$(json_get "$OUT" "d['targets']['gpu_memory']['code']['per_gpu']['p50'] < $OWN_P50")" True
 finish
