@@ -256,9 +256,12 @@ int RunPredict(Context& ctx, const PredictFlags& f) {
   auto store = ctx.OpenedStore();
   if (!store.ok()) return Fail(store.status());
   PredictRequest request = f.request;
-  // Another user's job runs in their environment, not this shell's: unless --python names the
-  // interpreter, theirs is not read.
-  if (!request.user.empty() && request.environment.python.empty()) {
+  // The job's environment is this shell's (sbatch --export=ALL), unless the job is another
+  // user's and --python does not name its interpreter: theirs is not read.
+  const std::string python = request.environment.python;
+  request.environment = code::JobEnvironment::OfThisProcess();
+  request.environment.python = python;
+  if (!request.user.empty() && python.empty()) {
     const passwd* pw = getpwuid(geteuid());
     if (pw == nullptr || request.user != pw->pw_name) request.environment = {};
   }
@@ -300,7 +303,6 @@ void AddPredict(CLI::App& app, Context& ctx, Action* action) {
                   "Folder of the job's Python code, read for its GPU memory (default: the "
                   "script's folder)")
       ->type_name("DIR");
-  f->request.environment = code::JobEnvironment::OfThisProcess();
   cmd->add_option("--python", f->request.environment.python,
                   "The Python the job runs, whose torch decides what its attention keeps "
                   "(default: the one the script names, found on PATH or in the virtualenv it "

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "code/analyzer.h"
+#include "core/units.h"
 
 namespace rightsize::code {
 namespace {
@@ -25,23 +26,11 @@ const char* EnvOr(const char* name) {
   return v == nullptr ? "" : v;
 }
 
-// "python", "python3", "python3.11": a word that names an interpreter.
-bool IsPythonName(std::string_view name) {
-  if (!name.starts_with("python")) return false;
-  name.remove_prefix(6);
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isdigit(static_cast<unsigned char>(c)) || c == '.';
-  });
-}
-
+// The folders of a PATH-like list; empty entries are skipped.
 std::vector<std::string> SplitPath(const std::string& list) {
   std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= list.size()) {
-    size_t end = list.find(':', start);
-    if (end == std::string::npos) end = list.size();
-    if (end > start) out.push_back(list.substr(start, end - start));
-    start = end + 1;
+  for (std::string_view dir : Split(list, ":")) {
+    if (!dir.empty()) out.emplace_back(dir);
   }
   return out;
 }
@@ -116,10 +105,10 @@ std::vector<fs::path> SiteFolders(const fs::path& interp, const JobEnvironment& 
     std::string line;
     system_site = false;
     while (std::getline(cfg, line)) {
-      if (!line.starts_with("include-system-site-packages")) continue;
-      std::transform(line.begin(), line.end(), line.begin(),
-                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      system_site = line.find("true") != std::string::npos;
+      std::vector<std::string_view> kv = Split(line, "=");
+      if (kv.size() == 2 && Trim(kv[0]) == "include-system-site-packages") {
+        system_site = EqualsIgnoreCase(Trim(kv[1]), "true");
+      }
     }
     for (const std::string& lib : Children(venv / "lib", "python")) {
       out.push_back(venv / "lib" / lib / "site-packages");
@@ -297,12 +286,14 @@ std::optional<TorchInstall> FindTorch(const JobScript& script, const JobScript::
     // The interpreter the command names before its program, else the one a launcher's console
     // script starts with.
     std::vector<std::string> words = WordsBeforeProgram(cmd);
-    size_t program = words.size();
     std::string word;
-    for (size_t i = 0; i < program && word.empty(); ++i) {
-      if (IsPythonName(fs::path(words[i]).filename().string())) word = words[i];
+    for (const std::string& w : words) {
+      if (IsPythonInterpreter(fs::path(w).filename().string())) {
+        word = w;
+        break;
+      }
     }
-    for (size_t i = 0; i < program && word.empty(); ++i) {
+    for (size_t i = 0; i < words.size() && word.empty(); ++i) {
       std::string name = fs::path(words[i]).filename().string();
       if (name != "torchrun" && name != "accelerate" && name != "deepspeed" && name != "tune") {
         continue;
@@ -324,7 +315,7 @@ std::optional<TorchInstall> FindTorch(const JobScript& script, const JobScript::
                                         ? internal::ShellWords(shebang.substr(2))
                                         : std::vector<std::string>{};
       if (sw.size() >= 2 && fs::path(sw[0]).filename() == "env") sw.erase(sw.begin());
-      if (sw.empty() || !IsPythonName(fs::path(sw[0]).filename().string())) {
+      if (sw.empty() || !IsPythonInterpreter(fs::path(sw[0]).filename().string())) {
         return fail(fmt::format("{} does not start with a Python of its own", launcher));
       }
       word = sw[0];
@@ -348,7 +339,7 @@ std::optional<TorchInstall> FindTorch(const JobScript& script, const JobScript::
   }
   std::error_code ec;
   fs::path real = fs::canonical(interp, ec);
-  if (ec || !IsPythonName(real.filename().string())) {
+  if (ec || !IsPythonInterpreter(real.filename().string())) {
     return fail(fmt::format("{} is not a Python interpreter", interp.string()));
   }
   // A shim (pyenv's, a wrapper script) chooses its Python when it runs.

@@ -46,6 +46,8 @@ bool IsAssignment(std::string_view word) {
   return true;
 }
 
+}  // namespace
+
 bool IsPythonInterpreter(std::string_view name) {
   if (!name.starts_with("python")) return false;
   for (char c : name.substr(6)) {
@@ -53,6 +55,8 @@ bool IsPythonInterpreter(std::string_view name) {
   }
   return true;
 }
+
+namespace {
 
 // FNV-1a 64: tiny, portable and fixed forever, which is all a "same program" key needs.
 class Fnv1a64 {

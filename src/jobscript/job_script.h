@@ -110,6 +110,9 @@ struct JobScript {
   const Command* MainCommand() const;
 };
 
+// "python", "python3", "python3.11": a name (without its folder) that runs a Python interpreter.
+bool IsPythonInterpreter(std::string_view name);
+
 // `command_line_args` are sbatch's own arguments before the script name, one per element
 // ({"--mem=8G", "-c", "4"}).
 StatusOr<JobScript> ParseJobScript(std::string_view text,
