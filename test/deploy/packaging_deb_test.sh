@@ -46,10 +46,17 @@ for p in rightsize rightsize-agent rightsize-server; do
 done
 cli_deb=$(ls "$WORK"/debs/rightsize_*.deb)
 depends=$(dpkg-deb -f "$cli_deb" Depends)
-if grep -q 'libc6' <<<"$depends" && grep -q 'libsqlite3' <<<"$depends"; then
+if grep -q 'libc6' <<<"$depends" && grep -q 'libxgboost' <<<"$depends"; then
   pass "rightsize's Depends from shlibdeps: $depends"
 else
   fail "rightsize's Depends lack the shared libraries: '$depends'"
+fi
+# gRPC, Abseil, protobuf, SQLite and the rest are linked in (cmake/static_deps.cmake): the
+# package does not pull them.
+if grep -E -q 'libgrpc|libabsl|libprotobuf|libsqlite3|libre2|libtree-sitter' <<<"$depends"; then
+  fail "rightsize depends on a library it links statically: '$depends'"
+else
+  pass "rightsize does not depend on the libraries it links statically"
 fi
 expect_eq "rightsize-agent needs this rightsize" \
   "$(dpkg-deb -f "$WORK"/debs/rightsize-agent_*.deb Depends)" "rightsize (= $version)"
