@@ -125,12 +125,23 @@ Advice OutOfMemoryAdvice(const CodeFacts& facts, const MemoryEstimate& e, const 
     remedy(WhatIf(facts, [](CodeFacts& c) { c.checkpointing.value = Checkpointing::kFull; }),
            "activation checkpointing");
   }
+  std::string torch_eager;  // why the job's torch leaves the code's fused attention eager
   if (training && facts.architecture == Architecture::kTransformer &&
-      !facts.fused_attention.value.value_or(false)) {
-    // Unfused because the job's torch predates SDPA: the remedy is a newer torch.
-    bool old_torch = facts.torch_version.known() && facts.fused_attention.how.starts_with("torch ");
-    remedy(WhatIf(facts, [](CodeFacts& c) { c.fused_attention.value = true; }),
-           old_torch ? fmt::format("torch 2 for SDPA (the job imports torch {}), or FlashAttention",
+      !AttentionFused(facts, &torch_eager)) {
+    // The torch the job imports has no SDPA (or leaves the code's eager): the remedy includes a
+    // newer torch. With it unknown, the code's attention counts as the code asks.
+    bool old_torch = !torch_eager.empty() ||
+                     (facts.torch_version.known() &&
+                      !VersionAtLeast(*facts.torch_version.value, 2, 0, 0).value_or(true));
+    remedy(WhatIf(facts,
+                  [](CodeFacts& c) {
+                    if (c.attention.value.value_or(Attention::kEager) == Attention::kEager) {
+                      c.attention.value = Attention::kSdpa;
+                    }
+                    c.torch_version.value.reset();
+                  }),
+           old_torch ? fmt::format("torch 2.1.1 or later for SDPA (the job imports torch {}), or "
+                                   "FlashAttention",
                                    *facts.torch_version.value)
                      : std::string("SDPA/FlashAttention (attn_implementation=\"sdpa\")"));
   }

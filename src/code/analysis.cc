@@ -80,6 +80,41 @@ std::string_view NameOf(Architecture a) {
   return "?";
 }
 
+std::string_view NameOf(Attention a) {
+  switch (a) {
+    case Attention::kEager:
+      return "eager";
+    case Attention::kSdpa:
+      return "sdpa";
+    case Attention::kSdpaDefault:
+      return "sdpa (transformers' default)";
+    case Attention::kFlashAttention:
+      return "flash-attention";
+  }
+  return "?";
+}
+
+bool AttentionFused(const CodeFacts& f, std::string* why) {
+  if (!f.attention.known() || *f.attention.value == Attention::kEager) return false;
+  Attention a = *f.attention.value;
+  if (a == Attention::kFlashAttention || !f.torch_version.known()) return true;
+  // transformers picks SDPA by default only from torch 2.1.1 (is_torch_sdpa_available).
+  bool by_default = a == Attention::kSdpaDefault;
+  std::optional<bool> has = by_default ? VersionAtLeast(*f.torch_version.value, 2, 1, 1)
+                                       : VersionAtLeast(*f.torch_version.value, 2, 0, 0);
+  if (!has.has_value() || *has) return true;
+  if (why != nullptr) {
+    *why = fmt::format(
+        "attention keeps its s² scores: the job imports torch {} ({}), which has no {}, asked "
+        "for at {} ({})",
+        *f.torch_version.value, f.torch_version.where.ToString(),
+        by_default ? "SDPA default in transformers (torch 2.1.1)"
+                   : "scaled_dot_product_attention (torch 2.0)",
+        f.attention.where.ToString(), f.attention.how);
+  }
+  return false;
+}
+
 int CodeFacts::DataParallelGpus() const {
   if (!parallelism.known() || *parallelism.value == "none") return 1;
   return std::max(1, processes.value.value_or(1));
@@ -123,10 +158,7 @@ StatusOr<CodeFacts> Analyzer::Run(const JobScript& script) {
 
 namespace {
 
-// The torch the job imports, and what it says of attention: torch before 2.0 has no
-// scaled_dot_product_attention, so nn.MultiheadAttention and the Transformer layers, Hugging
-// Face's models and a program that calls it behind a `hasattr` fallback keep the s² scores
-// (FlashAttention's own package does not need it).
+// The torch the job imports (AttentionFused says what it means for attention).
 void ReadTorchVersion(const JobScript& script, const std::string& code_dir,
                       const JobEnvironment& env, CodeFacts* facts) {
   if (facts->command_index < 0 ||
@@ -134,31 +166,12 @@ void ReadTorchVersion(const JobScript& script, const std::string& code_dir,
     return;
   }
   const JobScript::Command& cmd = script.commands[static_cast<size_t>(facts->command_index)];
-  std::string why;
-  auto torch = FindTorch(script, cmd, code_dir, env, &why);
+  auto torch = FindTorch(script, cmd, code_dir, env, nullptr);
   if (!torch) return;
   SourceLine where{torch->file, torch->line};
   facts->torch_version = {torch->version, where,
                           fmt::format("imported by {} ({})", torch->interpreter, torch->found_as),
                           false, internal::kRankLauncher};
-  Fact<bool>& fused = facts->fused_attention;
-  if (!fused.value.value_or(false) || fused.how.find("flash_attn") != std::string::npos ||
-      fused.how.find("flash_attention_2") != std::string::npos) {
-    return;  // FlashAttention's own package does not need torch's SDPA
-  }
-  // Hugging Face picks SDPA by default only from torch 2.1.1 (is_torch_sdpa_available).
-  bool hf_default = fused.how.find(internal::kHfSdpaDefault) != std::string::npos;
-  std::optional<bool> sdpa = hf_default ? torch->AtLeast(2, 1, 1) : torch->AtLeast(2, 0, 0);
-  if (sdpa.has_value() && !*sdpa) {
-    fused = {false, where,
-             fmt::format("torch {} has no {}: attention keeps its s² scores, not as read at {} "
-                         "({})",
-                         torch->version,
-                         hf_default ? "SDPA default in transformers (torch 2.1.1)"
-                                    : "scaled_dot_product_attention (torch 2.0)",
-                         fused.where.ToString(), fused.how),
-             false, internal::kRankLauncher};
-  }
 }
 
 }  // namespace

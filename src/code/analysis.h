@@ -59,11 +59,20 @@ enum class Precision {
 enum class Optimizer { kAdam, kAdam8bit, kSgd, kSgdMomentum, kAdafactor };
 enum class Checkpointing { kNone, kSelective, kFull };
 enum class Architecture { kUnknown, kTransformer, kVit, kCnn, kMlp };
+// The attention the model's code asks for. Whether it keeps the s² scores when the job runs
+// also depends on the torch the job imports: AttentionFused.
+enum class Attention {
+  kEager,           // softmax(QKᵀ)V written out: the scores are kept
+  kSdpa,            // torch's scaled_dot_product_attention, from torch 2.0
+  kSdpaDefault,     // transformers' default of SDPA, which it picks only from torch 2.1.1
+  kFlashAttention,  // FlashAttention's own package, whatever the torch
+};
 
 std::string_view NameOf(Precision p);
 std::string_view NameOf(Optimizer o);
 std::string_view NameOf(Checkpointing c);
 std::string_view NameOf(Architecture a);
+std::string_view NameOf(Attention a);
 
 struct Undetermined {
   std::string what;    // "model", "batch_size"
@@ -140,9 +149,12 @@ struct CodeFacts {
   Fact<Optimizer> optimizer;
   Fact<int64_t> grad_accum;
   Fact<Checkpointing> checkpointing;
-  Fact<bool> fused_attention;  // SDPA / FlashAttention: no s² attention scores kept
+  // What the code asks for, whoever reads it; reported as fused_attention (not eager) with its
+  // kernel.
+  Fact<Attention> attention;
   // The torch the job's Python imports ("1.13.0a0"), where the job's environment can be read
-  // (JobEnvironment): before 2.0 there is no scaled_dot_product_attention.
+  // (JobEnvironment): before 2.0 there is no scaled_dot_product_attention. The only fact that
+  // depends on who reads the job.
   Fact<std::string> torch_version;
   Fact<int> zero_stage;  // 0 none; 1, 2, 3 (FSDP full shard counts as 3)
   Fact<bool> optimizer_offload;
@@ -186,10 +198,16 @@ struct CodeFacts {
 inline constexpr int kMaxCodeFiles = 200;
 inline constexpr int kMaxConfigFiles = 16;
 
+// Whether the job's attention keeps no s² scores: the code asks for fused attention (`attention`)
+// and the torch the job imports has it (SDPA from torch 2.0, transformers' default of it from
+// 2.1.1, FlashAttention's own package with any). With the torch unknown, as the code asks.
+// When it is the torch that leaves attention eager, *why (if given) says so.
+bool AttentionFused(const CodeFacts& f, std::string* why = nullptr);
+
 // `code_dir` is the folder the job's code is in (the script's folder by default);
 // `script_name` is how to name the script in source lines. Where `env` can be read (the caller
 // runs as the job's user at submission), the torch the job imports is read from it
-// (FindTorch) and decides whether attention can be fused.
+// (FindTorch): AttentionFused.
 StatusOr<CodeFacts> AnalyzeJobCode(const JobScript& script, const std::string& code_dir,
                                    const std::string& script_name, const JobEnvironment& env = {});
 

@@ -41,9 +41,6 @@ namespace rightsize::code::internal {
 // Splits a command's text into words the way a shell would for plain quoting.
 std::vector<std::string> ShellWords(std::string_view text);
 
-// How a fact says Hugging Face chose SDPA by default (which needs torch 2.1.1; FindTorch).
-inline constexpr const char* kHfSdpaDefault = "transformers uses SDPA attention";
-
 // Evidence ranks: a later, stronger source replaces an earlier, weaker one.
 constexpr int kRankName = 0;      // a variable named like the fact (`batch_size = 32`)
 constexpr int kRankDefault = 1;   // a library's default (HF Trainer: 8 per device)

@@ -357,10 +357,12 @@ Analyzer::CallMatch Analyzer::ExtractOptimizerCall(const CallSite& c) {
     SetInBranch(facts_.checkpointing, Checkpointing::kFull, where, fmt::format("{}()", c.callee),
                 kRankCall);
   } else if (name == "scaled_dot_product_attention" || name == "flash_attn_func") {
-    Set(facts_.fused_attention, true, where, fmt::format("{}()", c.callee), kRankCall);
+    Set(facts_.attention, name == "flash_attn_func" ? Attention::kFlashAttention : Attention::kSdpa,
+        where, fmt::format("{}()", c.callee), kRankCall);
   } else if (name == "to_bettertransformer") {
     // Optimum's BetterTransformer swaps the model's attention for torch's SDPA.
-    Set(facts_.fused_attention, true, where, ".to_bettertransformer(): SDPA attention", kRankCall);
+    Set(facts_.attention, Attention::kSdpa, where, ".to_bettertransformer(): SDPA attention",
+        kRankCall);
   } else {
     return CallMatch::kNone;
   }

@@ -37,14 +37,16 @@ void Analyzer::SetTransformer(const TransformerSpec& spec, SourceLine where, con
   if (spec.vit) {
     Set(facts_.image_size, spec.image_size, where, fmt::format("{}: image_size", how),
         kRankDefault);
-    Set(facts_.fused_attention, false, where, "transformers' ViT: eager attention", kRankDefault);
+    Set(facts_.attention, Attention::kEager, where, "transformers' ViT: eager attention",
+        kRankDefault);
   }
   // Hugging Face picks SDPA for these families since transformers 4.36.
   static const std::set<std::string, std::less<>> kSdpa = {"llama",  "mistral", "qwen2", "gemma",
                                                            "gemma2", "phi3",    "phi"};
   if (kSdpa.count(spec.family) != 0) {
-    Set(facts_.fused_attention, true, where,
-        fmt::format("{} for {} by default", kHfSdpaDefault, spec.family), kRankDefault);
+    Set(facts_.attention, Attention::kSdpaDefault, where,
+        fmt::format("transformers uses SDPA attention for {} by default", spec.family),
+        kRankDefault);
   }
 }
 
@@ -238,8 +240,10 @@ bool Analyzer::ExtractPretrained(const CallSite& c) {
   }
   Value attn = KwValue(c, "attn_implementation");
   if (attn.kind == Value::Kind::kString) {
-    bool fused = attn.text != "eager";
-    Set(facts_.fused_attention, fused, where, fmt::format("attn_implementation=\"{}\"", attn.text),
+    Attention a = attn.text == "eager"               ? Attention::kEager
+                  : attn.text == "flash_attention_2" ? Attention::kFlashAttention
+                                                     : Attention::kSdpa;
+    Set(facts_.attention, a, where, fmt::format("attn_implementation=\"{}\"", attn.text),
         kRankCall);
   }
   return true;
@@ -457,7 +461,8 @@ bool Analyzer::ExtractVisionModel(const CallSite& c) {
       Set(facts_.layers, v->layers, where, "ViT table", kRankCall);
       Set(facts_.hidden, v->hidden, where, "ViT table", kRankCall);
       Set(facts_.heads, v->heads, where, "ViT table", kRankCall);
-      Set(facts_.fused_attention, true, where, "torchvision ViT attention uses SDPA", kRankDefault);
+      Set(facts_.attention, Attention::kSdpa, where, "torchvision ViT attention uses SDPA",
+          kRankDefault);
     }
     pending_.erase("model");
   }
@@ -562,7 +567,7 @@ bool Analyzer::ExtractTorchTransformer(const CallSite& c) {
       layer_where_ = where;
     }
     facts_.architecture = Architecture::kTransformer;
-    Set(facts_.fused_attention, true, where,
+    Set(facts_.attention, Attention::kSdpa, where,
         "nn.MultiheadAttention inside nn.Transformer*Layer calls SDPA", kRankDefault);
     return true;
   }

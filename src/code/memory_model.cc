@@ -423,7 +423,8 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, b
   MemoryTerm transients{"detector step transients", 0, "", {}};
   bool half_acts = precision != Precision::kFp32;
   Checkpointing ckpt = f.checkpointing.value.value_or(Checkpointing::kNone);
-  bool fused = f.fused_attention.value.value_or(false);
+  std::string eager_why;  // set when the job's torch, not the code, leaves attention eager
+  bool fused = AttentionFused(f, &eager_why);
   auto need = [&](bool ok, const std::string& what) -> Status {
     if (ok) return Status::Ok();
     return Missing(f, what);
@@ -497,9 +498,10 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, b
       per_layer = fused ? fmt::format("{}·s·b·h per layer (fused attention)", 34 + 2 * ln_extra)
                         : fmt::format("s·b·h·({} + 5·a·s/h) per layer", 34 + 2 * ln_extra);
     }
-    acts.formula = fmt::format("{}; L={} s={} b={} h={} a={}{}{}", per_layer, layers, s, b, h, a,
+    acts.formula = fmt::format("{}; L={} s={} b={} h={} a={}{}{}{}", per_layer, layers, s, b, h, a,
                                half_acts ? "" : ", ×2 for fp32",
-                               amp ? " (autocast: LayerNorm inputs in fp32)" : "");
+                               amp ? " (autocast: LayerNorm inputs in fp32)" : "",
+                               eager_why.empty() ? "" : "; " + eager_why);
     acts.bytes = act;
     e->bytes_per_sample = act / b;
     if (f.vocab.known() && f.architecture == Architecture::kTransformer) {
@@ -642,7 +644,8 @@ Status ActivationTerms(const CodeFacts& f, bool training, Precision precision, b
   AddLine(&acts.lines, f.image_size);
   AddLine(&acts.lines, f.model);
   AddLine(&acts.lines, f.checkpointing);
-  AddLine(&acts.lines, f.fused_attention);
+  AddLine(&acts.lines, f.attention);
+  if (!eager_why.empty()) AddLine(&acts.lines, f.torch_version);
   AddLine(&acts.lines, f.precision);
   e->terms.push_back(acts);
   if (logits.bytes > 0) e->terms.push_back(logits);

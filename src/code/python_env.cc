@@ -227,7 +227,7 @@ JobEnvironment JobEnvironment::OfThisProcess() {
   return env;
 }
 
-std::optional<bool> TorchInstall::AtLeast(int major, int minor, int patch) const {
+std::optional<bool> VersionAtLeast(std::string_view version, int major, int minor, int patch) {
   std::array<int, 3> have{};
   size_t i = 0;
   for (int& part : have) {
@@ -244,6 +244,10 @@ std::optional<bool> TorchInstall::AtLeast(int major, int minor, int patch) const
     ++i;
   }
   return have >= std::array<int, 3>{major, minor, patch};
+}
+
+std::optional<bool> TorchInstall::AtLeast(int major, int minor, int patch) const {
+  return VersionAtLeast(version, major, minor, patch);
 }
 
 std::optional<TorchInstall> FindTorch(const JobScript& script, const JobScript::Command& cmd,

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "jobscript/job_script.h"
 
@@ -35,10 +36,13 @@ struct TorchInstall {
   int line = 0;             // its __version__ line
   std::string interpreter;  // the Python that imports it, as found ("/opt/venv/bin/python")
   std::string found_as;     // "python on PATH", "the virtualenv activated at job.sh:4", "--python"
-  // Whether it is at least major.minor.patch ("2.1.0+cu121" is at least 2.1.0; "1.13.0a0" is
-  // not 1.13.1); nullopt when the version does not start with a number.
+  // VersionAtLeast of its version.
   std::optional<bool> AtLeast(int major, int minor, int patch) const;
 };
+
+// Whether a release `version` is at least major.minor.patch ("2.1.0+cu121" is at least 2.1.0;
+// "1.13.0a0" is not 1.13.1); nullopt when it does not start with a number.
+std::optional<bool> VersionAtLeast(std::string_view version, int major, int minor, int patch);
 
 // The torch that `cmd` (a command of `script` that runs Python) imports, found from the
 // interpreter the command names, the virtualenv the script activates before it, `env`'s PATH,

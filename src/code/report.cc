@@ -24,7 +24,9 @@ std::string Show(const T& v) {
 
 template <typename T>
 nlohmann::json JsonValue(const T& v) {
-  if constexpr (std::is_enum_v<T>) {
+  if constexpr (std::is_same_v<T, Attention>) {
+    return v != Attention::kEager;  // fused_attention: its kernel is beside it
+  } else if constexpr (std::is_enum_v<T>) {
     return std::string(NameOf(v));
   } else {
     return v;
@@ -61,7 +63,7 @@ void ForEachFact(const CodeFacts& f, F fn) {
   fn("optimizer", f.optimizer);
   fn("grad_accum", f.grad_accum);
   fn("checkpointing", f.checkpointing);
-  fn("fused_attention", f.fused_attention);
+  fn("fused_attention", f.attention);
   fn("torch_version", f.torch_version);
   fn("mlp_features", f.mlp_features);
   fn("mlp_widest", f.mlp_widest);
@@ -96,6 +98,9 @@ nlohmann::json FactsJson(const CodeFacts& f) {
     if (!fact.known()) return;
     nlohmann::json fj;
     fj["value"] = JsonValue(*fact.value);
+    if constexpr (std::is_same_v<std::decay_t<decltype(*fact.value)>, Attention>) {
+      fj["kernel"] = std::string(NameOf(*fact.value));
+    }
     fj["where"] =
         fact.where.empty() ? nlohmann::json(nullptr) : nlohmann::json(fact.where.ToString());
     fj["how"] = fact.how;

@@ -191,7 +191,7 @@ Status Analyzer::ReadTorchtune(const JobScript& script, const JobScript::Command
           model->origin);
     } else {
       SetTransformer(*spec, model->origin, fmt::format("torchtune {}", component), kRankConfig);
-      Set(facts_.fused_attention, true, model->origin,
+      Set(facts_.attention, Attention::kSdpa, model->origin,
           "torchtune's attention: scaled_dot_product_attention", kRankConfig);
     }
     const bool qlora = builder.starts_with("qlora_");

@@ -109,12 +109,29 @@ CodeReading ReadCode(const std::string& facts_json, const std::string& estimate_
   return r;
 }
 
+namespace {
+
+// Whether two readings' facts are the same. The torch version is read only where the job's
+// environment could be (code::FindTorch: `rightsize submit` or `run`, not the server or the
+// submit hook), so a version only one reading has is not a difference of the job.
+bool SameFacts(const nlohmann::json& a, const nlohmann::json& b) {
+  constexpr const char* kTorch = "torch_version";
+  if (a.contains(kTorch) == b.contains(kTorch)) return a == b;
+  nlohmann::json x = a, y = b;
+  for (nlohmann::json* facts : {&x, &y}) {
+    if (facts->is_object()) facts->erase(kTorch);
+  }
+  return x == y;
+}
+
+}  // namespace
+
 bool SameCode(const CodeReading& a, const CodeReading& b) {
-  return !a.code_hash.empty() && a.code_hash == b.code_hash && a.facts == b.facts;
+  return !a.code_hash.empty() && a.code_hash == b.code_hash && SameFacts(a.facts, b.facts);
 }
 
 bool CodeChanged(const CodeReading& before, const CodeReading& now) {
-  return before.facts != now.facts ||
+  return !SameFacts(before.facts, now.facts) ||
          (!before.code_hash.empty() && !now.code_hash.empty() && before.code_hash != now.code_hash);
 }
 
@@ -135,8 +152,7 @@ nlohmann::json FactValue(const nlohmann::json& facts, const std::string& name) {
 
 // Calls fn(name, old value, new value, the new fact) for each fact whose value differs between
 // the two readings (a null value where a side has none), in order; facts only `before` has last.
-// The torch version is read only where the job's environment could be (code::FindTorch): one
-// reading without it is not a change of the job.
+// A torch version only one reading has is not a change (SameFacts).
 template <typename Fn>
 void ForEachChangedFact(const CodeReading& before, const CodeReading& now, Fn fn) {
   auto unread = [](const std::string& name, const nlohmann::json& was, const nlohmann::json& is) {

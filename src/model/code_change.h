@@ -56,7 +56,8 @@ CodeReading ReadCode(const std::string& facts_json, const std::string& estimate_
                      const std::string& program = "", const std::string& code_hash = "");
 
 // Whether two readings are of the same code: the same (non-empty) hash of the files the analysis
-// read and the same facts, arguments included. A repeat of a program's last run.
+// read and the same facts, arguments included (a torch version only one reading could read, as
+// the job's environment was at hand for one of them, aside). A repeat of a program's last run.
 bool SameCode(const CodeReading& a, const CodeReading& b);
 
 // Whether `now` is known to differ from `before`: other facts (their values, or where and how

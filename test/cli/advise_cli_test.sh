@@ -51,14 +51,19 @@ run_rs advise "$WORK/enc/job.sh" --json
 expect_eq "advise in a virtualenv exits 0" "$RC" 0
 expect_eq "torch version from the virtualenv" \
   "$(json_get "$OUT" 'd["code"]["facts"]["torch_version"]["value"]')" "1.13.1"
-expect_eq "no SDPA before torch 2" \
-  "$(json_get "$OUT" 'd["code"]["facts"]["fused_attention"]["value"]')" False
+expect_eq "the facts keep what the code asks for" \
+  "$(json_get "$OUT" 'd["code"]["facts"]["fused_attention"]["kernel"]')" sdpa
+expect_eq "the estimate says the old torch keeps the scores" \
+  "$(json_get "$OUT" '[t["formula"] for t in d["gpu_memory"]["terms"] if t["name"] == "activations"][0].count("torch 1.13.1 (")')" 1
 OLD_P50=$(json_get "$OUT" 'd["gpu_memory"]["p50"]')
+OLD_FACTS=$(json_get "$OUT" 'sorted((k, str(v["value"])) for k, v in d["code"]["facts"].items() if k != "torch_version")')
 run_rs advise "$WORK/enc/job.sh" --python none --json
 expect_eq "--python none reads no environment" \
   "$(json_get "$OUT" '"torch_version" in d["code"]["facts"]')" False
 expect_eq "the scores are what the old torch adds" \
   "$(json_get "$OUT" "d['gpu_memory']['p50'] < $OLD_P50")" True
+expect_eq "the same facts whoever reads the job, but the torch version" \
+  "$(json_get "$OUT" 'sorted((k, str(v["value"])) for k, v in d["code"]["facts"].items())')" "$OLD_FACTS"
 
 run_rs advise "$CODE/gpt2_finetune/train.sh" --gpu TPU-v9
 expect_eq "unknown --gpu is a usage error" "$RC" 1

@@ -1450,9 +1450,9 @@ out = model.generate(ids, max_new_tokens=60)
   bt_src.replace(bt_src.find("%BT%"), 4, "model.to_bettertransformer()");
   Analysed eager = AnalyseSource("bt-eager", eager_src);
   Analysed bt = AnalyseSource("bt-sdpa", bt_src);
-  EXPECT_FALSE(eager.facts.fused_attention.value.value_or(false));
-  EXPECT_EQ(bt.facts.fused_attention.value, true);
-  EXPECT_EQ(bt.facts.fused_attention.where.ToString(), "train.py:6");
+  EXPECT_FALSE(AttentionFused(eager.facts));
+  EXPECT_EQ(bt.facts.attention.value, Attention::kSdpa);
+  EXPECT_EQ(bt.facts.attention.where.ToString(), "train.py:6");
   // Eager attention keeps one layer's b·a·s² scores live: 5·a·s/h more per position and feature
   // (starcoder: a = 48, h = 6144).
   ASSERT_TRUE(bt.facts.seq_len.known());

@@ -5,12 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "code/analysis.h"
 #include "code/memory_model.h"
+#include "code/report.h"
 #include "jobscript/job_script.h"
 
 namespace rightsize::code {
@@ -93,17 +95,59 @@ TEST_F(PythonEnvTest, TorchBefore2KeepsTheAttentionScores) {
             std::string::npos);
   EXPECT_NE(old.torch_version.how.find("virtualenv activated at line 3"), std::string::npos)
       << old.torch_version.how;
-  EXPECT_EQ(old.fused_attention.value, false);
-  EXPECT_NE(old.fused_attention.how.find("no scaled_dot_product_attention"), std::string::npos);
+  // The code asks for SDPA; the job's torch does not have it.
+  EXPECT_EQ(old.attention.value, Attention::kSdpa);
+  std::string why;
+  EXPECT_FALSE(AttentionFused(old, &why));
+  EXPECT_NE(why.find("torch 1.13.1"), std::string::npos) << why;
+  EXPECT_NE(why.find("no scaled_dot_product_attention"), std::string::npos) << why;
+  // The estimate's activations say so.
+  auto estimate = EstimateGpuMemory(old);
+  ASSERT_TRUE(estimate.ok());
+  auto acts = std::find_if(estimate->terms.begin(), estimate->terms.end(),
+                           [](const MemoryTerm& t) { return t.name == "activations"; });
+  ASSERT_NE(acts, estimate->terms.end());
+  EXPECT_NE(acts->formula.find(why), std::string::npos) << acts->formula;
 
   // The base Python's torch 2.3, named by the command: SDPA, no s² scores.
   CodeFacts modern = Analyze("python3.11 train.py --batch_size 2 --d_model 256 --steps 3\n", env_);
   ASSERT_TRUE(modern.torch_version.known());
   EXPECT_EQ(*modern.torch_version.value, "2.3.0+cu121");
-  EXPECT_EQ(modern.fused_attention.value, true);
+  EXPECT_TRUE(AttentionFused(modern));
 
   // s = 1024 and 8 heads: the scores, their softmax and dropout dwarf the rest.
   EXPECT_GT(Activations(old), 4 * Activations(modern));
+
+  // Read where the environment cannot be (the server, the submit hook): the same facts but the
+  // torch version, so the two readings are the same code to the change-aware prediction.
+  CodeFacts unread = Analyze("source ../venv/bin/activate\n" + std::string(kRun), {});
+  EXPECT_FALSE(unread.torch_version.known());
+  EXPECT_TRUE(AttentionFused(unread));
+  nlohmann::json a = FactsJson(old)["facts"], b = FactsJson(unread)["facts"];
+  a.erase("torch_version");
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(b["fused_attention"]["value"], true);
+  EXPECT_EQ(b["fused_attention"]["kernel"], "sdpa");
+}
+
+TEST(AttentionFusedTest, EachKernelNeedsItsTorch) {
+  auto fused = [](Attention a, const char* torch) {
+    CodeFacts f;
+    f.attention.value = a;
+    if (torch != nullptr) f.torch_version.value.emplace(torch);
+    return AttentionFused(f);
+  };
+  EXPECT_FALSE(fused(Attention::kEager, nullptr));
+  EXPECT_FALSE(fused(Attention::kEager, "2.4.0"));
+  EXPECT_TRUE(fused(Attention::kSdpa, nullptr));  // the torch unknown: as the code asks
+  EXPECT_FALSE(fused(Attention::kSdpa, "1.13.1"));
+  EXPECT_TRUE(fused(Attention::kSdpa, "2.0.0"));
+  // transformers picks SDPA by default only from torch 2.1.1.
+  EXPECT_FALSE(fused(Attention::kSdpaDefault, "2.1.0+cu121"));
+  EXPECT_TRUE(fused(Attention::kSdpaDefault, "2.1.1"));
+  EXPECT_TRUE(fused(Attention::kFlashAttention, "1.13.1"));
+  EXPECT_TRUE(fused(Attention::kSdpa, "nightly"));  // not a version: as the code asks
+  EXPECT_FALSE(AttentionFused(CodeFacts{}));        // nothing read: eager, as before
 }
 
 TEST_F(PythonEnvTest, ALaunchersConsoleScriptNamesItsPython) {
@@ -142,8 +186,9 @@ TEST_F(PythonEnvTest, FlashAttentionsOwnPackageDoesNotNeedTorch2) {
   CodeFacts f = Analyze("source ../venv/bin/activate\npython flash.py\n", env_);
   ASSERT_TRUE(f.torch_version.known());
   EXPECT_EQ(*f.torch_version.value, "1.13.1");
-  EXPECT_EQ(f.fused_attention.value, true);
-  EXPECT_NE(f.fused_attention.how.find("flash_attn"), std::string::npos) << f.fused_attention.how;
+  EXPECT_EQ(f.attention.value, Attention::kFlashAttention);
+  EXPECT_NE(f.attention.how.find("flash_attn"), std::string::npos) << f.attention.how;
+  EXPECT_TRUE(AttentionFused(f));
 }
 
 TEST(TorchInstallTest, VersionsCompareAsReleases) {
@@ -165,7 +210,7 @@ TEST_F(PythonEnvTest, AnEnvironmentNotFollowedLeavesTheVersionUnknown) {
   // `python` on PATH is a shim that picks its Python when it runs.
   CodeFacts shim = Analyze(kRun, env_);
   EXPECT_FALSE(shim.torch_version.known());
-  EXPECT_EQ(shim.fused_attention.value, true);  // as the code reads
+  EXPECT_TRUE(AttentionFused(shim));  // as the code reads
   // A module, conda, a PATH of the script's own: the job's Python is not this shell's.
   for (const char* before :
        {"module load pytorch/1.13\n", "conda activate old\n", "export PATH=/opt/x/bin:$PATH\n",
@@ -188,7 +233,7 @@ TEST_F(PythonEnvTest, ABrokenInstallIsNoVersionAndNoCrash) {
   Write(root_ / "venv/lib/python3.11/site-packages/torch/version.py", "git_version = 'x'\n");
   CodeFacts f = Analyze("source ../venv/bin/activate\n" + std::string(kRun), env_);
   EXPECT_FALSE(f.torch_version.known());
-  EXPECT_EQ(f.fused_attention.value, true);
+  EXPECT_TRUE(AttentionFused(f));
   std::string why;
   auto script = ParseJobScript("#!/bin/bash\nsource ../venv/bin/activate\n" + std::string(kRun));
   ASSERT_TRUE(script.ok());

@@ -69,6 +69,33 @@ TEST(CodeChangeTest, ReadsWhatChangedAndHowMuch) {
   EXPECT_FALSE(CodeLogRatio(Target::kRuntime, bad, b, 600.0));
 }
 
+TEST(CodeChangeTest, ATorchVersionOnlyOneReadingHasIsNotAChange) {
+  // `rightsize submit` reads the job's torch, the server and the submit hook cannot: the same
+  // program read both ways is a repeat, not a change whose estimates differ.
+  nlohmann::json with = nlohmann::json::parse(Facts(16));
+  with["facts"]["torch_version"] = {{"value", "1.13.1"}, {"where", "/venv/torch/version.py:1"}};
+  CodeReading plain = ReadCode(Facts(16), Estimate(16), "train.py", "abc");
+  CodeReading read = ReadCode(with.dump(), Estimate(16), "train.py", "abc");
+  EXPECT_TRUE(SameCode(plain, read));
+  EXPECT_TRUE(SameCode(read, plain));
+  EXPECT_FALSE(CodeChanged(plain, read));
+  EXPECT_TRUE(ChangedFacts(plain, read).empty());
+  EXPECT_EQ(ChangeKind(read, plain), "");
+  // Read on both sides, a new torch is a change; so is a batch beside a one-sided version.
+  nlohmann::json newer = with;
+  newer["facts"]["torch_version"]["value"] = "2.4.1";
+  CodeReading upgraded = ReadCode(newer.dump(), Estimate(16), "train.py", "abc");
+  EXPECT_FALSE(SameCode(read, upgraded));
+  EXPECT_TRUE(CodeChanged(read, upgraded));
+  EXPECT_EQ(ChangeKind(read, upgraded), "torch_version: 1.13.1 → 2.4.1");
+  EXPECT_TRUE(CodeChanged(plain, ReadCode(Facts(32), Estimate(32), "train.py", "abc")));
+  nlohmann::json bigger = with;
+  bigger["facts"]["batch_size"]["value"] = 32;
+  EXPECT_TRUE(CodeChanged(plain, ReadCode(bigger.dump(), Estimate(32), "train.py", "abc")));
+  // A reading with no facts at all beside one with a version: different, and no crash.
+  EXPECT_TRUE(CodeChanged(ReadCode("{}", ""), read));
+}
+
 TEST(CodeChangeTest, CalibrationShrinksTowardWhatPastChangesShowed) {
   CodeCalibration neutral;
   EXPECT_DOUBLE_EQ(neutral.Fit(Target::kRuntime).slope, 1.0);
