@@ -7,8 +7,10 @@
 # static copy beside a shared one that some other library loads would be two protobuf descriptor
 # pools, two Abseil hash seeds. `build.static_deps` checks the program loads none of them.
 #
-# Done on the imported targets the find_package calls made (their locations and the libraries
-# they name), so every target that links them follows, tests included.
+# Done on the imported targets the find_package calls of this directory made (their locations
+# and the libraries they name), so every target that links them follows, tests included: it
+# must be included after the last find_package of a library it switches (test/ and bench/
+# find only GoogleTest and Google Benchmark).
 
 option(RIGHTSIZE_STATIC_DEPS
        "Link gRPC, Abseil, protobuf, RE2, SQLite, tree-sitter, yaml-cpp and snappy statically" ON)

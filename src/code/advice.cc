@@ -128,11 +128,23 @@ Advice OutOfMemoryAdvice(const CodeFacts& facts, const MemoryEstimate& e, const 
   std::string torch_eager;  // why the job's torch leaves the code's fused attention eager
   if (training && facts.architecture == Architecture::kTransformer &&
       !AttentionFused(facts, &torch_eager)) {
-    // The torch the job imports has no SDPA (or leaves the code's eager): the remedy includes a
-    // newer torch. With it unknown, the code's attention counts as the code asks.
-    bool old_torch = !torch_eager.empty() ||
-                     (facts.torch_version.known() &&
-                      !VersionAtLeast(*facts.torch_version.value, 2, 0, 0).value_or(true));
+    // Eager because the code asks for it, or because the torch the job imports has no SDPA:
+    // the remedy names what is missing (with the torch unknown, the code's attention counts
+    // as the code asks).
+    std::string what;
+    if (!torch_eager.empty()) {
+      what = fmt::format("torch {} or later for SDPA (the job imports torch {}), or FlashAttention",
+                         facts.attention.value == Attention::kSdpaDefault ? "2.1.1" : "2.0",
+                         *facts.torch_version.value);
+    } else if (facts.torch_version.known() &&
+               !VersionAtLeast(*facts.torch_version.value, 2, 0, 0).value_or(true)) {
+      what = fmt::format(
+          "SDPA (attn_implementation=\"sdpa\") with torch 2.0 or later (the job imports torch {}), "
+          "or FlashAttention",
+          *facts.torch_version.value);
+    } else {
+      what = "SDPA/FlashAttention (attn_implementation=\"sdpa\")";
+    }
     remedy(WhatIf(facts,
                   [](CodeFacts& c) {
                     if (c.attention.value.value_or(Attention::kEager) == Attention::kEager) {
@@ -140,10 +152,7 @@ Advice OutOfMemoryAdvice(const CodeFacts& facts, const MemoryEstimate& e, const 
                     }
                     c.torch_version.value.reset();
                   }),
-           old_torch ? fmt::format("torch 2.1.1 or later for SDPA (the job imports torch {}), or "
-                                   "FlashAttention",
-                                   *facts.torch_version.value)
-                     : std::string("SDPA/FlashAttention (attn_implementation=\"sdpa\")"));
+           what);
   }
   int gpus = std::max(e.data_parallel_gpus, script.request.gpus.value_or(1));
   if (training && gpus > 1 && facts.zero_stage.value.value_or(0) < 3) {

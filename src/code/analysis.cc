@@ -87,7 +87,7 @@ std::string_view NameOf(Attention a) {
     case Attention::kSdpa:
       return "sdpa";
     case Attention::kSdpaDefault:
-      return "sdpa (transformers' default)";
+      return "sdpa-default";  // transformers' default, from torch 2.1.1
     case Attention::kFlashAttention:
       return "flash-attention";
   }

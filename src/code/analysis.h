@@ -64,7 +64,8 @@ enum class Architecture { kUnknown, kTransformer, kVit, kCnn, kMlp };
 enum class Attention {
   kEager,           // softmax(QKᵀ)V written out: the scores are kept
   kSdpa,            // torch's scaled_dot_product_attention, from torch 2.0
-  kSdpaDefault,     // transformers' default of SDPA, which it picks only from torch 2.1.1
+  kSdpaDefault,     // transformers' default of SDPA, which it picks only from torch 2.1.1;
+                    // "sdpa-default"
   kFlashAttention,  // FlashAttention's own package, whatever the torch
 };
 

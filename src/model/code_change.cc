@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace rightsize {
 
@@ -111,16 +112,33 @@ CodeReading ReadCode(const std::string& facts_json, const std::string& estimate_
 
 namespace {
 
-// Whether two readings' facts are the same. The torch version is read only where the job's
-// environment could be (code::FindTorch: `rightsize submit` or `run`, not the server or the
-// submit hook), so a version only one reading has is not a difference of the job.
-bool SameFacts(const nlohmann::json& a, const nlohmann::json& b) {
-  constexpr const char* kTorch = "torch_version";
-  if (a.contains(kTorch) == b.contains(kTorch)) return a == b;
-  nlohmann::json x = a, y = b;
-  for (nlohmann::json* facts : {&x, &y}) {
-    if (facts->is_object()) facts->erase(kTorch);
+// Two readings' facts without what only one of them could have, which is not a difference of
+// the job: the torch version, read only where the job's environment could be (code::FindTorch:
+// `rightsize submit` or `run`, not the server or the submit hook), and a fact's kernel, which
+// readings stored before 2026-12-07 do not have.
+std::pair<nlohmann::json, nlohmann::json> Aligned(const nlohmann::json& a,
+                                                  const nlohmann::json& b) {
+  std::pair<nlohmann::json, nlohmann::json> out{a, b};
+  auto& [x, y] = out;
+  if (!x.is_object() || !y.is_object()) return out;
+  if (x.contains("torch_version") != y.contains("torch_version")) {
+    x.erase("torch_version");
+    y.erase("torch_version");
   }
+  for (auto fact = x.begin(); fact != x.end(); ++fact) {
+    auto other = y.find(fact.key());
+    if (other == y.end() || !fact->is_object() || !other->is_object()) continue;
+    if (fact->contains("kernel") != other->contains("kernel")) {
+      fact->erase("kernel");
+      other->erase("kernel");
+    }
+  }
+  return out;
+}
+
+bool SameFacts(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a == b) return true;
+  auto [x, y] = Aligned(a, b);
   return x == y;
 }
 
@@ -144,29 +162,28 @@ std::optional<double> SameCodeMean(const std::vector<double>& measured) {
 
 namespace {
 
+// A fact's value; for a fact with a kernel (fused_attention), the kernel, which says more:
+// SDPA → FlashAttention changes what attention keeps where the job's torch has no SDPA.
 nlohmann::json FactValue(const nlohmann::json& facts, const std::string& name) {
   auto it = facts.find(name);
-  return it != facts.end() && it->is_object() ? it->value("value", nlohmann::json())
-                                              : nlohmann::json();
+  if (it == facts.end() || !it->is_object()) return nlohmann::json();
+  if (auto kernel = it->find("kernel"); kernel != it->end()) return *kernel;
+  return it->value("value", nlohmann::json());
 }
 
 // Calls fn(name, old value, new value, the new fact) for each fact whose value differs between
 // the two readings (a null value where a side has none), in order; facts only `before` has last.
-// A torch version only one reading has is not a change (SameFacts).
+// What only one reading could have is not a change (Aligned).
 template <typename Fn>
-void ForEachChangedFact(const CodeReading& before, const CodeReading& now, Fn fn) {
-  auto unread = [](const std::string& name, const nlohmann::json& was, const nlohmann::json& is) {
-    return name == "torch_version" && (was.is_null() || is.is_null());
-  };
-  for (const auto& [name, fact] : now.facts.items()) {
-    nlohmann::json was = FactValue(before.facts, name), is = FactValue(now.facts, name);
-    if (was != is && !unread(name, was, is)) fn(name, was, is, fact);
+void ForEachChangedFact(const CodeReading& before_reading, const CodeReading& now_reading, Fn fn) {
+  auto [before, now] = Aligned(before_reading.facts, now_reading.facts);
+  for (const auto& [name, fact] : now.items()) {
+    nlohmann::json was = FactValue(before, name), is = FactValue(now, name);
+    if (was != is) fn(name, was, is, fact);
   }
-  for (const auto& [name, fact] : before.facts.items()) {
-    nlohmann::json was = FactValue(before.facts, name);
-    if (!now.facts.contains(name) && !was.is_null() && !unread(name, was, nlohmann::json())) {
-      fn(name, was, nlohmann::json(), fact);
-    }
+  for (const auto& [name, fact] : before.items()) {
+    nlohmann::json was = FactValue(before, name);
+    if (!now.contains(name) && !was.is_null()) fn(name, was, nlohmann::json(), fact);
   }
 }
 

@@ -56,14 +56,14 @@ expect_eq "the facts keep what the code asks for" \
 expect_eq "the estimate says the old torch keeps the scores" \
   "$(json_get "$OUT" '[t["formula"] for t in d["gpu_memory"]["terms"] if t["name"] == "activations"][0].count("torch 1.13.1 (")')" 1
 OLD_P50=$(json_get "$OUT" 'd["gpu_memory"]["p50"]')
-OLD_FACTS=$(json_get "$OUT" 'sorted((k, str(v["value"])) for k, v in d["code"]["facts"].items() if k != "torch_version")')
+OLD_FACTS=$(json_get "$OUT" 'json.dumps({k: v for k, v in d["code"]["facts"].items() if k != "torch_version"}, sort_keys=True)')
 run_rs advise "$WORK/enc/job.sh" --python none --json
 expect_eq "--python none reads no environment" \
   "$(json_get "$OUT" '"torch_version" in d["code"]["facts"]')" False
 expect_eq "the scores are what the old torch adds" \
   "$(json_get "$OUT" "d['gpu_memory']['p50'] < $OLD_P50")" True
 expect_eq "the same facts whoever reads the job, but the torch version" \
-  "$(json_get "$OUT" 'sorted((k, str(v["value"])) for k, v in d["code"]["facts"].items())')" "$OLD_FACTS"
+  "$(json_get "$OUT" 'json.dumps(d["code"]["facts"], sort_keys=True)')" "$OLD_FACTS"
 
 run_rs advise "$CODE/gpt2_finetune/train.sh" --gpu TPU-v9
 expect_eq "unknown --gpu is a usage error" "$RC" 1

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "code/advice.h"
 #include "code/analysis.h"
 #include "code/memory_model.h"
 #include "code/report.h"
@@ -108,6 +109,16 @@ TEST_F(PythonEnvTest, TorchBefore2KeepsTheAttentionScores) {
                            [](const MemoryTerm& t) { return t.name == "activations"; });
   ASSERT_NE(acts, estimate->terms.end());
   EXPECT_NE(acts->formula.find(why), std::string::npos) << acts->formula;
+  // On a GPU the estimate does not fit, the remedy names the torch the scores come from.
+  auto script = ParseJobScript("#!/bin/bash\n#SBATCH --gres=gpu:1\n" + std::string(kRun));
+  ASSERT_TRUE(script.ok());
+  std::string advice;
+  for (const auto& a : Advise(old, *estimate, {"small", 0.5 * estimate->p50_bytes}, *script)) {
+    advice += a.message + "\n";
+  }
+  EXPECT_NE(advice.find("torch 2.0 or later for SDPA (the job imports torch 1.13.1)"),
+            std::string::npos)
+      << advice;
 
   // The base Python's torch 2.3, named by the command: SDPA, no s² scores.
   CodeFacts modern = Analyze("python3.11 train.py --batch_size 2 --d_model 256 --steps 3\n", env_);

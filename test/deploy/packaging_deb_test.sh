@@ -9,6 +9,7 @@
 set -euo pipefail
 BUILD=$1
 SRCDIR=$2
+LINKED=${3:-static}  # how cmake/static_deps.cmake linked gRPC, SQLite and the rest
 PASSED=0
 FAILED=0
 pass() { PASSED=$((PASSED + 1)); echo "ok: $*"; }
@@ -51,9 +52,16 @@ if grep -q 'libc6' <<<"$depends" && grep -q 'libxgboost' <<<"$depends"; then
 else
   fail "rightsize's Depends lack the shared libraries: '$depends'"
 fi
-# gRPC, Abseil, protobuf, SQLite and the rest are linked in (cmake/static_deps.cmake): the
-# package does not pull them.
-if grep -E -q 'libgrpc|libabsl|libprotobuf|libsqlite3|libre2|libtree-sitter' <<<"$depends"; then
+# gRPC, Abseil, protobuf, SQLite and the rest are linked in (cmake/static_deps.cmake, unless
+# configured with RIGHTSIZE_STATIC_DEPS=OFF): the package does not pull them.
+static_names='libgrpc|libabsl|libprotobuf|libsqlite3|libre2|libc-ares|libupb|libtree-sitter|libyaml-cpp|libsnappy'
+if [ "$LINKED" != static ]; then
+  if grep -q 'libsqlite3' <<<"$depends"; then
+    pass "linked against the shared objects: SQLite's package is in Depends"
+  else
+    fail "linked against the shared objects, but SQLite's package is not in Depends: '$depends'"
+  fi
+elif grep -E -q "$static_names" <<<"$depends"; then
   fail "rightsize depends on a library it links statically: '$depends'"
 else
   pass "rightsize does not depend on the libraries it links statically"

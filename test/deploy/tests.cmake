@@ -31,5 +31,5 @@ set_tests_properties(deploy.grafana_dashboard PROPERTIES TIMEOUT 240)
 # (root; a lock keeps two runs apart).
 add_test(NAME deploy.packaging_deb
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/packaging_deb_test.sh ${PROJECT_BINARY_DIR}
-          ${PROJECT_SOURCE_DIR})
+          ${PROJECT_SOURCE_DIR} $<IF:$<BOOL:${RIGHTSIZE_STATIC_DEPS}>,static,shared>)
 set_tests_properties(deploy.packaging_deb PROPERTIES TIMEOUT 300 RESOURCE_LOCK dpkg)

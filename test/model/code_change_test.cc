@@ -96,6 +96,24 @@ TEST(CodeChangeTest, ATorchVersionOnlyOneReadingHasIsNotAChange) {
   EXPECT_TRUE(CodeChanged(ReadCode("{}", ""), read));
 }
 
+TEST(CodeChangeTest, AnAttentionKernelChangeIsAChangeAndAnUnreportedOneIsNot) {
+  auto with_attention = [](const char* kernel) {
+    nlohmann::json j = nlohmann::json::parse(Facts(16));
+    j["facts"]["fused_attention"] = {{"value", true}, {"where", "train.py:20"}};
+    if (kernel != nullptr) j["facts"]["fused_attention"]["kernel"] = kernel;
+    return ReadCode(j.dump(), Estimate(16), "train.py", "abc");
+  };
+  // Both fused, but FlashAttention keeps no scores where the job's torch has no SDPA.
+  CodeReading sdpa = with_attention("sdpa"), flash = with_attention("flash-attention");
+  EXPECT_FALSE(SameCode(sdpa, flash));
+  EXPECT_EQ(ChangeKind(sdpa, flash), "fused_attention: sdpa → flash-attention");
+  // A reading stored before kernels were reported: the same code as today's reading of it.
+  CodeReading stored = with_attention(nullptr);
+  EXPECT_TRUE(SameCode(stored, sdpa));
+  EXPECT_FALSE(CodeChanged(stored, sdpa));
+  EXPECT_EQ(ChangeKind(stored, sdpa), "");
+}
+
 TEST(CodeChangeTest, CalibrationShrinksTowardWhatPastChangesShowed) {
   CodeCalibration neutral;
   EXPECT_DOUBLE_EQ(neutral.Fit(Target::kRuntime).slope, 1.0);
