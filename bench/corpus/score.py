@@ -171,6 +171,7 @@ def main():
         python = "none"  # measured elsewhere: no environment to read here
 
     details = []
+    torch_read = set()  # the torch versions advise read from `python`, "none" where it read none
     for row in rows:
         run = runs[row["id"]]
         d = {"id": row["id"], "family": run["family"], "style": run["style"], "mode": run["mode"],
@@ -184,6 +185,7 @@ def main():
             d["undetermined"] = "advise failed: " + (err or "")
             continue
         d["facts"] = check_facts(run, adv, num(row.get("parameters")))
+        torch_read.add(fact(adv, "torch_version") or "none")
         params_fact = fact(adv, "parameters")
         mp = num(row.get("parameters"))
         if params_fact and mp:
@@ -249,6 +251,7 @@ def main():
     summary = {
         "measured": os.path.basename(a.measured), "device": side["device"], "rightsize": version,
         "date": side["date"], "runs": len(details), "ran": len(scored),
+        "python": python, "torch_read": sorted(torch_read),
         "estimated": len(with_est),
         "analytical": summarize(errs),
         "predictor": summarize([d["predict_err"] for d in details if "predict_err" in d]),
@@ -363,6 +366,16 @@ def print_summary(s, side, details):
              ver.get("python"), ver.get("torch"),
              (", CUDA %s" % ver.get("torch_cuda")) if ver.get("torch_cuda") else ""))
     print("scored with: %s" % s["rightsize"])
+    print("the runs' Python as advise read it: %s, torch %s"
+          % (s["python"], ", ".join(s["torch_read"]) or "-"))
+    if s["python"] != "none" and "none" in s["torch_read"]:
+        # The figures then read attention as if the torch were unknown (fused where the code
+        # asks for it), not as the runs had it: install the same torch to reproduce them.
+        msg = ("WARNING: the runs were measured with torch %s under %s, but here it imports no "
+               "torch: attention is read as the code asks, not as that torch had it"
+               % (ver.get("torch"), s["python"]))
+        print(msg)
+        print(msg, file=sys.stderr)
     print("runs: %d in the table, %d ran to an outcome, %d with an estimate (%d undetermined)"
           % (s["runs"], s["ran"], s["estimated"], len(s["undetermined"])))
     what = ("estimate p50 vs GPU footprint (NVML peak - idle)" if side["device"] == "cuda" else
