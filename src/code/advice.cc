@@ -131,17 +131,16 @@ Advice OutOfMemoryAdvice(const CodeFacts& facts, const MemoryEstimate& e, const 
     // Eager because the code asks for it, or because the torch the job imports has no SDPA:
     // the remedy names what is missing (with the torch unknown, the code's attention counts
     // as the code asks).
-    std::string what;
+    std::string what, needed;
     if (!torch_eager.empty()) {
+      TorchProvides(facts, *facts.attention.value, &needed);
       what = fmt::format("torch {} or later for SDPA (the job imports torch {}), or FlashAttention",
-                         facts.attention.value == Attention::kSdpaDefault ? "2.1.1" : "2.0",
-                         *facts.torch_version.value);
-    } else if (facts.torch_version.known() &&
-               !VersionAtLeast(*facts.torch_version.value, 2, 0, 0).value_or(true)) {
+                         needed, *facts.torch_version.value);
+    } else if (!TorchProvides(facts, Attention::kSdpa, &needed).value_or(true)) {
       what = fmt::format(
-          "SDPA (attn_implementation=\"sdpa\") with torch 2.0 or later (the job imports torch {}), "
+          "SDPA (attn_implementation=\"sdpa\") with torch {} or later (the job imports torch {}), "
           "or FlashAttention",
-          *facts.torch_version.value);
+          needed, *facts.torch_version.value);
     } else {
       what = "SDPA/FlashAttention (attn_implementation=\"sdpa\")";
     }

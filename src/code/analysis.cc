@@ -94,23 +94,33 @@ std::string_view NameOf(Attention a) {
   return "?";
 }
 
+std::optional<bool> TorchProvides(const CodeFacts& f, Attention a, std::string* needed) {
+  struct Release {
+    int major, minor, patch;
+    const char* name;
+  };
+  std::optional<Release> need;
+  if (a == Attention::kSdpa) need = Release{2, 0, 0, "2.0"};
+  // transformers picks SDPA by default only from torch 2.1.1 (is_torch_sdpa_available).
+  if (a == Attention::kSdpaDefault) need = Release{2, 1, 1, "2.1.1"};
+  if (needed != nullptr) *needed = need ? need->name : "";
+  if (!f.torch_version.known()) return std::nullopt;
+  if (!need) return true;
+  return VersionAtLeast(*f.torch_version.value, need->major, need->minor, need->patch);
+}
+
 bool AttentionFused(const CodeFacts& f, std::string* why) {
   if (!f.attention.known() || *f.attention.value == Attention::kEager) return false;
-  Attention a = *f.attention.value;
-  if (a == Attention::kFlashAttention || !f.torch_version.known()) return true;
-  // transformers picks SDPA by default only from torch 2.1.1 (is_torch_sdpa_available).
-  bool by_default = a == Attention::kSdpaDefault;
-  std::optional<bool> has = by_default ? VersionAtLeast(*f.torch_version.value, 2, 1, 1)
-                                       : VersionAtLeast(*f.torch_version.value, 2, 0, 0);
-  if (!has.has_value() || *has) return true;
+  std::string needed;
+  if (TorchProvides(f, *f.attention.value, &needed).value_or(true)) return true;
   if (why != nullptr) {
     *why = fmt::format(
-        "attention keeps its s² scores: the job imports torch {} ({}), which has no {}, asked "
-        "for at {} ({})",
+        "attention keeps its s² scores: the job imports torch {} ({}), which has no {} (torch "
+        "{}), asked for at {} ({})",
         *f.torch_version.value, f.torch_version.where.ToString(),
-        by_default ? "SDPA default in transformers (torch 2.1.1)"
-                   : "scaled_dot_product_attention (torch 2.0)",
-        f.attention.where.ToString(), f.attention.how);
+        *f.attention.value == Attention::kSdpaDefault ? "SDPA default in transformers"
+                                                      : "scaled_dot_product_attention",
+        needed, f.attention.where.ToString(), f.attention.how);
   }
   return false;
 }

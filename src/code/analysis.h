@@ -199,10 +199,15 @@ struct CodeFacts {
 inline constexpr int kMaxCodeFiles = 200;
 inline constexpr int kMaxConfigFiles = 16;
 
+// Whether the torch the job imports (`torch_version`) provides attention `a`: SDPA from torch
+// 2.0, transformers' default of it from 2.1.1; eager attention and FlashAttention's own package
+// with any. nullopt when the torch is unknown. *needed (if given) is the release `a` needs
+// ("2.0"), empty when it needs none.
+std::optional<bool> TorchProvides(const CodeFacts& f, Attention a, std::string* needed = nullptr);
+
 // Whether the job's attention keeps no s² scores: the code asks for fused attention (`attention`)
-// and the torch the job imports has it (SDPA from torch 2.0, transformers' default of it from
-// 2.1.1, FlashAttention's own package with any). With the torch unknown, as the code asks.
-// When it is the torch that leaves attention eager, *why (if given) says so.
+// and the torch the job imports provides it (TorchProvides; with the torch unknown, as the code
+// asks). When it is the torch that leaves attention eager, *why (if given) says so.
 bool AttentionFused(const CodeFacts& f, std::string* why = nullptr);
 
 // `code_dir` is the folder the job's code is in (the script's folder by default);

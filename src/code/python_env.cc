@@ -246,10 +246,6 @@ std::optional<bool> VersionAtLeast(std::string_view version, int major, int mino
   return have >= std::array<int, 3>{major, minor, patch};
 }
 
-std::optional<bool> TorchInstall::AtLeast(int major, int minor, int patch) const {
-  return VersionAtLeast(version, major, minor, patch);
-}
-
 std::optional<TorchInstall> FindTorch(const JobScript& script, const JobScript::Command& cmd,
                                       const std::string& code_dir, const JobEnvironment& env,
                                       std::string* why) {

@@ -36,8 +36,6 @@ struct TorchInstall {
   int line = 0;             // its __version__ line
   std::string interpreter;  // the Python that imports it, as found ("/opt/venv/bin/python")
   std::string found_as;     // "python on PATH", "the virtualenv activated at job.sh:4", "--python"
-  // VersionAtLeast of its version.
-  std::optional<bool> AtLeast(int major, int minor, int patch) const;
 };
 
 // Whether a release `version` is at least major.minor.patch ("2.1.0+cu121" is at least 2.1.0;
